@@ -1,0 +1,549 @@
+//! The decision engine: a pure function from (pod, namespace annotations, Instrumentation
+//! catalog) to a patch and the warnings that explain it. It knows nothing of HTTP.
+
+pub mod java;
+pub mod lang;
+pub mod plan;
+pub mod sdk;
+pub mod select;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EphemeralVolumeSource, PersistentVolumeClaimTemplate, Pod,
+    ResourceRequirements, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+pub use lang::{Language, LanguageSet};
+use plan::{InitPosition, PodPlan, Slot};
+use sdk::PodInfo;
+use select::{Annotations, Request};
+
+use crate::crd::Instrumentation;
+
+/// Annotation the webhook puts on every pod it changed; its value lists the injected
+/// languages. A pod that carries it is never changed again (reinvocation, re-submission).
+pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
+/// Static pods mirrored by the kubelet carry this; they are never mutated.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// Default `sizeLimit` of the agent's `emptyDir`.
+pub const DEFAULT_VOLUME_SIZE: &str = "200Mi";
+/// Warnings longer than this are cut (clients truncate long ones anyway).
+pub const MAX_WARNING_LEN: usize = 120;
+
+/// Where the engine looks Instrumentations and namespaces up: an in-memory cache, never
+/// the API server.
+pub trait Catalog {
+    /// Whether the cache has synced; before that no decision is made.
+    fn ready(&self) -> bool;
+    /// One Instrumentation by namespace and name.
+    fn instrumentation(&self, namespace: &str, name: &str) -> Option<Arc<Instrumentation>>;
+    /// All Instrumentations of a namespace.
+    fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>>;
+    /// The annotations of a namespace, when namespaces are watched.
+    fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>>;
+}
+
+/// Default agent images, per language (overridable by flags).
+#[derive(Clone, Debug)]
+pub struct DefaultImages {
+    images: BTreeMap<Language, String>,
+}
+
+impl Default for DefaultImages {
+    fn default() -> Self {
+        let mut images = BTreeMap::new();
+        images.insert(Language::Java, java::DEFAULT_IMAGE.to_owned());
+        DefaultImages { images }
+    }
+}
+
+impl DefaultImages {
+    pub fn get(&self, l: Language) -> &str {
+        self.images.get(&l).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn set(&mut self, l: Language, image: String) {
+        self.images.insert(l, image);
+    }
+}
+
+/// Engine settings that come from the command line.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub enabled: LanguageSet,
+    pub images: DefaultImages,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            enabled: LanguageSet::all(),
+            images: DefaultImages::default(),
+        }
+    }
+}
+
+/// Why a pod that asked for injection did not get (all of) it. A fixed set: these are
+/// the values of the `reason` metric label.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SkipReason {
+    CacheNotReady,
+    NoInstrumentation,
+    MultipleInstrumentations,
+    InstrumentationNotFound,
+    InvalidContainerNames,
+    LanguageDisabled,
+    LanguageUnsupported,
+    NothingInstrumented,
+    NoContainers,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 9] = [
+        SkipReason::CacheNotReady,
+        SkipReason::NoInstrumentation,
+        SkipReason::MultipleInstrumentations,
+        SkipReason::InstrumentationNotFound,
+        SkipReason::InvalidContainerNames,
+        SkipReason::LanguageDisabled,
+        SkipReason::LanguageUnsupported,
+        SkipReason::NothingInstrumented,
+        SkipReason::NoContainers,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::CacheNotReady => "cache_not_ready",
+            SkipReason::NoInstrumentation => "no_instrumentation",
+            SkipReason::MultipleInstrumentations => "multiple_instrumentations",
+            SkipReason::InstrumentationNotFound => "instrumentation_not_found",
+            SkipReason::InvalidContainerNames => "invalid_container_names",
+            SkipReason::LanguageDisabled => "language_disabled",
+            SkipReason::LanguageUnsupported => "language_unsupported",
+            SkipReason::NothingInstrumented => "nothing_instrumented",
+            SkipReason::NoContainers => "no_containers",
+        }
+    }
+}
+
+/// A language (or the whole pod, when `language` is `None`) that was not injected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip {
+    pub language: Option<Language>,
+    pub reason: SkipReason,
+}
+
+/// The engine's answer for one pod.
+#[derive(Debug, Default)]
+pub struct Decision {
+    /// JSON-patch operations; empty when the pod is admitted unchanged.
+    pub patch: Vec<PatchOperation>,
+    /// Short messages for the client, each at most [`MAX_WARNING_LEN`] characters.
+    pub warnings: Vec<String>,
+    /// Languages injected.
+    pub injected: Vec<Language>,
+    /// Languages requested but not injected, with the reason.
+    pub skipped: Vec<Skip>,
+    /// Whether the pod (or its namespace) asked for any injection.
+    pub requested: bool,
+    /// Whether the pod had been injected already (by this webhook).
+    pub already_injected: bool,
+}
+
+impl Decision {
+    fn warn(&mut self, msg: String) {
+        self.warnings.push(shorten(msg));
+    }
+
+    fn skip(&mut self, language: Option<Language>, reason: SkipReason, msg: String) {
+        self.skipped.push(Skip { language, reason });
+        self.warn(msg);
+    }
+}
+
+/// Cuts a warning to [`MAX_WARNING_LEN`] characters on a character boundary.
+pub fn shorten(mut msg: String) -> String {
+    if msg.chars().count() > MAX_WARNING_LEN {
+        let cut = msg
+            .char_indices()
+            .nth(MAX_WARNING_LEN - 1)
+            .map_or(msg.len(), |(i, _)| i);
+        msg.truncate(cut);
+        msg.push('…');
+    }
+    msg
+}
+
+/// What an agent did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// This many containers were instrumented.
+    Injected(usize),
+    /// Every target was skipped (each with its own warning).
+    NothingInstrumented,
+}
+
+/// Everything an agent needs to inject one language.
+pub struct Injection<'p, 'a> {
+    pub plan: &'p mut PodPlan<'a>,
+    pub info: &'p PodInfo<'a>,
+    pub inst: &'p Instrumentation,
+    pub targets: &'p [Slot],
+    pub config: &'p EngineConfig,
+    pub annotations: &'p Annotations<'a>,
+    warnings: &'p mut Vec<String>,
+}
+
+impl Injection<'_, '_> {
+    pub fn warn(&mut self, msg: String) {
+        self.warnings.push(shorten(msg));
+    }
+
+    /// Agent init containers go before the first targeted init container (which needs the
+    /// agent files when it runs), or after all init containers.
+    pub fn init_position(&self, instrumented: &[Slot]) -> InitPosition {
+        instrumented
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Init(i) => Some(InitPosition::Before(*i)),
+                Slot::App(_) => None,
+            })
+            .min()
+            .unwrap_or(InitPosition::End)
+    }
+
+    /// `spec.initContainerSecurityContext`, else the first instrumented container's, so that
+    /// pods under a restricted policy stay admissible.
+    pub fn init_security_context(&self, instrumented: &[Slot]) -> Option<SecurityContext> {
+        self.inst.spec.init_container_security_context.clone().or_else(|| {
+            instrumented
+                .first()
+                .and_then(|s| self.plan.original(*s))
+                .and_then(|c| c.security_context.clone())
+        })
+    }
+}
+
+/// One language's injection logic. Agents only add to the plan; the engine owns selection,
+/// validation and the patch.
+pub trait Agent: Sync {
+    fn language(&self) -> Language;
+    /// Whether init containers can be targets.
+    fn supports_init_targets(&self) -> bool {
+        true
+    }
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
+}
+
+/// The agent for a language, if this build has one.
+pub fn agent(l: Language) -> Option<&'static dyn Agent> {
+    match l {
+        Language::Java => Some(&java::Java),
+        _ => None,
+    }
+}
+
+/// Default resources of an agent's init container.
+#[derive(Clone, Copy, Debug)]
+pub struct ResourceDefaults {
+    pub limit_cpu: &'static str,
+    pub limit_memory: &'static str,
+    pub request_cpu: &'static str,
+    pub request_memory: &'static str,
+}
+
+impl ResourceDefaults {
+    /// The Instrumentation's resources when given, else these defaults.
+    pub fn or(self, given: Option<&ResourceRequirements>) -> ResourceRequirements {
+        if let Some(r) = given.filter(|r| r.limits.is_some() || r.requests.is_some()) {
+            return r.clone();
+        }
+        let pair = |cpu: &str, mem: &str| {
+            BTreeMap::from([
+                ("cpu".to_owned(), Quantity(cpu.to_owned())),
+                ("memory".to_owned(), Quantity(mem.to_owned())),
+            ])
+        };
+        ResourceRequirements {
+            limits: Some(pair(self.limit_cpu, self.limit_memory)),
+            requests: Some(pair(self.request_cpu, self.request_memory)),
+            ..Default::default()
+        }
+    }
+}
+
+/// The shared volume an agent is copied into: an ephemeral volume from the
+/// `volumeClaimTemplate` when given, else an `emptyDir` with a size limit.
+pub fn agent_volume(
+    name: &str,
+    claim: Option<&PersistentVolumeClaimTemplate>,
+    size: Option<&Quantity>,
+) -> Volume {
+    if let Some(claim) = claim {
+        return Volume {
+            name: name.to_owned(),
+            ephemeral: Some(EphemeralVolumeSource {
+                volume_claim_template: Some(claim.clone()),
+            }),
+            ..Default::default()
+        };
+    }
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(
+                size.cloned()
+                    .unwrap_or_else(|| Quantity(DEFAULT_VOLUME_SIZE.to_owned())),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// An init container that copies agent files into the shared volume.
+#[allow(clippy::too_many_arguments)]
+pub fn init_container(
+    name: &str,
+    image: String,
+    command: Vec<String>,
+    volume: &str,
+    mount_path: &str,
+    resources: &ResourceRequirements,
+    inst: &Instrumentation,
+    security_context: Option<SecurityContext>,
+) -> Container {
+    Container {
+        name: name.to_owned(),
+        image: Some(image),
+        command: Some(command),
+        resources: Some(resources.clone()),
+        volume_mounts: Some(vec![VolumeMount {
+            name: volume.to_owned(),
+            mount_path: mount_path.to_owned(),
+            ..Default::default()
+        }]),
+        image_pull_policy: inst.spec.image_pull_policy.clone(),
+        security_context,
+        ..Default::default()
+    }
+}
+
+fn qualified(inst: &Instrumentation) -> String {
+    format!(
+        "{}/{}",
+        inst.metadata.namespace.as_deref().unwrap_or(""),
+        inst.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+/// Finds the Instrumentation a request names.
+fn resolve(
+    catalog: &dyn Catalog,
+    namespace: &str,
+    request: &Request<'_>,
+    lang: Language,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    let key = format!("inject-{lang}");
+    match *request {
+        Request::No => Err((SkipReason::NoInstrumentation, String::new())),
+        Request::Default => {
+            let mut all = catalog.instrumentations_in(namespace);
+            match all.len() {
+                1 => Ok(all.remove(0)),
+                0 => Err((
+                    SkipReason::NoInstrumentation,
+                    format!("{key}: no Instrumentation in namespace {namespace:?}; not injected"),
+                )),
+                n => Err((
+                    SkipReason::MultipleInstrumentations,
+                    format!(
+                        "{key}: {n} Instrumentations in namespace {namespace:?}; name one instead of \"true\""
+                    ),
+                )),
+            }
+        }
+        Request::Named(name) => catalog.instrumentation(namespace, name).ok_or_else(|| {
+            (
+                SkipReason::InstrumentationNotFound,
+                format!("{key}: Instrumentation \"{namespace}/{name}\" not found; not injected"),
+            )
+        }),
+        Request::Qualified {
+            namespace: ns,
+            name,
+        } => catalog.instrumentation(ns, name).ok_or_else(|| {
+            (
+                SkipReason::InstrumentationNotFound,
+                format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
+            )
+        }),
+    }
+}
+
+/// Decides what to inject into `pod`, created in `namespace`.
+pub fn decide(pod: &Pod, namespace: &str, catalog: &dyn Catalog, config: &EngineConfig) -> Decision {
+    let mut d = Decision::default();
+    let pod_annotations = pod.metadata.annotations.as_ref();
+    if pod_annotations.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
+        return d;
+    }
+    let ns_annotations = catalog.namespace_annotations(namespace);
+    let annotations = Annotations::new(pod, ns_annotations.as_deref());
+
+    let requests: Vec<(Language, Request<'_>)> = Language::ALL
+        .into_iter()
+        .map(|l| (l, Request::parse(annotations.get(l.inject_annotation()))))
+        .filter(|(_, r)| *r != Request::No)
+        .collect();
+    // Before the namespace store has synced, only the pod's own annotations are seen.
+    if requests.is_empty() {
+        return d;
+    }
+    d.requested = true;
+
+    if pod_annotations.is_some_and(|a| a.contains_key(INJECTED_ANNOTATION)) {
+        d.already_injected = true;
+        return d;
+    }
+    if !catalog.ready() {
+        d.skip(
+            None,
+            SkipReason::CacheNotReady,
+            "otel-injector: Instrumentation cache not synced yet; pod admitted without injection"
+                .into(),
+        );
+        return d;
+    }
+    let has_containers = pod.spec.as_ref().is_some_and(|s| !s.containers.is_empty());
+    if !has_containers {
+        d.skip(
+            None,
+            SkipReason::NoContainers,
+            "otel-injector: pod has no containers; not injected".into(),
+        );
+        return d;
+    }
+
+    // Container targeting: the common list applies to every language, each language's own
+    // list is added to it. Several languages need explicit lists for each of them.
+    let common = select::split_names(annotations.get(select::CONTAINER_NAMES));
+    let mut lists: Vec<(Language, &Request<'_>, Vec<&str>)> = requests
+        .iter()
+        .map(|(l, r)| {
+            let mut names = common.clone();
+            names.extend(select::split_names(
+                annotations.get(l.container_names_annotation()),
+            ));
+            (*l, r, names)
+        })
+        .collect();
+    if lists.len() > 1 {
+        let with = lists.iter().filter(|(_, _, n)| !n.is_empty()).count();
+        if with != lists.len() {
+            let msg = if with == 0 {
+                "otel-injector: several languages requested; set <lang>-container-names for each"
+            } else {
+                "otel-injector: some requested languages have container names and some not; set them for all"
+            };
+            d.skip(None, SkipReason::InvalidContainerNames, msg.into());
+            return d;
+        }
+    }
+    let mut targets = Vec::with_capacity(lists.len());
+    for (l, r, names) in lists.drain(..) {
+        match select::resolve_targets(pod, &names) {
+            Ok(t) => targets.push((l, r, t)),
+            Err(e) => {
+                let key = if names.len() == common.len() {
+                    "container-names".to_owned()
+                } else {
+                    format!("{l}-container-names")
+                };
+                let reason = SkipReason::InvalidContainerNames;
+                d.skip(Some(l), reason, format!("{key}: {e}; pod not injected"));
+                // As the Operator does, a bad list leaves the whole pod unchanged.
+                return d;
+            }
+        }
+    }
+
+    let info = PodInfo::new(pod, namespace);
+    let mut plan = PodPlan::new(pod);
+    for (lang, request, slots) in targets {
+        if !config.enabled.contains(lang) {
+            d.skip(
+                Some(lang),
+                SkipReason::LanguageDisabled,
+                format!("inject-{lang}: {lang} injection is disabled on this webhook"),
+            );
+            continue;
+        }
+        let Some(agent) = agent(lang) else {
+            d.skip(
+                Some(lang),
+                SkipReason::LanguageUnsupported,
+                format!("inject-{lang}: {lang} injection is not supported by this webhook version"),
+            );
+            continue;
+        };
+        let inst = match resolve(catalog, namespace, request, lang) {
+            Ok(i) => i,
+            Err((reason, msg)) => {
+                d.skip(Some(lang), reason, msg);
+                continue;
+            }
+        };
+        let slots: Vec<Slot> = if agent.supports_init_targets() {
+            slots
+        } else {
+            let (inits, apps): (Vec<_>, Vec<_>) =
+                slots.into_iter().partition(|s| matches!(s, Slot::Init(_)));
+            for s in inits {
+                if let Some(c) = plan.original(s) {
+                    d.warn(format!(
+                        "{lang}: init container {:?} cannot be instrumented; skipped",
+                        c.name
+                    ));
+                }
+            }
+            apps
+        };
+        let mut warnings = Vec::new();
+        let outcome = agent.inject(&mut Injection {
+            plan: &mut plan,
+            info: &info,
+            inst: &inst,
+            targets: &slots,
+            config,
+            annotations: &annotations,
+            warnings: &mut warnings,
+        });
+        d.warnings.extend(warnings);
+        match outcome {
+            Outcome::Injected(_) => d.injected.push(lang),
+            Outcome::NothingInstrumented => d.skipped.push(Skip {
+                language: Some(lang),
+                reason: SkipReason::NothingInstrumented,
+            }),
+        }
+        tracing::debug!(language = %lang, instrumentation = %qualified(&inst), ?outcome, "agent ran");
+    }
+
+    if !d.injected.is_empty() {
+        let value = d
+            .injected
+            .iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        plan.new_annotations
+            .insert(INJECTED_ANNOTATION.to_owned(), value);
+        d.patch = crate::patch::build(&plan);
+    }
+    d
+}

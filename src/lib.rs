@@ -1,0 +1,148 @@
+//! otel-injector: an OpenTelemetry auto-instrumentation admission webhook for Kubernetes.
+//!
+//! `serve` binds the admin and webhook listeners first, on every replica, then starts the
+//! watches that fill the Instrumentation and Namespace caches; requests are answered from
+//! those caches only.
+#![forbid(unsafe_code)]
+
+pub mod admin;
+pub mod admission;
+pub mod certs;
+pub mod cli;
+pub mod crd;
+pub mod inject;
+pub mod metrics;
+pub mod patch;
+pub mod server;
+pub mod store;
+pub mod telemetry;
+pub mod tls;
+
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::watch;
+
+use crate::cli::ServeArgs;
+use crate::inject::{Catalog, DefaultImages, EngineConfig};
+use crate::metrics::Metrics;
+
+/// Runs `otel-injector serve` until SIGTERM/SIGINT and a completed drain.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    telemetry::init(args.log_format, &args.log_level);
+    // The kube client's rustls needs a process-wide provider; ours is passed explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    // 1. Everything that can be checked locally fails fast, before binding.
+    let cert = tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?;
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.server_config()?));
+    let metrics = Arc::new(Metrics::new());
+    let (catalog, writers): (Arc<dyn Catalog + Send + Sync>, _) =
+        if args.instrumentation_file.is_empty() {
+            let (c, w) = store::KubeCatalog::new();
+            (Arc::new(c), Some(w))
+        } else {
+            let c = store::FileCatalog::load(&args.instrumentation_file)?;
+            tracing::info!(
+                instrumentations = c.len(),
+                files = args.instrumentation_file.len(),
+                "Instrumentations loaded from files; not watching the cluster"
+            );
+            metrics.store("instrumentations", c.len(), true);
+            (Arc::new(c), None)
+        };
+    let mut images = DefaultImages::default();
+    for (lang, image) in &args.agent_images {
+        images.set(*lang, image.clone());
+    }
+    let config = EngineConfig {
+        enabled: args.enabled_languages,
+        images,
+    };
+
+    // 2. Bind both listeners before anything waits on the API server.
+    let admin_listener = TcpListener::bind(args.admin_addr)
+        .await
+        .with_context(|| format!("failed to bind the admin listener on {}", args.admin_addr))?;
+    let webhook_listener = TcpListener::bind(args.webhook_addr)
+        .await
+        .with_context(|| format!("failed to bind the webhook listener on {}", args.webhook_addr))?;
+    tracing::info!(
+        webhook = %webhook_listener.local_addr()?,
+        admin = %admin_listener.local_addr()?,
+        "listening"
+    );
+
+    let health = admin::Health::new(catalog.clone(), metrics.clone());
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut admin_stop = stop_rx.clone();
+    let app = admin::router(health.clone());
+    let admin = tokio::spawn(async move {
+        let served = axum::serve(admin_listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = admin_stop.wait_for(|s| *s).await;
+            })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "admin listener failed");
+        }
+    });
+    let webhook_router = server::router(Arc::new(server::Webhook {
+        catalog: catalog.clone(),
+        config,
+        metrics: metrics.clone(),
+    }));
+    let limits = server::ConnLimits {
+        handshake: args.handshake_timeout,
+        header_read: args.header_read_timeout,
+    };
+    let webhook = tokio::spawn(server::serve_tls(
+        webhook_listener,
+        acceptor,
+        webhook_router,
+        limits,
+        stop_rx.clone(),
+        args.shutdown_timeout,
+    ));
+    let reload = tokio::spawn(cert.watch(args.tls_reload_interval, metrics.clone()));
+
+    // 3. Then the watches, in the background; readiness follows their sync.
+    let watches = writers.map(|w| {
+        let kubeconfig = args.kubeconfig.clone();
+        let metrics = metrics.clone();
+        tokio::spawn(async move {
+            let client = store::connect(kubeconfig).await;
+            w.watch(client, metrics).await;
+        })
+    });
+
+    // 4. Drain on SIGTERM/SIGINT; a second signal aborts.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+    tracing::info!(delay = ?args.shutdown_delay, "shutdown requested; /readyz now fails");
+    health.begin_shutdown();
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+        tracing::warn!("second signal; aborting without drain");
+        std::process::exit(130);
+    });
+    tokio::time::sleep(args.shutdown_delay).await;
+    let _ = stop_tx.send(true);
+    let _ = webhook.await;
+    reload.abort();
+    if let Some(w) = watches {
+        w.abort();
+    }
+    let _ = admin.await;
+    tracing::info!("drained; exiting");
+    Ok(())
+}

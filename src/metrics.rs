@@ -1,0 +1,238 @@
+//! One prometheus-client registry for the process, with bounded label values only (never a
+//! pod name or an error string).
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::inject::{Language, SkipReason};
+
+/// How an admission request ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum RequestOutcome {
+    /// Allowed with a patch.
+    patched,
+    /// Allowed without a patch.
+    unchanged,
+    /// A body that is not an AdmissionReview (HTTP 400).
+    invalid,
+    /// A body over the size limit (HTTP 413).
+    too_large,
+    /// The body did not arrive before the deadline (HTTP 408).
+    deadline,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: RequestOutcome,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum InjectionOutcome {
+    injected,
+    skipped,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct InjectionLabels {
+    pub language: &'static str,
+    pub outcome: InjectionOutcome,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkipLabels {
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StoreLabels {
+    pub store: &'static str,
+}
+
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum ReloadResult {
+    success,
+    error,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReloadLabels {
+    pub result: ReloadResult,
+}
+
+/// Every metric the webhook exports.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<OutcomeLabels, Counter>,
+    pub duration: Histogram,
+    pub injections: Family<InjectionLabels, Counter>,
+    pub not_injected: Family<SkipLabels, Counter>,
+    pub store_objects: Family<StoreLabels, Gauge>,
+    pub store_synced: Family<StoreLabels, Gauge>,
+    pub cert_reloads: Family<ReloadLabels, Counter>,
+}
+
+/// Request duration buckets: mutation itself takes tens of microseconds.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.5, 1.0,
+];
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("otel_injector");
+        let m = Metrics {
+            requests: Family::default(),
+            duration: Histogram::new(DURATION_BUCKETS),
+            injections: Family::default(),
+            not_injected: Family::default(),
+            store_objects: Family::default(),
+            store_synced: Family::default(),
+            cert_reloads: Family::default(),
+            registry: Registry::default(),
+        };
+        {
+            let admission = registry.sub_registry_with_prefix("admission");
+            admission.register(
+                "requests",
+                "Admission requests by outcome",
+                m.requests.clone(),
+            );
+            admission.register(
+                "duration_seconds",
+                "Time from a complete request body to the response, in seconds",
+                m.duration.clone(),
+            );
+        }
+        registry.register(
+            "injections",
+            "Languages requested by pods, by language and outcome",
+            m.injections.clone(),
+        );
+        registry.register(
+            "not_injected",
+            "Pods or languages that asked for injection and did not get it, by reason",
+            m.not_injected.clone(),
+        );
+        {
+            let store = registry.sub_registry_with_prefix("store");
+            store.register(
+                "objects",
+                "Objects held in each watched store",
+                m.store_objects.clone(),
+            );
+            store.register(
+                "synced",
+                "1 once the store has completed its initial list",
+                m.store_synced.clone(),
+            );
+        }
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate reloads by result",
+            m.cert_reloads.clone(),
+        );
+        // Pre-create every bounded series so dashboards see zeros, not gaps.
+        for outcome in [
+            RequestOutcome::patched,
+            RequestOutcome::unchanged,
+            RequestOutcome::invalid,
+            RequestOutcome::too_large,
+            RequestOutcome::deadline,
+        ] {
+            let _ = m.requests.get_or_create(&OutcomeLabels { outcome });
+        }
+        for reason in SkipReason::ALL {
+            let _ = m.not_injected.get_or_create(&SkipLabels {
+                reason: reason.as_str(),
+            });
+        }
+        for result in [ReloadResult::success, ReloadResult::error] {
+            let _ = m.cert_reloads.get_or_create(&ReloadLabels { result });
+        }
+        Metrics { registry, ..m }
+    }
+
+    pub fn request(&self, outcome: RequestOutcome) {
+        self.requests.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    pub fn injection(&self, language: Language, outcome: InjectionOutcome) {
+        self.injections
+            .get_or_create(&InjectionLabels {
+                language: language.as_str(),
+                outcome,
+            })
+            .inc();
+    }
+
+    pub fn skipped(&self, reason: SkipReason) {
+        self.not_injected
+            .get_or_create(&SkipLabels {
+                reason: reason.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn store(&self, store: &'static str, objects: usize, synced: bool) {
+        self.store_objects
+            .get_or_create(&StoreLabels { store })
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        self.store_synced
+            .get_or_create(&StoreLabels { store })
+            .set(i64::from(synced));
+    }
+
+    pub fn cert_reload(&self, result: ReloadResult) {
+        self.cert_reloads.get_or_create(&ReloadLabels { result }).inc();
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposition_has_every_family_and_fixed_reasons() {
+        let m = Metrics::new();
+        m.request(RequestOutcome::patched);
+        m.duration.observe(0.00004);
+        m.injection(Language::Java, InjectionOutcome::injected);
+        m.store("instrumentations", 3, true);
+        let text = m.encode();
+        for needle in [
+            "otel_injector_admission_requests_total{outcome=\"patched\"} 1",
+            "otel_injector_admission_requests_total{outcome=\"too_large\"} 0",
+            "otel_injector_admission_duration_seconds_bucket{le=\"5e-5\"} 1",
+            "otel_injector_injections_total{language=\"java\",outcome=\"injected\"} 1",
+            "otel_injector_not_injected_total{reason=\"cache_not_ready\"} 0",
+            "otel_injector_store_objects{store=\"instrumentations\"} 3",
+            "otel_injector_store_synced{store=\"instrumentations\"} 1",
+            "otel_injector_certificate_reloads_total{result=\"error\"} 0",
+            "# EOF",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+}

@@ -1,0 +1,275 @@
+//! The in-memory catalog the engine reads: reflector stores over Instrumentations (all
+//! namespaces) and namespace metadata, or Instrumentations read from files. The request
+//! path only reads these; it never calls the API server.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::runtime::WatchStreamExt;
+use kube::{Client, Resource};
+
+use crate::crd::{Instrumentation, parse_instrumentations};
+use crate::inject::Catalog;
+use crate::metrics::Metrics;
+
+/// Errors reading Instrumentation files.
+#[derive(Debug, thiserror::Error)]
+pub enum FileCatalogError {
+    #[error("failed to read instrumentation file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("instrumentation file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: crate::crd::CrdError,
+    },
+    #[error("instrumentation {0} is defined twice across --instrumentation-file files")]
+    Duplicate(String),
+}
+
+/// Instrumentations read once from YAML files; always ready, no namespace annotations.
+#[derive(Debug, Default)]
+pub struct FileCatalog {
+    by_key: HashMap<(String, String), Arc<Instrumentation>>,
+}
+
+impl FileCatalog {
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Self, FileCatalogError> {
+        let mut by_key = HashMap::new();
+        for path in paths {
+            let path = path.as_ref();
+            let text = std::fs::read_to_string(path).map_err(|source| FileCatalogError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            let items =
+                parse_instrumentations(&text).map_err(|source| FileCatalogError::Parse {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            for inst in items {
+                let ns = inst.metadata.namespace.clone().unwrap_or_default();
+                let name = inst.metadata.name.clone().unwrap_or_default();
+                let key = format!("{ns}/{name}");
+                if by_key.insert((ns, name), Arc::new(inst)).is_some() {
+                    return Err(FileCatalogError::Duplicate(key));
+                }
+            }
+        }
+        Ok(FileCatalog { by_key })
+    }
+
+    pub fn len(&self) -> usize {
+        self.by_key.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.by_key.is_empty()
+    }
+}
+
+impl Catalog for FileCatalog {
+    fn ready(&self) -> bool {
+        true
+    }
+
+    fn instrumentation(&self, namespace: &str, name: &str) -> Option<Arc<Instrumentation>> {
+        self.by_key
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
+    }
+
+    fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>> {
+        let mut v: Vec<_> = self
+            .by_key
+            .iter()
+            .filter(|((ns, _), _)| ns == namespace)
+            .map(|(_, i)| i.clone())
+            .collect();
+        v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        v
+    }
+
+    fn namespace_annotations(&self, _: &str) -> Option<Arc<BTreeMap<String, String>>> {
+        None
+    }
+}
+
+/// Reflector stores kept current by watches; the readers exist before any client does, so
+/// the webhook can answer (not ready) before the API server is reachable.
+pub struct KubeCatalog {
+    instrumentations: Store<Instrumentation>,
+    namespaces: Store<PartialObjectMeta<Namespace>>,
+    instrumentations_synced: Arc<AtomicBool>,
+    namespaces_synced: Arc<AtomicBool>,
+}
+
+/// The write side of a [`KubeCatalog`], consumed by [`KubeCatalog::watch`].
+pub struct CatalogWriters {
+    instrumentations: reflector::store::Writer<Instrumentation>,
+    namespaces: reflector::store::Writer<PartialObjectMeta<Namespace>>,
+    instrumentations_synced: Arc<AtomicBool>,
+    namespaces_synced: Arc<AtomicBool>,
+}
+
+impl KubeCatalog {
+    pub fn new() -> (Self, CatalogWriters) {
+        let (instrumentations, iw) = reflector::store();
+        let (namespaces, nw) = reflector::store();
+        let is = Arc::new(AtomicBool::new(false));
+        let ns = Arc::new(AtomicBool::new(false));
+        (
+            KubeCatalog {
+                instrumentations,
+                namespaces,
+                instrumentations_synced: is.clone(),
+                namespaces_synced: ns.clone(),
+            },
+            CatalogWriters {
+                instrumentations: iw,
+                namespaces: nw,
+                instrumentations_synced: is,
+                namespaces_synced: ns,
+            },
+        )
+    }
+}
+
+impl Catalog for KubeCatalog {
+    fn ready(&self) -> bool {
+        self.instrumentations_synced.load(Ordering::Acquire)
+            && self.namespaces_synced.load(Ordering::Acquire)
+    }
+
+    fn instrumentation(&self, namespace: &str, name: &str) -> Option<Arc<Instrumentation>> {
+        self.instrumentations
+            .get(&ObjectRef::new(name).within(namespace))
+    }
+
+    fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>> {
+        let mut v: Vec<_> = self
+            .instrumentations
+            .state()
+            .into_iter()
+            .filter(|i| i.meta().namespace.as_deref() == Some(namespace))
+            .collect();
+        v.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+        v
+    }
+
+    fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
+        let ns = self.namespaces.get(&ObjectRef::new(namespace))?;
+        ns.metadata.annotations.clone().map(Arc::new)
+    }
+}
+
+/// Drives one watch into its store, keeping the metrics and the synced flag current.
+async fn drive<K, S>(
+    name: &'static str,
+    stream: S,
+    store: Store<K>,
+    synced: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    metrics.store(name, 0, false);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::InitDone) => {
+                synced.store(true, Ordering::Release);
+                tracing::info!(store = name, objects = store.len(), "store synced");
+                metrics.store(name, store.len(), true);
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) => {
+                metrics.store(name, store.len(), synced.load(Ordering::Acquire));
+            }
+            Ok(Event::Init | Event::InitApply(_)) => {}
+            Err(e) => {
+                let hint = match &e {
+                    watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        if s.code == 404 =>
+                    {
+                        " (is the Instrumentation CRD installed? apply manifests/crd.yaml)"
+                    }
+                    _ => "",
+                };
+                tracing::warn!(store = name, error = %e, "watch failed, retrying{hint}");
+            }
+        }
+    }
+}
+
+impl CatalogWriters {
+    /// Watches Instrumentations in all namespaces and namespace metadata until the process
+    /// ends. Errors are retried with backoff; the stores keep their last content meanwhile.
+    pub async fn watch(self, client: Client, metrics: Arc<Metrics>) {
+        let cfg = watcher::Config::default();
+        let inst_reader = self.instrumentations.as_reader();
+        let inst = watcher::watcher(Api::<Instrumentation>::all(client.clone()), cfg.clone())
+            .default_backoff()
+            .reflect(self.instrumentations);
+        let ns_reader = self.namespaces.as_reader();
+        let ns = watcher::watcher(Api::<PartialObjectMeta<Namespace>>::all(client), cfg)
+            .default_backoff()
+            .reflect(self.namespaces);
+        tokio::join!(
+            drive(
+                "instrumentations",
+                inst,
+                inst_reader,
+                self.instrumentations_synced,
+                metrics.clone()
+            ),
+            drive(
+                "namespaces",
+                ns,
+                ns_reader,
+                self.namespaces_synced,
+                metrics
+            ),
+        );
+    }
+}
+
+/// Builds a client, retrying with backoff while the configuration cannot be loaded, so a
+/// missing kubeconfig leaves the webhook serving (not ready) instead of exiting.
+pub async fn connect(kubeconfig: Option<PathBuf>) -> Client {
+    let mut delay = Duration::from_millis(500);
+    loop {
+        match try_connect(kubeconfig.as_deref()).await {
+            Ok(c) => return c,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build a Kubernetes client; retrying in {delay:?}");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+    let config = match kubeconfig {
+        Some(path) => {
+            let kc = kube::config::Kubeconfig::read_from(path)?;
+            kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+                .await?
+        }
+        None => kube::Config::infer().await?,
+    };
+    Ok(Client::try_from(config)?)
+}
