@@ -57,7 +57,8 @@ cleanup() {
     trap - EXIT INT TERM
     stop_pid "$APISERVER_PID" kube-apiserver
     stop_pid "$ETCD_PID" etcd
-    if [[ $KEEP == 1 || $rc -ne 0 ]]; then
+    # Keep logs on failure; an interrupt (130/143) of --hold is a normal end.
+    if [[ $KEEP == 1 || ( $rc -ne 0 && $rc -ne 130 && $rc -ne 143 ) ]]; then
         log "kept $TMP (logs: etcd.log, kube-apiserver.log)"
     else
         rm -rf "$TMP"
