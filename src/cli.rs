@@ -43,7 +43,8 @@ pub enum LogFormat {
 
 /// Parses durations such as `10s`, `500ms`, `1m30s`.
 fn duration(v: &str) -> Result<Duration, String> {
-    crate::server::parse_timeout(v).ok_or_else(|| format!("invalid duration {v:?} (use e.g. 10s, 500ms, 1m)"))
+    crate::server::parse_timeout(v)
+        .ok_or_else(|| format!("invalid duration {v:?} (use e.g. 10s, 500ms, 1m)"))
 }
 
 fn languages(v: &str) -> Result<LanguageSet, String> {
@@ -68,7 +69,11 @@ fn agent_image(v: &str) -> Result<(Language, String), String> {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address of the HTTPS webhook listener (POST /mutate-v1-pod).
-    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_WEBHOOK_ADDR",
+        default_value = "0.0.0.0:9443"
+    )]
     pub webhook_addr: SocketAddr,
 
     /// Address of the plain-HTTP admin listener (/metrics, /livez, /readyz).
@@ -76,11 +81,19 @@ pub struct ServeArgs {
     pub admin_addr: SocketAddr,
 
     /// PEM serving certificate (chain). Reloaded when it changes on disk.
-    #[arg(long, env = "OTEL_INJECTOR_TLS_CERT_FILE", default_value = "/tls/tls.crt")]
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_TLS_CERT_FILE",
+        default_value = "/tls/tls.crt"
+    )]
     pub tls_cert_file: PathBuf,
 
     /// PEM private key of the serving certificate. Reloaded when it changes on disk.
-    #[arg(long, env = "OTEL_INJECTOR_TLS_KEY_FILE", default_value = "/tls/tls.key")]
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_TLS_KEY_FILE",
+        default_value = "/tls/tls.key"
+    )]
     pub tls_key_file: PathBuf,
 
     /// How often the certificate files are checked for changes.
@@ -90,7 +103,11 @@ pub struct ServeArgs {
     /// Read Instrumentations from this YAML file (one or more documents) instead of watching
     /// the cluster. Repeatable (comma-separated in the env var). With it the webhook makes
     /// no Kubernetes API call at all, so namespace-level inject annotations do not apply.
-    #[arg(long, env = "OTEL_INJECTOR_INSTRUMENTATION_FILE", value_delimiter = ',')]
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_INSTRUMENTATION_FILE",
+        value_delimiter = ','
+    )]
     pub instrumentation_file: Vec<PathBuf>,
 
     /// Kubeconfig to use; by default the in-cluster config or $KUBECONFIG / ~/.kube/config.
@@ -155,7 +172,11 @@ pub struct DevCertsArgs {
     pub hosts: Vec<String>,
 
     /// Common name of the development CA.
-    #[arg(long, env = "OTEL_INJECTOR_CA_NAME", default_value = "otel-injector development CA")]
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_CA_NAME",
+        default_value = "otel-injector development CA"
+    )]
     pub ca_name: String,
 }
 
@@ -174,7 +195,11 @@ mod tests {
                 if arg.get_id() == "help" {
                     continue;
                 }
-                assert!(arg.get_env().is_some(), "{sub} --{} has no env var", arg.get_id());
+                assert!(
+                    arg.get_env().is_some(),
+                    "{sub} --{} has no env var",
+                    arg.get_id()
+                );
             }
         }
     }
@@ -199,6 +224,8 @@ mod tests {
             args.agent_images,
             [(Language::Java, "registry.local/java:1".to_owned())]
         );
-        assert!(Cli::try_parse_from(["otel-injector", "serve", "--enabled-languages", "php"]).is_err());
+        assert!(
+            Cli::try_parse_from(["otel-injector", "serve", "--enabled-languages", "php"]).is_err()
+        );
     }
 }

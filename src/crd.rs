@@ -105,10 +105,22 @@ pub const CONFIG_PATH_MAX_LENGTH: u32 = 256;
     derive = "PartialEq",
     derive = "Default",
     doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
-    printcolumn(name = "Endpoint", type_ = "string", json_path = ".spec.exporter.endpoint"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    ),
+    printcolumn(
+        name = "Endpoint",
+        type_ = "string",
+        json_path = ".spec.exporter.endpoint"
+    ),
     printcolumn(name = "Sampler", type_ = "string", json_path = ".spec.sampler.type"),
-    printcolumn(name = "Sampler Arg", type_ = "string", json_path = ".spec.sampler.argument")
+    printcolumn(
+        name = "Sampler Arg",
+        type_ = "string",
+        json_path = ".spec.sampler.argument"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {
@@ -645,38 +657,54 @@ pub enum CrdError {
         api_version: String,
         kind: String,
     },
-    /// A document does not match the Instrumentation schema.
-    #[error("document {index} (line {line}) is not a valid Instrumentation, fix this field: {source}")]
+    /// A document does not match the Instrumentation schema; the source error shows where.
+    #[error("{} is not a valid Instrumentation, fix the field shown: {source}", document_label(*.index))]
     Invalid {
+        /// The document holding the error, or 0 when the parser gave no position.
         index: usize,
-        line: u64,
         #[source]
-        source: serde_json::Error,
+        source: serde_saphyr::Error,
     },
     /// A document has no `metadata.name`.
-    #[error("document {index} (line {line}) has no metadata.name; give every Instrumentation a name")]
+    #[error(
+        "document {index} (line {line}) has no metadata.name; give every Instrumentation a name"
+    )]
     MissingName { index: usize, line: u64 },
     /// The CRD could not be serialized (not expected to happen).
     #[error("cannot render the Instrumentation CRD as YAML: {0}")]
     Render(#[source] serde_saphyr::SerializeError),
 }
 
+fn document_label(index: usize) -> String {
+    match index {
+        0 => "a document".to_owned(),
+        n => format!("document {n}"),
+    }
+}
+
+/// One YAML document as read from a file; `apiVersion` and `kind` are checked beforehand.
+#[derive(Deserialize)]
+struct Document {
+    #[serde(default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<InstrumentationSpec>,
+    #[serde(default)]
+    status: Option<InstrumentationStatus>,
+}
+
 /// Parses one or more `---`-separated YAML documents, each an `opentelemetry.io/v1alpha1`
 /// Instrumentation. Empty documents are skipped. Each object needs `metadata.name`; a missing
-/// or empty `metadata.namespace` becomes [`DEFAULT_NAMESPACE`] (`"default"`). A missing `spec`
-/// means an empty spec. Unknown fields are ignored, as the apiserver prunes them.
+/// or empty `metadata.namespace` becomes [`DEFAULT_NAMESPACE`] (`"default"`). A missing or
+/// null `spec` means an empty spec. Unknown fields are ignored, as the apiserver prunes them.
 pub fn parse_instrumentations(yaml: &str) -> Result<Vec<Instrumentation>, CrdError> {
-    let documents: Vec<serde_saphyr::Spanned<Value>> =
+    // First pass: untyped, to check what each document is before reading it as one.
+    let untyped: Vec<serde_saphyr::Spanned<Value>> =
         serde_saphyr::from_multiple(yaml).map_err(CrdError::Yaml)?;
-    let mut instrumentations = Vec::with_capacity(documents.len());
-    for (position, document) in documents.into_iter().enumerate() {
-        let index = position + 1;
-        let line = document.referenced.line();
-        let mut value = document.value;
-        let Some(object) = value.as_object_mut() else {
-            if value.is_null() {
-                continue;
-            }
+    let mut starts = Vec::with_capacity(untyped.len());
+    for (position, document) in untyped.iter().enumerate() {
+        let (index, line) = (position + 1, document.referenced.line());
+        let Some(object) = document.value.as_object() else {
             return Err(CrdError::NotAnObject { index, line });
         };
         let field = |name: &str| {
@@ -695,28 +723,37 @@ pub fn parse_instrumentations(yaml: &str) -> Result<Vec<Instrumentation>, CrdErr
                 kind,
             });
         }
-        for key in ["metadata", "spec"] {
-            let entry = object.entry(key).or_insert(Value::Null);
-            if entry.is_null() {
-                *entry = Value::Object(serde_json::Map::new());
-            }
-        }
-        let mut instrumentation: Instrumentation = serde_json::from_value(value)
-            .map_err(|source| CrdError::Invalid {
-                index,
-                line,
-                source,
-            })?;
-        if instrumentation.metadata.name.as_deref().is_none_or(str::is_empty) {
-            return Err(CrdError::MissingName { index, line });
-        }
-        let namespace = &mut instrumentation.metadata.namespace;
-        if namespace.as_deref().is_none_or(str::is_empty) {
-            *namespace = Some(DEFAULT_NAMESPACE.to_owned());
-        }
-        instrumentations.push(instrumentation);
+        starts.push(line);
     }
-    Ok(instrumentations)
+
+    // Second pass: typed, so that errors point at the offending line and column.
+    let documents: Vec<Document> = serde_saphyr::from_multiple(yaml).map_err(|source| {
+        let index = source.location().map_or(0, |at| {
+            starts.iter().filter(|&&start| start <= at.line()).count()
+        });
+        CrdError::Invalid { index, source }
+    })?;
+
+    documents
+        .into_iter()
+        .zip(starts)
+        .enumerate()
+        .map(|(position, (document, line))| {
+            let index = position + 1;
+            let mut metadata = document.metadata;
+            if metadata.name.as_deref().is_none_or(str::is_empty) {
+                return Err(CrdError::MissingName { index, line });
+            }
+            if metadata.namespace.as_deref().is_none_or(str::is_empty) {
+                metadata.namespace = Some(DEFAULT_NAMESPACE.to_owned());
+            }
+            Ok(Instrumentation {
+                metadata,
+                spec: document.spec.unwrap_or_default(),
+                status: document.status,
+            })
+        })
+        .collect()
 }
 
 /// Properties whose schemas come from Kubernetes types (EnvVar, ResourceRequirements,
@@ -799,7 +836,9 @@ fn strip_descriptions(schema: &mut JSONSchemaProps) {
 fn trim_embedded_docs(schema: &mut JSONSchemaProps) {
     for (name, property) in schema.properties.iter_mut().flatten() {
         if EMBEDDED_K8S_FIELDS.contains(&name.as_str()) {
-            subschemas(property).into_iter().for_each(strip_descriptions);
+            subschemas(property)
+                .into_iter()
+                .for_each(strip_descriptions);
         } else {
             trim_embedded_docs(property);
         }

@@ -44,7 +44,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             let (c, w) = store::KubeCatalog::new();
             (Arc::new(c), Some(w))
         } else {
-            let c = store::FileCatalog::load(&args.instrumentation_file)?;
+            let c = store::StaticCatalog::load(&args.instrumentation_file)?;
             tracing::info!(
                 instrumentations = c.len(),
                 files = args.instrumentation_file.len(),
@@ -68,7 +68,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .with_context(|| format!("failed to bind the admin listener on {}", args.admin_addr))?;
     let webhook_listener = TcpListener::bind(args.webhook_addr)
         .await
-        .with_context(|| format!("failed to bind the webhook listener on {}", args.webhook_addr))?;
+        .with_context(|| {
+            format!(
+                "failed to bind the webhook listener on {}",
+                args.webhook_addr
+            )
+        })?;
     tracing::info!(
         webhook = %webhook_listener.local_addr()?,
         admin = %admin_listener.local_addr()?,

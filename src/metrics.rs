@@ -81,8 +81,8 @@ pub struct Metrics {
 
 /// Request duration buckets: mutation itself takes tens of microseconds.
 const DURATION_BUCKETS: [f64; 14] = [
-    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05,
-    0.1, 0.5, 1.0,
+    0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
+    0.5, 1.0,
 ];
 
 impl Default for Metrics {
@@ -167,7 +167,9 @@ impl Metrics {
     }
 
     pub fn request(&self, outcome: RequestOutcome) {
-        self.requests.get_or_create(&OutcomeLabels { outcome }).inc();
+        self.requests
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
     }
 
     pub fn injection(&self, language: Language, outcome: InjectionOutcome) {
@@ -197,7 +199,9 @@ impl Metrics {
     }
 
     pub fn cert_reload(&self, result: ReloadResult) {
-        self.cert_reloads.get_or_create(&ReloadLabels { result }).inc();
+        self.cert_reloads
+            .get_or_create(&ReloadLabels { result })
+            .inc();
     }
 
     /// The OpenMetrics text exposition of every metric.
@@ -224,7 +228,7 @@ mod tests {
         for needle in [
             "otel_injector_admission_requests_total{outcome=\"patched\"} 1",
             "otel_injector_admission_requests_total{outcome=\"too_large\"} 0",
-            "otel_injector_admission_duration_seconds_bucket{le=\"5e-5\"} 1",
+            "otel_injector_admission_duration_seconds_bucket{le=\"0.00005\"} 1",
             "otel_injector_injections_total{language=\"java\",outcome=\"injected\"} 1",
             "otel_injector_not_injected_total{reason=\"cache_not_ready\"} 0",
             "otel_injector_store_objects{store=\"instrumentations\"} 3",

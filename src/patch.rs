@@ -23,12 +23,20 @@ fn add(path: PointerBuf, value: Value) -> PatchOperation {
 }
 
 /// Appends `items` to the array at `base`, creating the array when the pod has none.
-fn append_all<T: Serialize>(ops: &mut Vec<PatchOperation>, base: &[&str], exists: bool, items: &[T]) {
+fn append_all<T: Serialize>(
+    ops: &mut Vec<PatchOperation>,
+    base: &[&str],
+    exists: bool,
+    items: &[T],
+) {
     if items.is_empty() {
         return;
     }
     if !exists {
-        ops.push(add(ptr(base), Value::Array(items.iter().map(to_value).collect())));
+        ops.push(add(
+            ptr(base),
+            Value::Array(items.iter().map(to_value).collect()),
+        ));
         return;
     }
     let mut path = base.to_vec();
@@ -80,6 +88,16 @@ fn container_ops(ops: &mut Vec<PatchOperation>, list: &str, index: usize, c: &Co
     }
     let mut mounts = base.to_vec();
     mounts.push("volumeMounts");
+    let mut removed = c.removed_mounts.clone();
+    removed.sort_unstable_by(|a, b| b.cmp(a));
+    for i in removed {
+        let i = i.to_string();
+        let mut p = mounts.clone();
+        p.push(i.as_str());
+        ops.push(PatchOperation::Remove(json_patch::RemoveOperation {
+            path: ptr(&p),
+        }));
+    }
     append_all(
         ops,
         &mounts,
@@ -134,28 +152,41 @@ pub fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
             while k < anchored.len() && anchored[k].0 == anchor {
                 let at = (anchor + offset).to_string();
                 let c = &plan.new_init_containers[anchored[k].1].1;
-                ops.push(add(ptr(&["spec", "initContainers", at.as_str()]), to_value(c)));
+                ops.push(add(
+                    ptr(&["spec", "initContainers", at.as_str()]),
+                    to_value(c),
+                ));
                 offset += 1;
                 k += 1;
             }
         }
     }
 
-    append_all(&mut ops, &["spec", "containers"], true, &plan.new_containers);
+    append_all(
+        &mut ops,
+        &["spec", "containers"],
+        true,
+        &plan.new_containers,
+    );
     append_all(
         &mut ops,
         &["spec", "volumes"],
         spec.is_some_and(|s| s.volumes.is_some()),
         &plan.new_volumes,
     );
-    if plan.share_process_namespace && spec.and_then(|s| s.share_process_namespace) != Some(true)
-    {
-        ops.push(add(ptr(&["spec", "shareProcessNamespace"]), Value::Bool(true)));
+    if plan.share_process_namespace && spec.and_then(|s| s.share_process_namespace) != Some(true) {
+        ops.push(add(
+            ptr(&["spec", "shareProcessNamespace"]),
+            Value::Bool(true),
+        ));
     }
 
     if !plan.new_annotations.is_empty() {
         if plan.pod.metadata.annotations.is_none() {
-            ops.push(add(ptr(&["metadata", "annotations"]), to_value(&plan.new_annotations)));
+            ops.push(add(
+                ptr(&["metadata", "annotations"]),
+                to_value(&plan.new_annotations),
+            ));
         } else {
             for (k, v) in &plan.new_annotations {
                 ops.push(add(
@@ -205,7 +236,10 @@ mod tests {
             .append_if_absent(literal("K", "V"));
         let out = apply(&j, build(&plan));
         assert_eq!(out["metadata"]["annotations"]["example.com/x~y"], "1");
-        assert_eq!(out["spec"]["containers"][0]["env"], json!([{"name": "K", "value": "V"}]));
+        assert_eq!(
+            out["spec"]["containers"][0]["env"],
+            json!([{"name": "K", "value": "V"}])
+        );
 
         let j = json!({"metadata": {"annotations": {"a": "b"}}, "spec": {"containers": []}});
         let p = pod(j.clone());
@@ -249,9 +283,11 @@ mod tests {
         let p = pod(j.clone());
         let mut plan = PodPlan::new(&p);
         let c = plan.container(Slot::App(0)).unwrap();
-        c.env.set_literal("JAVA_TOOL_OPTIONS", "-Xmx1g -javaagent:x".into());
+        c.env
+            .set_literal("JAVA_TOOL_OPTIONS", "-Xmx1g -javaagent:x".into());
         c.env.append_if_absent(literal("C", "3"));
-        c.env.set_literal("OTEL_RESOURCE_ATTRIBUTES", "k=v,a=b".into());
+        c.env
+            .set_literal("OTEL_RESOURCE_ATTRIBUTES", "k=v,a=b".into());
         c.env.move_to_end("OTEL_RESOURCE_ATTRIBUTES");
         c.env.prepend_if_absent(literal("IP", "x"));
         let out = apply(&j, build(&plan));

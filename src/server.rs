@@ -51,10 +51,14 @@ pub fn parse_timeout(v: &str) -> Option<Duration> {
         return None;
     }
     while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
         let n: u64 = rest[..digits].parse().ok()?;
         rest = &rest[digits..];
-        let unit = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
         total += match &rest[..unit] {
             "h" => Duration::from_secs(n.checked_mul(3600)?),
             "m" => Duration::from_secs(n.checked_mul(60)?),
@@ -84,7 +88,12 @@ fn budget(deadline: Duration) -> Duration {
 }
 
 fn text(status: StatusCode, msg: String) -> Response {
-    (status, [(header::CONTENT_TYPE, "text/plain; charset=utf-8")], msg).into_response()
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg,
+    )
+        .into_response()
 }
 
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
@@ -117,7 +126,10 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
                 return too_large();
             }
             wh.metrics.request(RequestOutcome::invalid);
-            return text(StatusCode::BAD_REQUEST, format!("failed to read request body: {e}\n"));
+            return text(
+                StatusCode::BAD_REQUEST,
+                format!("failed to read request body: {e}\n"),
+            );
         }
         Err(_) => {
             wh.metrics.request(RequestOutcome::deadline);
@@ -276,8 +288,14 @@ pub async fn serve_tls(
     drop(listener);
     let open = graceful.count();
     tracing::info!(open, "webhook listener closed; draining connections");
-    if tokio::time::timeout(drain, graceful.shutdown()).await.is_err() {
-        tracing::warn!(?drain, "connections still open after the drain period; closing them");
+    if tokio::time::timeout(drain, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            ?drain,
+            "connections still open after the drain period; closing them"
+        );
     }
 }
 

@@ -11,9 +11,9 @@ use std::time::Duration;
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Client, Resource};
 
 use crate::crd::{Instrumentation, parse_instrumentations};
@@ -37,15 +37,29 @@ pub enum FileCatalogError {
     Duplicate(String),
 }
 
-/// Instrumentations read once from YAML files; always ready, no namespace annotations.
-#[derive(Debug, Default)]
-pub struct FileCatalog {
+/// A fixed catalog: Instrumentations read once from YAML files (`--instrumentation-file`),
+/// or built in memory (tests, the offline engine). Namespace annotations only when given.
+#[derive(Debug)]
+pub struct StaticCatalog {
     by_key: HashMap<(String, String), Arc<Instrumentation>>,
+    namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
+    ready: bool,
 }
 
-impl FileCatalog {
+impl Default for StaticCatalog {
+    fn default() -> Self {
+        StaticCatalog {
+            by_key: HashMap::new(),
+            namespaces: HashMap::new(),
+            ready: true,
+        }
+    }
+}
+
+impl StaticCatalog {
+    /// Reads every file; fails on unreadable files, bad documents or duplicates.
     pub fn load(paths: &[impl AsRef<Path>]) -> Result<Self, FileCatalogError> {
-        let mut by_key = HashMap::new();
+        let mut catalog = StaticCatalog::default();
         for path in paths {
             let path = path.as_ref();
             let text = std::fs::read_to_string(path).map_err(|source| FileCatalogError::Read {
@@ -57,16 +71,50 @@ impl FileCatalog {
                     path: path.to_owned(),
                     source,
                 })?;
-            for inst in items {
-                let ns = inst.metadata.namespace.clone().unwrap_or_default();
-                let name = inst.metadata.name.clone().unwrap_or_default();
-                let key = format!("{ns}/{name}");
-                if by_key.insert((ns, name), Arc::new(inst)).is_some() {
-                    return Err(FileCatalogError::Duplicate(key));
-                }
+            catalog.extend(items)?;
+        }
+        Ok(catalog)
+    }
+
+    /// A catalog of these Instrumentations (from YAML text).
+    pub fn from_yaml(yaml: &str) -> Result<Self, crate::crd::CrdError> {
+        let mut c = StaticCatalog::default();
+        for inst in parse_instrumentations(yaml)? {
+            let key = (
+                inst.metadata.namespace.clone().unwrap_or_default(),
+                inst.metadata.name.clone().unwrap_or_default(),
+            );
+            c.by_key.insert(key, Arc::new(inst));
+        }
+        Ok(c)
+    }
+
+    fn extend(&mut self, items: Vec<Instrumentation>) -> Result<(), FileCatalogError> {
+        for inst in items {
+            let ns = inst.metadata.namespace.clone().unwrap_or_default();
+            let name = inst.metadata.name.clone().unwrap_or_default();
+            let key = format!("{ns}/{name}");
+            if self.by_key.insert((ns, name), Arc::new(inst)).is_some() {
+                return Err(FileCatalogError::Duplicate(key));
             }
         }
-        Ok(FileCatalog { by_key })
+        Ok(())
+    }
+
+    /// Adds a namespace with these annotations.
+    pub fn with_namespace(mut self, namespace: &str, annotations: &[(&str, &str)]) -> Self {
+        let map = annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self.namespaces.insert(namespace.to_owned(), Arc::new(map));
+        self
+    }
+
+    /// Marks the catalog as not (yet) synced.
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
     }
 
     pub fn len(&self) -> usize {
@@ -78,9 +126,9 @@ impl FileCatalog {
     }
 }
 
-impl Catalog for FileCatalog {
+impl Catalog for StaticCatalog {
     fn ready(&self) -> bool {
-        true
+        self.ready
     }
 
     fn instrumentation(&self, namespace: &str, name: &str) -> Option<Arc<Instrumentation>> {
@@ -100,8 +148,8 @@ impl Catalog for FileCatalog {
         v
     }
 
-    fn namespace_annotations(&self, _: &str) -> Option<Arc<BTreeMap<String, String>>> {
-        None
+    fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
+        self.namespaces.get(namespace).cloned()
     }
 }
 
@@ -235,13 +283,7 @@ impl CatalogWriters {
                 self.instrumentations_synced,
                 metrics.clone()
             ),
-            drive(
-                "namespaces",
-                ns,
-                ns_reader,
-                self.namespaces_synced,
-                metrics
-            ),
+            drive("namespaces", ns, ns_reader, self.namespaces_synced, metrics),
         );
     }
 }

@@ -36,7 +36,10 @@ pub enum TlsError {
         source: rustls_pki_types::pem::Error,
     },
     #[error("private key in {path} is not supported: {source}")]
-    UnsupportedKey { path: PathBuf, source: rustls::Error },
+    UnsupportedKey {
+        path: PathBuf,
+        source: rustls::Error,
+    },
     #[error("certificate {cert} and key {key} do not belong together: {source}")]
     Mismatch {
         cert: PathBuf,

@@ -190,7 +190,11 @@ fn full_example_parses() {
 
     assert_eq!(
         spec.propagators,
-        [Propagator::TraceContext, Propagator::Baggage, Propagator::B3]
+        [
+            Propagator::TraceContext,
+            Propagator::Baggage,
+            Propagator::B3
+        ]
     );
     let sampler = spec.sampler.as_ref().expect("sampler");
     assert_eq!(sampler.type_, Some(SamplerType::ParentBasedTraceIdRatio));
@@ -200,7 +204,9 @@ fn full_example_parses() {
     assert_eq!(resource.add_k8s_uid_attributes, Some(true));
     assert_eq!(resource.resource_attributes["team"], "payments");
     assert_eq!(
-        spec.defaults.as_ref().and_then(|d| d.use_labels_for_resource_attributes),
+        spec.defaults
+            .as_ref()
+            .and_then(|d| d.use_labels_for_resource_attributes),
         Some(true)
     );
     assert_eq!(spec.env.len(), 2);
@@ -210,12 +216,17 @@ fn full_example_parses() {
     let java = spec.java.as_ref().expect("java");
     assert_eq!(java.extensions[0].dir, "/extensions");
     assert_eq!(
-        java.resources().and_then(|r| r.limits.as_ref()).map(|l| l["cpu"].0.as_str()),
+        java.resources()
+            .and_then(|r| r.limits.as_ref())
+            .map(|l| l["cpu"].0.as_str()),
         Some("500m")
     );
     let nodejs = spec.nodejs.as_ref().expect("nodejs");
     assert!(nodejs.resources().is_some(), "resourceRequirements is read");
-    assert_eq!(nodejs.volume_limit_size().map(|q| q.0.as_str()), Some("300Mi"));
+    assert_eq!(
+        nodejs.volume_limit_size().map(|q| q.0.as_str()),
+        Some("300Mi")
+    );
     let python = spec.python.as_ref().expect("python");
     assert!(python.volume_claim_template().is_some());
     assert_eq!(python.env()[0].name, "OTEL_LOGS_EXPORTER");
@@ -230,7 +241,10 @@ fn full_example_parses() {
     );
     let apache = spec.apache_httpd.as_ref().expect("apacheHttpd");
     assert_eq!(apache.version.as_deref(), Some("2.2"));
-    assert_eq!(apache.config_path.as_deref(), Some("/usr/local/apache2/conf"));
+    assert_eq!(
+        apache.config_path.as_deref(),
+        Some("/usr/local/apache2/conf")
+    );
     assert_eq!(apache.attrs[0].value.as_deref(), Some("4096"));
     let nginx = spec.nginx.as_ref().expect("nginx");
     assert_eq!(nginx.config_file.as_deref(), Some("/etc/nginx/nginx.conf"));
@@ -288,10 +302,15 @@ status:
         "an empty template counts as unset"
     );
     assert_eq!(
-        inst.status.as_ref().map(|s| s.upgrade_blocked_versions.len()),
+        inst.status
+            .as_ref()
+            .map(|s| s.upgrade_blocked_versions.len()),
         Some(1)
     );
-    assert_eq!(serde_json::to_value(inst).expect("serializes"), yaml_value(yaml));
+    assert_eq!(
+        serde_json::to_value(inst).expect("serializes"),
+        yaml_value(yaml)
+    );
 }
 
 #[test]
@@ -334,7 +353,11 @@ spec: ~
         .collect();
     assert_eq!(
         names,
-        [("first", "team-a"), ("second", "default"), ("third", "default")]
+        [
+            ("first", "team-a"),
+            ("second", "default"),
+            ("third", "default")
+        ]
     );
     assert_eq!(parsed[1].spec, Default::default(), "missing spec is empty");
     assert_eq!(parse_instrumentations("").expect("empty file").len(), 0);
@@ -366,7 +389,8 @@ metadata:
         "{message}"
     );
 
-    let other_version = "apiVersion: opentelemetry.io/v1beta1\nkind: Instrumentation\nmetadata: {name: x}\n";
+    let other_version =
+        "apiVersion: opentelemetry.io/v1beta1\nkind: Instrumentation\nmetadata: {name: x}\n";
     assert!(matches!(
         parse_instrumentations(other_version),
         Err(CrdError::WrongKind { index: 1, .. })
@@ -375,9 +399,13 @@ metadata:
 
 #[test]
 fn missing_name_is_rejected() {
-    let yaml = "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\nmetadata:\n  namespace: a\n";
+    let yaml =
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\nmetadata:\n  namespace: a\n";
     let err = parse_instrumentations(yaml).expect_err("no name");
-    assert!(matches!(err, CrdError::MissingName { index: 1, .. }), "{err:?}");
+    assert!(
+        matches!(err, CrdError::MissingName { index: 1, .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("metadata.name"), "{err}");
 
     let no_metadata = "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n";
@@ -393,6 +421,11 @@ fn invalid_documents_are_rejected() {
     let err = parse_instrumentations(bad_enum).expect_err("unknown sampler");
     assert!(matches!(err, CrdError::Invalid { index: 1, .. }), "{err:?}");
     assert!(err.to_string().contains("probabilistic"), "{err}");
+
+    let second_bad = format!("{bad_enum}---\n{bad_enum}").replacen("probabilistic", "always_on", 1);
+    let err = parse_instrumentations(&second_bad).expect_err("second document is invalid");
+    assert!(matches!(err, CrdError::Invalid { index: 2, .. }), "{err:?}");
+    assert!(err.to_string().contains("line 12"), "{err}");
 
     let scalar = "just a string\n";
     assert!(matches!(
@@ -479,7 +512,13 @@ fn crd_schema_matches_the_operator() {
     ] {
         property(spec, &[field]);
     }
-    for field in ["secretName", "configMapName", "ca_file", "cert_file", "key_file"] {
+    for field in [
+        "secretName",
+        "configMapName",
+        "ca_file",
+        "cert_file",
+        "key_file",
+    ] {
         property(spec, &["exporter", "tls", field]);
     }
     property(spec, &["resource", "resourceAttributes"]);
@@ -501,10 +540,19 @@ fn crd_schema_matches_the_operator() {
     };
     assert_eq!(
         propagators,
-        json!(["tracecontext", "baggage", "b3", "b3multi", "jaeger", "xray", "ottrace", "none"])
-            .as_array()
-            .cloned()
-            .unwrap_or_default()
+        json!([
+            "tracecontext",
+            "baggage",
+            "b3",
+            "b3multi",
+            "jaeger",
+            "xray",
+            "ottrace",
+            "none"
+        ])
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
     );
     assert_eq!(
         enum_values(property(spec, &["sampler", "type"])),
@@ -536,7 +584,10 @@ fn crd_schema_matches_the_operator() {
     );
 
     let yaml = crd_yaml();
-    assert!(!yaml.contains("nullable"), "nulls are pruned, as in the Operator");
+    assert!(
+        !yaml.contains("nullable"),
+        "nulls are pruned, as in the Operator"
+    );
     assert!(yaml.len() < 200_000, "fits client-side kubectl apply");
 }
 
@@ -547,7 +598,10 @@ fn crd_cel_rules_are_where_expected() {
     assert_eq!(
         rules(property(spec, &["sampler"])),
         [
-            (RULE_RATIO_ARGUMENT.to_owned(), MSG_RATIO_ARGUMENT.to_owned()),
+            (
+                RULE_RATIO_ARGUMENT.to_owned(),
+                MSG_RATIO_ARGUMENT.to_owned()
+            ),
             (
                 RULE_JAEGER_REMOTE_ARGUMENT.to_owned(),
                 MSG_JAEGER_REMOTE_ARGUMENT.to_owned()
@@ -569,14 +623,21 @@ fn crd_cel_rules_are_where_expected() {
     ] {
         assert_eq!(
             rules(property(spec, &[section])),
-            [(RULE_VOLUME_EXCLUSIVE.to_owned(), MSG_VOLUME_EXCLUSIVE.to_owned())],
+            [(
+                RULE_VOLUME_EXCLUSIVE.to_owned(),
+                MSG_VOLUME_EXCLUSIVE.to_owned()
+            )],
             "{section}"
         );
     }
     let rule_count = crd_yaml().matches("rule: ").count();
     assert_eq!(rule_count, 9, "no CEL rules elsewhere");
     // CEL string literals here use no backslash escapes.
-    for rule in [RULE_RATIO_ARGUMENT, RULE_JAEGER_REMOTE_ARGUMENT, RULE_VOLUME_EXCLUSIVE] {
+    for rule in [
+        RULE_RATIO_ARGUMENT,
+        RULE_JAEGER_REMOTE_ARGUMENT,
+        RULE_VOLUME_EXCLUSIVE,
+    ] {
         assert!(!rule.contains('\\'), "{rule}");
     }
 }

@@ -1,69 +1,17 @@
 //! Java injection, end to end through the engine: each case applies the returned JSON patch
 //! to the input pod and compares the whole resulting pod (ordered env) with the expected one.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
-
 use k8s_openapi::api::core::v1::Pod;
-use otel_injector::crd::{Instrumentation, parse_instrumentations};
 use otel_injector::inject::{
-    Catalog, Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
 };
+use otel_injector::store::StaticCatalog;
 use serde_json::{Value, json};
 
 const IMAGE: &str = "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0";
 
-#[derive(Default)]
-struct TestCatalog {
-    insts: Vec<Arc<Instrumentation>>,
-    namespaces: BTreeMap<String, Arc<BTreeMap<String, String>>>,
-    not_ready: bool,
-}
-
-impl TestCatalog {
-    fn with(yaml: &str) -> Self {
-        TestCatalog {
-            insts: parse_instrumentations(yaml)
-                .unwrap()
-                .into_iter()
-                .map(Arc::new)
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    fn namespace(mut self, ns: &str, annotations: &[(&str, &str)]) -> Self {
-        let map = annotations
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        self.namespaces.insert(ns.into(), Arc::new(map));
-        self
-    }
-}
-
-impl Catalog for TestCatalog {
-    fn ready(&self) -> bool {
-        !self.not_ready
-    }
-    fn instrumentation(&self, ns: &str, name: &str) -> Option<Arc<Instrumentation>> {
-        self.insts
-            .iter()
-            .find(|i| {
-                i.metadata.namespace.as_deref() == Some(ns) && i.metadata.name.as_deref() == Some(name)
-            })
-            .cloned()
-    }
-    fn instrumentations_in(&self, ns: &str) -> Vec<Arc<Instrumentation>> {
-        self.insts
-            .iter()
-            .filter(|i| i.metadata.namespace.as_deref() == Some(ns))
-            .cloned()
-            .collect()
-    }
-    fn namespace_annotations(&self, ns: &str) -> Option<Arc<BTreeMap<String, String>>> {
-        self.namespaces.get(ns).cloned()
-    }
+fn catalog(yaml: &str) -> StaticCatalog {
+    StaticCatalog::from_yaml(yaml).unwrap()
 }
 
 /// The Instrumentation most cases use.
@@ -89,7 +37,7 @@ spec:
         value: "false"
 "#;
 
-fn run_with(catalog: &TestCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
+fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
     let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
     let d = decide(&typed, "shop", catalog, config);
     let mut out = pod.clone();
@@ -97,7 +45,7 @@ fn run_with(catalog: &TestCatalog, config: &EngineConfig, pod: &Value) -> (Value
     (out, d)
 }
 
-fn run(catalog: &TestCatalog, pod: &Value) -> (Value, Decision) {
+fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
     run_with(catalog, &EngineConfig::default(), pod)
 }
 
@@ -110,7 +58,12 @@ fn lit(name: &str, value: &str) -> Value {
 }
 
 /// The SDK block that follows the language variables for an app container of `shop`.
-fn sdk_tail(service: &str, container: &str, extra_attrs: &str, version: Option<&str>) -> Vec<Value> {
+fn sdk_tail(
+    service: &str,
+    container: &str,
+    extra_attrs: &str,
+    version: Option<&str>,
+) -> Vec<Value> {
     let mut attrs = format!(
         "k8s.container.name={container},{extra_attrs}k8s.namespace.name=shop,\
          k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
@@ -123,7 +76,10 @@ fn sdk_tail(service: &str, container: &str, extra_attrs: &str, version: Option<&
     }
     vec![
         lit("OTEL_SERVICE_NAME", service),
-        lit("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.observability:4318"),
+        lit(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://otel-collector.observability:4318",
+        ),
         fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
         fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
         lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
@@ -182,7 +138,7 @@ fn single_container_gets_the_agent_and_the_sdk_env_in_order() {
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2",
             "env": [{"name": "PORT", "value": "8080"}]}]}
     });
-    let (out, d) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(d.injected, [Language::Java]);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let attrs = "k8s.container.name=app,k8s.namespace.name=shop,\
@@ -235,9 +191,15 @@ fn single_container_gets_the_agent_and_the_sdk_env_in_order() {
         c["env"],
         env(vec![
             head(),
-            vec![lit("PORT", "8080"), lit("OTEL_INSTRUMENTATION_JDBC_ENABLED", "false"),
-                 lit("OTEL_LOGS_EXPORTER", "otlp"),
-                 lit("JAVA_TOOL_OPTIONS", " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar")],
+            vec![
+                lit("PORT", "8080"),
+                lit("OTEL_INSTRUMENTATION_JDBC_ENABLED", "false"),
+                lit("OTEL_LOGS_EXPORTER", "otlp"),
+                lit(
+                    "JAVA_TOOL_OPTIONS",
+                    " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
+                )
+            ],
             sdk_tail("checkout", "app", "", Some("1.4.2")),
         ])
     );
@@ -269,18 +231,32 @@ fn multiple_containers_by_container_names_with_security_context_from_the_first()
             {"name": "worker", "image": "pay/worker@sha256:abcd"}
         ]}
     });
-    let (out, d) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(d.injected, [Language::Java]);
     let cs = &out["spec"]["containers"];
     assert_eq!(cs[0], pod["spec"]["containers"][0], "proxy untouched");
-    assert_eq!(cs[1]["env"], env(vec![head(), java_env_for("api"), sdk_tail("pay", "api", "", Some("2"))]));
+    assert_eq!(
+        cs[1]["env"],
+        env(vec![
+            head(),
+            java_env_for("api"),
+            sdk_tail("pay", "api", "", Some("2"))
+        ])
+    );
     assert_eq!(
         cs[2]["env"],
-        env(vec![head(), java_env_for("worker"), sdk_tail("pay", "worker", "", Some("sha256:abcd"))])
+        env(vec![
+            head(),
+            java_env_for("worker"),
+            sdk_tail("pay", "worker", "", Some("sha256:abcd"))
+        ])
     );
     assert_eq!(cs[1]["volumeMounts"], json!([java_mount("api")]));
     assert_eq!(cs[2]["volumeMounts"], json!([java_mount("worker")]));
-    assert_eq!(out["spec"]["initContainers"], json!([java_init(Some(sc.clone()))]));
+    assert_eq!(
+        out["spec"]["initContainers"],
+        json!([java_init(Some(sc.clone()))])
+    );
     assert_eq!(out["spec"]["volumes"], json!([java_volume()]));
 }
 
@@ -296,7 +272,7 @@ fn init_container_target_gets_the_agent_copied_before_it() {
             "volumes": [{"name": "data", "emptyDir": {}}]
         }
     });
-    let (out, d) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(d.injected, [Language::Java]);
     let inits = &out["spec"]["initContainers"];
     assert_eq!(inits.as_array().unwrap().len(), 3);
@@ -305,11 +281,18 @@ fn init_container_target_gets_the_agent_copied_before_it() {
     assert_eq!(inits[2]["name"], "migrate");
     assert_eq!(
         inits[2]["env"],
-        env(vec![head(), java_env_for("migrate"), sdk_tail("batch", "migrate", "", Some("7"))])
+        env(vec![
+            head(),
+            java_env_for("migrate"),
+            sdk_tail("batch", "migrate", "", Some("7"))
+        ])
     );
     assert_eq!(inits[2]["volumeMounts"], json!([java_mount("migrate")]));
     assert_eq!(out["spec"]["containers"], pod["spec"]["containers"]);
-    assert_eq!(out["spec"]["volumes"], json!([{"name": "data", "emptyDir": {}}, java_volume()]));
+    assert_eq!(
+        out["spec"]["volumes"],
+        json!([{"name": "data", "emptyDir": {}}, java_volume()])
+    );
 }
 
 #[test]
@@ -319,13 +302,16 @@ fn existing_java_tool_options_are_extended_in_place() {
         "spec": {"containers": [{"name": "app", "image": "app",
             "env": [{"name": "JAVA_TOOL_OPTIONS", "value": "-Xmx512m"}, {"name": "Z", "value": "1"}]}]}
     });
-    let (out, _) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, _) = run(&catalog(SHOP), &pod);
     assert_eq!(
         out["spec"]["containers"][0]["env"],
         env(vec![
             head(),
             vec![
-                lit("JAVA_TOOL_OPTIONS", "-Xmx512m -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"),
+                lit(
+                    "JAVA_TOOL_OPTIONS",
+                    "-Xmx512m -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
+                ),
                 lit("Z", "1"),
                 lit("OTEL_INSTRUMENTATION_JDBC_ENABLED", "false"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
@@ -343,7 +329,7 @@ fn java_tool_options_from_value_from_skips_that_container_with_a_warning() {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
         "spec": {"containers": [{"name": "app", "image": "app", "env": [from]}]}
     });
-    let (out, d) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(out, pod, "nothing changes");
     assert!(d.injected.is_empty());
     assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
@@ -360,13 +346,17 @@ fn java_tool_options_from_value_from_skips_that_container_with_a_warning() {
         "spec": {"containers": [{"name": "app", "image": "app", "env": [from]},
                                 {"name": "other", "image": "other"}]}
     });
-    let (out, d) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(d.injected, [Language::Java]);
     assert_eq!(d.warnings.len(), 1);
     assert_eq!(out["spec"]["containers"][0], pod["spec"]["containers"][0]);
     assert_eq!(
         out["spec"]["containers"][1]["env"],
-        env(vec![head(), java_env_for("other"), sdk_tail("p", "other", "", None)])
+        env(vec![
+            head(),
+            java_env_for("other"),
+            sdk_tail("p", "other", "", None)
+        ])
     );
 }
 
@@ -382,7 +372,7 @@ fn user_set_variables_win_and_are_not_duplicated() {
             {"name": "LAST", "value": "x"}
         ]}]}
     });
-    let (out, _) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, _) = run(&catalog(SHOP), &pod);
     let attrs = "team=core,k8s.container.name=custom,k8s.namespace.name=shop,\
         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
@@ -397,8 +387,14 @@ fn user_set_variables_win_and_are_not_duplicated() {
                 lit("OTEL_LOGS_EXPORTER", "none"),
                 lit("LAST", "x"),
                 lit("OTEL_INSTRUMENTATION_JDBC_ENABLED", "false"),
-                lit("JAVA_TOOL_OPTIONS", " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"),
-                lit("OTEL_EXPORTER_OTLP_ENDPOINT", "http://otel-collector.observability:4318"),
+                lit(
+                    "JAVA_TOOL_OPTIONS",
+                    " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
+                ),
+                lit(
+                    "OTEL_EXPORTER_OTLP_ENDPOINT",
+                    "http://otel-collector.observability:4318"
+                ),
                 fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
                 fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
                 lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
@@ -418,17 +414,26 @@ fn extensions_get_one_init_container_each() {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
         "spec": {"containers": [{"name": "app", "image": "app"}]}
     });
-    let (out, _) = run(&TestCatalog::with(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &pod);
     let ext = |i: usize, image: &str, dir: &str| {
         let mut c = java_init(None);
         c["name"] = json!(format!("opentelemetry-auto-instrumentation-extension-{i}"));
         c["image"] = json!(image);
-        c["command"] = json!(["cp", "-r", dir, "/otel-auto-instrumentation-java/extensions"]);
+        c["command"] = json!([
+            "cp",
+            "-r",
+            dir,
+            "/otel-auto-instrumentation-java/extensions"
+        ]);
         c
     };
     assert_eq!(
         out["spec"]["initContainers"],
-        json!([java_init(None), ext(0, "ext/one:1", "/ext/."), ext(1, "ext/two:2", "/opt/ext/.")])
+        json!([
+            java_init(None),
+            ext(0, "ext/one:1", "/ext/."),
+            ext(1, "ext/two:2", "/opt/ext/.")
+        ])
     );
     let env = &out["spec"]["containers"][0]["env"];
     assert_eq!(
@@ -450,7 +455,7 @@ fn volume_claim_template_makes_an_ephemeral_volume() {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
         "spec": {"containers": [{"name": "app", "image": "app"}]}
     });
-    let (out, _) = run(&TestCatalog::with(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &pod);
     assert_eq!(
         out["spec"]["volumes"],
         json!([{"name": "opentelemetry-auto-instrumentation-java", "ephemeral": {"volumeClaimTemplate": {
@@ -468,7 +473,7 @@ fn init_container_security_context_from_the_instrumentation_wins() {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
         "spec": {"containers": [{"name": "app", "image": "app", "securityContext": {"runAsUser": 1}}]}
     });
-    let (out, _) = run(&TestCatalog::with(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &pod);
     assert_eq!(
         out["spec"]["initContainers"][0]["securityContext"],
         json!({"runAsUser": 65532, "readOnlyRootFilesystem": true})
@@ -485,7 +490,7 @@ fn deployment_pod_with_generate_name_is_named_after_the_deployment() {
                 "name": "checkout-7d4b9c8f5", "uid": "8b1c", "controller": true, "blockOwnerDeletion": true}]},
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:3"}]}
     });
-    let (out, _) = run(&TestCatalog::with(SHOP), &pod);
+    let (out, _) = run(&catalog(SHOP), &pod);
     assert_eq!(
         out["spec"]["containers"][0]["env"],
         env(vec![
@@ -520,14 +525,17 @@ fn reinvocation_gets_no_second_patch() {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
         "spec": {"containers": [{"name": "app", "image": "app"}]}
     });
-    let catalog = TestCatalog::with(SHOP);
-    let (once, d) = run(&catalog, &pod);
+    let shop = catalog(SHOP);
+    let (once, d) = run(&shop, &pod);
     assert!(!d.patch.is_empty());
-    assert_eq!(once["metadata"]["annotations"][INJECTED_ANNOTATION], injected());
+    assert_eq!(
+        once["metadata"]["annotations"][INJECTED_ANNOTATION],
+        injected()
+    );
     // Another webhook changes the pod after us; the API server calls us again.
     let mut changed = once.clone();
     changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&catalog, &changed);
+    let (twice, d) = run(&shop, &changed);
     assert!(d.patch.is_empty(), "{:?}", d.patch);
     assert!(d.already_injected);
     assert!(d.warnings.is_empty());
@@ -543,17 +551,27 @@ fn java_pod(value: &str) -> Value {
 
 fn assert_skipped(d: &Decision, reason: SkipReason, warning: &str) {
     assert!(d.patch.is_empty());
-    assert_eq!(d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(), [reason]);
+    assert_eq!(
+        d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
+        [reason]
+    );
     assert_eq!(d.warnings, [warning]);
 }
 
 #[test]
 fn pods_that_are_not_injected_are_told_why() {
-    let empty = TestCatalog::default();
+    let empty = StaticCatalog::default();
     let (_, d) = run(&empty, &java_pod("true"));
-    assert_skipped(&d, SkipReason::NoInstrumentation, "inject-java: no Instrumentation in namespace \"shop\"; not injected");
+    assert_skipped(
+        &d,
+        SkipReason::NoInstrumentation,
+        "inject-java: no Instrumentation in namespace \"shop\"; not injected",
+    );
 
-    let two = TestCatalog::with(&format!("{SHOP}\n---\n{}", SHOP.replace("name: java-inst", "name: second")));
+    let two = catalog(&format!(
+        "{SHOP}\n---\n{}",
+        SHOP.replace("name: java-inst", "name: second")
+    ));
     let (_, d) = run(&two, &java_pod("true"));
     assert_skipped(
         &d,
@@ -564,17 +582,29 @@ fn pods_that_are_not_injected_are_told_why() {
     let (_, d) = run(&two, &java_pod("second"));
     assert_eq!(d.injected, [Language::Java]);
 
-    let (_, d) = run(&TestCatalog::with(SHOP), &java_pod("nope"));
-    assert_skipped(&d, SkipReason::InstrumentationNotFound, "inject-java: Instrumentation \"shop/nope\" not found; not injected");
-    let (_, d) = run(&TestCatalog::with(SHOP), &java_pod("other/java-inst"));
-    assert_skipped(&d, SkipReason::InstrumentationNotFound, "inject-java: Instrumentation \"other/java-inst\" not found; not injected");
+    let (_, d) = run(&catalog(SHOP), &java_pod("nope"));
+    assert_skipped(
+        &d,
+        SkipReason::InstrumentationNotFound,
+        "inject-java: Instrumentation \"shop/nope\" not found; not injected",
+    );
+    let (_, d) = run(&catalog(SHOP), &java_pod("other/java-inst"));
+    assert_skipped(
+        &d,
+        SkipReason::InstrumentationNotFound,
+        "inject-java: Instrumentation \"other/java-inst\" not found; not injected",
+    );
 
     let mut disabled = EngineConfig::default();
     disabled.enabled.remove(Language::Java);
-    let (_, d) = run_with(&TestCatalog::with(SHOP), &disabled, &java_pod("true"));
-    assert_skipped(&d, SkipReason::LanguageDisabled, "inject-java: java injection is disabled on this webhook");
+    let (_, d) = run_with(&catalog(SHOP), &disabled, &java_pod("true"));
+    assert_skipped(
+        &d,
+        SkipReason::LanguageDisabled,
+        "inject-java: java injection is disabled on this webhook",
+    );
 
-    let not_ready = TestCatalog { not_ready: true, ..TestCatalog::with(SHOP) };
+    let not_ready = catalog(SHOP).not_ready();
     let (_, d) = run(&not_ready, &java_pod("true"));
     assert_skipped(
         &d,
@@ -583,40 +613,69 @@ fn pods_that_are_not_injected_are_told_why() {
     );
 
     let mut bad = java_pod("true");
-    bad["metadata"]["annotations"]["instrumentation.opentelemetry.io/container-names"] = json!("app,ghost");
-    let (_, d) = run(&TestCatalog::with(SHOP), &bad);
-    assert_skipped(&d, SkipReason::InvalidContainerNames, "container-names: no container \"ghost\" in this pod; pod not injected");
-    bad["metadata"]["annotations"]["instrumentation.opentelemetry.io/container-names"] = json!("app,app");
-    let (_, d) = run(&TestCatalog::with(SHOP), &bad);
-    assert_skipped(&d, SkipReason::InvalidContainerNames, "container-names: container \"app\" listed twice; pod not injected");
+    bad["metadata"]["annotations"]["instrumentation.opentelemetry.io/container-names"] =
+        json!("app,ghost");
+    let (_, d) = run(&catalog(SHOP), &bad);
+    assert_skipped(
+        &d,
+        SkipReason::InvalidContainerNames,
+        "container-names: no container \"ghost\" in this pod; pod not injected",
+    );
+    bad["metadata"]["annotations"]["instrumentation.opentelemetry.io/container-names"] =
+        json!("app,app");
+    let (_, d) = run(&catalog(SHOP), &bad);
+    assert_skipped(
+        &d,
+        SkipReason::InvalidContainerNames,
+        "container-names: container \"app\" listed twice; pod not injected",
+    );
 
     // Not asking is not a skip.
-    let (_, d) = run(&TestCatalog::with(SHOP), &java_pod("false"));
+    let (_, d) = run(&catalog(SHOP), &java_pod("false"));
     assert!(!d.requested && d.warnings.is_empty() && d.patch.is_empty());
 }
 
 #[test]
 fn cross_namespace_instrumentation_by_ns_slash_name() {
     let other = SHOP.replace("namespace: shop", "namespace: observability");
-    let (out, d) = run(&TestCatalog::with(&other), &java_pod("observability/java-inst"));
+    let (out, d) = run(&catalog(&other), &java_pod("observability/java-inst"));
     assert_eq!(d.injected, [Language::Java]);
-    assert_eq!(out["metadata"]["annotations"][INJECTED_ANNOTATION], injected());
+    assert_eq!(
+        out["metadata"]["annotations"][INJECTED_ANNOTATION],
+        injected()
+    );
 }
 
 #[test]
 fn namespace_annotations_and_pod_overrides() {
     let plain = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}});
-    let catalog = TestCatalog::with(SHOP).namespace("shop", &[("instrumentation.opentelemetry.io/inject-java", "true")]);
-    let (_, d) = run(&catalog, &plain);
-    assert_eq!(d.injected, [Language::Java], "namespace-level annotation applies");
+    let ns_true = catalog(SHOP).with_namespace(
+        "shop",
+        &[("instrumentation.opentelemetry.io/inject-java", "true")],
+    );
+    let (_, d) = run(&ns_true, &plain);
+    assert_eq!(
+        d.injected,
+        [Language::Java],
+        "namespace-level annotation applies"
+    );
 
-    let (out, d) = run(&catalog, &java_pod("false"));
-    assert!(d.patch.is_empty() && !d.requested, "pod false overrides the namespace");
+    let (out, d) = run(&ns_true, &java_pod("false"));
+    assert!(
+        d.patch.is_empty() && !d.requested,
+        "pod false overrides the namespace"
+    );
     assert_eq!(out, java_pod("false"));
 
     // Namespace names an instance; pod says true → the namespace's instance.
-    let two = TestCatalog::with(&format!("{SHOP}\n---\n{}", SHOP.replace("name: java-inst", "name: second")))
-        .namespace("shop", &[("instrumentation.opentelemetry.io/inject-java", "second")]);
+    let two = catalog(&format!(
+        "{SHOP}\n---\n{}",
+        SHOP.replace("name: java-inst", "name: second")
+    ))
+    .with_namespace(
+        "shop",
+        &[("instrumentation.opentelemetry.io/inject-java", "second")],
+    );
     let (_, d) = run(&two, &java_pod("true"));
     assert_eq!(d.injected, [Language::Java]);
     assert!(d.warnings.is_empty());
@@ -626,7 +685,7 @@ fn namespace_annotations_and_pod_overrides() {
 fn mirror_pods_and_pods_without_containers_are_left_alone() {
     let mut mirror = java_pod("true");
     mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"] = json!("abc");
-    let (out, d) = run(&TestCatalog::with(SHOP), &mirror);
+    let (out, d) = run(&catalog(SHOP), &mirror);
     assert_eq!(out, mirror);
     assert!(d.warnings.is_empty());
 }

@@ -88,7 +88,11 @@ impl Agent for Java {
         let mut inits = vec![init_container(
             INIT_CONTAINER,
             image,
-            vec!["cp".into(), "/javaagent.jar".into(), format!("{INIT_MOUNT}/javaagent.jar")],
+            vec![
+                "cp".into(),
+                "/javaagent.jar".into(),
+                format!("{INIT_MOUNT}/javaagent.jar"),
+            ],
             VOLUME,
             INIT_MOUNT,
             &resources,

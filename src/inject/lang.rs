@@ -86,7 +86,9 @@ impl fmt::Display for Language {
 
 /// Error for an unknown language name on the command line.
 #[derive(Debug, thiserror::Error)]
-#[error("unknown language {0:?}: expected one of java, nodejs, python, dotnet, go, apache-httpd, nginx, sdk")]
+#[error(
+    "unknown language {0:?}: expected one of java, nodejs, python, dotnet, go, apache-httpd, nginx, sdk"
+)]
 pub struct UnknownLanguage(String);
 
 impl FromStr for Language {
@@ -160,7 +162,10 @@ mod tests {
 
     #[test]
     fn parse_and_set() {
-        assert_eq!("Apache-Httpd".parse::<Language>().unwrap(), Language::ApacheHttpd);
+        assert_eq!(
+            "Apache-Httpd".parse::<Language>().unwrap(),
+            Language::ApacheHttpd
+        );
         assert!("php".parse::<Language>().is_err());
         let mut s = LanguageSet::all();
         s.remove(Language::Go);

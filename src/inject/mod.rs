@@ -1,10 +1,17 @@
 //! The decision engine: a pure function from (pod, namespace annotations, Instrumentation
 //! catalog) to a patch and the warnings that explain it. It knows nothing of HTTP.
 
+pub mod apache;
+pub mod dotnet;
+pub mod golang;
 pub mod java;
 pub mod lang;
+pub mod nginx;
+pub mod nodejs;
 pub mod plan;
+pub mod python;
 pub mod sdk;
+pub mod sdk_only;
 pub mod select;
 
 use std::collections::BTreeMap;
@@ -55,8 +62,18 @@ pub struct DefaultImages {
 
 impl Default for DefaultImages {
     fn default() -> Self {
-        let mut images = BTreeMap::new();
-        images.insert(Language::Java, java::DEFAULT_IMAGE.to_owned());
+        let images = [
+            (Language::Java, java::DEFAULT_IMAGE),
+            (Language::NodeJs, nodejs::DEFAULT_IMAGE),
+            (Language::Python, python::DEFAULT_IMAGE),
+            (Language::DotNet, dotnet::DEFAULT_IMAGE),
+            (Language::Go, golang::DEFAULT_IMAGE),
+            (Language::ApacheHttpd, apache::DEFAULT_IMAGE),
+            (Language::Nginx, nginx::DEFAULT_IMAGE),
+        ]
+        .into_iter()
+        .map(|(l, i)| (l, i.to_owned()))
+        .collect();
         DefaultImages { images }
     }
 }
@@ -219,12 +236,16 @@ impl Injection<'_, '_> {
     /// `spec.initContainerSecurityContext`, else the first instrumented container's, so that
     /// pods under a restricted policy stay admissible.
     pub fn init_security_context(&self, instrumented: &[Slot]) -> Option<SecurityContext> {
-        self.inst.spec.init_container_security_context.clone().or_else(|| {
-            instrumented
-                .first()
-                .and_then(|s| self.plan.original(*s))
-                .and_then(|c| c.security_context.clone())
-        })
+        self.inst
+            .spec
+            .init_container_security_context
+            .clone()
+            .or_else(|| {
+                instrumented
+                    .first()
+                    .and_then(|s| self.plan.original(*s))
+                    .and_then(|c| c.security_context.clone())
+            })
     }
 }
 
@@ -241,10 +262,16 @@ pub trait Agent: Sync {
 
 /// The agent for a language, if this build has one.
 pub fn agent(l: Language) -> Option<&'static dyn Agent> {
-    match l {
-        Language::Java => Some(&java::Java),
-        _ => None,
-    }
+    Some(match l {
+        Language::Java => &java::Java,
+        Language::NodeJs => &nodejs::NodeJs,
+        Language::Python => &python::Python,
+        Language::DotNet => &dotnet::DotNet,
+        Language::Go => &golang::Go,
+        Language::ApacheHttpd => &apache::ApacheHttpd,
+        Language::Nginx => &nginx::Nginx,
+        Language::Sdk => &sdk_only::SdkOnly,
+    })
 }
 
 /// Default resources of an agent's init container.
@@ -386,7 +413,12 @@ fn resolve(
 }
 
 /// Decides what to inject into `pod`, created in `namespace`.
-pub fn decide(pod: &Pod, namespace: &str, catalog: &dyn Catalog, config: &EngineConfig) -> Decision {
+pub fn decide(
+    pod: &Pod,
+    namespace: &str,
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+) -> Decision {
     let mut d = Decision::default();
     let pod_annotations = pod.metadata.annotations.as_ref();
     if pod_annotations.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {

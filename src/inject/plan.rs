@@ -231,6 +231,8 @@ pub struct ContainerPlan<'a> {
     pub container: &'a Container,
     pub env: EnvPlan<'a>,
     pub new_mounts: Vec<VolumeMount>,
+    /// Indices of original mounts to remove (for agents that mount over a path).
+    pub removed_mounts: Vec<usize>,
 }
 
 impl<'a> ContainerPlan<'a> {
@@ -239,11 +241,21 @@ impl<'a> ContainerPlan<'a> {
             container,
             env: EnvPlan::new(container.env.as_deref().unwrap_or_default()),
             new_mounts: Vec::new(),
+            removed_mounts: Vec::new(),
         }
     }
 
     pub fn name(&self) -> &'a str {
         &self.container.name
+    }
+
+    /// Removes the container's own mount at `path`, if any (an agent mounts over it).
+    pub fn unmount(&mut self, path: &str) {
+        for (i, m) in self.container.volume_mounts.iter().flatten().enumerate() {
+            if m.mount_path == path && !self.removed_mounts.contains(&i) {
+                self.removed_mounts.push(i);
+            }
+        }
     }
 
     /// Adds a mount unless the container already mounts something at that path.
@@ -253,6 +265,9 @@ impl<'a> ContainerPlan<'a> {
             .volume_mounts
             .iter()
             .flatten()
+            .enumerate()
+            .filter(|(i, _)| !self.removed_mounts.contains(i))
+            .map(|(_, m)| m)
             .chain(&self.new_mounts)
             .any(|m| m.mount_path == mount.mount_path);
         if !taken {
@@ -261,7 +276,7 @@ impl<'a> ContainerPlan<'a> {
     }
 
     pub fn is_changed(&self) -> bool {
-        self.env.is_changed() || !self.new_mounts.is_empty()
+        self.env.is_changed() || !self.new_mounts.is_empty() || !self.removed_mounts.is_empty()
     }
 }
 
@@ -363,6 +378,7 @@ impl<'a> PodPlan<'a> {
             || !self.new_containers.is_empty()
             || !self.new_volumes.is_empty()
             || self.share_process_namespace
+            || !self.new_annotations.is_empty()
     }
 }
 
@@ -391,7 +407,13 @@ mod tests {
         p.move_to_end("OTEL_RESOURCE_ATTRIBUTES");
         assert_eq!(
             names(&p.to_vec()),
-            ["IP=<from>", "A=1", "B=2", "C=3", "OTEL_RESOURCE_ATTRIBUTES=x=y,k=v"]
+            [
+                "IP=<from>",
+                "A=1",
+                "B=2",
+                "C=3",
+                "OTEL_RESOURCE_ATTRIBUTES=x=y,k=v"
+            ]
         );
         assert_eq!(p.get("A"), Some(EnvValue::Literal("1")));
         assert_eq!(p.get("IP"), Some(EnvValue::ValueFrom));

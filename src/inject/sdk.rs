@@ -168,7 +168,10 @@ pub fn image_version(image: &str) -> Option<String> {
         None => (image, None),
     };
     let last = name.rsplit('/').next().unwrap_or(name);
-    let tag = last.rsplit_once(':').map(|(_, t)| t).filter(|t| !t.is_empty());
+    let tag = last
+        .rsplit_once(':')
+        .map(|(_, t)| t)
+        .filter(|t| !t.is_empty());
     match (tag, digest) {
         (Some(t), Some(d)) => Some(format!("{t}@{d}")),
         (None, Some(d)) => Some(d.to_owned()),
@@ -221,7 +224,10 @@ pub fn resource_attributes(
     if uids {
         let uid = info.pod.metadata.uid.as_deref().unwrap_or("");
         if uid.is_empty() {
-            put("k8s.pod.uid", &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_UID})"));
+            put(
+                "k8s.pod.uid",
+                &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_UID})"),
+            );
         } else {
             put("k8s.pod.uid", uid);
         }
@@ -334,7 +340,10 @@ pub fn inject_sdk_config(
     {
         env.append_if_absent(literal(OTEL_EXPORTER_OTLP_ENDPOINT, endpoint));
     }
-    env.append_if_absent(field_ref(OTEL_RESOURCE_ATTRIBUTES_POD_NAME, "metadata.name"));
+    env.append_if_absent(field_ref(
+        OTEL_RESOURCE_ATTRIBUTES_POD_NAME,
+        "metadata.name",
+    ));
     if uids && info.pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
         env.append_if_absent(field_ref(OTEL_RESOURCE_ATTRIBUTES_POD_UID, "metadata.uid"));
     }
@@ -345,7 +354,10 @@ pub fn inject_sdk_config(
         .and_then(|s| s.node_name.as_deref())
         .is_some_and(|n| !n.is_empty());
     if !node_known {
-        env.append_if_absent(field_ref(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME, "spec.nodeName"));
+        env.append_if_absent(field_ref(
+            OTEL_RESOURCE_ATTRIBUTES_NODE_NAME,
+            "spec.nodeName",
+        ));
     }
 
     if !spec.propagators.is_empty() {
@@ -445,18 +457,27 @@ mod tests {
         assert_eq!(o.replicaset, Some(("web-7d4b9c8f5".into(), "u1".into())));
 
         // A ReplicaSet without the hash label is not guessed to be a Deployment's.
-        let p = pod(json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1",
-            "kind": "ReplicaSet", "name": "web-7d4b9c8f5", "uid": "u1"}]}}));
+        let p = pod(
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1",
+            "kind": "ReplicaSet", "name": "web-7d4b9c8f5", "uid": "u1"}]}}),
+        );
         assert_eq!(Owners::of(&p).deployment, None);
 
-        let p = pod(json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
-            "kind": "Job", "name": "nightly-backup-29380320", "uid": "u2"}]}}));
+        let p = pod(
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
+            "kind": "Job", "name": "nightly-backup-29380320", "uid": "u2"}]}}),
+        );
         let o = Owners::of(&p);
         assert_eq!(o.cronjob.as_deref(), Some("nightly-backup"));
-        assert_eq!(o.job.as_ref().map(|j| j.0.as_str()), Some("nightly-backup-29380320"));
+        assert_eq!(
+            o.job.as_ref().map(|j| j.0.as_str()),
+            Some("nightly-backup-29380320")
+        );
 
-        let p = pod(json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
-            "kind": "Job", "name": "migrate-2", "uid": "u2"}]}}));
+        let p = pod(
+            json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",
+            "kind": "Job", "name": "migrate-2", "uid": "u2"}]}}),
+        );
         assert_eq!(Owners::of(&p).cronjob, None);
     }
 
@@ -472,7 +493,9 @@ mod tests {
         let info = PodInfo::new(&p, "ns");
         assert_eq!(info.service_name(false, &c), "db");
         assert_eq!(info.service_name(true, &c), "from-label");
-        let p = pod(json!({"metadata": {"annotations": {"resource.opentelemetry.io/service.name": "explicit"}}}));
+        let p = pod(
+            json!({"metadata": {"annotations": {"resource.opentelemetry.io/service.name": "explicit"}}}),
+        );
         assert_eq!(PodInfo::new(&p, "ns").service_name(true, &c), "explicit");
         let p = pod(json!({"metadata": {"name": "p1"}}));
         assert_eq!(PodInfo::new(&p, "ns").service_name(false, &c), "p1");

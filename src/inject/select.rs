@@ -192,7 +192,11 @@ mod tests {
             (Some("true"), Some("false"), Some("false")),
             (Some("ns-inst"), Some("FALSE"), Some("FALSE")),
             (Some("true"), Some("pod-inst"), Some("pod-inst")),
-            (Some("ns-inst"), Some("other/pod-inst"), Some("other/pod-inst")),
+            (
+                Some("ns-inst"),
+                Some("other/pod-inst"),
+                Some("other/pod-inst"),
+            ),
             (Some("false"), Some("pod-inst"), Some("pod-inst")),
             // namespace false, pod true → true
             (Some("false"), Some("true"), Some("true")),
