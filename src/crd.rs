@@ -105,22 +105,10 @@ pub const CONFIG_PATH_MAX_LENGTH: u32 = 256;
     derive = "PartialEq",
     derive = "Default",
     doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    ),
-    printcolumn(
-        name = "Endpoint",
-        type_ = "string",
-        json_path = ".spec.exporter.endpoint"
-    ),
-    printcolumn(name = "Sampler", type_ = "string", json_path = ".spec.sampler.type"),
-    printcolumn(
-        name = "Sampler Arg",
-        type_ = "string",
-        json_path = ".spec.sampler.argument"
-    )
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.exporter.endpoint"}"#,
+    printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.sampler.type"}"#,
+    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {
@@ -639,7 +627,7 @@ impl_language_spec!(Nginx, resource_requirements);
 pub enum CrdError {
     /// The text is not valid YAML.
     #[error("cannot parse the Instrumentation YAML, fix its syntax: {0}")]
-    Yaml(#[source] serde_saphyr::Error),
+    Yaml(#[source] Box<serde_saphyr::Error>),
     /// A document is not a mapping.
     #[error(
         "document {index} (line {line}) is not a mapping; each document must be an \
@@ -663,7 +651,7 @@ pub enum CrdError {
         /// The document holding the error, or 0 when the parser gave no position.
         index: usize,
         #[source]
-        source: serde_saphyr::Error,
+        source: Box<serde_saphyr::Error>,
     },
     /// A document has no `metadata.name`.
     #[error(
@@ -672,7 +660,7 @@ pub enum CrdError {
     MissingName { index: usize, line: u64 },
     /// The CRD could not be serialized (not expected to happen).
     #[error("cannot render the Instrumentation CRD as YAML: {0}")]
-    Render(#[source] serde_saphyr::SerializeError),
+    Render(#[source] Box<serde_saphyr::SerializeError>),
 }
 
 fn document_label(index: usize) -> String {
@@ -700,7 +688,7 @@ struct Document {
 pub fn parse_instrumentations(yaml: &str) -> Result<Vec<Instrumentation>, CrdError> {
     // First pass: untyped, to check what each document is before reading it as one.
     let untyped: Vec<serde_saphyr::Spanned<Value>> =
-        serde_saphyr::from_multiple(yaml).map_err(CrdError::Yaml)?;
+        serde_saphyr::from_multiple(yaml).map_err(|err| CrdError::Yaml(Box::new(err)))?;
     let mut starts = Vec::with_capacity(untyped.len());
     for (position, document) in untyped.iter().enumerate() {
         let (index, line) = (position + 1, document.referenced.line());
@@ -731,7 +719,10 @@ pub fn parse_instrumentations(yaml: &str) -> Result<Vec<Instrumentation>, CrdErr
         let index = source.location().map_or(0, |at| {
             starts.iter().filter(|&&start| start <= at.line()).count()
         });
-        CrdError::Invalid { index, source }
+        CrdError::Invalid {
+            index,
+            source: Box::new(source),
+        }
     })?;
 
     documents
@@ -768,9 +759,13 @@ const EMBEDDED_K8S_FIELDS: &[&str] = &[
     "initContainerSecurityContext",
 ];
 
+/// Kubernetes' resource.Quantity syntax, as the Operator's CRD (controller-gen) declares it.
+pub const QUANTITY_PATTERN: &str = r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$";
+
 /// The Instrumentation CRD: [`Instrumentation::crd()`] adjusted to behave like the Operator's:
 /// - no `nullable: true` (nor `null` enum values), so the apiserver drops `null` fields instead
 ///   of storing them, and CEL `has()` never sees a null;
+/// - quantities (`volumeLimitSize`, resource limits and requests) carry [`QUANTITY_PATTERN`];
 /// - `spec` is optional and defaults to `{}`;
 /// - descriptions inside embedded Kubernetes types are dropped (our own field descriptions are
 ///   kept), which keeps the manifest small enough for client-side `kubectl apply`.
@@ -784,7 +779,16 @@ pub fn crd() -> CustomResourceDefinition {
         else {
             continue;
         };
-        strip_nullable(root);
+        walk(root, &mut |schema| {
+            schema.nullable = None;
+            if let Some(values) = &mut schema.enum_ {
+                values.retain(|v| !v.0.is_null());
+            }
+            // Every int-or-string in this schema is a k8s Quantity.
+            if schema.x_kubernetes_int_or_string == Some(true) && schema.pattern.is_none() {
+                schema.pattern = Some(QUANTITY_PATTERN.to_owned());
+            }
+        });
         if let Some(required) = &mut root.required {
             required.retain(|name| name != "spec");
             if required.is_empty() {
@@ -820,25 +824,20 @@ fn subschemas(schema: &mut JSONSchemaProps) -> Vec<&mut JSONSchemaProps> {
     out
 }
 
-fn strip_nullable(schema: &mut JSONSchemaProps) {
-    schema.nullable = None;
-    if let Some(values) = &mut schema.enum_ {
-        values.retain(|v| !v.0.is_null());
+/// Applies `f` to `schema` and every schema nested in it.
+fn walk(schema: &mut JSONSchemaProps, f: &mut impl FnMut(&mut JSONSchemaProps)) {
+    f(schema);
+    for child in subschemas(schema) {
+        walk(child, f);
     }
-    subschemas(schema).into_iter().for_each(strip_nullable);
-}
-
-fn strip_descriptions(schema: &mut JSONSchemaProps) {
-    schema.description = None;
-    subschemas(schema).into_iter().for_each(strip_descriptions);
 }
 
 fn trim_embedded_docs(schema: &mut JSONSchemaProps) {
     for (name, property) in schema.properties.iter_mut().flatten() {
         if EMBEDDED_K8S_FIELDS.contains(&name.as_str()) {
-            subschemas(property)
-                .into_iter()
-                .for_each(strip_descriptions);
+            for child in subschemas(property) {
+                walk(child, &mut |s| s.description = None);
+            }
         } else {
             trim_embedded_docs(property);
         }
@@ -850,7 +849,7 @@ const CRD_HEADER: &str = "# Instrumentation CRD (opentelemetry.io/v1alpha1).\n\
 
 /// The CRD from [`crd()`] as YAML, preceded by a comment header (no `---`).
 pub fn try_crd_yaml() -> Result<String, CrdError> {
-    let body = serde_saphyr::to_string(&crd()).map_err(CrdError::Render)?;
+    let body = serde_saphyr::to_string(&crd()).map_err(|err| CrdError::Render(Box::new(err)))?;
     Ok(format!("{CRD_HEADER}{body}"))
 }
 

@@ -5,8 +5,8 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 };
 use otel_injector::crd::{
     CrdError, Instrumentation, LanguageSpec, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT,
-    MSG_VOLUME_EXCLUSIVE, Propagator, RULE_JAEGER_REMOTE_ARGUMENT, RULE_RATIO_ARGUMENT,
-    RULE_VOLUME_EXCLUSIVE, SamplerType, crd, crd_yaml, parse_instrumentations,
+    MSG_VOLUME_EXCLUSIVE, Propagator, QUANTITY_PATTERN, RULE_JAEGER_REMOTE_ARGUMENT,
+    RULE_RATIO_ARGUMENT, RULE_VOLUME_EXCLUSIVE, SamplerType, crd, crd_yaml, parse_instrumentations,
 };
 use serde_json::{Value, json};
 
@@ -425,7 +425,7 @@ fn invalid_documents_are_rejected() {
     let second_bad = format!("{bad_enum}---\n{bad_enum}").replacen("probabilistic", "always_on", 1);
     let err = parse_instrumentations(&second_bad).expect_err("second document is invalid");
     assert!(matches!(err, CrdError::Invalid { index: 2, .. }), "{err:?}");
-    assert!(err.to_string().contains("line 12"), "{err}");
+    assert!(err.to_string().contains("line 13"), "{err}");
 
     let scalar = "just a string\n";
     assert!(matches!(
@@ -577,6 +577,18 @@ fn crd_schema_matches_the_operator() {
         assert_eq!(s.pattern.as_deref(), Some("^[A-Za-z0-9._/-]*$"));
         assert_eq!(s.max_length, Some(256));
     }
+    for section in [
+        "java",
+        "nodejs",
+        "python",
+        "dotnet",
+        "go",
+        "apacheHttpd",
+        "nginx",
+    ] {
+        let size = property(spec, &[section, "volumeLimitSize"]);
+        assert_eq!(size.pattern.as_deref(), Some(QUANTITY_PATTERN), "{section}");
+    }
     assert_eq!(
         property(spec, &["sampler", "argument"]).max_length,
         Some(1024),
@@ -703,4 +715,10 @@ spec:
     );
     let instrumentation: &Instrumentation = &parsed[0];
     assert!(instrumentation.status.is_none());
+}
+
+#[test]
+fn crd_error_stays_small() {
+    // Callers wrap CrdError in their own errors; clippy's result_large_err limit is 128 bytes.
+    assert!(std::mem::size_of::<CrdError>() <= 80);
 }

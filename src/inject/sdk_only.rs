@@ -1,10 +1,10 @@
-//! Sdk injection. PLACEHOLDER: being implemented (issue 4); must not ship as is.
+//! SDK only (`inject-sdk`): no agent, no init container, no volume; each target gets the
+//! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
 
 use super::{Agent, Injection, Outcome};
 use crate::inject::lang::Language;
 
-pub const DEFAULT_IMAGE: &str = "";
-
+/// The SDK-only injector.
 pub struct SdkOnly;
 
 impl Agent for SdkOnly {
@@ -12,7 +12,21 @@ impl Agent for SdkOnly {
         Language::Sdk
     }
 
-    fn inject(&self, _cx: &mut Injection<'_, '_>) -> Outcome {
-        Outcome::NothingInstrumented
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+        let mut count = 0;
+        for &slot in cx.targets {
+            let Some(c) = cx.plan.container(slot) else {
+                continue;
+            };
+            super::sdk::inject_common_env(&mut c.env, &cx.inst.spec);
+            let app = c.container;
+            super::sdk::inject_sdk_config(&mut c.env, cx.info, &cx.inst.spec, app);
+            count += 1;
+        }
+        if count == 0 {
+            Outcome::NothingInstrumented
+        } else {
+            Outcome::Injected(count)
+        }
     }
 }

@@ -1,0 +1,47 @@
+# Routine tasks. Run through ./scripts/just, which installs the pinned `just` on first use.
+
+set shell := ["bash", "-euo", "pipefail", "-c"]
+
+# List the recipes.
+default:
+    @just --list
+
+# The whole test suite: formatting, lints, unit and integration tests, end-to-end tests.
+test: lint unit e2e
+
+# Formatting and clippy, warnings are errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --locked --all-targets --all-features -- -D warnings
+
+# Unit and integration tests (no cluster needed).
+unit:
+    cargo test --locked
+
+# End-to-end tests through a real kube-apiserver and etcd built from Go modules.
+e2e: controlplane
+    cargo test --locked --features e2e --test e2e -- --test-threads=2
+
+# Build (or find in the cache) the kube-apiserver and etcd binaries.
+controlplane:
+    scripts/e2e-build.sh >/dev/null
+
+# Start a real control plane and the webhook, inject an annotated pod and print it.
+demo: controlplane
+    cargo run --locked --quiet --features e2e --example demo
+
+# Write a development CA and serving certificate into certs/dev/.
+certs *HOSTS:
+    certs/generate.sh {{HOSTS}}
+
+# Regenerate manifests/crd.yaml from the Rust types.
+crd:
+    cargo run --locked --quiet -- crd > manifests/crd.yaml
+
+# Benchmarks of the admission path.
+bench:
+    cargo bench --locked --bench admission
+
+# Build the container image (needs a container engine).
+image tag="otel-injector:dev":
+    docker build -t {{tag}} .

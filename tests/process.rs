@@ -1,0 +1,398 @@
+//! The server process's life cycle, through real sockets to the real binary: certificate
+//! rotation while serving, the SIGTERM drain, and start-up while the API server is down.
+
+mod support;
+
+use std::io;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use otel_injector::certs::{self, DevCerts};
+use support::{
+    IO_TIMEOUT, MUTATE, Server, cert_der, fixture, head, hosts, post, review_of, serial,
+    tls_connect, uid_of, within,
+};
+use tokio::net::TcpStream;
+
+const RELOADS_OK: &str = "otel_injector_certificate_reloads_total{result=\"success\"}";
+const RELOADS_FAILED: &str = "otel_injector_certificate_reloads_total{result=\"error\"}";
+
+/// Writes `contents` to `path` atomically (no reader ever sees a half-written file).
+fn write_atomic(path: &std::path::Path, contents: &[u8]) {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, contents).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+/// Polls fresh connections until one is served `want`; returns how long that took.
+async fn wait_for_cert(server: &Server, connector: &tokio_rustls::TlsConnector, want: &[u8]) -> Duration {
+    let started = Instant::now();
+    loop {
+        let c = within(IO_TIMEOUT, "connect", tls_connect(server.webhook, connector))
+            .await
+            .expect("TLS connection during rotation");
+        if c.peer_cert() == want {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "new connections still get the old certificate after 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_rotate_without_failed_requests() {
+    let _serial = serial().await;
+    let server = Server::builder()
+        .args(["--tls-reload-interval", "200ms"])
+        .start()
+        .await;
+    let second_ca = certs::generate("otel-injector second test CA", &hosts()).unwrap();
+    // The client trusts both CAs, as a caBundle does while a CA is being replaced.
+    let connector = support::connector(&[&server.certs.ca_cert, &second_ca.ca_cert]);
+    let review = fixture("pod-create.json");
+    let uid = uid_of(&review).to_owned();
+    let body = serde_json::to_vec(&review).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let is_ok = move |r: &support::Response, uid: &str| {
+        r.status == 200 && r.json()["response"]["uid"] == uid
+    };
+
+    // New connections, one after another, each with one request.
+    let fresh = tokio::spawn({
+        let (stop, connector, body, uid) = (stop.clone(), connector.clone(), body.clone(), uid.clone());
+        let addr = server.webhook;
+        async move {
+            let mut seen = Vec::new();
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                let one = async {
+                    let mut c = tls_connect(addr, &connector).await?;
+                    let cert = c.peer_cert();
+                    let r = c.roundtrip(&post(MUTATE, &body, true)).await?;
+                    Ok::<_, io::Error>((cert, r))
+                };
+                match tokio::time::timeout(Duration::from_secs(10), one).await {
+                    Ok(Ok((cert, r))) if is_ok(&r, &uid) => seen.push(cert),
+                    Ok(Ok((_, r))) => failures.push(format!("{} {}", r.status, r.text())),
+                    Ok(Err(e)) => failures.push(e.to_string()),
+                    Err(_) => failures.push("timed out".into()),
+                }
+            }
+            (seen, failures)
+        }
+    });
+    // One keep-alive connection, reused throughout.
+    let kept = tokio::spawn({
+        let (stop, connector, body, uid) = (stop.clone(), connector.clone(), body.clone(), uid.clone());
+        let addr = server.webhook;
+        async move {
+            let mut c = tls_connect(addr, &connector).await.expect("keep-alive connection");
+            let mut ok = 0u32;
+            let mut failures = Vec::new();
+            while !stop.load(Ordering::Acquire) {
+                let r = tokio::time::timeout(
+                    Duration::from_secs(10),
+                    c.roundtrip(&post(MUTATE, &body, false)),
+                )
+                .await;
+                match r {
+                    Ok(Ok(r)) if is_ok(&r, &uid) => ok += 1,
+                    other => {
+                        failures.push(format!("{other:?}"));
+                        break;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            (ok, failures)
+        }
+    });
+
+    let loop_started = Instant::now();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut served: Vec<DevCerts> = vec![server.certs.clone()];
+    let first_ca = server.certs.clone();
+    let plan: [(&str, DevCerts); 3] = [
+        ("reissued", first_ca.reissue(&hosts()).unwrap()),
+        ("reissued again", first_ca.reissue(&hosts()).unwrap()),
+        ("from a new CA", second_ca.clone()),
+    ];
+    let mut latencies = Vec::new();
+    for (i, (what, next)) in plan.into_iter().enumerate() {
+        next.write_to(&server.tls_dir).unwrap();
+        let took = wait_for_cert(&server, &connector, &cert_der(&next.cert)).await;
+        latencies.push((what, took));
+        server
+            .wait_metric(RELOADS_OK, (i + 1) as f64, Duration::from_secs(10))
+            .await;
+        served.push(next);
+        tokio::time::sleep(Duration::from_millis(400)).await;
+    }
+    // A crt/key pair read between the two renames of write_to is reported and retried.
+    let racy_errors = server.metric(RELOADS_FAILED).await;
+
+    // A broken key: the current certificate is kept and the error is counted once.
+    write_atomic(&server.tls_dir.join("tls.key"), b"garbage\n");
+    server
+        .wait_metric(RELOADS_FAILED, racy_errors + 1.0, Duration::from_secs(10))
+        .await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let c = within(IO_TIMEOUT, "connect", tls_connect(server.webhook, &connector))
+        .await
+        .expect("TLS connection with a broken key on disk");
+    assert_eq!(c.peer_cert(), cert_der(&served[3].cert), "the good certificate is kept");
+    assert_eq!(server.metric(RELOADS_FAILED).await, racy_errors + 1.0, "reported once");
+    assert_eq!(server.metric(RELOADS_OK).await, 3.0);
+
+    // Repaired files are picked up.
+    let repaired = second_ca.reissue(&hosts()).unwrap();
+    repaired.write_to(&server.tls_dir).unwrap();
+    let took = wait_for_cert(&server, &connector, &cert_der(&repaired.cert)).await;
+    latencies.push(("after repair", took));
+    server
+        .wait_metric(RELOADS_OK, 4.0, Duration::from_secs(10))
+        .await;
+    served.push(repaired);
+    let rest = Duration::from_millis(3300).saturating_sub(loop_started.elapsed());
+    tokio::time::sleep(rest.max(Duration::from_millis(300))).await;
+
+    stop.store(true, Ordering::Release);
+    let (seen, fresh_failures) = within(IO_TIMEOUT, "new-connection loop", fresh)
+        .await
+        .unwrap();
+    let (kept_ok, kept_failures) = within(IO_TIMEOUT, "keep-alive loop", kept).await.unwrap();
+    let loop_time = loop_started.elapsed();
+    eprintln!(
+        "rotation: {} new connections and {kept_ok} keep-alive requests in {loop_time:?}; \
+         time to see each new certificate: {latencies:?}; racy reload errors: {racy_errors}",
+        seen.len()
+    );
+    assert!(fresh_failures.is_empty(), "failed new-connection requests: {fresh_failures:?}");
+    assert!(kept_failures.is_empty(), "failed keep-alive requests: {kept_failures:?}");
+    assert!(loop_time >= Duration::from_secs(3));
+    assert!(seen.len() >= 20, "only {} new connections", seen.len());
+    assert!(kept_ok >= 20, "only {kept_ok} keep-alive requests");
+    assert!(racy_errors <= 4.0, "{racy_errors} reload errors for 4 rotations");
+
+    // Connections saw the certificates in order, each of them, and never an old one again.
+    let ders: Vec<Vec<u8>> = served.iter().map(|c| cert_der(&c.cert)).collect();
+    let order: Vec<usize> = seen
+        .iter()
+        .map(|d| ders.iter().position(|x| x == d).expect("a certificate that was written"))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] <= w[1]), "certificates out of order: {order:?}");
+    for i in 0..ders.len() {
+        assert!(order.contains(&i), "certificate {i} never seen by a new connection: {order:?}");
+    }
+    assert_eq!(server.metric(RELOADS_OK).await, 4.0);
+}
+
+/// Sends the request head and the first half of `body`; returns the rest of the body.
+async fn start_slow_request(
+    server: &Server,
+    body: &[u8],
+) -> (support::Conn<tokio_rustls::client::TlsStream<TcpStream>>, Vec<u8>) {
+    let mut c = server.connect().await;
+    let mut req = head(
+        "POST",
+        MUTATE,
+        &[
+            ("Content-Type", "application/json"),
+            ("Content-Length", &body.len().to_string()),
+        ],
+    );
+    let half = body.len() / 2;
+    req.extend_from_slice(&body[..half]);
+    c.send(&req).await.unwrap();
+    (c, body[half..].to_vec())
+}
+
+/// Polls `/readyz` until it answers `want`; returns how long that took.
+async fn wait_readyz(server: &Server, want: u16, limit: Duration) -> Duration {
+    let started = Instant::now();
+    loop {
+        let r = server.admin_get("/readyz").await;
+        if r.status == want {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "/readyz still {} after {limit:?}", r.status);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigterm_drains_in_flight_requests_then_exits_zero() {
+    let _serial = serial().await;
+    let mut server = Server::builder()
+        .args(["--shutdown-delay", "1s", "--shutdown-timeout", "5s"])
+        .start()
+        .await;
+    let review = fixture("pod-create-inject-java.json");
+    let body = serde_json::to_vec(&review).unwrap();
+
+    // An idle keep-alive connection (one request done) and an in-flight request.
+    let mut idle = server.connect().await;
+    let r = within(IO_TIMEOUT, "first request", idle.roundtrip(&post(MUTATE, &body, false)))
+        .await
+        .unwrap();
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+    let (mut slow, rest) = start_slow_request(&server, &body).await;
+    assert_eq!(server.admin_get("/readyz").await.status, 200);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+
+    let term = Instant::now();
+    server.signal("TERM");
+    let unready_after = wait_readyz(&server, 503, Duration::from_millis(800)).await;
+    let readyz = server.admin_get("/readyz").await;
+    assert_eq!(readyz.text(), "shutting down\n");
+    assert_eq!(server.admin_get("/livez").await.status, 200, "/livez during the drain");
+    // During the shutdown delay new requests are still served.
+    let plain = fixture("pod-create.json");
+    let r = server.review(&plain).await;
+    assert_eq!(review_of(&r).uid, uid_of(&plain));
+    let served_until = term.elapsed();
+    assert!(served_until < Duration::from_secs(1), "checks took {served_until:?}");
+
+    // After the delay: the idle connection is closed by the server…
+    let eof = within(Duration::from_secs(5), "idle connection close", idle.read_some()).await;
+    let idle_closed = term.elapsed();
+    assert!(matches!(eof, Ok(0)), "idle keep-alive connection: {eof:?}, expected EOF");
+    assert!(
+        idle_closed >= Duration::from_millis(900),
+        "idle connection closed {idle_closed:?} after SIGTERM, before the 1 s delay"
+    );
+    // …and the listener no longer accepts.
+    let refused = TcpStream::connect(server.webhook).await;
+    assert!(refused.is_err(), "webhook listener still accepting after the delay");
+
+    // The in-flight request finishes, slowly, and is answered.
+    for part in rest.chunks(rest.len().div_ceil(5)) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        slow.send(part).await.expect("send the rest of the in-flight body");
+    }
+    let r = within(IO_TIMEOUT, "in-flight response", slow.response())
+        .await
+        .expect("the in-flight request is answered");
+    let r = review_of(&r);
+    assert_eq!(r.uid, uid_of(&review));
+    assert!(r.patch.is_some());
+
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("the process exits after the drain");
+    let exited = term.elapsed();
+    eprintln!(
+        "drain: /readyz 503 after {unready_after:?}; idle connection closed after {idle_closed:?}; \
+         exit {status} after {exited:?}"
+    );
+    assert!(status.success(), "exit status {status}");
+    assert!(
+        exited < Duration::from_secs(6),
+        "exited {exited:?} after SIGTERM, past delay + timeout"
+    );
+}
+
+#[tokio::test]
+async fn a_second_sigterm_aborts_the_drain() {
+    let _serial = serial().await;
+    let mut server = Server::builder()
+        .args(["--shutdown-delay", "10s", "--shutdown-timeout", "20s"])
+        .start()
+        .await;
+    let body = serde_json::to_vec(&fixture("pod-create-inject-java.json")).unwrap();
+    let (mut slow, _rest) = start_slow_request(&server, &body).await;
+
+    server.signal("TERM");
+    wait_readyz(&server, 503, Duration::from_secs(5)).await;
+    let second = Instant::now();
+    server.signal("TERM");
+    let status = server
+        .wait_exit(Duration::from_secs(5))
+        .await
+        .expect("a second signal ends the process");
+    let took = second.elapsed();
+    eprintln!("second SIGTERM: exit {status} after {took:?}");
+    assert!(!status.success(), "exit status {status} after an aborted drain");
+    assert!(took < Duration::from_secs(2), "exited {took:?} after the second signal");
+    // The unfinished request got no answer; its connection is gone.
+    let r = within(IO_TIMEOUT, "aborted request", slow.response()).await;
+    assert!(r.is_err(), "an aborted request was answered: {r:?}");
+}
+
+#[tokio::test]
+async fn without_the_api_server_it_serves_unready_and_allows_with_a_warning() {
+    let _serial = serial().await;
+    let dead = support::free_port();
+    let kubeconfig = format!(
+        "apiVersion: v1
+kind: Config
+clusters:
+- name: down
+  cluster:
+    server: https://127.0.0.1:{dead}
+    insecure-skip-tls-verify: true
+users:
+- name: tester
+  user:
+    token: not-a-real-token
+contexts:
+- name: down
+  context:
+    cluster: down
+    user: tester
+    namespace: default
+current-context: down
+"
+    );
+    let server = Server::builder()
+        .without_instrumentation_file()
+        .kubeconfig(kubeconfig)
+        .start()
+        .await;
+    let up = server.up_after;
+    let metrics = server.admin_get("/metrics").await;
+    let metrics_at = server.spawned_at.elapsed();
+    assert_eq!(metrics.status, 200);
+    assert!(metrics.text().ends_with("# EOF\n"), "{}", metrics.text());
+    assert_eq!(server.admin_get("/livez").await.status, 200);
+    let readyz = server.admin_get("/readyz").await;
+    assert_eq!(readyz.status, 503);
+    assert_eq!(readyz.text(), "Instrumentation and Namespace caches not synced\n");
+
+    let review = fixture("pod-create-inject-java.json");
+    let r = review_of(&server.review(&review).await);
+    let answered_at = server.spawned_at.elapsed();
+    eprintln!(
+        "API down: /livez up {up:?} after spawn, /metrics answered at {metrics_at:?}, \
+         review answered at {answered_at:?}"
+    );
+    assert_eq!(r.uid, uid_of(&review));
+    assert!(r.allowed);
+    assert_eq!(r.patch, None);
+    assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
+    assert!(r.warnings[0].contains("cache not synced"), "{:?}", r.warnings);
+    assert!(
+        answered_at < Duration::from_secs(1),
+        "admin and webhook answered only {answered_at:?} after spawn"
+    );
+
+    let text = server.metrics().await;
+    assert!(
+        text.contains("otel_injector_not_injected_total{reason=\"cache_not_ready\"} 1"),
+        "{text}"
+    );
+    // It is really trying the configured API server, and stays unready meanwhile.
+    let until = Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("watch failed, retrying") {
+        assert!(Instant::now() < until, "no watch attempt logged:\n{}", server.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.admin_get("/readyz").await.status, 503);
+    let r = review_of(&server.review(&review).await);
+    assert_eq!(r.patch, None);
+}
