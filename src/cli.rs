@@ -151,9 +151,15 @@ pub struct ServeArgs {
     #[arg(long, env = "OTEL_INJECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub handshake_timeout: Duration,
 
-    /// Request headers must arrive within this.
-    #[arg(long, env = "OTEL_INJECTOR_HEADER_READ_TIMEOUT", default_value = "5s", value_parser = duration)]
-    pub header_read_timeout: Duration,
+    /// A keep-alive connection idle this long is closed, and so is one whose request
+    /// headers have not all arrived within it. Keep it above the API server's 90 s idle
+    /// timeout, so the API server (not this server) closes idle connections.
+    #[arg(long, env = "OTEL_INJECTOR_IDLE_TIMEOUT", default_value = "120s", value_parser = duration)]
+    pub idle_timeout: Duration,
+
+    /// Most webhook connections open at once; further ones wait to be accepted.
+    #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTIONS", default_value_t = 1024)]
+    pub max_connections: usize,
 }
 
 #[derive(Debug, Args)]

@@ -101,7 +101,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }));
     let limits = server::ConnLimits {
         handshake: args.handshake_timeout,
-        header_read: args.header_read_timeout,
+        idle: args.idle_timeout,
+        max_connections: args.max_connections,
     };
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,
@@ -147,7 +148,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Some(w) = watches {
         w.abort();
     }
-    let _ = admin.await;
+    // The admin listener has served /readyz through the drain; give its open requests a
+    // moment, then stop regardless (a stalled scrape must not hold the exit).
+    if tokio::time::timeout(std::time::Duration::from_secs(1), admin)
+        .await
+        .is_err()
+    {
+        tracing::warn!("admin connections still open at exit; closing them");
+    }
     tracing::info!("drained; exiting");
     Ok(())
 }

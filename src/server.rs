@@ -210,15 +210,19 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
 pub struct ConnLimits {
     /// A TLS handshake must finish within this.
     pub handshake: Duration,
-    /// Request headers must arrive within this once a request starts.
-    pub header_read: Duration,
+    /// Idle keep-alive connections, and requests whose headers are incomplete, are closed
+    /// after this (hyper runs one timer for both).
+    pub idle: Duration,
+    /// Connections served at once.
+    pub max_connections: usize,
 }
 
 impl Default for ConnLimits {
     fn default() -> Self {
         ConnLimits {
             handshake: Duration::from_secs(10),
-            header_read: Duration::from_secs(5),
+            idle: Duration::from_secs(120),
+            max_connections: 1024,
         }
     }
 }
@@ -235,7 +239,14 @@ pub async fn serve_tls(
     drain: Duration,
 ) {
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     loop {
+        let permit = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            p = slots.clone().acquire_owned() => p,
+        };
+        let Ok(permit) = permit else { break };
         let accepted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
@@ -275,12 +286,13 @@ pub async fn serve_tls(
                 let service = TowerToHyperService::new(router);
                 let conn = hyper::server::conn::http1::Builder::new()
                     .timer(TokioTimer::new())
-                    .header_read_timeout(limits.header_read)
+                    .header_read_timeout(limits.idle)
                     .keep_alive(true)
                     .serve_connection(TokioIo::new(tls), service);
                 if let Err(e) = watcher.watch(conn).await {
                     tracing::debug!(error = %e, "connection ended with an error");
                 }
+                drop(permit);
             }
             .instrument(tracing::debug_span!("conn", %peer)),
         );

@@ -108,6 +108,8 @@ pub struct ReloadingCert {
     current: RwLock<Arc<CertifiedKey>>,
     /// The file contents last seen, to notice changes cheaply.
     seen: RwLock<(Vec<u8>, Vec<u8>)>,
+    /// The last read error, so a missing file is reported once, not on every poll.
+    read_error: RwLock<Option<String>>,
 }
 
 impl ReloadingCert {
@@ -122,6 +124,7 @@ impl ReloadingCert {
             provider,
             current: RwLock::new(Arc::new(ck)),
             seen: RwLock::new((c, k)),
+            read_error: RwLock::new(None),
         }))
     }
 
@@ -129,8 +132,19 @@ impl ReloadingCert {
     /// Returns `None` when nothing changed.
     pub fn reload(&self) -> Option<Result<(), TlsError>> {
         let (c, k) = match (read(&self.cert_path), read(&self.key_path)) {
-            (Ok(c), Ok(k)) => (c, k),
-            (Err(e), _) | (_, Err(e)) => return Some(Err(e)),
+            (Ok(c), Ok(k)) => {
+                *self.read_error.write().unwrap_or_else(|e| e.into_inner()) = None;
+                (c, k)
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                let msg = e.to_string();
+                let mut last = self.read_error.write().unwrap_or_else(|e| e.into_inner());
+                if last.as_deref() == Some(msg.as_str()) {
+                    return None;
+                }
+                *last = Some(msg);
+                return Some(Err(e));
+            }
         };
         {
             let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());

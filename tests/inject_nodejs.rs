@@ -238,7 +238,11 @@ fn multiple_containers_from_common_and_nodejs_container_names() {
     assert_eq!(cs[0], pod["spec"]["containers"][0], "proxy untouched");
     assert_eq!(
         cs[1]["env"],
-        env(vec![head(), node_env(), sdk_tail("shop-api", "api", Some("3"))])
+        env(vec![
+            head(),
+            node_env(),
+            sdk_tail("shop-api", "api", Some("3"))
+        ])
     );
     assert_eq!(
         cs[2]["env"],
@@ -282,13 +286,21 @@ fn init_container_target_gets_the_sdk_copied_before_it() {
     assert_eq!(inits[2]["name"], "seed");
     assert_eq!(
         inits[2]["env"],
-        env(vec![head(), node_env(), sdk_tail("batch", "seed", Some("7"))])
+        env(vec![
+            head(),
+            node_env(),
+            sdk_tail("batch", "seed", Some("7"))
+        ])
     );
     assert_eq!(inits[2]["volumeMounts"], json!([node_mount()]));
     let app = &out["spec"]["containers"][0];
     assert_eq!(
         app["env"],
-        env(vec![head(), node_env(), sdk_tail("batch", "app", Some("1"))])
+        env(vec![
+            head(),
+            node_env(),
+            sdk_tail("batch", "app", Some("1"))
+        ])
     );
     assert_eq!(out["spec"]["volumes"], json!([node_volume()]));
 }
@@ -416,7 +428,9 @@ fn node_options_from_value_from_in_the_instrumentation_skips_too() {
     assert_eq!(out, pod);
     assert_eq!(
         d.warnings,
-        ["nodejs: Instrumentation sets NODE_OPTIONS with valueFrom; container \"app\" not instrumented"]
+        [
+            "nodejs: Instrumentation sets NODE_OPTIONS with valueFrom; container \"app\" not instrumented"
+        ]
     );
     // The container's own literal value wins over the Instrumentation's, so it is extended.
     let pod = node_pod(json!([{"name": "NODE_OPTIONS", "value": "--inspect"}]));
@@ -430,13 +444,16 @@ fn node_options_from_value_from_in_the_instrumentation_skips_too() {
 
 #[test]
 fn image_resources_pull_policy_and_volume_come_from_the_instrumentation() {
-    let inst = SHOP.replace("  nodejs:\n", "  imagePullPolicy: IfNotPresent\n  nodejs:\n")
-        + "    image: registry.local/node-auto:9\n    resourceRequirements:\n      limits: {cpu: \"1\", memory: 1Gi}\n    volumeLimitSize: 500Mi\n";
+    let inst = SHOP.replace(
+        "  nodejs:\n",
+        "  imagePullPolicy: IfNotPresent\n  nodejs:\n",
+    ) + "    image: registry.local/node-auto:9\n    resourceRequirements:\n      limits: {cpu: \"1\", memory: 1Gi}\n    volumeLimitSize: 500Mi\n";
     let (out, _) = run(&catalog(&inst), &node_pod(json!([])));
     let mut init = node_init(None);
     init["image"] = json!("registry.local/node-auto:9");
     init["imagePullPolicy"] = json!("IfNotPresent");
-    init["resources"] = json!({"limits": {"cpu": "1", "memory": "1Gi"}});
+    init["resources"] = json!({"limits": {"cpu": "1", "memory": "1Gi"},
+        "requests": {"cpu": "50m", "memory": "128Mi"}});
     assert_eq!(out["spec"]["initContainers"], json!([init]));
     assert_eq!(
         out["spec"]["volumes"],
@@ -487,7 +504,10 @@ fn reinvocation_gets_no_second_patch() {
     let shop = catalog(SHOP);
     let (once, d) = run(&shop, &node_pod(json!([])));
     assert!(!d.patch.is_empty());
-    assert_eq!(once["metadata"]["annotations"][INJECTED_ANNOTATION], "nodejs");
+    assert_eq!(
+        once["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "nodejs"
+    );
     // Another webhook changes the pod after us; the API server calls us again.
     let mut changed = once.clone();
     changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});

@@ -248,7 +248,11 @@ fn multiple_containers_by_python_container_names() {
     for (i, name, version) in [(1, "api", "5"), (2, "worker", "6")] {
         assert_eq!(
             cs[i]["env"],
-            env(vec![head(), python_env(), sdk_tail("ml", name, Some(version))])
+            env(vec![
+                head(),
+                python_env(),
+                sdk_tail("ml", name, Some(version))
+            ])
         );
         assert_eq!(cs[i]["volumeMounts"], json!([python_mount()]));
     }
@@ -280,7 +284,11 @@ fn init_container_target_gets_the_sdk_copied_before_it() {
     assert_eq!(inits[2]["name"], "migrate");
     assert_eq!(
         inits[2]["env"],
-        env(vec![head(), python_env(), sdk_tail("etl", "migrate", Some("2"))])
+        env(vec![
+            head(),
+            python_env(),
+            sdk_tail("etl", "migrate", Some("2"))
+        ])
     );
     assert_eq!(inits[2]["volumeMounts"], json!([python_mount()]));
     assert_eq!(out["spec"]["containers"], pod["spec"]["containers"]);
@@ -308,10 +316,7 @@ fn existing_pythonpath_is_wrapped_and_user_values_win() {
         env(vec![
             head(),
             vec![
-                lit(
-                    "PYTHONPATH",
-                    &format!("{PREFIX}:/app/src:/app/lib:{MOUNT}")
-                ),
+                lit("PYTHONPATH", &format!("{PREFIX}:/app/src:/app/lib:{MOUNT}")),
                 lit("OTEL_TRACES_EXPORTER", "console"),
                 lit("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
                 lit("OTEL_SERVICE_NAME", "mine"),
@@ -397,7 +402,9 @@ fn invalid_platform_is_not_injected_with_a_warning() {
     assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
     assert_eq!(
         d.warnings,
-        ["python: otel-python-platform \"alpine\" is not supported (use glibc or musl); not injected"]
+        [
+            "python: otel-python-platform \"alpine\" is not supported (use glibc or musl); not injected"
+        ]
     );
 }
 
@@ -441,7 +448,9 @@ fn pythonpath_from_value_from_skips_that_container_with_a_warning() {
     assert_eq!(out, pod);
     assert_eq!(
         d.warnings,
-        ["python: Instrumentation sets PYTHONPATH with valueFrom; container \"app\" not instrumented"]
+        [
+            "python: Instrumentation sets PYTHONPATH with valueFrom; container \"app\" not instrumented"
+        ]
     );
 }
 
@@ -450,7 +459,10 @@ fn reinvocation_gets_no_second_patch() {
     let shop = catalog(SHOP);
     let (once, d) = run(&shop, &python_pod(json!({PLATFORM: "musl"}), json!([])));
     assert!(!d.patch.is_empty());
-    assert_eq!(once["metadata"]["annotations"][INJECTED_ANNOTATION], "python");
+    assert_eq!(
+        once["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "python"
+    );
     let mut changed = once.clone();
     changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
     let (twice, d) = run(&shop, &changed);

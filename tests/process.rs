@@ -26,12 +26,20 @@ fn write_atomic(path: &std::path::Path, contents: &[u8]) {
 }
 
 /// Polls fresh connections until one is served `want`; returns how long that took.
-async fn wait_for_cert(server: &Server, connector: &tokio_rustls::TlsConnector, want: &[u8]) -> Duration {
+async fn wait_for_cert(
+    server: &Server,
+    connector: &tokio_rustls::TlsConnector,
+    want: &[u8],
+) -> Duration {
     let started = Instant::now();
     loop {
-        let c = within(IO_TIMEOUT, "connect", tls_connect(server.webhook, connector))
-            .await
-            .expect("TLS connection during rotation");
+        let c = within(
+            IO_TIMEOUT,
+            "connect",
+            tls_connect(server.webhook, connector),
+        )
+        .await
+        .expect("TLS connection during rotation");
         if c.peer_cert() == want {
             return started.elapsed();
         }
@@ -63,7 +71,8 @@ async fn certificates_rotate_without_failed_requests() {
 
     // New connections, one after another, each with one request.
     let fresh = tokio::spawn({
-        let (stop, connector, body, uid) = (stop.clone(), connector.clone(), body.clone(), uid.clone());
+        let (stop, connector, body, uid) =
+            (stop.clone(), connector.clone(), body.clone(), uid.clone());
         let addr = server.webhook;
         async move {
             let mut seen = Vec::new();
@@ -87,10 +96,13 @@ async fn certificates_rotate_without_failed_requests() {
     });
     // One keep-alive connection, reused throughout.
     let kept = tokio::spawn({
-        let (stop, connector, body, uid) = (stop.clone(), connector.clone(), body.clone(), uid.clone());
+        let (stop, connector, body, uid) =
+            (stop.clone(), connector.clone(), body.clone(), uid.clone());
         let addr = server.webhook;
         async move {
-            let mut c = tls_connect(addr, &connector).await.expect("keep-alive connection");
+            let mut c = tls_connect(addr, &connector)
+                .await
+                .expect("keep-alive connection");
             let mut ok = 0u32;
             let mut failures = Vec::new();
             while !stop.load(Ordering::Acquire) {
@@ -141,11 +153,23 @@ async fn certificates_rotate_without_failed_requests() {
         .wait_metric(RELOADS_FAILED, racy_errors + 1.0, Duration::from_secs(10))
         .await;
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let c = within(IO_TIMEOUT, "connect", tls_connect(server.webhook, &connector))
-        .await
-        .expect("TLS connection with a broken key on disk");
-    assert_eq!(c.peer_cert(), cert_der(&served[3].cert), "the good certificate is kept");
-    assert_eq!(server.metric(RELOADS_FAILED).await, racy_errors + 1.0, "reported once");
+    let c = within(
+        IO_TIMEOUT,
+        "connect",
+        tls_connect(server.webhook, &connector),
+    )
+    .await
+    .expect("TLS connection with a broken key on disk");
+    assert_eq!(
+        c.peer_cert(),
+        cert_der(&served[3].cert),
+        "the good certificate is kept"
+    );
+    assert_eq!(
+        server.metric(RELOADS_FAILED).await,
+        racy_errors + 1.0,
+        "reported once"
+    );
     assert_eq!(server.metric(RELOADS_OK).await, 3.0);
 
     // Repaired files are picked up.
@@ -171,22 +195,41 @@ async fn certificates_rotate_without_failed_requests() {
          time to see each new certificate: {latencies:?}; racy reload errors: {racy_errors}",
         seen.len()
     );
-    assert!(fresh_failures.is_empty(), "failed new-connection requests: {fresh_failures:?}");
-    assert!(kept_failures.is_empty(), "failed keep-alive requests: {kept_failures:?}");
+    assert!(
+        fresh_failures.is_empty(),
+        "failed new-connection requests: {fresh_failures:?}"
+    );
+    assert!(
+        kept_failures.is_empty(),
+        "failed keep-alive requests: {kept_failures:?}"
+    );
     assert!(loop_time >= Duration::from_secs(3));
     assert!(seen.len() >= 20, "only {} new connections", seen.len());
     assert!(kept_ok >= 20, "only {kept_ok} keep-alive requests");
-    assert!(racy_errors <= 4.0, "{racy_errors} reload errors for 4 rotations");
+    assert!(
+        racy_errors <= 4.0,
+        "{racy_errors} reload errors for 4 rotations"
+    );
 
     // Connections saw the certificates in order, each of them, and never an old one again.
     let ders: Vec<Vec<u8>> = served.iter().map(|c| cert_der(&c.cert)).collect();
     let order: Vec<usize> = seen
         .iter()
-        .map(|d| ders.iter().position(|x| x == d).expect("a certificate that was written"))
+        .map(|d| {
+            ders.iter()
+                .position(|x| x == d)
+                .expect("a certificate that was written")
+        })
         .collect();
-    assert!(order.windows(2).all(|w| w[0] <= w[1]), "certificates out of order: {order:?}");
+    assert!(
+        order.windows(2).all(|w| w[0] <= w[1]),
+        "certificates out of order: {order:?}"
+    );
     for i in 0..ders.len() {
-        assert!(order.contains(&i), "certificate {i} never seen by a new connection: {order:?}");
+        assert!(
+            order.contains(&i),
+            "certificate {i} never seen by a new connection: {order:?}"
+        );
     }
     assert_eq!(server.metric(RELOADS_OK).await, 4.0);
 }
@@ -195,7 +238,10 @@ async fn certificates_rotate_without_failed_requests() {
 async fn start_slow_request(
     server: &Server,
     body: &[u8],
-) -> (support::Conn<tokio_rustls::client::TlsStream<TcpStream>>, Vec<u8>) {
+) -> (
+    support::Conn<tokio_rustls::client::TlsStream<TcpStream>>,
+    Vec<u8>,
+) {
     let mut c = server.connect().await;
     let mut req = head(
         "POST",
@@ -219,7 +265,11 @@ async fn wait_readyz(server: &Server, want: u16, limit: Duration) -> Duration {
         if r.status == want {
             return started.elapsed();
         }
-        assert!(started.elapsed() < limit, "/readyz still {} after {limit:?}", r.status);
+        assert!(
+            started.elapsed() < limit,
+            "/readyz still {} after {limit:?}",
+            r.status
+        );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
 }
@@ -236,9 +286,13 @@ async fn sigterm_drains_in_flight_requests_then_exits_zero() {
 
     // An idle keep-alive connection (one request done) and an in-flight request.
     let mut idle = server.connect().await;
-    let r = within(IO_TIMEOUT, "first request", idle.roundtrip(&post(MUTATE, &body, false)))
-        .await
-        .unwrap();
+    let r = within(
+        IO_TIMEOUT,
+        "first request",
+        idle.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .unwrap();
     assert_eq!(review_of(&r).uid, uid_of(&review));
     let (mut slow, rest) = start_slow_request(&server, &body).await;
     assert_eq!(server.admin_get("/readyz").await.status, 200);
@@ -249,30 +303,55 @@ async fn sigterm_drains_in_flight_requests_then_exits_zero() {
     let unready_after = wait_readyz(&server, 503, Duration::from_millis(800)).await;
     let readyz = server.admin_get("/readyz").await;
     assert_eq!(readyz.text(), "shutting down\n");
-    assert_eq!(server.admin_get("/livez").await.status, 200, "/livez during the drain");
+    assert_eq!(
+        server.admin_get("/livez").await.status,
+        200,
+        "/livez during the drain"
+    );
     // During the shutdown delay new requests are still served.
     let plain = fixture("pod-create.json");
     let r = server.review(&plain).await;
     assert_eq!(review_of(&r).uid, uid_of(&plain));
     let served_until = term.elapsed();
-    assert!(served_until < Duration::from_secs(1), "checks took {served_until:?}");
+    assert!(
+        served_until < Duration::from_secs(1),
+        "checks took {served_until:?}"
+    );
 
     // After the delay: the idle connection is closed by the server…
-    let eof = within(Duration::from_secs(5), "idle connection close", idle.read_some()).await;
+    let eof = within(
+        Duration::from_secs(5),
+        "idle connection close",
+        idle.read_some(),
+    )
+    .await;
     let idle_closed = term.elapsed();
-    assert!(matches!(eof, Ok(0)), "idle keep-alive connection: {eof:?}, expected EOF");
+    assert!(
+        matches!(eof, Ok(0)),
+        "idle keep-alive connection: {eof:?}, expected EOF"
+    );
     assert!(
         idle_closed >= Duration::from_millis(900),
         "idle connection closed {idle_closed:?} after SIGTERM, before the 1 s delay"
     );
+    // (Well before the idle timeout, which would close it too.)
+    assert!(
+        idle_closed < Duration::from_secs(3),
+        "closed only after {idle_closed:?}"
+    );
     // …and the listener no longer accepts.
     let refused = TcpStream::connect(server.webhook).await;
-    assert!(refused.is_err(), "webhook listener still accepting after the delay");
+    assert!(
+        refused.is_err(),
+        "webhook listener still accepting after the delay"
+    );
 
     // The in-flight request finishes, slowly, and is answered.
     for part in rest.chunks(rest.len().div_ceil(5)) {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        slow.send(part).await.expect("send the rest of the in-flight body");
+        slow.send(part)
+            .await
+            .expect("send the rest of the in-flight body");
     }
     let r = within(IO_TIMEOUT, "in-flight response", slow.response())
         .await
@@ -317,11 +396,41 @@ async fn a_second_sigterm_aborts_the_drain() {
         .expect("a second signal ends the process");
     let took = second.elapsed();
     eprintln!("second SIGTERM: exit {status} after {took:?}");
-    assert!(!status.success(), "exit status {status} after an aborted drain");
-    assert!(took < Duration::from_secs(2), "exited {took:?} after the second signal");
+    assert!(
+        !status.success(),
+        "exit status {status} after an aborted drain"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "exited {took:?} after the second signal"
+    );
     // The unfinished request got no answer; its connection is gone.
     let r = within(IO_TIMEOUT, "aborted request", slow.response()).await;
     assert!(r.is_err(), "an aborted request was answered: {r:?}");
+}
+
+#[tokio::test]
+async fn a_stuck_admin_request_does_not_hold_the_exit() {
+    let _serial = serial().await;
+    let mut server = Server::builder()
+        .args(["--shutdown-delay", "1s", "--shutdown-timeout", "2s"])
+        .start()
+        .await;
+    // A scraper that sent half a request and went quiet.
+    let mut stuck = support::Conn::new(TcpStream::connect(server.admin).await.unwrap());
+    stuck
+        .send(b"GET /metrics HTTP/1.1\r\nHost: otel-injector.test\r\n")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let term = Instant::now();
+    server.signal("TERM");
+    let status = server.wait_exit(Duration::from_secs(6)).await;
+    assert!(
+        status.is_some(),
+        "still running {:?} after SIGTERM (delay 1 s + timeout 2 s)",
+        term.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -362,7 +471,10 @@ current-context: down
     assert_eq!(server.admin_get("/livez").await.status, 200);
     let readyz = server.admin_get("/readyz").await;
     assert_eq!(readyz.status, 503);
-    assert_eq!(readyz.text(), "Instrumentation and Namespace caches not synced\n");
+    assert_eq!(
+        readyz.text(),
+        "Instrumentation and Namespace caches not synced\n"
+    );
 
     let review = fixture("pod-create-inject-java.json");
     let r = review_of(&server.review(&review).await);
@@ -375,7 +487,11 @@ current-context: down
     assert!(r.allowed);
     assert_eq!(r.patch, None);
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
-    assert!(r.warnings[0].contains("cache not synced"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("cache not synced"),
+        "{:?}",
+        r.warnings
+    );
     assert!(
         answered_at < Duration::from_secs(1),
         "admin and webhook answered only {answered_at:?} after spawn"
@@ -389,7 +505,11 @@ current-context: down
     // It is really trying the configured API server, and stays unready meanwhile.
     let until = Instant::now() + Duration::from_secs(10);
     while !server.log().contains("watch failed, retrying") {
-        assert!(Instant::now() < until, "no watch attempt logged:\n{}", server.log());
+        assert!(
+            Instant::now() < until,
+            "no watch attempt logged:\n{}",
+            server.log()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(server.admin_get("/readyz").await.status, 503);

@@ -34,14 +34,22 @@ async fn pod_create_with_inject_java_gets_a_patch_that_applies() {
 
     let mut conn = server.connect().await;
     assert_eq!(conn.alpn().as_deref(), Some(&b"http/1.1"[..]), "ALPN");
-    let resp = within(IO_TIMEOUT, "review", conn.roundtrip(&post(MUTATE, &body, false)))
-        .await
-        .unwrap();
+    let resp = within(
+        IO_TIMEOUT,
+        "review",
+        conn.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .unwrap();
     let r = review_of(&resp);
     assert_eq!(r.uid, uid_of(&review));
     assert!(r.allowed);
     assert_eq!(r.patch_type.as_deref(), Some("JSONPatch"));
-    assert!(r.warnings.is_empty(), "unexpected warnings {:?}", r.warnings);
+    assert!(
+        r.warnings.is_empty(),
+        "unexpected warnings {:?}",
+        r.warnings
+    );
     let patch = r.patch.expect("a patch");
 
     let ops = patch.as_array().expect("patch is an array of operations");
@@ -70,8 +78,14 @@ async fn pod_create_with_inject_java_gets_a_patch_that_applies() {
     json_patch::patch(&mut pod, &ops).expect("the patch applies to the request's object");
     let annotations = &pod["metadata"]["annotations"];
     assert_eq!(annotations["otel-injector/injected"], "java");
-    assert_eq!(annotations["instrumentation.opentelemetry.io/inject-java"], "true");
-    assert_eq!(pod["metadata"]["managedFields"], original["metadata"]["managedFields"]);
+    assert_eq!(
+        annotations["instrumentation.opentelemetry.io/inject-java"],
+        "true"
+    );
+    assert_eq!(
+        pod["metadata"]["managedFields"],
+        original["metadata"]["managedFields"]
+    );
     assert_eq!(pod["spec"]["initContainers"][0]["name"], JAVA_INIT);
     let app = &pod["spec"]["containers"][0];
     let env = app["env"].as_array().unwrap();
@@ -84,22 +98,35 @@ async fn pod_create_with_inject_java_gets_a_patch_that_applies() {
         "-XX:MaxRAMPercentage=75 -javaagent:/otel-auto-instrumentation-java-checkout/javaagent.jar"
     );
     assert_eq!(
-        env.iter().filter(|e| e["name"] == "JAVA_TOOL_OPTIONS").count(),
+        env.iter()
+            .filter(|e| e["name"] == "JAVA_TOOL_OPTIONS")
+            .count(),
         1
     );
     assert!(
-        env.iter().any(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"
-            && e["value"] == "http://otel-collector.observability.svc:4318"),
+        env.iter()
+            .any(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT"
+                && e["value"] == "http://otel-collector.observability.svc:4318"),
         "{env:#?}"
     );
     let volumes = pod["spec"]["volumes"].as_array().unwrap();
-    assert_eq!(volumes[0]["name"], "kube-api-access-x7k2p", "existing volume kept first");
-    assert!(volumes.iter().any(|v| v["name"] == JAVA_INIT), "{volumes:#?}");
+    assert_eq!(
+        volumes[0]["name"], "kube-api-access-x7k2p",
+        "existing volume kept first"
+    );
+    assert!(
+        volumes.iter().any(|v| v["name"] == JAVA_INIT),
+        "{volumes:#?}"
+    );
 
     // The same connection is kept alive for the next review.
-    let again = within(IO_TIMEOUT, "second review", conn.roundtrip(&post(MUTATE, &body, false)))
-        .await
-        .expect("keep-alive connection reused");
+    let again = within(
+        IO_TIMEOUT,
+        "second review",
+        conn.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .expect("keep-alive connection reused");
     assert_eq!(review_of(&again).uid, uid_of(&review));
 
     let text = server.metrics().await;
@@ -116,9 +143,14 @@ async fn unreadable_reviews_get_400_with_a_text_reason() {
     let _serial = serial().await;
     let server = Server::start().await;
 
-    let resp = server.post_raw(MUTATE, b"{\"apiVersion\": \"admission.k8s.io/v1\", ").await;
+    let resp = server
+        .post_raw(MUTATE, b"{\"apiVersion\": \"admission.k8s.io/v1\", ")
+        .await;
     assert_eq!(resp.status, 400, "{}", resp.text());
-    assert_eq!(resp.header("content-type"), Some("text/plain; charset=utf-8"));
+    assert_eq!(
+        resp.header("content-type"),
+        Some("text/plain; charset=utf-8")
+    );
     assert!(
         resp.text()
             .starts_with("request body is not valid AdmissionReview JSON: EOF while parsing"),
@@ -127,7 +159,10 @@ async fn unreadable_reviews_get_400_with_a_text_reason() {
     );
 
     let resp = server
-        .post_raw(MUTATE, br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#)
+        .post_raw(
+            MUTATE,
+            br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+        )
         .await;
     assert_eq!(resp.status, 400);
     assert_eq!(resp.text(), "AdmissionReview has no request\n");
@@ -199,9 +234,13 @@ async fn bodies_over_3_mib_get_413_and_the_server_carries_on() {
     )];
     parts.extend(body.chunks(64 * 1024).map(<[u8]>::to_vec));
     let c = server.connect().await;
-    let resp = within(IO_TIMEOUT, "413 (Content-Length)", c.send_while_reading(parts))
-        .await
-        .expect("a response before the connection closes");
+    let resp = within(
+        IO_TIMEOUT,
+        "413 (Content-Length)",
+        c.send_while_reading(parts),
+    )
+    .await
+    .expect("a response before the connection closes");
     assert_eq!(resp.status, 413, "{}", resp.text());
     assert_eq!(
         resp.text(),
@@ -264,7 +303,11 @@ async fn other_kinds_and_updates_are_allowed_unchanged() {
     let _serial = serial().await;
     let server = Server::start().await;
 
-    for name in ["deployment-create.json", "pod-update.json", "pod-create.json"] {
+    for name in [
+        "deployment-create.json",
+        "pod-update.json",
+        "pod-create.json",
+    ] {
         let review = fixture(name);
         let resp = server.review(&review).await;
         let raw = resp.json();
@@ -324,7 +367,9 @@ async fn a_stalled_body_is_answered_408_before_the_deadline() {
         .await
         .expect("an answer to the stalled request");
     let stalled = started.elapsed();
-    eprintln!("normal request with timeout=1s: {normal:?}; stalled body answered after {stalled:?}");
+    eprintln!(
+        "normal request with timeout=1s: {normal:?}; stalled body answered after {stalled:?}"
+    );
     assert_eq!(resp.status, 408, "{}", resp.text());
     assert_eq!(
         resp.text(),
@@ -353,12 +398,74 @@ async fn a_stalled_body_is_answered_408_before_the_deadline() {
 }
 
 #[tokio::test]
+async fn slow_headers_are_cut_off_by_the_idle_timeout() {
+    let _serial = serial().await;
+    let server = Server::builder()
+        .args(["--idle-timeout", "1s"])
+        .start()
+        .await;
+    let mut c = server.connect().await;
+    let started = Instant::now();
+    c.send(b"POST /mutate-v1-pod?timeout=10s HTTP/1.1\r\nHost: otel-injector.test\r\n")
+        .await
+        .unwrap();
+    let end = within(Duration::from_secs(10), "header timeout", c.read_some()).await;
+    let took = started.elapsed();
+    eprintln!("incomplete headers: connection ended ({end:?}) after {took:?}");
+    assert!(matches!(end, Ok(0)) || end.is_err(), "{end:?}");
+    assert!(took >= Duration::from_millis(900), "closed after {took:?}");
+    assert!(took < Duration::from_secs(3), "closed after {took:?}");
+    // Other connections are unaffected.
+    let review = fixture("pod-create.json");
+    assert_eq!(
+        review_of(&server.review(&review).await).uid,
+        uid_of(&review)
+    );
+}
+
+/// The API server keeps idle webhook connections for up to 90 s and reuses them; a server
+/// that closes them sooner races the next POST on them ("failed calling webhook: EOF").
+#[tokio::test]
+async fn idle_keep_alive_connections_live_until_the_idle_timeout() {
+    let _serial = serial().await;
+    let server = Server::builder()
+        .args(["--idle-timeout", "5s"])
+        .start()
+        .await;
+    let review = fixture("pod-create.json");
+    let body = serde_json::to_vec(&review).unwrap();
+    let mut c = server.connect().await;
+    let r = within(
+        IO_TIMEOUT,
+        "first",
+        c.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let r = within(
+        IO_TIMEOUT,
+        "after idling",
+        c.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .expect("the idle keep-alive connection is still usable after 2.5 s");
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+}
+
+#[tokio::test]
 async fn unresolvable_instrumentations_are_warned_about_and_counted() {
     let _serial = serial().await;
     let server = Server::start().await;
     let base = fixture("pod-create-inject-java.json");
 
-    let named = variant(&base, "shop", "does-not-exist", "6a1e0c8f-0000-4000-8000-000000000001");
+    let named = variant(
+        &base,
+        "shop",
+        "does-not-exist",
+        "6a1e0c8f-0000-4000-8000-000000000001",
+    );
     let r = review_of(&server.review(&named).await);
     assert_eq!(r.uid, uid_of(&named));
     assert!(r.allowed);
@@ -366,24 +473,51 @@ async fn unresolvable_instrumentations_are_warned_about_and_counted() {
     assert_eq!(r.patch_type, None);
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(r.warnings[0].contains("not found"), "{:?}", r.warnings);
-    assert!(r.warnings[0].contains("shop/does-not-exist"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("shop/does-not-exist"),
+        "{:?}",
+        r.warnings
+    );
 
-    let two = variant(&base, "multi", "true", "6a1e0c8f-0000-4000-8000-000000000002");
+    let two = variant(
+        &base,
+        "multi",
+        "true",
+        "6a1e0c8f-0000-4000-8000-000000000002",
+    );
     let r = review_of(&server.review(&two).await);
     assert_eq!(r.uid, uid_of(&two));
     assert!(r.allowed);
     assert_eq!(r.patch, None);
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
-    assert!(r.warnings[0].contains("2 Instrumentations"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("2 Instrumentations"),
+        "{:?}",
+        r.warnings
+    );
 
-    let none = variant(&base, "empty", "true", "6a1e0c8f-0000-4000-8000-000000000003");
+    let none = variant(
+        &base,
+        "empty",
+        "true",
+        "6a1e0c8f-0000-4000-8000-000000000003",
+    );
     let r = review_of(&server.review(&none).await);
     assert_eq!(r.patch, None);
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
-    assert!(r.warnings[0].contains("no Instrumentation"), "{:?}", r.warnings);
+    assert!(
+        r.warnings[0].contains("no Instrumentation"),
+        "{:?}",
+        r.warnings
+    );
 
     // Named across namespaces (`ns/name`) resolves.
-    let qualified = variant(&base, "empty", "multi/java-b", "6a1e0c8f-0000-4000-8000-000000000004");
+    let qualified = variant(
+        &base,
+        "empty",
+        "multi/java-b",
+        "6a1e0c8f-0000-4000-8000-000000000004",
+    );
     let r = review_of(&server.review(&qualified).await);
     assert!(r.patch.is_some(), "{:?}", r.warnings);
 
@@ -432,7 +566,11 @@ fn junk() -> Vec<(String, Vec<u8>, Option<u16>)> {
     let good = serde_json::to_vec(&fixture("pod-create-inject-java.json")).unwrap();
     for i in 0..100 {
         let cut = rng.below(good.len());
-        out.push((format!("truncated #{i} at {cut}"), good[..cut].to_vec(), Some(400)));
+        out.push((
+            format!("truncated #{i} at {cut}"),
+            good[..cut].to_vec(),
+            Some(400),
+        ));
     }
 
     let deep = 100_000;
@@ -440,11 +578,21 @@ fn junk() -> Vec<(String, Vec<u8>, Option<u16>)> {
     let close = "]".repeat(deep);
     let objects = "{\"a\":".repeat(deep) + "1" + &"}".repeat(deep);
     out.push(("100k [".into(), open.clone().into_bytes(), Some(400)));
-    out.push(("100k [] balanced".into(), format!("{open}{close}").into_bytes(), Some(400)));
-    out.push(("100k nested objects".into(), objects.clone().into_bytes(), Some(400)));
+    out.push((
+        "100k [] balanced".into(),
+        format!("{open}{close}").into_bytes(),
+        Some(400),
+    ));
+    out.push((
+        "100k nested objects".into(),
+        objects.clone().into_bytes(),
+        Some(400),
+    ));
     let envelope = |request: &str| {
-        format!(r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{request}}}"#)
-            .into_bytes()
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{request}}}"#
+        )
+        .into_bytes()
     };
     let pod_request = |object: &str| {
         envelope(&format!(
@@ -456,13 +604,23 @@ fn junk() -> Vec<(String, Vec<u8>, Option<u16>)> {
         envelope(&format!(r#"{{"uid":"u","userInfo":{open}{close}}}"#)),
         None,
     ));
-    out.push(("100k [ as the object".into(), pod_request(&format!("{open}{close}")), None));
     out.push((
-        "100k nested objects in an unknown pod field".into(),
-        pod_request(&format!(r#"{{"spec":{{"containers":[{{"name":"a"}}],"x":{objects}}}}}"#)),
+        "100k [ as the object".into(),
+        pod_request(&format!("{open}{close}")),
         None,
     ));
-    out.push(("unclosed 100k [ as the object".into(), pod_request(&open), Some(400)));
+    out.push((
+        "100k nested objects in an unknown pod field".into(),
+        pod_request(&format!(
+            r#"{{"spec":{{"containers":[{{"name":"a"}}],"x":{objects}}}}}"#
+        )),
+        None,
+    ));
+    out.push((
+        "unclosed 100k [ as the object".into(),
+        pod_request(&open),
+        Some(400),
+    ));
 
     // Wrong types.
     let typed: [(&str, Vec<u8>, u16); 16] = [
@@ -471,19 +629,55 @@ fn junk() -> Vec<(String, Vec<u8>, Option<u16>)> {
         ("uid is a number", envelope(r#"{"uid":5}"#), 400),
         ("uid is null", envelope(r#"{"uid":null}"#), 400),
         ("uid missing", envelope(r#"{"operation":"CREATE"}"#), 400),
-        ("operation is a number", envelope(r#"{"uid":"u","operation":7}"#), 400),
-        ("dryRun is a string", envelope(r#"{"uid":"u","dryRun":"yes"}"#), 400),
-        ("kind is a string", envelope(r#"{"uid":"u","kind":"Pod"}"#), 400),
-        ("apiVersion is a number", br#"{"apiVersion":1,"kind":"AdmissionReview"}"#.to_vec(), 400),
+        (
+            "operation is a number",
+            envelope(r#"{"uid":"u","operation":7}"#),
+            400,
+        ),
+        (
+            "dryRun is a string",
+            envelope(r#"{"uid":"u","dryRun":"yes"}"#),
+            400,
+        ),
+        (
+            "kind is a string",
+            envelope(r#"{"uid":"u","kind":"Pod"}"#),
+            400,
+        ),
+        (
+            "apiVersion is a number",
+            br#"{"apiVersion":1,"kind":"AdmissionReview"}"#.to_vec(),
+            400,
+        ),
         ("top level array", b"[1,2,3]".to_vec(), 400),
         ("top level null", b"null".to_vec(), 400),
         ("object is a string", pod_request("\"pod\""), 200),
         ("object is a number", pod_request("42"), 200),
-        ("annotations of numbers", pod_request(r#"{"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":1}}}"#), 200),
-        ("containers is an object", pod_request(r#"{"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":"true"}},"spec":{"containers":{}}}"#), 200),
-        ("lone surrogate in uid", envelope(r#"{"uid":"\ud800"}"#), 400),
+        (
+            "annotations of numbers",
+            pod_request(
+                r#"{"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":1}}}"#,
+            ),
+            200,
+        ),
+        (
+            "containers is an object",
+            pod_request(
+                r#"{"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":"true"}},"spec":{"containers":{}}}"#,
+            ),
+            200,
+        ),
+        (
+            "lone surrogate in uid",
+            envelope(r#"{"uid":"\ud800"}"#),
+            400,
+        ),
     ];
-    out.extend(typed.into_iter().map(|(n, b, s)| (n.to_owned(), b, Some(s))));
+    out.extend(
+        typed
+            .into_iter()
+            .map(|(n, b, s)| (n.to_owned(), b, Some(s))),
+    );
     let mut control = envelope(r#"{"uid":"a_b"}"#);
     let at = control.iter().position(|&b| b == b'_').unwrap();
     control[at] = 0;
@@ -492,7 +686,10 @@ fn junk() -> Vec<(String, Vec<u8>, Option<u16>)> {
     out.push(("invalid UTF-8 in a string".into(), control, Some(400)));
     out.push((
         "huge number for dryRun".into(),
-        envelope(&format!(r#"{{"uid":"u","dryRun":1{}}}"#, "0".repeat(10_000))),
+        envelope(&format!(
+            r#"{{"uid":"u","dryRun":1{}}}"#,
+            "0".repeat(10_000)
+        )),
         Some(400),
     ));
     out
@@ -522,7 +719,10 @@ async fn junk_gets_400_or_200_quickly_and_the_server_stays_healthy() {
         };
         let took = started.elapsed();
         slowest = slowest.max(took);
-        assert!(took < Duration::from_secs(2), "{name}: answered after {took:?}");
+        assert!(
+            took < Duration::from_secs(2),
+            "{name}: answered after {took:?}"
+        );
         match (resp.status, want) {
             (400, Some(400) | None) => invalid += 1,
             (200, Some(200) | None) => {
@@ -550,6 +750,9 @@ async fn junk_gets_400_or_200_quickly_and_the_server_stays_healthy() {
     let r = review_of(&server.review(&good).await);
     assert!(r.patch.is_some());
     let text = server.metrics().await;
-    let counted = support::metric(&text, "otel_injector_admission_requests_total{outcome=\"invalid\"}");
+    let counted = support::metric(
+        &text,
+        "otel_injector_admission_requests_total{outcome=\"invalid\"}",
+    );
     assert_eq!(counted, Some(f64::from(invalid)), "{text}");
 }

@@ -4,8 +4,11 @@
 use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::plan::EnvValue;
-use super::{Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container};
-use crate::crd::Java as JavaSpec;
+use super::{
+    Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container, value_from_origin,
+    value_from_warning,
+};
+use crate::crd::{Java as JavaSpec, LanguageSpec};
 use crate::inject::lang::Language;
 
 pub const JAVA_TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
@@ -32,16 +35,18 @@ impl Agent for Java {
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = JavaSpec::default();
         let java = cx.inst.spec.java.as_ref().unwrap_or(&default);
+        let spec_env = cx.inst.spec.env.as_slice();
         let mut done = Vec::new();
         for &slot in cx.targets {
             let Some(c) = cx.plan.container(slot) else {
                 continue;
             };
             let name = c.name();
-            if c.env.get(JAVA_TOOL_OPTIONS) == Some(EnvValue::ValueFrom) {
-                cx.warn(format!(
-                    "java: container {name:?} sets {JAVA_TOOL_OPTIONS} with valueFrom; not instrumented"
-                ));
+            if let Some(origin) =
+                value_from_origin(&c.env, &[java.env(), spec_env], JAVA_TOOL_OPTIONS)
+            {
+                let msg = value_from_warning(Language::Java, name, JAVA_TOOL_OPTIONS, origin);
+                cx.warn(msg);
                 continue;
             }
             // Each container mounts the agent at its own path (as the Operator does), so a
@@ -52,7 +57,7 @@ impl Agent for Java {
                 mount_path: mount.clone(),
                 ..Default::default()
             });
-            for e in &java.env {
+            for e in java.env() {
                 c.env.append_if_absent(e.clone());
             }
             super::sdk::inject_common_env(&mut c.env, &cx.inst.spec);
@@ -75,15 +80,15 @@ impl Agent for Java {
 
         cx.plan.add_volume(agent_volume(
             VOLUME,
-            java.volume_claim_template.as_ref(),
-            java.volume_limit_size.as_ref(),
+            java.volume_claim_template(),
+            java.volume_limit_size(),
         ));
         let at = cx.init_position(&done);
-        let resources = RESOURCES.or(java.resources.as_ref());
+        let resources = RESOURCES.or(java.resources());
         let image = java
-            .image
-            .clone()
-            .unwrap_or_else(|| cx.config.images.get(Language::Java).to_owned());
+            .image()
+            .unwrap_or_else(|| cx.config.images.get(Language::Java))
+            .to_owned();
         let security = cx.init_security_context(&done);
         let mut inits = vec![init_container(
             INIT_CONTAINER,

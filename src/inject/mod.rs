@@ -13,19 +13,20 @@ pub mod python;
 pub mod sdk;
 pub mod sdk_only;
 pub mod select;
+pub mod webserver;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EphemeralVolumeSource, PersistentVolumeClaimTemplate, Pod,
-    ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EnvVar, EphemeralVolumeSource, PersistentVolumeClaimTemplate,
+    Pod, ResourceRequirements, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 pub use lang::{Language, LanguageSet};
-use plan::{InitPosition, PodPlan, Slot};
+use plan::{EnvPlan, EnvValue, InitPosition, PodPlan, Slot};
 use sdk::PodInfo;
 use select::{Annotations, Request};
 
@@ -249,6 +250,53 @@ impl Injection<'_, '_> {
     }
 }
 
+/// Where a variable that the agent must extend gets a `valueFrom` (which the webhook can
+/// neither read nor extend), if it does once the env layers are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueFromOrigin {
+    /// The container itself (or an agent that ran before).
+    Container,
+    /// `spec.<lang>.env` or `spec.env` of the Instrumentation.
+    Instrumentation,
+}
+
+/// Whether `name` will be set with `valueFrom` once `layers` (language env, then `spec.env`)
+/// are merged into `env` with append-if-absent: the container's own definition always wins,
+/// else the first layer that defines it.
+pub fn value_from_origin(
+    env: &EnvPlan<'_>,
+    layers: &[&[EnvVar]],
+    name: &str,
+) -> Option<ValueFromOrigin> {
+    match env.get(name) {
+        Some(EnvValue::ValueFrom) => Some(ValueFromOrigin::Container),
+        Some(EnvValue::Literal(_)) => None,
+        None => layers
+            .iter()
+            .find_map(|layer| layer.iter().find(|e| e.name == name))
+            .filter(|e| e.value_from.is_some())
+            .map(|_| ValueFromOrigin::Instrumentation),
+    }
+}
+
+/// The warning for a target skipped because `var` comes from `valueFrom`.
+pub fn value_from_warning(
+    lang: Language,
+    container: &str,
+    var: &str,
+    origin: ValueFromOrigin,
+) -> String {
+    match origin {
+        ValueFromOrigin::Container => {
+            format!("{lang}: container {container:?} sets {var} with valueFrom; not instrumented")
+        }
+        ValueFromOrigin::Instrumentation => format!(
+            "{lang}: Instrumentation sets {var} with valueFrom; container {container:?} not instrumented"
+        ),
+    }
+}
+
+/// The Node.js injector.
 /// One language's injection logic. Agents only add to the plan; the engine owns selection,
 /// validation and the patch.
 pub trait Agent: Sync {
@@ -284,22 +332,23 @@ pub struct ResourceDefaults {
 }
 
 impl ResourceDefaults {
-    /// The Instrumentation's resources when given, else these defaults.
+    /// The Instrumentation's resources, with these defaults for whichever of limits and
+    /// requests it leaves unset (as the Operator's defaulting does).
     pub fn or(self, given: Option<&ResourceRequirements>) -> ResourceRequirements {
-        if let Some(r) = given.filter(|r| r.limits.is_some() || r.requests.is_some()) {
-            return r.clone();
-        }
         let pair = |cpu: &str, mem: &str| {
             BTreeMap::from([
                 ("cpu".to_owned(), Quantity(cpu.to_owned())),
                 ("memory".to_owned(), Quantity(mem.to_owned())),
             ])
         };
-        ResourceRequirements {
-            limits: Some(pair(self.limit_cpu, self.limit_memory)),
-            requests: Some(pair(self.request_cpu, self.request_memory)),
-            ..Default::default()
+        let mut r = given.cloned().unwrap_or_default();
+        if r.limits.as_ref().is_none_or(BTreeMap::is_empty) {
+            r.limits = Some(pair(self.limit_cpu, self.limit_memory));
         }
+        if r.requests.as_ref().is_none_or(BTreeMap::is_empty) {
+            r.requests = Some(pair(self.request_cpu, self.request_memory));
+        }
+        r
     }
 }
 

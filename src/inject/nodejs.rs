@@ -1,10 +1,13 @@
 //! Node.js: an init container copies the SDK into a shared volume, and
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
-use k8s_openapi::api::core::v1::{EnvVar, VolumeMount};
+use k8s_openapi::api::core::v1::VolumeMount;
 
-use super::plan::{EnvPlan, EnvValue, literal};
-use super::{Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container};
+use super::plan::{EnvValue, literal};
+use super::{
+    Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container, value_from_origin,
+    value_from_warning,
+};
 use crate::crd::{LanguageSpec, NodeJs as NodeJsSpec};
 use crate::inject::lang::Language;
 
@@ -22,53 +25,6 @@ const RESOURCES: ResourceDefaults = ResourceDefaults {
     request_memory: "128Mi",
 };
 
-/// Where a variable that the agent must extend gets a `valueFrom` (which the webhook can
-/// neither read nor extend), if it does once the env layers are merged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum ValueFromOrigin {
-    /// The container itself (or an agent that ran before).
-    Container,
-    /// `spec.<lang>.env` or `spec.env` of the Instrumentation.
-    Instrumentation,
-}
-
-/// Whether `name` will be set with `valueFrom` once `layers` (language env, then `spec.env`)
-/// are merged into `env` with append-if-absent: the container's own definition always wins,
-/// else the first layer that defines it.
-pub(crate) fn value_from_origin(
-    env: &EnvPlan<'_>,
-    layers: &[&[EnvVar]],
-    name: &str,
-) -> Option<ValueFromOrigin> {
-    match env.get(name) {
-        Some(EnvValue::ValueFrom) => Some(ValueFromOrigin::Container),
-        Some(EnvValue::Literal(_)) => None,
-        None => layers
-            .iter()
-            .find_map(|layer| layer.iter().find(|e| e.name == name))
-            .filter(|e| e.value_from.is_some())
-            .map(|_| ValueFromOrigin::Instrumentation),
-    }
-}
-
-/// The warning for a target skipped because `var` comes from `valueFrom`.
-pub(crate) fn value_from_warning(
-    lang: Language,
-    container: &str,
-    var: &str,
-    origin: ValueFromOrigin,
-) -> String {
-    match origin {
-        ValueFromOrigin::Container => {
-            format!("{lang}: container {container:?} sets {var} with valueFrom; not instrumented")
-        }
-        ValueFromOrigin::Instrumentation => format!(
-            "{lang}: Instrumentation sets {var} with valueFrom; container {container:?} not instrumented"
-        ),
-    }
-}
-
-/// The Node.js injector.
 pub struct NodeJs;
 
 impl Agent for NodeJs {
@@ -86,8 +42,7 @@ impl Agent for NodeJs {
                 continue;
             };
             let name = c.name();
-            if let Some(origin) =
-                value_from_origin(&c.env, &[nodejs.env(), spec_env], NODE_OPTIONS)
+            if let Some(origin) = value_from_origin(&c.env, &[nodejs.env(), spec_env], NODE_OPTIONS)
             {
                 let msg = value_from_warning(Language::NodeJs, name, NODE_OPTIONS, origin);
                 cx.warn(msg);
@@ -109,8 +64,9 @@ impl Agent for NodeJs {
                 _ => arg,
             };
             c.env.set_literal(NODE_OPTIONS, value);
-            // The Node.js SDK starts no metric reader without an exporter: metrics would be lost.
-            c.env.append_if_absent(literal(OTEL_METRICS_EXPORTER, "otlp"));
+            // Without an exporter the Node.js SDK starts no metric reader (metrics are lost).
+            let metrics = literal(OTEL_METRICS_EXPORTER, "otlp");
+            c.env.append_if_absent(metrics);
             let app = c.container;
             super::sdk::inject_sdk_config(&mut c.env, cx.info, &cx.inst.spec, app);
             done.push(slot);

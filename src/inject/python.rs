@@ -4,9 +4,9 @@
 
 use k8s_openapi::api::core::v1::VolumeMount;
 
-use super::nodejs::{value_from_origin, value_from_warning};
 use super::plan::{EnvValue, literal};
 use super::{Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container};
+use super::{value_from_origin, value_from_warning};
 use crate::crd::{LanguageSpec, Python as PythonSpec};
 use crate::inject::lang::Language;
 

@@ -189,8 +189,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
                 "{lang}: only {first_name:?} gets the module (one config clone per pod); \
                  {name:?} gets the SDK env only"
             ));
-        } else if ws.extend_library_path
-            && c.env.get(LD_LIBRARY_PATH) == Some(EnvValue::ValueFrom)
+        } else if ws.extend_library_path && c.env.get(LD_LIBRARY_PATH) == Some(EnvValue::ValueFrom)
         {
             warnings.push(format!(
                 "{lang}: container {name:?} sets {LD_LIBRARY_PATH} with valueFrom; not instrumented"

@@ -96,7 +96,9 @@ pub fn fixture(name: &str) -> Value {
 
 /// The request uid of a review.
 pub fn uid_of(review: &Value) -> &str {
-    review["request"]["uid"].as_str().expect("fixture has a uid")
+    review["request"]["uid"]
+        .as_str()
+        .expect("fixture has a uid")
 }
 
 /// Host names of the serving certificate.
@@ -206,7 +208,9 @@ pub async fn read_response<R: AsyncBufRead + Unpin>(r: &mut R) -> io::Result<Res
         body: Vec::new(),
     };
     if let Some(len) = resp.header("content-length") {
-        let len: usize = len.parse().map_err(|_| bad(format!("content-length {len}")))?;
+        let len: usize = len
+            .parse()
+            .map_err(|_| bad(format!("content-length {len}")))?;
         resp.body.resize(len, 0);
         r.read_exact(&mut resp.body).await?;
     } else if resp
@@ -370,7 +374,12 @@ pub struct Review {
 
 /// Checks an HTTP 200 AdmissionReview response envelope and decodes it.
 pub fn review_of(resp: &Response) -> Review {
-    assert_eq!(resp.status, 200, "review answered with {resp:?}: {}", resp.text());
+    assert_eq!(
+        resp.status,
+        200,
+        "review answered with {resp:?}: {}",
+        resp.text()
+    );
     assert_eq!(resp.header("content-type"), Some("application/json"));
     let v = resp.json();
     assert_eq!(v["apiVersion"], "admission.k8s.io/v1", "{v}");
@@ -476,9 +485,13 @@ impl Server {
     }
 
     pub async fn connect(&self) -> Conn<TlsStream<TcpStream>> {
-        within(IO_TIMEOUT, "TLS connect", tls_connect(self.webhook, &self.connector))
-            .await
-            .expect("TLS connection to the webhook")
+        within(
+            IO_TIMEOUT,
+            "TLS connect",
+            tls_connect(self.webhook, &self.connector),
+        )
+        .await
+        .expect("TLS connection to the webhook")
     }
 
     /// POSTs `body` to `path` on a fresh connection.
@@ -536,7 +549,10 @@ impl Drop for Server {
         if std::thread::panicking() {
             let log = self.log();
             let tail = &log[log.len().saturating_sub(20_000)..];
-            eprintln!("----- otel-injector log (pid {}) -----\n{tail}", self.child.id());
+            eprintln!(
+                "----- otel-injector log (pid {}) -----\n{tail}",
+                self.child.id()
+            );
         }
     }
 }

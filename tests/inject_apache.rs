@@ -1,0 +1,724 @@
+//! Apache httpd injection, end to end through the engine: each case applies the returned JSON
+//! patch to the input pod and compares the result (init containers, volumes, mounts, env).
+
+use k8s_openapi::api::core::v1::Pod;
+use otel_injector::inject::apache::ATTACH_SCRIPT;
+use otel_injector::inject::{
+    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+};
+use otel_injector::store::StaticCatalog;
+use serde_json::{Value, json};
+
+const IMAGE: &str =
+    "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
+
+fn catalog(yaml: &str) -> StaticCatalog {
+    StaticCatalog::from_yaml(yaml).unwrap()
+}
+
+const SHOP: &str = r#"
+apiVersion: opentelemetry.io/v1alpha1
+kind: Instrumentation
+metadata:
+  name: web-inst
+  namespace: shop
+spec:
+  exporter:
+    endpoint: http://otel-collector.observability:4317
+  propagators: [tracecontext, baggage]
+  sampler:
+    type: parentbased_traceidratio
+    argument: "0.25"
+  env:
+    - name: OTEL_LOGS_EXPORTER
+      value: otlp
+  apacheHttpd:
+    env:
+      - name: APACHE_OTEL_DEBUG
+        value: "0"
+"#;
+
+fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
+    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
+    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
+    (out, d)
+}
+
+fn fref(name: &str, path: &str) -> Value {
+    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
+}
+
+fn lit(name: &str, value: &str) -> Value {
+    json!({"name": name, "value": value})
+}
+
+fn env(parts: Vec<Vec<Value>>) -> Value {
+    Value::Array(parts.into_iter().flatten().collect())
+}
+
+fn head() -> Vec<Value> {
+    vec![
+        fref("OTEL_NODE_IP", "status.hostIP"),
+        fref("OTEL_POD_IP", "status.podIP"),
+    ]
+}
+
+fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
+    let mut attrs = format!(
+        "k8s.container.name={container},k8s.namespace.name=shop,\
+         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
+         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
+         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
+         service.namespace=shop"
+    );
+    if let Some(v) = version {
+        attrs.push_str(&format!(",service.version={v}"));
+    }
+    vec![
+        lit("OTEL_SERVICE_NAME", service),
+        lit(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://otel-collector.observability:4317",
+        ),
+        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
+        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
+        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
+        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
+    ]
+}
+
+/// `OTEL_APACHE_AGENT_CONF` as the Operator writes it, with `attrs` lines (already sorted
+/// into place by the caller) replacing the attribute block when given.
+fn agent_conf(module_suffix: &str, attrs: &[(&str, &str)]) -> String {
+    let lib = "/opt/opentelemetry-webserver/agent/sdk_lib/lib";
+    let m = "/opt/opentelemetry-webserver/agent/WebServerModule/Apache";
+    let mut s = format!(
+        "\n#Load the Otel Webserver SDK\n\
+         LoadFile {lib}/libopentelemetry_common.so\n\
+         LoadFile {lib}/libopentelemetry_resources.so\n\
+         LoadFile {lib}/libopentelemetry_trace.so\n\
+         LoadFile {lib}/libopentelemetry_otlp_recordable.so\n\
+         LoadFile {lib}/libopentelemetry_exporter_ostream_span.so\n\
+         LoadFile {lib}/libopentelemetry_exporter_otlp_grpc.so\n\
+         #Load the Otel ApacheModule SDK\n\
+         LoadFile {lib}/libopentelemetry_webserver_sdk.so\n\
+         #Load the Apache Module. In this example for Apache 2.4\n\
+         #LoadModule otel_apache_module {m}/libmod_apache_otel.so\n\
+         #Load the Apache Module. In this example for Apache 2.2\n\
+         #LoadModule otel_apache_module {m}/libmod_apache_otel22.so\n\
+         LoadModule otel_apache_module {m}/libmod_apache_otel{module_suffix}.so\n\
+         #Attributes\n"
+    );
+    for (k, v) in attrs {
+        s.push_str(&format!("{k} {v}\n"));
+    }
+    s
+}
+
+fn default_attrs<'a>(service: &'a str, endpoint: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("ApacheModuleEnabled", "ON"),
+        ("ApacheModuleOtelExporterEndpoint", endpoint),
+        ("ApacheModuleOtelSpanExporter", "otlp"),
+        ("ApacheModuleResolveBackends", " ON"),
+        ("ApacheModuleServiceInstanceId", "<<SID-PLACEHOLDER>>"),
+        ("ApacheModuleServiceName", service),
+        ("ApacheModuleServiceNamespace", "shop"),
+        ("ApacheModuleTraceAsError", " ON"),
+    ]
+}
+
+fn resources() -> Value {
+    json!({"limits": {"cpu": "500m", "memory": "256Mi"},
+           "requests": {"cpu": "1m", "memory": "128Mi"}})
+}
+
+fn attach(conf: &str, conf_dir: &str) -> Value {
+    json!({
+        "name": "otel-agent-attach-apache",
+        "image": IMAGE,
+        "command": ["/bin/sh", "-c"],
+        "args": [ATTACH_SCRIPT, "--", conf_dir],
+        "env": [{"name": "OTEL_APACHE_AGENT_CONF", "value": conf},
+                {"name": "APACHE_SERVICE_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+        "resources": resources(),
+        "volumeMounts": [
+            {"name": "otel-apache-agent", "mountPath": "/opt/opentelemetry-webserver/agent"},
+            {"name": "otel-apache-conf-dir", "mountPath": "/opt/opentelemetry-webserver/source-conf"}
+        ]
+    })
+}
+
+fn volumes() -> Value {
+    json!([
+        {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "200Mi"}},
+        {"name": "otel-apache-agent", "emptyDir": {"sizeLimit": "200Mi"}}
+    ])
+}
+
+fn app_mounts(conf_dir: &str) -> Vec<Value> {
+    vec![
+        json!({"name": "otel-apache-agent", "mountPath": "/opt/opentelemetry-webserver/agent"}),
+        json!({"name": "otel-apache-conf-dir", "mountPath": conf_dir}),
+    ]
+}
+
+fn apache_pod(annotations: Value, spec: Value) -> Value {
+    let mut a = json!({"instrumentation.opentelemetry.io/inject-apache-httpd": "true"});
+    for (k, v) in annotations.as_object().unwrap() {
+        a[k] = v.clone();
+    }
+    json!({"metadata": {"name": "p", "annotations": a}, "spec": spec})
+}
+
+fn names(list: &Value) -> Vec<String> {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn single_container_gets_the_module_through_its_config() {
+    let pod = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "frontend", "namespace": "shop",
+            "annotations": {"instrumentation.opentelemetry.io/inject-apache-httpd": "true"}},
+        "spec": {
+            "containers": [{
+                "name": "web", "image": "httpd:2.4.62", "imagePullPolicy": "IfNotPresent",
+                "env": [{"name": "LISTEN", "value": "8080"}],
+                "envFrom": [{"configMapRef": {"name": "web-env"}}],
+                "securityContext": {"runAsUser": 33},
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
+                "volumeMounts": [
+                    {"name": "conf", "mountPath": "/usr/local/apache2/conf/httpd.conf", "subPath": "httpd.conf"},
+                    {"name": "html", "mountPath": "/usr/local/apache2/htdocs"}
+                ]
+            }],
+            "volumes": [{"name": "conf", "configMap": {"name": "web-conf"}},
+                        {"name": "html", "emptyDir": {}}]
+        }
+    });
+    let (out, d) = run(&catalog(SHOP), &pod);
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let conf = "\n#Load the Otel Webserver SDK\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_common.so\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_resources.so\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_trace.so\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_otlp_recordable.so\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_exporter_ostream_span.so\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_exporter_otlp_grpc.so\n\
+        #Load the Otel ApacheModule SDK\n\
+        LoadFile /opt/opentelemetry-webserver/agent/sdk_lib/lib/libopentelemetry_webserver_sdk.so\n\
+        #Load the Apache Module. In this example for Apache 2.4\n\
+        #LoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel.so\n\
+        #Load the Apache Module. In this example for Apache 2.2\n\
+        #LoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel22.so\n\
+        LoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel.so\n\
+        #Attributes\n\
+        ApacheModuleEnabled ON\n\
+        ApacheModuleOtelExporterEndpoint http://otel-collector.observability:4317\n\
+        ApacheModuleOtelSpanExporter otlp\n\
+        ApacheModuleResolveBackends  ON\n\
+        ApacheModuleServiceInstanceId <<SID-PLACEHOLDER>>\n\
+        ApacheModuleServiceName frontend\n\
+        ApacheModuleServiceNamespace shop\n\
+        ApacheModuleTraceAsError  ON\n";
+    let attrs = "k8s.container.name=web,k8s.namespace.name=shop,\
+        k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
+        k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
+        service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).web,\
+        service.namespace=shop,service.version=2.4.62";
+    let expected = json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "frontend", "namespace": "shop",
+            "annotations": {"instrumentation.opentelemetry.io/inject-apache-httpd": "true",
+                            "otel-injector/injected": "apache-httpd"}},
+        "spec": {
+            "containers": [{
+                "name": "web", "image": "httpd:2.4.62", "imagePullPolicy": "IfNotPresent",
+                "env": [
+                    {"name": "OTEL_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                    {"name": "OTEL_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                    {"name": "LISTEN", "value": "8080"},
+                    {"name": "APACHE_OTEL_DEBUG", "value": "0"},
+                    {"name": "OTEL_LOGS_EXPORTER", "value": "otlp"},
+                    {"name": "OTEL_SERVICE_NAME", "value": "frontend"},
+                    {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://otel-collector.observability:4317"},
+                    {"name": "OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                    {"name": "OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "OTEL_PROPAGATORS", "value": "tracecontext,baggage"},
+                    {"name": "OTEL_TRACES_SAMPLER", "value": "parentbased_traceidratio"},
+                    {"name": "OTEL_TRACES_SAMPLER_ARG", "value": "0.25"},
+                    {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": attrs}
+                ],
+                "envFrom": [{"configMapRef": {"name": "web-env"}}],
+                "securityContext": {"runAsUser": 33},
+                "readinessProbe": {"httpGet": {"path": "/", "port": 8080}},
+                // The app's own mount inside the config directory is gone: the edited copy
+                // (which contains that file) is mounted over the whole directory.
+                "volumeMounts": [
+                    {"name": "html", "mountPath": "/usr/local/apache2/htdocs"},
+                    {"name": "otel-apache-agent", "mountPath": "/opt/opentelemetry-webserver/agent"},
+                    {"name": "otel-apache-conf-dir", "mountPath": "/usr/local/apache2/conf"}
+                ]
+            }],
+            "initContainers": [
+                {
+                    "name": "otel-agent-source-container-clone",
+                    "image": "httpd:2.4.62",
+                    "imagePullPolicy": "IfNotPresent",
+                    "command": ["cp", "-r", "/usr/local/apache2/conf/.", "/opt/opentelemetry-webserver/source-conf"],
+                    "env": [{"name": "LISTEN", "value": "8080"}, {"name": "APACHE_OTEL_DEBUG", "value": "0"}],
+                    "envFrom": [{"configMapRef": {"name": "web-env"}}],
+                    "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                                  "requests": {"cpu": "1m", "memory": "128Mi"}},
+                    "securityContext": {"runAsUser": 33},
+                    // No probes: the clone keeps only what copying the config needs.
+                    "volumeMounts": [
+                        {"name": "conf", "mountPath": "/usr/local/apache2/conf/httpd.conf", "subPath": "httpd.conf"},
+                        {"name": "html", "mountPath": "/usr/local/apache2/htdocs"},
+                        {"name": "otel-apache-conf-dir", "mountPath": "/opt/opentelemetry-webserver/source-conf"}
+                    ]
+                },
+                {
+                    "name": "otel-agent-attach-apache",
+                    "image": IMAGE,
+                    "command": ["/bin/sh", "-c"],
+                    "args": [ATTACH_SCRIPT, "--", "/usr/local/apache2/conf"],
+                    "env": [
+                        {"name": "OTEL_APACHE_AGENT_CONF", "value": conf},
+                        {"name": "APACHE_SERVICE_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+                    ],
+                    "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                                  "requests": {"cpu": "1m", "memory": "128Mi"}},
+                    "securityContext": {"runAsUser": 33},
+                    "volumeMounts": [
+                        {"name": "otel-apache-agent", "mountPath": "/opt/opentelemetry-webserver/agent"},
+                        {"name": "otel-apache-conf-dir", "mountPath": "/opt/opentelemetry-webserver/source-conf"}
+                    ]
+                }
+            ],
+            "volumes": [
+                {"name": "conf", "configMap": {"name": "web-conf"}},
+                {"name": "html", "emptyDir": {}},
+                {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "200Mi"}},
+                {"name": "otel-apache-agent", "emptyDir": {"sizeLimit": "200Mi"}}
+            ]
+        }
+    });
+    assert_eq!(out, expected);
+    // The helpers below reproduce this case.
+    assert_eq!(
+        conf,
+        agent_conf(
+            "",
+            &default_attrs("frontend", "http://otel-collector.observability:4317")
+        )
+    );
+    assert_eq!(
+        out["spec"]["containers"][0]["env"],
+        env(vec![
+            head(),
+            vec![
+                lit("LISTEN", "8080"),
+                lit("APACHE_OTEL_DEBUG", "0"),
+                lit("OTEL_LOGS_EXPORTER", "otlp")
+            ],
+            sdk_tail("frontend", "web", Some("2.4.62")),
+        ])
+    );
+    let mut a = attach(conf, "/usr/local/apache2/conf");
+    a["securityContext"] = json!({"runAsUser": 33});
+    assert_eq!(out["spec"]["initContainers"][1], a);
+}
+
+#[test]
+fn the_attach_script_includes_the_module_config_from_the_config_dir() {
+    // The effects the Operator's script has, in our words.
+    assert!(ATTACH_SCRIPT.contains("cp -r /opt/opentelemetry/* \"$agent\""));
+    assert!(ATTACH_SCRIPT.contains("\"$staged/opentemetry_agent.conf\""));
+    assert!(ATTACH_SCRIPT.contains(
+        "printf '\\nInclude %s/opentemetry_agent.conf\\n' \"$conf_dir\" >> \"$staged/httpd.conf\""
+    ));
+    assert!(ATTACH_SCRIPT.contains("s|<<SID-PLACEHOLDER>>|$APACHE_SERVICE_INSTANCE_ID|g"));
+    assert!(ATTACH_SCRIPT.contains("__agent_log_dir__"));
+}
+
+#[test]
+fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
+    let pod = apache_pod(
+        json!({"instrumentation.opentelemetry.io/container-names": "web,sidecar"}),
+        json!({"containers": [
+            {"name": "proxy", "image": "envoy:1.30"},
+            {"name": "web", "image": "httpd:2.4", "securityContext": {"runAsUser": 33}},
+            {"name": "sidecar", "image": "rabbitmq:3", "securityContext": {"runAsUser": 999}}
+        ]}),
+    );
+    let (out, d) = run(&catalog(SHOP), &pod);
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    assert_eq!(
+        d.warnings,
+        [
+            "apache-httpd: only \"web\" gets the module (one config clone per pod); \"sidecar\" gets the SDK env only"
+        ]
+    );
+    let cs = &out["spec"]["containers"];
+    assert_eq!(cs[0], pod["spec"]["containers"][0], "proxy untouched");
+    let lang = vec![
+        lit("APACHE_OTEL_DEBUG", "0"),
+        lit("OTEL_LOGS_EXPORTER", "otlp"),
+    ];
+    assert_eq!(
+        cs[1]["env"],
+        env(vec![
+            head(),
+            lang.clone(),
+            sdk_tail("p", "web", Some("2.4"))
+        ])
+    );
+    assert_eq!(
+        cs[2]["env"],
+        env(vec![head(), lang, sdk_tail("p", "sidecar", Some("3"))])
+    );
+    assert_eq!(
+        cs[1]["volumeMounts"],
+        Value::Array(app_mounts("/usr/local/apache2/conf"))
+    );
+    assert_eq!(cs[2].get("volumeMounts"), None);
+    let inits = &out["spec"]["initContainers"];
+    assert_eq!(
+        names(inits),
+        [
+            "otel-agent-source-container-clone",
+            "otel-agent-attach-apache"
+        ]
+    );
+    // The clone is of the first target, and both run with its security context.
+    assert_eq!(inits[0]["image"], "httpd:2.4");
+    assert_eq!(inits[0]["securityContext"], json!({"runAsUser": 33}));
+    let mut a = attach(
+        &agent_conf(
+            "",
+            &default_attrs("p", "http://otel-collector.observability:4317"),
+        ),
+        "/usr/local/apache2/conf",
+    );
+    a["securityContext"] = json!({"runAsUser": 33});
+    assert_eq!(inits[1], a);
+    assert_eq!(out["spec"]["volumes"], volumes());
+}
+
+#[test]
+fn init_container_targets_are_skipped_with_a_warning() {
+    let pod = apache_pod(
+        json!({"instrumentation.opentelemetry.io/apache-httpd-container-names": "setup,web"}),
+        json!({"initContainers": [{"name": "setup", "image": "busybox"}],
+               "containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, d) = run(&catalog(SHOP), &pod);
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    assert_eq!(
+        d.warnings,
+        ["apache-httpd: init container \"setup\" cannot be instrumented; skipped"]
+    );
+    let inits = &out["spec"]["initContainers"];
+    assert_eq!(
+        names(inits),
+        [
+            "setup",
+            "otel-agent-source-container-clone",
+            "otel-agent-attach-apache"
+        ]
+    );
+    assert_eq!(inits[0], json!({"name": "setup", "image": "busybox"}));
+
+    // Only an init container named: nothing is injected.
+    let pod = apache_pod(
+        json!({"instrumentation.opentelemetry.io/apache-httpd-container-names": "setup"}),
+        json!({"initContainers": [{"name": "setup", "image": "busybox"}],
+               "containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, d) = run(&catalog(SHOP), &pod);
+    assert_eq!(out, pod);
+    assert!(d.injected.is_empty());
+    assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
+    assert_eq!(
+        d.warnings,
+        ["apache-httpd: init container \"setup\" cannot be instrumented; skipped"]
+    );
+}
+
+#[test]
+fn user_set_variables_win() {
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd", "env": [
+            {"name": "OTEL_SERVICE_NAME", "value": "mine"},
+            {"name": "APACHE_OTEL_DEBUG", "value": "1"},
+            {"name": "OTEL_LOGS_EXPORTER", "value": "none"},
+            {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://local:4317"}
+        ]}]}),
+    );
+    let (out, _) = run(&catalog(SHOP), &pod);
+    let attrs = "k8s.container.name=web,k8s.namespace.name=shop,\
+        k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
+        k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
+        service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).web,service.namespace=shop";
+    assert_eq!(
+        out["spec"]["containers"][0]["env"],
+        env(vec![
+            head(),
+            vec![
+                lit("OTEL_SERVICE_NAME", "mine"),
+                lit("APACHE_OTEL_DEBUG", "1"),
+                lit("OTEL_LOGS_EXPORTER", "none"),
+                lit("OTEL_EXPORTER_OTLP_ENDPOINT", "http://local:4317"),
+                fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
+                fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
+                lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
+                lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
+                lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
+                lit("OTEL_RESOURCE_ATTRIBUTES", attrs),
+            ],
+        ])
+    );
+    // The module config uses the Instrumentation's endpoint and the derived service name,
+    // as the Operator does (it does not read the container's env).
+    assert_eq!(
+        out["spec"]["initContainers"][1]["env"][0]["value"],
+        agent_conf(
+            "",
+            &default_attrs("p", "http://otel-collector.observability:4317")
+        )
+    );
+    // The clone sees the user's values.
+    assert_eq!(
+        out["spec"]["initContainers"][0]["env"],
+        pod["spec"]["containers"][0]["env"]
+    );
+}
+
+#[test]
+fn apache_2_2_loads_its_own_module_build() {
+    let web = json!({"containers": [{"name": "web", "image": "httpd:2.2"}]});
+    for (version, suffix) in [("\"2.2\"", "22"), ("\"2.4\"", "")] {
+        let inst = format!("{SHOP}    version: {version}\n");
+        let (out, d) = run(&catalog(&inst), &apache_pod(json!({}), web.clone()));
+        assert_eq!(d.injected, [Language::ApacheHttpd]);
+        let conf = out["spec"]["initContainers"][1]["env"][0]["value"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert_eq!(
+            conf,
+            agent_conf(
+                suffix,
+                &default_attrs("p", "http://otel-collector.observability:4317")
+            )
+        );
+        assert!(conf.contains(&format!(
+            "\nLoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel{suffix}.so\n"
+        )));
+    }
+}
+
+#[test]
+fn custom_config_path_moves_the_clone_the_mounts_and_the_include() {
+    let inst = format!("{SHOP}    configPath: /etc/httpd/conf/\n");
+    let pod = apache_pod(
+        json!({}),
+        json!({
+            "containers": [{"name": "web", "image": "centos/httpd", "volumeMounts": [
+                {"name": "conf", "mountPath": "/etc/httpd/conf"},
+                {"name": "extra", "mountPath": "/etc/httpd/conf/extra"},
+                {"name": "logs", "mountPath": "/etc/httpd/conf-logs"}
+            ]}],
+            "volumes": [{"name": "conf", "configMap": {"name": "c"}},
+                        {"name": "extra", "configMap": {"name": "e"}},
+                        {"name": "logs", "emptyDir": {}}]
+        }),
+    );
+    let (out, d) = run(&catalog(&inst), &pod);
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    let c = &out["spec"]["containers"][0];
+    // Both mounts at or below the config dir are replaced by the edited copy.
+    let mut mounts = vec![json!({"name": "logs", "mountPath": "/etc/httpd/conf-logs"})];
+    mounts.extend(app_mounts("/etc/httpd/conf"));
+    assert_eq!(c["volumeMounts"], Value::Array(mounts));
+    let inits = &out["spec"]["initContainers"];
+    assert_eq!(
+        inits[0]["command"],
+        json!([
+            "cp",
+            "-r",
+            "/etc/httpd/conf/.",
+            "/opt/opentelemetry-webserver/source-conf"
+        ])
+    );
+    let mut clone_mounts = pod["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .clone();
+    clone_mounts.push(
+        json!({"name": "otel-apache-conf-dir", "mountPath": "/opt/opentelemetry-webserver/source-conf"}),
+    );
+    assert_eq!(inits[0]["volumeMounts"], Value::Array(clone_mounts));
+    assert_eq!(
+        inits[1]["args"],
+        json!([ATTACH_SCRIPT, "--", "/etc/httpd/conf"])
+    );
+}
+
+#[test]
+fn attrs_override_and_extend_the_module_settings() {
+    let inst = format!(
+        "{SHOP}    attrs:\n      - name: ApacheModuleOtelExporterEndpoint\n        value: http://agent:4317\n      - name: ApacheModuleOtelMaxQueueSize\n        value: \"4096\"\n      - name: ApacheModuleServiceName\n        value: storefront\n"
+    );
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, _) = run(&catalog(&inst), &pod);
+    let conf = &out["spec"]["initContainers"][1]["env"][0]["value"];
+    assert_eq!(
+        conf.as_str().unwrap(),
+        agent_conf(
+            "",
+            &[
+                ("ApacheModuleEnabled", "ON"),
+                ("ApacheModuleOtelExporterEndpoint", "http://agent:4317"),
+                ("ApacheModuleOtelMaxQueueSize", "4096"),
+                ("ApacheModuleOtelSpanExporter", "otlp"),
+                ("ApacheModuleResolveBackends", " ON"),
+                ("ApacheModuleServiceInstanceId", "<<SID-PLACEHOLDER>>"),
+                ("ApacheModuleServiceName", "storefront"),
+                ("ApacheModuleServiceNamespace", "shop"),
+                ("ApacheModuleTraceAsError", " ON"),
+            ]
+        )
+    );
+    // The SDK env of the app is not affected by attrs.
+    assert_eq!(
+        out["spec"]["containers"][0]["env"][4],
+        lit("OTEL_SERVICE_NAME", "p")
+    );
+}
+
+#[test]
+fn no_endpoint_means_the_local_default_in_the_module_config() {
+    let inst = SHOP.replace(
+        "  exporter:\n    endpoint: http://otel-collector.observability:4317\n",
+        "",
+    );
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, _) = run(&catalog(&inst), &pod);
+    assert_eq!(
+        out["spec"]["initContainers"][1]["env"][0]["value"],
+        agent_conf("", &default_attrs("p", "http://localhost:4317/"))
+    );
+}
+
+#[test]
+fn volumes_follow_the_claim_template_and_size_limit() {
+    let claim = format!(
+        "{SHOP}    volumeClaimTemplate:\n      spec:\n        accessModes: [ReadWriteOnce]\n        resources:\n          requests:\n            storage: 1Gi\n"
+    );
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, _) = run(&catalog(&claim), &pod);
+    assert_eq!(
+        out["spec"]["volumes"],
+        json!([
+            {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "200Mi"}},
+            {"name": "otel-apache-agent", "ephemeral": {"volumeClaimTemplate": {"spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}
+        ])
+    );
+
+    let sized = format!("{SHOP}    volumeLimitSize: 300Mi\n");
+    let (out, _) = run(&catalog(&sized), &pod);
+    assert_eq!(
+        out["spec"]["volumes"],
+        json!([
+            {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "300Mi"}},
+            {"name": "otel-apache-agent", "emptyDir": {"sizeLimit": "300Mi"}}
+        ])
+    );
+}
+
+#[test]
+fn init_settings_come_from_the_instrumentation() {
+    let inst = format!(
+        "{}    image: registry.example/apache-agent:2\n    resourceRequirements:\n      limits:\n        memory: 64Mi\n",
+        SHOP.replace(
+            "  env:\n    - name: OTEL_LOGS",
+            "  imagePullPolicy: Always\n  initContainerSecurityContext:\n    runAsNonRoot: true\n  env:\n    - name: OTEL_LOGS",
+        )
+    );
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd", "imagePullPolicy": "Never",
+                               "securityContext": {"runAsUser": 33}}]}),
+    );
+    let (out, _) = run(&catalog(&inst), &pod);
+    let inits = &out["spec"]["initContainers"];
+    for i in [0, 1] {
+        assert_eq!(inits[i]["securityContext"], json!({"runAsNonRoot": true}));
+        assert_eq!(inits[i]["resources"], json!({"limits": {"memory": "64Mi"}}));
+    }
+    // The clone pulls like the app; the agent like the Instrumentation says.
+    assert_eq!(inits[0]["imagePullPolicy"], "Never");
+    assert_eq!(inits[1]["imagePullPolicy"], "Always");
+    assert_eq!(inits[1]["image"], "registry.example/apache-agent:2");
+}
+
+#[test]
+fn a_pod_that_already_has_the_clone_is_left_alone() {
+    let pod = apache_pod(
+        json!({}),
+        json!({"initContainers": [{"name": "otel-agent-source-container-clone", "image": "httpd"}],
+               "containers": [{"name": "web", "image": "httpd"}]}),
+    );
+    let (out, d) = run(&catalog(SHOP), &pod);
+    assert_eq!(out, pod);
+    assert!(d.injected.is_empty());
+    assert_eq!(
+        d.warnings,
+        ["apache-httpd: pod already has a web server agent init container; not injected"]
+    );
+}
+
+#[test]
+fn reinvocation_gets_no_second_patch() {
+    let pod = apache_pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd",
+            "volumeMounts": [{"name": "c", "mountPath": "/usr/local/apache2/conf"}]}],
+            "volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
+    );
+    let shop = catalog(SHOP);
+    let (once, d) = run(&shop, &pod);
+    assert!(!d.patch.is_empty());
+    assert_eq!(
+        once["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "apache-httpd"
+    );
+    let (twice, d) = run(&shop, &once);
+    assert!(d.patch.is_empty(), "{:?}", d.patch);
+    assert!(d.already_injected);
+    assert!(d.warnings.is_empty());
+    assert_eq!(twice, once);
+}
