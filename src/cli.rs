@@ -130,6 +130,18 @@ pub struct ServeArgs {
     #[arg(long = "agent-image", env = "OTEL_INJECTOR_AGENT_IMAGES", value_delimiter = ',', value_parser = agent_image)]
     pub agent_images: Vec<(Language, String)>,
 
+    /// Watch Secret and ConfigMap names (metadata only) so that an Instrumentation whose
+    /// `spec.exporter.tls` names one missing from the pod's namespace is reported, and that
+    /// language not injected (the pod could not start). `false` drops the watches (and the
+    /// need for list/watch on Secrets and ConfigMaps); such pods are then injected unchecked.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub verify_exporter_tls: bool,
+
     /// Log format.
     #[arg(long, env = "OTEL_INJECTOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,

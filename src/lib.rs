@@ -41,7 +41,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let (catalog, writers): (Arc<dyn Catalog + Send + Sync>, _) =
         if args.instrumentation_file.is_empty() {
-            let (c, w) = store::KubeCatalog::new();
+            let (c, w) = store::KubeCatalog::new(args.verify_exporter_tls);
             (Arc::new(c), Some(w))
         } else {
             let c = store::StaticCatalog::load(&args.instrumentation_file)?;

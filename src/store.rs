@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
@@ -17,7 +17,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 
 use crate::crd::{Instrumentation, parse_instrumentations};
-use crate::inject::Catalog;
+use crate::inject::{Catalog, ObjectKind};
 use crate::metrics::Metrics;
 
 /// Errors reading Instrumentation files.
@@ -153,41 +153,88 @@ impl Catalog for StaticCatalog {
     }
 }
 
+/// One watched kind: the reader side of a reflector store and whether it has synced.
+struct Watched<K: kube::Resource + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    store: Store<K>,
+    synced: Arc<AtomicBool>,
+}
+
+impl<K: kube::Resource + Clone + 'static> Watched<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+{
+    fn new() -> (Self, reflector::store::Writer<K>, Arc<AtomicBool>) {
+        let (store, writer) = reflector::store();
+        let synced = Arc::new(AtomicBool::new(false));
+        (
+            Watched {
+                store,
+                synced: synced.clone(),
+            },
+            writer,
+            synced,
+        )
+    }
+
+    fn ready(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+}
+
+type Meta<K> = PartialObjectMeta<K>;
+
 /// Reflector stores kept current by watches; the readers exist before any client does, so
 /// the webhook can answer (not ready) before the API server is reachable.
 pub struct KubeCatalog {
-    instrumentations: Store<Instrumentation>,
-    namespaces: Store<PartialObjectMeta<Namespace>>,
-    instrumentations_synced: Arc<AtomicBool>,
-    namespaces_synced: Arc<AtomicBool>,
+    instrumentations: Watched<Instrumentation>,
+    namespaces: Watched<Meta<Namespace>>,
+    /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
+    /// verified.
+    secrets: Option<Watched<Meta<Secret>>>,
+    config_maps: Option<Watched<Meta<ConfigMap>>>,
 }
 
-/// The write side of a [`KubeCatalog`], consumed by [`KubeCatalog::watch`].
+/// The write side of a [`KubeCatalog`], consumed by [`CatalogWriters::watch`].
 pub struct CatalogWriters {
-    instrumentations: reflector::store::Writer<Instrumentation>,
-    namespaces: reflector::store::Writer<PartialObjectMeta<Namespace>>,
-    instrumentations_synced: Arc<AtomicBool>,
-    namespaces_synced: Arc<AtomicBool>,
+    instrumentations: (reflector::store::Writer<Instrumentation>, Arc<AtomicBool>),
+    namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
+    secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
+    config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
 }
 
 impl KubeCatalog {
-    pub fn new() -> (Self, CatalogWriters) {
-        let (instrumentations, iw) = reflector::store();
-        let (namespaces, nw) = reflector::store();
-        let is = Arc::new(AtomicBool::new(false));
-        let ns = Arc::new(AtomicBool::new(false));
+    /// `track_tls_objects`: also watch Secret and ConfigMap names, to report exporter TLS
+    /// references that do not exist.
+    pub fn new(track_tls_objects: bool) -> (Self, CatalogWriters) {
+        let (instrumentations, iw, is) = Watched::new();
+        let (namespaces, nw, ns) = Watched::new();
+        let (secrets, sw) = if track_tls_objects {
+            let (r, w, f) = Watched::new();
+            (Some(r), Some((w, f)))
+        } else {
+            (None, None)
+        };
+        let (config_maps, cw) = if track_tls_objects {
+            let (r, w, f) = Watched::new();
+            (Some(r), Some((w, f)))
+        } else {
+            (None, None)
+        };
         (
             KubeCatalog {
                 instrumentations,
                 namespaces,
-                instrumentations_synced: is.clone(),
-                namespaces_synced: ns.clone(),
+                secrets,
+                config_maps,
             },
             CatalogWriters {
-                instrumentations: iw,
-                namespaces: nw,
-                instrumentations_synced: is,
-                namespaces_synced: ns,
+                instrumentations: (iw, is),
+                namespaces: (nw, ns),
+                secrets: sw,
+                config_maps: cw,
             },
         )
     }
@@ -195,18 +242,22 @@ impl KubeCatalog {
 
 impl Catalog for KubeCatalog {
     fn ready(&self) -> bool {
-        self.instrumentations_synced.load(Ordering::Acquire)
-            && self.namespaces_synced.load(Ordering::Acquire)
+        self.instrumentations.ready()
+            && self.namespaces.ready()
+            && self.secrets.as_ref().is_none_or(Watched::ready)
+            && self.config_maps.as_ref().is_none_or(Watched::ready)
     }
 
     fn instrumentation(&self, namespace: &str, name: &str) -> Option<Arc<Instrumentation>> {
         self.instrumentations
+            .store
             .get(&ObjectRef::new(name).within(namespace))
     }
 
     fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>> {
         let mut v: Vec<_> = self
             .instrumentations
+            .store
             .state()
             .into_iter()
             .filter(|i| i.meta().namespace.as_deref() == Some(namespace))
@@ -216,8 +267,29 @@ impl Catalog for KubeCatalog {
     }
 
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
-        let ns = self.namespaces.get(&ObjectRef::new(namespace))?;
+        let ns = self.namespaces.store.get(&ObjectRef::new(namespace))?;
         ns.metadata.annotations.clone().map(Arc::new)
+    }
+
+    fn object_exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<bool> {
+        match kind {
+            ObjectKind::Secret => {
+                let s = self.secrets.as_ref()?;
+                Some(
+                    s.store
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .is_some(),
+                )
+            }
+            ObjectKind::ConfigMap => {
+                let c = self.config_maps.as_ref()?;
+                Some(
+                    c.store
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .is_some(),
+                )
+            }
+        }
     }
 }
 
@@ -254,6 +326,12 @@ async fn drive<K, S>(
                     {
                         " (is the Instrumentation CRD installed? apply manifests/crd.yaml)"
                     }
+                    watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        if s.code == 403 =>
+                    {
+                        " (check the ClusterRole in manifests/otel-injector.yaml)"
+                    }
                     _ => "",
                 };
                 tracing::warn!(store = name, error = %e, "watch failed, retrying{hint}");
@@ -262,28 +340,66 @@ async fn drive<K, S>(
     }
 }
 
+/// Watches one kind of object's metadata into a store, without the fields the engine never
+/// reads (managed fields, annotations and labels make up most of their size).
+async fn watch_names<K>(
+    name: &'static str,
+    client: Client,
+    (writer, synced): (reflector::store::Writer<Meta<K>>, Arc<AtomicBool>),
+    metrics: Arc<Metrics>,
+) where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let reader = writer.as_reader();
+    let stream = watcher::watcher(Api::<Meta<K>>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|o| {
+            o.metadata.managed_fields = None;
+            o.metadata.annotations = None;
+            o.metadata.labels = None;
+        })
+        .reflect(writer);
+    drive(name, stream, reader, synced, metrics).await;
+}
+
 impl CatalogWriters {
-    /// Watches Instrumentations in all namespaces and namespace metadata until the process
-    /// ends. Errors are retried with backoff; the stores keep their last content meanwhile.
+    /// Watches Instrumentations in all namespaces and namespace metadata (and, when
+    /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
+    /// backoff; the stores keep their last content meanwhile.
     pub async fn watch(self, client: Client, metrics: Arc<Metrics>) {
         let cfg = watcher::Config::default();
-        let inst_reader = self.instrumentations.as_reader();
+        let (iw, is) = self.instrumentations;
+        let inst_reader = iw.as_reader();
         let inst = watcher::watcher(Api::<Instrumentation>::all(client.clone()), cfg.clone())
             .default_backoff()
-            .reflect(self.instrumentations);
-        let ns_reader = self.namespaces.as_reader();
-        let ns = watcher::watcher(Api::<PartialObjectMeta<Namespace>>::all(client), cfg)
+            .reflect(iw);
+        let (nw, ns_synced) = self.namespaces;
+        let ns_reader = nw.as_reader();
+        let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
             .default_backoff()
-            .reflect(self.namespaces);
+            .modify(|o| o.metadata.managed_fields = None)
+            .reflect(nw);
+        let secrets = async {
+            if let Some(w) = self.secrets {
+                watch_names::<Secret>("secrets", client.clone(), w, metrics.clone()).await;
+            }
+        };
+        let config_maps = async {
+            if let Some(w) = self.config_maps {
+                watch_names::<ConfigMap>("configmaps", client.clone(), w, metrics.clone()).await;
+            }
+        };
         tokio::join!(
-            drive(
-                "instrumentations",
-                inst,
-                inst_reader,
-                self.instrumentations_synced,
-                metrics.clone()
-            ),
-            drive("namespaces", ns, ns_reader, self.namespaces_synced, metrics),
+            drive("instrumentations", inst, inst_reader, is, metrics.clone()),
+            drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
+            secrets,
+            config_maps,
         );
     }
 }

@@ -677,7 +677,11 @@ fn init_settings_come_from_the_instrumentation() {
     let inits = &out["spec"]["initContainers"];
     for i in [0, 1] {
         assert_eq!(inits[i]["securityContext"], json!({"runAsNonRoot": true}));
-        assert_eq!(inits[i]["resources"], json!({"limits": {"memory": "64Mi"}}));
+        // Unset requests keep their defaults, as the Operator's defaulting does.
+        assert_eq!(
+            inits[i]["resources"],
+            json!({"limits": {"memory": "64Mi"}, "requests": {"cpu": "1m", "memory": "128Mi"}})
+        );
     }
     // The clone pulls like the app; the agent like the Instrumentation says.
     assert_eq!(inits[0]["imagePullPolicy"], "Never");

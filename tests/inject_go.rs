@@ -292,7 +292,8 @@ fn sidecar_settings_come_from_the_go_section() {
     );
     assert_eq!(
         s["resources"],
-        json!({"limits": {"cpu": "1", "memory": "512Mi"}})
+        json!({"limits": {"cpu": "1", "memory": "512Mi"},
+               "requests": {"cpu": "50m", "memory": "64Mi"}})
     );
 }
 

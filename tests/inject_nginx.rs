@@ -323,6 +323,23 @@ fn library_path_from_value_from_skips_that_container() {
         ["nginx: container \"proxy\" sets LD_LIBRARY_PATH with valueFrom; not instrumented"]
     );
 
+    // The same from nginx.env.
+    let inst = format!(
+        "{SHOP}      - name: LD_LIBRARY_PATH\n        valueFrom:\n          configMapKeyRef: {{name: libs, key: path}}\n"
+    );
+    let plain = nginx_pod(
+        json!({}),
+        json!({"containers": [{"name": "proxy", "image": "nginx"}]}),
+    );
+    let (out, d) = run(&catalog(&inst), &plain);
+    assert_eq!(out, plain);
+    assert_eq!(
+        d.warnings,
+        [
+            "nginx: Instrumentation sets LD_LIBRARY_PATH with valueFrom; container \"proxy\" not instrumented"
+        ]
+    );
+
     // The next target gets the module instead.
     let pod = nginx_pod(
         json!({"instrumentation.opentelemetry.io/inject-nginx-container-names": "proxy,edge"}),

@@ -115,17 +115,26 @@ impl Agent for Go {
             .image()
             .unwrap_or_else(|| cx.config.images.get(Language::Go))
             .to_owned();
+        let mut mounts = vec![VolumeMount {
+            name: KERNEL_DEBUG_VOLUME.to_owned(),
+            mount_path: KERNEL_DEBUG_PATH.to_owned(),
+            ..Default::default()
+        }];
+        // The exporter's TLS files are read by the agent, so they go on the sidecar.
+        let tls_volumes = super::sdk::ExporterTls::of(&inst.spec)
+            .map(|t| t.volumes())
+            .unwrap_or_default();
+        for (volume, mount) in tls_volumes {
+            mounts.push(mount);
+            cx.plan.add_volume(volume);
+        }
         cx.plan.new_containers.push(Container {
             name: SIDECAR.to_owned(),
             image: Some(image),
             env: Some(env.to_vec()),
             resources: Some(RESOURCES.or(go.resources())),
             security_context: Some(security),
-            volume_mounts: Some(vec![VolumeMount {
-                name: KERNEL_DEBUG_VOLUME.to_owned(),
-                mount_path: KERNEL_DEBUG_PATH.to_owned(),
-                ..Default::default()
-            }]),
+            volume_mounts: Some(mounts),
             image_pull_policy: inst.spec.image_pull_policy.clone(),
             ..Default::default()
         });

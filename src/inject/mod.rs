@@ -53,6 +53,26 @@ pub trait Catalog {
     fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>>;
     /// The annotations of a namespace, when namespaces are watched.
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>>;
+    /// Whether a Secret or ConfigMap exists; `None` when the catalog does not track them.
+    fn object_exists(&self, _kind: ObjectKind, _namespace: &str, _name: &str) -> Option<bool> {
+        None
+    }
+}
+
+/// Objects an Instrumentation can reference from the pod's namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectKind {
+    Secret,
+    ConfigMap,
+}
+
+impl ObjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Secret => "Secret",
+            ObjectKind::ConfigMap => "ConfigMap",
+        }
+    }
 }
 
 /// Default agent images, per language (overridable by flags).
@@ -115,7 +135,7 @@ pub enum SkipReason {
     InstrumentationNotFound,
     InvalidContainerNames,
     LanguageDisabled,
-    LanguageUnsupported,
+    ExporterTlsMissing,
     NothingInstrumented,
     NoContainers,
 }
@@ -128,7 +148,7 @@ impl SkipReason {
         SkipReason::InstrumentationNotFound,
         SkipReason::InvalidContainerNames,
         SkipReason::LanguageDisabled,
-        SkipReason::LanguageUnsupported,
+        SkipReason::ExporterTlsMissing,
         SkipReason::NothingInstrumented,
         SkipReason::NoContainers,
     ];
@@ -141,7 +161,7 @@ impl SkipReason {
             SkipReason::InstrumentationNotFound => "instrumentation_not_found",
             SkipReason::InvalidContainerNames => "invalid_container_names",
             SkipReason::LanguageDisabled => "language_disabled",
-            SkipReason::LanguageUnsupported => "language_unsupported",
+            SkipReason::ExporterTlsMissing => "exporter_tls_missing",
             SkipReason::NothingInstrumented => "nothing_instrumented",
             SkipReason::NoContainers => "no_containers",
         }
@@ -308,9 +328,9 @@ pub trait Agent: Sync {
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
 }
 
-/// The agent for a language, if this build has one.
-pub fn agent(l: Language) -> Option<&'static dyn Agent> {
-    Some(match l {
+/// The agent for a language.
+pub fn agent(l: Language) -> &'static dyn Agent {
+    match l {
         Language::Java => &java::Java,
         Language::NodeJs => &nodejs::NodeJs,
         Language::Python => &python::Python,
@@ -319,6 +339,26 @@ pub fn agent(l: Language) -> Option<&'static dyn Agent> {
         Language::ApacheHttpd => &apache::ApacheHttpd,
         Language::Nginx => &nginx::Nginx,
         Language::Sdk => &sdk_only::SdkOnly,
+    }
+}
+
+/// A Secret or ConfigMap named by `spec.exporter.tls` that the catalog knows is missing
+/// from the pod's namespace. The pod could not start with its volume mounted, so that
+/// language is not injected (as the Operator does), and the warning says why.
+fn missing_tls_reference(
+    catalog: &dyn Catalog,
+    namespace: &str,
+    inst: &Instrumentation,
+) -> Option<(ObjectKind, String)> {
+    let tls = sdk::ExporterTls::of(&inst.spec)?;
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    refs.into_iter().find_map(|(kind, name)| {
+        let name = name?;
+        (catalog.object_exists(kind, namespace, name) == Some(false))
+            .then(|| (kind, name.to_owned()))
     })
 }
 
@@ -461,6 +501,28 @@ fn resolve(
     }
 }
 
+/// Mounts the exporter TLS files into every target the agent changed (the SDK variables
+/// point into these mounts), and adds their volumes once.
+fn mount_exporter_tls(plan: &mut PodPlan<'_>, slots: &[Slot], inst: &Instrumentation) {
+    let Some(tls) = sdk::ExporterTls::of(&inst.spec) else {
+        return;
+    };
+    let volumes = tls.volumes();
+    if volumes.is_empty() {
+        return;
+    }
+    for &slot in slots {
+        if let Some(c) = plan.container(slot).filter(|c| c.is_changed()) {
+            for (_, m) in &volumes {
+                c.mount(m.clone());
+            }
+        }
+    }
+    for (v, _) in volumes {
+        plan.add_volume(v);
+    }
+}
+
 /// Decides what to inject into `pod`, created in `namespace`.
 pub fn decide(
     pod: &Pod,
@@ -564,14 +626,7 @@ pub fn decide(
             );
             continue;
         }
-        let Some(agent) = agent(lang) else {
-            d.skip(
-                Some(lang),
-                SkipReason::LanguageUnsupported,
-                format!("inject-{lang}: {lang} injection is not supported by this webhook version"),
-            );
-            continue;
-        };
+        let agent = agent(lang);
         let inst = match resolve(catalog, namespace, request, lang) {
             Ok(i) => i,
             Err((reason, msg)) => {
@@ -579,6 +634,17 @@ pub fn decide(
                 continue;
             }
         };
+        if let Some((kind, name)) = missing_tls_reference(catalog, namespace, &inst) {
+            d.skip(
+                Some(lang),
+                SkipReason::ExporterTlsMissing,
+                format!(
+                    "inject-{lang}: exporter TLS {} {name:?} not found in namespace {namespace:?}; not injected",
+                    kind.as_str()
+                ),
+            );
+            continue;
+        }
         let slots: Vec<Slot> = if agent.supports_init_targets() {
             slots
         } else {
@@ -606,7 +672,10 @@ pub fn decide(
         });
         d.warnings.extend(warnings);
         match outcome {
-            Outcome::Injected(_) => d.injected.push(lang),
+            Outcome::Injected(_) => {
+                mount_exporter_tls(&mut plan, &slots, &inst);
+                d.injected.push(lang);
+            }
             Outcome::NothingInstrumented => d.skipped.push(Skip {
                 language: Some(lang),
                 reason: SkipReason::NothingInstrumented,

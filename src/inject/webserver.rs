@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements, Volume
 
 use super::plan::{EnvValue, InitPosition, Slot, field_ref, literal};
 use super::sdk::{inject_common_env, inject_sdk_config};
-use super::{Injection, Outcome, ResourceDefaults};
+use super::{Injection, Outcome, ResourceDefaults, value_from_origin, value_from_warning};
 use crate::crd::InstrumentationSpec;
 use crate::inject::lang::Language;
 
@@ -189,12 +189,13 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
                 "{lang}: only {first_name:?} gets the module (one config clone per pod); \
                  {name:?} gets the SDK env only"
             ));
-        } else if ws.extend_library_path && c.env.get(LD_LIBRARY_PATH) == Some(EnvValue::ValueFrom)
-        {
-            warnings.push(format!(
-                "{lang}: container {name:?} sets {LD_LIBRARY_PATH} with valueFrom; not instrumented"
-            ));
-            continue;
+        } else if ws.extend_library_path {
+            // Only the language env is merged before the variable is extended; `spec.env`
+            // comes after it and cannot define it any more.
+            if let Some(origin) = value_from_origin(&c.env, &[ws.lang_env], LD_LIBRARY_PATH) {
+                warnings.push(value_from_warning(lang, name, LD_LIBRARY_PATH, origin));
+                continue;
+            }
         }
         for e in ws.lang_env {
             c.env.append_if_absent(e.clone());
