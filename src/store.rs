@@ -43,6 +43,8 @@ pub enum FileCatalogError {
 pub struct StaticCatalog {
     by_key: HashMap<(String, String), Arc<Instrumentation>>,
     namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
+    /// Known Secrets and ConfigMaps as (kind, namespace, name); `None`: not tracked.
+    objects: Option<Vec<(ObjectKind, String, String)>>,
     ready: bool,
 }
 
@@ -51,6 +53,7 @@ impl Default for StaticCatalog {
         StaticCatalog {
             by_key: HashMap::new(),
             namespaces: HashMap::new(),
+            objects: None,
             ready: true,
         }
     }
@@ -111,6 +114,17 @@ impl StaticCatalog {
         self
     }
 
+    /// Tracks Secrets and ConfigMaps: these exist, any other does not.
+    pub fn with_objects(mut self, objects: &[(ObjectKind, &str, &str)]) -> Self {
+        let list = self.objects.get_or_insert_with(Vec::new);
+        list.extend(
+            objects
+                .iter()
+                .map(|(k, ns, n)| (*k, (*ns).to_owned(), (*n).to_owned())),
+        );
+        self
+    }
+
     /// Marks the catalog as not (yet) synced.
     pub fn not_ready(mut self) -> Self {
         self.ready = false;
@@ -150,6 +164,15 @@ impl Catalog for StaticCatalog {
 
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
         self.namespaces.get(namespace).cloned()
+    }
+
+    fn object_exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<bool> {
+        let objects = self.objects.as_ref()?;
+        Some(
+            objects
+                .iter()
+                .any(|(k, ns, n)| *k == kind && ns == namespace && n == name),
+        )
     }
 }
 

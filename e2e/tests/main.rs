@@ -1,1 +1,14 @@
+//! End-to-end tests through a real kube-apiserver and etcd (`just e2e`).
+//!
+//! The binaries come from `scripts/e2e-build.sh`; one control plane is shared by the tests
+//! of this process, each test runs its own `otel-injector serve` process behind its own
+//! webhook configuration and namespaces (see `harness.rs`). Every case asserts the pod as
+//! the apiserver stored it.
 
+#[path = "../support/mod.rs"]
+mod support;
+
+mod harness;
+mod injection;
+mod manifests;
+mod routing;

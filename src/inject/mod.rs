@@ -501,6 +501,30 @@ fn resolve(
     }
 }
 
+/// Containers the OpenTelemetry Operator adds. A pod carrying one was injected before this
+/// webhook ran (during a migration both may be installed): never inject it twice.
+const OPERATOR_INIT_CONTAINERS: [&str; 7] = [
+    "opentelemetry-auto-instrumentation-java",
+    "opentelemetry-auto-instrumentation-nodejs",
+    "opentelemetry-auto-instrumentation-python",
+    "opentelemetry-auto-instrumentation-dotnet",
+    "otel-agent-attach-apache",
+    "otel-agent-attach-nginx",
+    "otel-agent-source-container-clone",
+];
+const OPERATOR_SIDECAR: &str = "opentelemetry-auto-instrumentation";
+
+fn injected_by_operator(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.init_containers
+        .iter()
+        .flatten()
+        .any(|c| OPERATOR_INIT_CONTAINERS.contains(&c.name.as_str()))
+        || spec.containers.iter().any(|c| c.name == OPERATOR_SIDECAR)
+}
+
 /// Mounts the exporter TLS files into every target the agent changed (the SDK variables
 /// point into these mounts), and adds their volumes once.
 fn mount_exporter_tls(plan: &mut PodPlan<'_>, slots: &[Slot], inst: &Instrumentation) {
@@ -549,7 +573,9 @@ pub fn decide(
     }
     d.requested = true;
 
-    if pod_annotations.is_some_and(|a| a.contains_key(INJECTED_ANNOTATION)) {
+    if pod_annotations.is_some_and(|a| a.contains_key(INJECTED_ANNOTATION))
+        || injected_by_operator(pod)
+    {
         d.already_injected = true;
         return d;
     }

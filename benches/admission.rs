@@ -1,0 +1,293 @@
+//! The admission path in-process: `admission::review()` for three pod sizes against a
+//! baseline that every webhook pays at least, parsing the same bytes into a
+//! `serde_json::Value`. Run with `just bench` (`cargo bench --bench admission`); at the end
+//! the medians of this invocation are printed as ratios to the baseline of their size.
+//!
+//! Paths per size: `baseline_parse` (the baseline), `pod_inject_java` (Pod CREATE that gets a
+//! Java patch), `pod_noop` (a Pod CREATE asking for nothing) and `non_pod` (a Deployment
+//! CREATE: the envelope is read, the object never decoded).
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use criterion::{Criterion, Throughput};
+use otel_injector::admission;
+use otel_injector::inject::EngineConfig;
+use otel_injector::store::StaticCatalog;
+use serde_json::{Value, json};
+
+const INSTRUMENTATION: &str = r#"apiVersion: opentelemetry.io/v1alpha1
+kind: Instrumentation
+metadata:
+  name: java
+  namespace: shop
+spec:
+  exporter:
+    endpoint: http://otel-collector.observability.svc:4318
+  propagators: [tracecontext, baggage]
+  sampler:
+    type: parentbased_traceidratio
+    argument: "0.25"
+  java:
+    image: ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0
+"#;
+
+/// (name, containers, env entries per container)
+const SIZES: [(&str, usize, usize); 3] = [("small", 1, 2), ("medium", 3, 20), ("large", 10, 50)];
+const PATHS: [&str; 4] = ["baseline_parse", "pod_inject_java", "pod_noop", "non_pod"];
+
+fn container(i: usize, env: usize) -> Value {
+    let name = if i == 0 {
+        "app".to_owned()
+    } else {
+        format!("sidecar-{i}")
+    };
+    let env: Vec<Value> = (0..env)
+        .map(|j| match j % 4 {
+            3 => json!({"name": format!("POD_FIELD_{j}"), "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}}),
+            _ => json!({"name": format!("SETTING_{j}"), "value": format!("value-{j}-of-{name}")}),
+        })
+        .collect();
+    json!({
+        "name": name,
+        "image": format!("registry.example.com/shop/{name}:1.4.{i}"),
+        "ports": [{"name": "http", "containerPort": 8080 + i, "protocol": "TCP"}],
+        "env": env,
+        "resources": {"limits": {"memory": "768Mi"}, "requests": {"cpu": "250m", "memory": "512Mi"}},
+        "volumeMounts": [{"name": "kube-api-access-x7k2p", "readOnly": true, "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount"}],
+        "livenessProbe": {"httpGet": {"path": "/healthz", "port": 8080 + i, "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+        "readinessProbe": {"httpGet": {"path": "/ready", "port": 8080 + i, "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10, "successThreshold": 1, "failureThreshold": 3},
+        "terminationMessagePath": "/dev/termination-log",
+        "terminationMessagePolicy": "File",
+        "imagePullPolicy": "IfNotPresent",
+        "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}
+    })
+}
+
+/// The `fieldsV1` the API server records for these containers (one `k:` entry per
+/// container and env var, as in real pods).
+fn managed_fields(containers: &[Value]) -> Value {
+    let mut cs = serde_json::Map::new();
+    for c in containers {
+        let mut env = serde_json::Map::new();
+        env.insert(".".into(), json!({}));
+        for e in c["env"].as_array().into_iter().flatten() {
+            let key = format!("k:{{\"name\":\"{}\"}}", e["name"].as_str().unwrap());
+            let value = if e.get("valueFrom").is_some() {
+                json!({".": {}, "f:name": {}, "f:valueFrom": {".": {}, "f:fieldRef": {}}})
+            } else {
+                json!({".": {}, "f:name": {}, "f:value": {}})
+            };
+            env.insert(key, value);
+        }
+        let port = &c["ports"][0]["containerPort"];
+        cs.insert(
+            format!("k:{{\"name\":\"{}\"}}", c["name"].as_str().unwrap()),
+            json!({
+                ".": {}, "f:env": env, "f:image": {}, "f:imagePullPolicy": {},
+                "f:livenessProbe": {".": {}, "f:failureThreshold": {}, "f:httpGet": {".": {}, "f:path": {}, "f:port": {}, "f:scheme": {}}, "f:periodSeconds": {}, "f:successThreshold": {}, "f:timeoutSeconds": {}},
+                "f:name": {},
+                "f:ports": {".": {}, format!("k:{{\"containerPort\":{port},\"protocol\":\"TCP\"}}"): {".": {}, "f:containerPort": {}, "f:name": {}, "f:protocol": {}}},
+                "f:readinessProbe": {".": {}, "f:failureThreshold": {}, "f:httpGet": {".": {}, "f:path": {}, "f:port": {}, "f:scheme": {}}, "f:periodSeconds": {}, "f:successThreshold": {}, "f:timeoutSeconds": {}},
+                "f:resources": {".": {}, "f:limits": {".": {}, "f:memory": {}}, "f:requests": {".": {}, "f:cpu": {}, "f:memory": {}}},
+                "f:securityContext": {".": {}, "f:allowPrivilegeEscalation": {}, "f:capabilities": {".": {}, "f:drop": {}}, "f:runAsNonRoot": {}},
+                "f:terminationMessagePath": {}, "f:terminationMessagePolicy": {}
+            }),
+        );
+    }
+    json!([{
+        "manager": "kube-controller-manager",
+        "operation": "Update",
+        "apiVersion": "v1",
+        "time": "2025-11-30T08:02:11Z",
+        "fieldsType": "FieldsV1",
+        "fieldsV1": {
+            "f:metadata": {
+                "f:annotations": {".": {}, "f:instrumentation.opentelemetry.io/inject-java": {}},
+                "f:generateName": {},
+                "f:labels": {".": {}, "f:app.kubernetes.io/name": {}, "f:pod-template-hash": {}},
+                "f:ownerReferences": {".": {}, "k:{\"uid\":\"c2a5e7d1-8f4b-4e3a-b6d9-1a0f2e3c4b5d\"}": {}}
+            },
+            "f:spec": {
+                "f:containers": cs,
+                "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {},
+                "f:schedulerName": {}, "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}
+            }
+        }
+    }])
+}
+
+/// An AdmissionReview CREATE of a pod (or, `deployment`, of a Deployment whose template is
+/// that pod) with `containers` containers of `env` variables each.
+fn review(containers: usize, env: usize, inject: bool, deployment: bool) -> Vec<u8> {
+    let cs: Vec<Value> = (0..containers).map(|i| container(i, env)).collect();
+    let mut annotations = json!({"kubectl.kubernetes.io/restartedAt": "2025-11-28T09:14:02Z"});
+    if inject {
+        annotations["instrumentation.opentelemetry.io/inject-java"] = json!("true");
+    }
+    let labels = json!({"app.kubernetes.io/name": "checkout", "pod-template-hash": "7d9f8b6c5d"});
+    let spec = json!({
+        "volumes": [{"name": "kube-api-access-x7k2p", "projected": {"sources": [
+            {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+            {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}
+        ], "defaultMode": 420}}],
+        "containers": cs,
+        "restartPolicy": "Always",
+        "terminationGracePeriodSeconds": 30,
+        "dnsPolicy": "ClusterFirst",
+        "serviceAccountName": "default",
+        "securityContext": {},
+        "schedulerName": "default-scheduler",
+        "tolerations": [
+            {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+            {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+        ],
+        "priority": 0,
+        "enableServiceLinks": true,
+        "preemptionPolicy": "PreemptLowerPriority"
+    });
+    let managed = managed_fields(spec["containers"].as_array().unwrap());
+    let (gvk, resource, object) = if deployment {
+        (
+            json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
+            json!({"group": "apps", "version": "v1", "resource": "deployments"}),
+            json!({
+                "kind": "Deployment", "apiVersion": "apps/v1",
+                "metadata": {"name": "checkout", "namespace": "shop", "labels": labels, "managedFields": managed},
+                "spec": {
+                    "replicas": 2,
+                    "selector": {"matchLabels": {"app.kubernetes.io/name": "checkout"}},
+                    "template": {"metadata": {"labels": labels, "annotations": annotations}, "spec": spec}
+                }
+            }),
+        )
+    } else {
+        (
+            json!({"group": "", "version": "v1", "kind": "Pod"}),
+            json!({"group": "", "version": "v1", "resource": "pods"}),
+            json!({
+                "kind": "Pod", "apiVersion": "v1",
+                "metadata": {
+                    "generateName": "checkout-7d9f8b6c5d-", "namespace": "shop",
+                    "creationTimestamp": null, "labels": labels, "annotations": annotations,
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "checkout-7d9f8b6c5d",
+                        "uid": "c2a5e7d1-8f4b-4e3a-b6d9-1a0f2e3c4b5d", "controller": true, "blockOwnerDeletion": true}],
+                    "managedFields": managed
+                },
+                "spec": spec,
+                "status": {"phase": "Pending", "qosClass": "Burstable"}
+            }),
+        )
+    };
+    serde_json::to_vec(&json!({
+        "kind": "AdmissionReview",
+        "apiVersion": "admission.k8s.io/v1",
+        "request": {
+            "uid": "0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04",
+            "kind": gvk, "resource": resource, "requestKind": gvk, "requestResource": resource,
+            "namespace": "shop",
+            "operation": "CREATE",
+            "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller",
+                "groups": ["system:serviceaccounts", "system:serviceaccounts:kube-system", "system:authenticated"]},
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"kind": "CreateOptions", "apiVersion": "meta.k8s.io/v1"}
+        }
+    }))
+    .unwrap()
+}
+
+/// Where criterion writes its estimates: `$CRITERION_HOME`, else `<target>/criterion` with
+/// `<target>` taken from this executable's path (`<target>/release/deps/admission-…`).
+fn criterion_home() -> Option<PathBuf> {
+    if let Some(h) = std::env::var_os("CRITERION_HOME") {
+        return Some(h.into());
+    }
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        return Some(PathBuf::from(t).join("criterion"));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
+}
+
+/// The median (ns) criterion recorded for `group/function`, if written by this process.
+fn median_ns(home: &PathBuf, group: &str, function: &str, since: SystemTime) -> Option<f64> {
+    let path = home.join(group).join(function).join("new/estimates.json");
+    let written = std::fs::metadata(&path).ok()?.modified().ok()?;
+    if written < since {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+fn main() {
+    let started = SystemTime::now();
+    let catalog = StaticCatalog::from_yaml(INSTRUMENTATION).expect("Instrumentation YAML");
+    let config = EngineConfig::default();
+    let mut c = Criterion::default()
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .configure_from_args();
+
+    for (size, containers, env) in SIZES {
+        let inject = review(containers, env, true, false);
+        let noop = review(containers, env, false, false);
+        let non_pod = review(containers, env, true, true);
+
+        // The paths must be the ones they are named after, or the figures mean nothing.
+        let (out, s) = admission::review(&inject, &catalog, &config).expect("inject review");
+        assert!(s.patched(), "{size}: no patch: {}", String::from_utf8_lossy(&out));
+        assert_eq!(s.decision.injected.len(), 1, "{size}: {:?}", s.decision);
+        assert!(s.decision.warnings.is_empty(), "{size}: {:?}", s.decision);
+        let (_, s) = admission::review(&noop, &catalog, &config).expect("noop review");
+        assert!(!s.patched() && !s.decision.requested, "{size}: {:?}", s.decision);
+        let (_, s) = admission::review(&non_pod, &catalog, &config).expect("non-pod review");
+        assert!(!s.patched() && s.kind == "Deployment", "{size}: {:?}", s.decision);
+        eprintln!(
+            "{size}: {containers} container(s) x {env} env; review bytes: inject {} noop {} non_pod {}; response bytes (inject) {}",
+            inject.len(),
+            noop.len(),
+            non_pod.len(),
+            out.len()
+        );
+
+        let mut g = c.benchmark_group(size);
+        g.throughput(Throughput::Bytes(inject.len() as u64));
+        g.bench_function(PATHS[0], |b| {
+            b.iter(|| serde_json::from_slice::<Value>(black_box(&inject)).unwrap())
+        });
+        for (path, body) in [(PATHS[1], &inject), (PATHS[2], &noop), (PATHS[3], &non_pod)] {
+            g.bench_function(path, |b| {
+                b.iter(|| admission::review(black_box(body), &catalog, &config).unwrap())
+            });
+        }
+        g.finish();
+    }
+    c.final_summary();
+
+    // Ratios of this invocation's medians to the baseline of the same size.
+    let Some(home) = criterion_home() else { return };
+    let mut lines = Vec::new();
+    for (size, ..) in SIZES {
+        let Some(base) = median_ns(&home, size, PATHS[0], started) else {
+            continue;
+        };
+        for path in PATHS {
+            if let Some(m) = median_ns(&home, size, path, started) {
+                lines.push(format!(
+                    "{size:<7} {path:<16} {:>10.2} µs {:>7.2}x",
+                    m / 1e3,
+                    m / base
+                ));
+            }
+        }
+    }
+    if !lines.is_empty() {
+        println!("\nmedians and ratio to baseline_parse of the same size (this run):");
+        println!("{}", lines.join("\n"));
+    }
+}

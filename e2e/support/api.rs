@@ -1,0 +1,376 @@
+//! Kubernetes API helpers on top of `kube::Client`: raw requests that keep the response's
+//! `Warning` headers (the typed `Api` drops them), CRDs, webhook configurations built from
+//! `manifests/webhook.yaml`, and server-side apply of manifest files.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use axum::http::{Method, Request, header};
+use http_body_util::BodyExt as _;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::Scope;
+use kube::{Client, client::Body};
+use serde_json::{Value, json};
+
+/// An API response: status, JSON body (or `{"raw": text}`), and the warnings the client
+/// would print.
+#[derive(Clone, Debug)]
+pub struct Response {
+    pub status: u16,
+    pub body: Value,
+    pub warnings: Vec<String>,
+}
+
+impl Response {
+    /// The `message` of a `Status` body.
+    pub fn message(&self) -> &str {
+        self.body["message"].as_str().unwrap_or("")
+    }
+}
+
+/// Sends `method path` with an optional JSON body.
+pub async fn send(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+) -> Result<Response, String> {
+    let mut req = Request::builder()
+        .method(method.clone())
+        .uri(path)
+        .header(header::ACCEPT, "application/json");
+    let bytes = match body {
+        Some(v) => {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+            serde_json::to_vec(v).map_err(|e| e.to_string())?
+        }
+        None => Vec::new(),
+    };
+    let req = req.body(Body::from(bytes)).map_err(|e| e.to_string())?;
+    let resp = client
+        .send(req)
+        .await
+        .map_err(|e| format!("{method} {path}: {e}"))?;
+    let status = resp.status().as_u16();
+    let warnings = resp
+        .headers()
+        .get_all("warning")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(parse_warnings)
+        .collect();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("{method} {path}: reading the body: {e}"))?
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| json!({"raw": String::from_utf8_lossy(&bytes)}));
+    Ok(Response {
+        status,
+        body,
+        warnings,
+    })
+}
+
+/// GET returning (status, text): health endpoints answer plain text.
+pub async fn get_text(client: &Client, path: &str) -> Result<(u16, String), String> {
+    let r = send(client, Method::GET, path, None).await?;
+    let text = match &r.body {
+        Value::Object(m) if m.contains_key("raw") => r.body["raw"].as_str().unwrap_or("").into(),
+        v => v.to_string(),
+    };
+    Ok((r.status, text))
+}
+
+/// The texts of one `Warning` header value (RFC 7234: `299 - "text"`, comma-separated,
+/// `\` escapes inside the quotes).
+pub fn parse_warnings(header: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = header;
+    while let Some(start) = rest.find('"') {
+        let mut text = String::new();
+        let mut chars = rest[start + 1..].char_indices();
+        let mut end = None;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => {
+                    if let Some((_, n)) = chars.next() {
+                        text.push(n);
+                    }
+                }
+                '"' => {
+                    end = Some(start + 1 + i + 1);
+                    break;
+                }
+                c => text.push(c),
+            }
+        }
+        out.push(text);
+        match end {
+            Some(e) => rest = &rest[e..],
+            None => break,
+        }
+    }
+    out
+}
+
+/// POST a pod (`dryRun=All` when asked).
+pub async fn create_pod(
+    client: &Client,
+    ns: &str,
+    pod: &Value,
+    dry_run: bool,
+) -> Result<Response, String> {
+    let q = if dry_run { "?dryRun=All" } else { "" };
+    send(
+        client,
+        Method::POST,
+        &format!("/api/v1/namespaces/{ns}/pods{q}"),
+        Some(pod),
+    )
+    .await
+}
+
+/// The pod as stored, `None` on 404.
+pub async fn get_pod(client: &Client, ns: &str, name: &str) -> Result<Option<Value>, String> {
+    let r = send(
+        client,
+        Method::GET,
+        &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+        None,
+    )
+    .await?;
+    match r.status {
+        200 => Ok(Some(r.body)),
+        404 => Ok(None),
+        s => Err(format!("GET pod {ns}/{name}: HTTP {s}: {}", r.body)),
+    }
+}
+
+/// POST an Instrumentation into `ns`.
+pub async fn create_instrumentation(
+    client: &Client,
+    ns: &str,
+    inst: &Value,
+) -> Result<Response, String> {
+    send(
+        client,
+        Method::POST,
+        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations"),
+        Some(inst),
+    )
+    .await
+}
+
+/// Creates a namespace with labels and annotations.
+pub async fn create_namespace(
+    client: &Client,
+    name: &str,
+    labels: &[(&str, &str)],
+    annotations: &[(&str, &str)],
+) -> Result<(), String> {
+    let map = |kv: &[(&str, &str)]| {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+    };
+    let ns = json!({
+        "apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": name, "labels": map(labels), "annotations": map(annotations)}
+    });
+    let r = send(client, Method::POST, "/api/v1/namespaces", Some(&ns)).await?;
+    match r.status {
+        201 | 409 => Ok(()),
+        s => Err(format!("create namespace {name}: HTTP {s}: {}", r.message())),
+    }
+}
+
+/// Reads one YAML file with any number of documents (empty ones skipped).
+pub fn read_yaml_docs(path: &Path) -> Result<Vec<Value>, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
+}
+
+/// Creates the CRDs of a file (an existing one is left alone) and waits until each is
+/// Established.
+pub async fn install_crds(client: &Client, path: &Path) -> Result<(), String> {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for doc in read_yaml_docs(path)? {
+        let crd: CustomResourceDefinition =
+            serde_json::from_value(doc).map_err(|e| format!("{}: {e}", path.display()))?;
+        install_crd(&api, &crd).await?;
+    }
+    Ok(())
+}
+
+/// Creates one CRD (AlreadyExists is fine) and waits until it is Established.
+pub async fn install_crd(
+    api: &Api<CustomResourceDefinition>,
+    crd: &CustomResourceDefinition,
+) -> Result<(), String> {
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    match api.create(&PostParams::default(), crd).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(format!("create CRD {name}: {e}")),
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let established = api
+            .get(&name)
+            .await
+            .ok()
+            .and_then(|c| c.status)
+            .and_then(|s| s.conditions)
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c.type_ == "Established" && c.status == "True")
+            });
+        if established {
+            return Ok(());
+        }
+        if Instant::now() > until {
+            return Err(format!("CRD {name} not Established within 30 s"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Server-side apply of every document of a manifest file; `dry_run` sends
+/// `dryRun=All` (nothing stored). Returns `kind/name` of each applied object.
+pub async fn server_side_apply(
+    client: &Client,
+    path: &Path,
+    dry_run: bool,
+) -> Result<Vec<String>, String> {
+    let mut applied = Vec::new();
+    for doc in read_yaml_docs(path)? {
+        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        let (group, version) = match api_version.split_once('/') {
+            Some((g, v)) => (g, v),
+            None => ("", api_version),
+        };
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        // Discovery of a just-established CRD can lag by a moment.
+        let mut tries = 0;
+        let (ar, caps) = loop {
+            match kube::discovery::pinned_kind(client, &gvk).await {
+                Ok(found) => break found,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => return Err(format!("{}: {api_version} {kind}: {e}", path.display())),
+            }
+        };
+        let api: Api<DynamicObject> = match caps.scope {
+            Scope::Cluster => Api::all_with(client.clone(), &ar),
+            Scope::Namespaced => Api::namespaced_with(
+                client.clone(),
+                doc["metadata"]["namespace"].as_str().unwrap_or("default"),
+                &ar,
+            ),
+        };
+        let mut params = PatchParams::apply("otel-injector-e2e").force();
+        if dry_run {
+            params = params.dry_run();
+        }
+        api.patch(name, &params, &Patch::Apply(&doc))
+            .await
+            .map_err(|e| format!("{}: {kind}/{name}: {e}", path.display()))?;
+        applied.push(format!("{kind}/{name}"));
+    }
+    Ok(applied)
+}
+
+/// How a webhook configuration made from `manifests/webhook.yaml` differs from it.
+pub struct Registration<'a> {
+    /// Name of the MutatingWebhookConfiguration (configurations run in name order).
+    pub name: &'a str,
+    /// `https://127.0.0.1:PORT/mutate-v1-pod`.
+    pub url: &'a str,
+    pub ca_pem: &'a str,
+    /// `Ignore` or `Fail`.
+    pub failure_policy: &'a str,
+    pub timeout_seconds: i32,
+    /// Restrict to namespaces carrying this label (tests sharing one control plane).
+    pub scope: Option<(&'a str, &'a str)>,
+}
+
+/// The manifest the webhook configurations are made from: `$E2E_WEBHOOK_MANIFEST`, or
+/// `manifests/webhook.yaml`.
+pub fn webhook_manifest_path() -> std::path::PathBuf {
+    std::env::var_os("E2E_WEBHOOK_MANIFEST")
+        .map(Into::into)
+        .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook.yaml"))
+}
+
+/// The MutatingWebhookConfiguration of `manifests/webhook.yaml` (same rules, matchPolicy,
+/// reinvocationPolicy, sideEffects, admissionReviewVersions, namespaceSelector
+/// expressions and matchConditions), pointed at `url` with the test CA, the given failure
+/// policy and timeout, and optionally scoped by a namespace label.
+pub fn webhook_configuration(r: &Registration<'_>) -> Result<Value, String> {
+    let path = webhook_manifest_path();
+    let doc = read_yaml_docs(&path)?
+        .into_iter()
+        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+        .ok_or_else(|| format!("{}: no MutatingWebhookConfiguration", path.display()))?;
+    let mut webhooks = doc["webhooks"]
+        .as_array()
+        .cloned()
+        .ok_or_else(|| format!("{}: no webhooks", path.display()))?;
+    for wh in &mut webhooks {
+        wh["clientConfig"] = json!({
+            "url": r.url,
+            "caBundle": base64_of(r.ca_pem.as_bytes()),
+        });
+        wh["failurePolicy"] = json!(r.failure_policy);
+        wh["timeoutSeconds"] = json!(r.timeout_seconds);
+        if let Some((k, v)) = r.scope {
+            if !wh["namespaceSelector"].is_object() {
+                wh["namespaceSelector"] = json!({});
+            }
+            wh["namespaceSelector"]["matchLabels"] = json!({ k: v });
+        }
+    }
+    Ok(json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": r.name},
+        "webhooks": webhooks,
+    }))
+}
+
+/// Creates a MutatingWebhookConfiguration.
+pub async fn create_webhook_configuration(client: &Client, config: &Value) -> Result<(), String> {
+    let r = send(
+        client,
+        Method::POST,
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
+        Some(config),
+    )
+    .await?;
+    if r.status != 201 {
+        return Err(format!(
+            "create MutatingWebhookConfiguration {}: HTTP {}: {}",
+            config["metadata"]["name"],
+            r.status,
+            r.message()
+        ));
+    }
+    Ok(())
+}
+
+pub fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}

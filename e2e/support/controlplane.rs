@@ -1,0 +1,385 @@
+//! A throwaway control plane: the real etcd and kube-apiserver (built by
+//! `scripts/e2e-build.sh`) on free 127.0.0.1 ports in a temp dir, with a kubeconfig and a
+//! `kube::Client` for it. The flags are the ones `e2e/README.md` records as working with
+//! v1.37.2. Both servers run under a watchdog (see `process.rs`): they die with this process
+//! however it ends, and dropping the [`ControlPlane`] stops them and removes the temp dir.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+use super::process::{Janitor, Supervised, free_port, random_hex};
+
+/// The repository root (this crate's manifest dir).
+pub fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Installs the process-wide rustls provider the kube client needs (idempotent).
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// The directory holding `etcd` and `kube-apiserver`: `$E2E_BIN_DIR`, or the last stdout
+/// line of `scripts/e2e-build.sh` (which builds them on first use; progress on stderr).
+pub fn binaries() -> Result<PathBuf, String> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let dir = match std::env::var_os("E2E_BIN_DIR") {
+            Some(d) => PathBuf::from(d),
+            None => {
+                let script = root().join("scripts/e2e-build.sh");
+                let out = Command::new(&script)
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::inherit())
+                    .output()
+                    .map_err(|e| format!("running {}: {e}", script.display()))?;
+                if !out.status.success() {
+                    return Err(format!("{} failed ({})", script.display(), out.status));
+                }
+                let stdout = String::from_utf8_lossy(&out.stdout);
+                let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
+                PathBuf::from(last.ok_or("scripts/e2e-build.sh printed nothing")?.trim())
+            }
+        };
+        for b in ["etcd", "kube-apiserver"] {
+            if !dir.join(b).is_file() {
+                return Err(format!("{} has no {b}", dir.display()));
+            }
+        }
+        Ok(dir)
+    })
+    .clone()
+}
+
+/// How long the steps took.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Timings {
+    /// Finding (or building) the binaries.
+    pub binaries: Duration,
+    /// From spawning etcd to `/readyz` answering 200.
+    pub ready: Duration,
+}
+
+/// A running etcd + kube-apiserver.
+pub struct ControlPlane {
+    /// The temp dir: certs, keys, token file, kubeconfig, logs, etcd data.
+    pub dir: PathBuf,
+    pub url: String,
+    pub token: String,
+    /// CA of the apiserver's serving certificate (PEM).
+    pub ca_pem: String,
+    pub kubeconfig: PathBuf,
+    pub config: kube::Config,
+    pub timings: Timings,
+    apiserver: Mutex<Supervised>,
+    etcd: Mutex<Supervised>,
+    tmp: Option<tempfile::TempDir>,
+    janitor: Option<Janitor>,
+}
+
+/// Why a start failed; a port clash is retried.
+struct StartError {
+    message: String,
+    port_clash: bool,
+}
+
+impl From<String> for StartError {
+    fn from(message: String) -> Self {
+        StartError {
+            message,
+            port_clash: false,
+        }
+    }
+}
+
+impl ControlPlane {
+    /// Starts etcd and kube-apiserver and waits for `/readyz` (bounded by
+    /// `$E2E_READY_TIMEOUT` seconds, default 90). Retries twice on a port clash.
+    pub async fn start() -> Result<ControlPlane, String> {
+        install_crypto_provider();
+        let t0 = Instant::now();
+        let bin = binaries()?;
+        let found = t0.elapsed();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match Self::start_once(&bin).await {
+                Ok(mut cp) => {
+                    cp.timings.binaries = found;
+                    return Ok(cp);
+                }
+                Err(e) if e.port_clash && attempt < 3 => {
+                    eprintln!("[e2e] control plane: port clash, retrying ({})", e.message);
+                }
+                Err(e) => return Err(e.message),
+            }
+        }
+    }
+
+    async fn start_once(bin: &Path) -> Result<ControlPlane, StartError> {
+        let keep = std::env::var_os("E2E_KEEP").is_some_and(|v| v == "1");
+        let tmp = tempfile::Builder::new()
+            .prefix("otel-injector-e2e.")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        let dir = tmp.path().to_owned();
+        let (tmp, janitor) = if keep {
+            eprintln!("[e2e] keeping {}", dir.display());
+            (None, None)
+        } else {
+            let j = Janitor::watch(&dir).map_err(|e| format!("janitor: {e}"))?;
+            (Some(tmp), Some(j))
+        };
+
+        // Serving certificate of the apiserver, from our own CA: the kubeconfig can trust
+        // it before the apiserver has written anything.
+        let hosts: Vec<String> = [
+            "127.0.0.1",
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+        ]
+        .map(String::from)
+        .to_vec();
+        let certs = otel_injector::certs::generate("otel-injector e2e apiserver CA", &hosts)
+            .map_err(|e| e.to_string())?;
+        let cert_dir = dir.join("certs");
+        certs.write_to(&cert_dir).map_err(|e| e.to_string())?;
+
+        // Service-account signing key pair: ECDSA P-256 (ES256), which the apiserver accepts.
+        let sa = rcgen::KeyPair::generate().map_err(|e| e.to_string())?;
+        write(&dir.join("sa.key"), &sa.serialize_pem())?;
+        write(&dir.join("sa.pub"), &sa.public_key_pem())?;
+        let token = random_hex().map_err(|e| e.to_string())?;
+        write(
+            &dir.join("tokens.csv"),
+            &format!("{token},admin,admin,system:masters\n"),
+        )?;
+
+        let (etcd_port, peer_port, api_port) = (free_port(), free_port(), free_port());
+        let etcd_url = format!("http://127.0.0.1:{etcd_port}");
+        let peer_url = format!("http://127.0.0.1:{peer_port}");
+        let url = format!("https://127.0.0.1:{api_port}");
+        let started = Instant::now();
+        let etcd = Supervised::spawn(
+            "etcd",
+            &bin.join("etcd"),
+            [
+                "--name".into(),
+                "default".into(),
+                "--data-dir".into(),
+                dir.join("etcd").display().to_string(),
+                "--listen-client-urls".into(),
+                etcd_url.clone(),
+                "--advertise-client-urls".into(),
+                etcd_url.clone(),
+                "--listen-peer-urls".into(),
+                peer_url.clone(),
+                "--initial-advertise-peer-urls".into(),
+                peer_url.clone(),
+                "--initial-cluster".into(),
+                format!("default={peer_url}"),
+                "--unsafe-no-fsync".into(),
+                "--log-level".into(),
+                "warn".into(),
+            ],
+            &dir.join("etcd.log"),
+            |_| {},
+        )
+        .map_err(|e| format!("spawn etcd: {e}"))?;
+        let p = |name: &str| dir.join(name).display().to_string();
+        let apiserver = Supervised::spawn(
+            "kube-apiserver",
+            &bin.join("kube-apiserver"),
+            [
+                "--etcd-servers".into(),
+                etcd_url,
+                "--cert-dir".into(),
+                p("apiserver-certs"),
+                "--tls-cert-file".into(),
+                cert_dir.join("tls.crt").display().to_string(),
+                "--tls-private-key-file".into(),
+                cert_dir.join("tls.key").display().to_string(),
+                "--secure-port".into(),
+                api_port.to_string(),
+                "--bind-address".into(),
+                "127.0.0.1".into(),
+                "--advertise-address".into(),
+                "127.0.0.1".into(),
+                "--endpoint-reconciler-type".into(),
+                "none".into(),
+                "--service-cluster-ip-range".into(),
+                "10.0.0.0/24".into(),
+                "--service-account-issuer".into(),
+                "https://kubernetes.default.svc.cluster.local".into(),
+                "--service-account-key-file".into(),
+                p("sa.pub"),
+                "--service-account-signing-key-file".into(),
+                p("sa.key"),
+                "--token-auth-file".into(),
+                p("tokens.csv"),
+                "--authorization-mode".into(),
+                "RBAC".into(),
+                "--disable-admission-plugins".into(),
+                "ServiceAccount".into(),
+                "--allow-privileged=true".into(),
+            ],
+            &dir.join("kube-apiserver.log"),
+            |_| {},
+        )
+        .map_err(|e| format!("spawn kube-apiserver: {e}"))?;
+
+        let kubeconfig = dir.join("kubeconfig");
+        write(
+            &kubeconfig,
+            &format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: e2e\n  cluster:\n    \
+                 server: {url}\n    certificate-authority: {ca}\nusers:\n- name: admin\n  \
+                 user:\n    token: {token}\ncontexts:\n- name: e2e\n  context:\n    \
+                 cluster: e2e\n    user: admin\ncurrent-context: e2e\n",
+                ca = cert_dir.join("ca.crt").display()
+            ),
+        )?;
+        let config = kube_config(&kubeconfig).await?;
+
+        let mut cp = ControlPlane {
+            dir,
+            url,
+            token,
+            ca_pem: certs.ca_cert,
+            kubeconfig,
+            config,
+            timings: Timings::default(),
+            apiserver: Mutex::new(apiserver),
+            etcd: Mutex::new(etcd),
+            tmp,
+            janitor,
+        };
+        cp.wait_ready(started).await?;
+        cp.timings.ready = started.elapsed();
+        Ok(cp)
+    }
+
+    async fn wait_ready(&self, started: Instant) -> Result<(), StartError> {
+        let limit = Duration::from_secs(
+            std::env::var("E2E_READY_TIMEOUT")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(90),
+        );
+        let client = self.client();
+        loop {
+            if let Err(e) = self.check_alive() {
+                let clash = e.contains("address already in use");
+                return Err(StartError {
+                    message: e,
+                    port_clash: clash,
+                });
+            }
+            let probe = tokio::time::timeout(
+                Duration::from_secs(3),
+                super::api::get_text(&client, "/readyz"),
+            )
+            .await;
+            if let Ok(Ok((200, _))) = probe {
+                return Ok(());
+            }
+            if started.elapsed() > limit {
+                let verbose = match tokio::time::timeout(
+                    Duration::from_secs(3),
+                    super::api::get_text(&client, "/readyz?verbose"),
+                )
+                .await
+                {
+                    Ok(Ok((code, body))) => format!("HTTP {code}\n{body}"),
+                    Ok(Err(e)) => e,
+                    Err(_) => "no answer".into(),
+                };
+                return Err(format!(
+                    "kube-apiserver not ready after {limit:?}; /readyz?verbose: {verbose}\n{}",
+                    self.logs()
+                )
+                .into());
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Errors (with both logs' tails) if etcd or kube-apiserver has exited.
+    pub fn check_alive(&self) -> Result<(), String> {
+        for (name, p) in [("etcd", &self.etcd), ("kube-apiserver", &self.apiserver)] {
+            let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(st) = p.exited() {
+                drop(p);
+                return Err(format!("{name} exited ({st})\n{}", self.logs()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The last lines of both logs.
+    pub fn logs(&self) -> String {
+        let mut s = String::new();
+        for p in [&self.etcd, &self.apiserver] {
+            let p = p.lock().unwrap_or_else(|e| e.into_inner());
+            s.push_str(&format!(
+                "----- {} ({}) -----\n{}\n",
+                p.name,
+                p.log.display(),
+                p.log_tail(40)
+            ));
+        }
+        s
+    }
+
+    /// Pids of etcd and kube-apiserver.
+    pub fn pids(&self) -> (Option<u32>, Option<u32>) {
+        let pid = |p: &Mutex<Supervised>| p.lock().unwrap_or_else(|e| e.into_inner()).pid();
+        (pid(&self.etcd), pid(&self.apiserver))
+    }
+
+    /// A new client. Make one per tokio runtime: its connections belong to the runtime
+    /// that opened them.
+    pub fn client(&self) -> Client {
+        Client::try_from(self.config.clone()).expect("kube client from the e2e kubeconfig")
+    }
+
+    /// Stops both servers and removes the temp dir (also done on drop).
+    pub fn stop(&mut self) {
+        for p in [&self.apiserver, &self.etcd] {
+            p.lock().unwrap_or_else(|e| e.into_inner()).stop();
+        }
+        self.tmp.take();
+        self.janitor.take();
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("{}", self.logs());
+        }
+        self.stop();
+    }
+}
+
+/// A kube config from a kubeconfig file, with bounded timeouts.
+pub async fn kube_config(path: &Path) -> Result<kube::Config, String> {
+    let kc = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    config.connect_timeout = Some(Duration::from_secs(10));
+    config.read_timeout = Some(Duration::from_secs(60));
+    Ok(config)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), String> {
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}

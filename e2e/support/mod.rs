@@ -1,0 +1,10 @@
+//! Shared by the end-to-end tests (`e2e/tests/`) and the demo (`e2e/demo.rs`): a real
+//! control plane (etcd + kube-apiserver), the real `otel-injector serve` process, a second
+//! in-process webhook, and Kubernetes API helpers. Each user uses a different part.
+#![allow(dead_code)]
+
+pub mod api;
+pub mod controlplane;
+pub mod labeler;
+pub mod process;
+pub mod webhook;

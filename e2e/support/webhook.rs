@@ -1,0 +1,243 @@
+//! The real `otel-injector serve` as its own process, watching the e2e control plane, with
+//! a serving certificate for 127.0.0.1 from `otel_injector::certs`, under a watchdog.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use otel_injector::certs::{self, DevCerts};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+use super::process::{Supervised, free_port};
+
+/// A running webhook. Dropping it kills the process; when a test panics, its log is printed.
+pub struct Webhook {
+    proc: Supervised,
+    pub certs: DevCerts,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    /// From spawn to the first `/livez` answer.
+    pub up_after: Duration,
+    _dir: tempfile::TempDir,
+}
+
+/// `otel_injector_admission_requests_total` by outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Requests {
+    pub patched: f64,
+    pub unchanged: f64,
+    pub other: f64,
+}
+
+impl Requests {
+    pub fn total(&self) -> f64 {
+        self.patched + self.unchanged + self.other
+    }
+}
+
+impl Webhook {
+    /// Starts `binary serve --kubeconfig KUBECONFIG` on free ports and waits for `/livez`.
+    pub async fn start(binary: &Path, kubeconfig: &Path) -> Result<Webhook, String> {
+        super::controlplane::install_crypto_provider();
+        let dir = tempfile::Builder::new()
+            .prefix("otel-injector-e2e-webhook.")
+            .tempdir()
+            .map_err(|e| format!("temp dir: {e}"))?;
+        let tls = dir.path().join("tls");
+        let certs = certs::generate(
+            "otel-injector e2e webhook CA",
+            &["127.0.0.1".to_owned(), "localhost".to_owned()],
+        )
+        .map_err(|e| e.to_string())?;
+        certs.write_to(&tls).map_err(|e| e.to_string())?;
+        let log = dir.path().join("otel-injector.log");
+        for attempt in 1..=3 {
+            let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
+            let args: Vec<String> = vec![
+                "serve".into(),
+                "--kubeconfig".into(),
+                kubeconfig.display().to_string(),
+                "--webhook-addr".into(),
+                addr.to_string(),
+                "--admin-addr".into(),
+                admin.to_string(),
+                "--tls-cert-file".into(),
+                tls.join("tls.crt").display().to_string(),
+                "--tls-key-file".into(),
+                tls.join("tls.key").display().to_string(),
+                "--shutdown-delay".into(),
+                "0s".into(),
+                "--log-level".into(),
+                "info".into(),
+            ];
+            let spawned = Instant::now();
+            let mut proc = Supervised::spawn("otel-injector", binary, &args, &log, |cmd| {
+                for (k, _) in std::env::vars_os() {
+                    if k.to_string_lossy().starts_with("OTEL_INJECTOR_") {
+                        cmd.env_remove(&k);
+                    }
+                }
+                cmd.env_remove("KUBECONFIG");
+            })
+            .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
+            let until = Instant::now() + Duration::from_secs(30);
+            loop {
+                if let Some(st) = proc.exited() {
+                    let text = proc.log_text();
+                    if attempt < 3 && text.contains("failed to bind") {
+                        break;
+                    }
+                    return Err(format!("otel-injector exited early ({st}):\n{text}"));
+                }
+                if let Ok((200, _)) = http_get(admin, "/livez").await {
+                    return Ok(Webhook {
+                        proc,
+                        certs,
+                        addr,
+                        admin,
+                        up_after: spawned.elapsed(),
+                        _dir: dir,
+                    });
+                }
+                if Instant::now() > until {
+                    return Err(format!(
+                        "otel-injector did not answer /livez in 30 s:\n{}",
+                        proc.log_text()
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        Err("otel-injector: three port clashes in a row".into())
+    }
+
+    /// `https://127.0.0.1:PORT/mutate-v1-pod`.
+    pub fn url(&self) -> String {
+        format!("https://{}/mutate-v1-pod", self.addr)
+    }
+
+    /// Waits for `/readyz` 200 (the Instrumentation and Namespace caches have synced).
+    pub async fn wait_ready(&mut self, limit: Duration) -> Result<Duration, String> {
+        let t0 = Instant::now();
+        loop {
+            if let Some(st) = self.proc.exited() {
+                return Err(format!("otel-injector exited ({st}):\n{}", self.log()));
+            }
+            if let Ok((200, _)) = http_get(self.admin, "/readyz").await {
+                return Ok(t0.elapsed());
+            }
+            if t0.elapsed() > limit {
+                let r = http_get(self.admin, "/readyz").await;
+                return Err(format!(
+                    "otel-injector /readyz not 200 within {limit:?} ({r:?}):\n{}",
+                    self.log()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The `/metrics` text.
+    pub async fn metrics(&self) -> String {
+        match http_get(self.admin, "/metrics").await {
+            Ok((200, body)) => body,
+            r => panic!("GET /metrics: {r:?}\n{}", self.log()),
+        }
+    }
+
+    /// The admission request counters.
+    pub async fn requests(&self) -> Requests {
+        let text = self.metrics().await;
+        let mut r = Requests::default();
+        for line in text.lines() {
+            let Some(rest) = line.strip_prefix("otel_injector_admission_requests_total{") else {
+                continue;
+            };
+            let Some((labels, value)) = rest.split_once("} ") else {
+                continue;
+            };
+            let v: f64 = value.trim().parse().unwrap_or(0.0);
+            match labels {
+                l if l.contains("outcome=\"patched\"") => r.patched += v,
+                l if l.contains("outcome=\"unchanged\"") => r.unchanged += v,
+                _ => r.other += v,
+            }
+        }
+        r
+    }
+
+    /// Kills the process and waits for it.
+    pub fn stop(&mut self) {
+        self.proc.stop();
+    }
+
+    pub fn pid(&self) -> Option<u32> {
+        self.proc.pid()
+    }
+
+    pub fn log(&self) -> String {
+        self.proc.log_text()
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.proc.log.clone()
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!(
+                "----- otel-injector log ({}) -----\n{}",
+                self.proc.log.display(),
+                self.proc.log_tail(60)
+            );
+        }
+        self.proc.stop();
+    }
+}
+
+/// A plain HTTP/1.1 GET with `Connection: close`: (status, body). Bounded to 5 s.
+pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    let exchange = async {
+        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        s.write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").ok_or("no header end")?;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or("no status")?;
+        let chunked = head
+            .lines()
+            .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked"));
+        Ok::<_, String>((status, if chunked { dechunk(body) } else { body.into() }))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| format!("GET {path}: no answer in 5 s"))?
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        body = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
