@@ -207,3 +207,58 @@ impl ResolvesServerCert for ReloadingCert {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs;
+
+    fn pair(dir: &Path) -> (PathBuf, PathBuf) {
+        (dir.join("tls.crt"), dir.join("tls.key"))
+    }
+
+    #[test]
+    fn reload_swaps_only_valid_changed_pairs_and_reports_a_missing_file_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let hosts = ["127.0.0.1".to_owned()];
+        let first = certs::generate("test CA", &hosts).unwrap();
+        first.write_to(dir.path()).unwrap();
+        let (c, k) = pair(dir.path());
+        let cert = ReloadingCert::load(&c, &k).unwrap();
+        let served = |r: &ReloadingCert| r.current.read().unwrap().cert[0].clone();
+        let before = served(&cert);
+
+        assert!(cert.reload().is_none(), "unchanged files");
+
+        let second = first.reissue(&hosts).unwrap();
+        second.write_to(dir.path()).unwrap();
+        assert!(matches!(cert.reload(), Some(Ok(()))));
+        assert_ne!(served(&cert), before);
+        let after = served(&cert);
+
+        // A key that does not belong to the certificate is refused; the old pair stays.
+        std::fs::write(&k, &first.key).unwrap();
+        assert!(matches!(cert.reload(), Some(Err(TlsError::Mismatch { .. }))));
+        assert_eq!(served(&cert), after);
+        assert!(cert.reload().is_none(), "the same bad pair is reported once");
+
+        std::fs::remove_file(&k).unwrap();
+        assert!(matches!(cert.reload(), Some(Err(TlsError::Read { .. }))));
+        assert!(cert.reload().is_none(), "a missing file is reported once");
+        assert_eq!(served(&cert), after);
+    }
+
+    #[test]
+    fn bad_files_fail_fast_with_the_flag_to_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, k) = pair(dir.path());
+        std::fs::write(&c, "not pem").unwrap();
+        std::fs::write(&k, "not pem").unwrap();
+        let e = ReloadingCert::load(&c, &k).unwrap_err().to_string();
+        assert!(e.contains("--tls-cert-file"), "{e}");
+        let e = ReloadingCert::load(&dir.path().join("nope"), &k)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("failed to read"), "{e}");
+    }
+}

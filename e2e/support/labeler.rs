@@ -6,8 +6,10 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use axum::Router;
+use axum::body::Bytes;
+use axum::http::{StatusCode, header};
 use axum::routing::post;
-use axum::{Json, Router};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use otel_injector::certs::DevCerts;
@@ -57,10 +59,13 @@ impl Labeler {
         let counter = calls.clone();
         let router = Router::new().route(
             "/label",
-            post(move |Json(review): Json<Value>| {
+            post(move |body: Bytes| {
                 counter.fetch_add(1, Ordering::SeqCst);
-                let (key, value) = (key.clone(), value.clone());
-                async move { Json(answer(&review, &key, &value)) }
+                let reply = match serde_json::from_slice::<Value>(&body) {
+                    Ok(review) => (StatusCode::OK, answer(&review, &key, &value).to_string()),
+                    Err(e) => (StatusCode::BAD_REQUEST, e.to_string()),
+                };
+                async move { (reply.0, [(header::CONTENT_TYPE, "application/json")], reply.1) }
             }),
         );
         let task = tokio::spawn(async move {
