@@ -240,13 +240,25 @@ fn main() {
 
         // The paths must be the ones they are named after, or the figures mean nothing.
         let (out, s) = admission::review(&inject, &catalog, &config).expect("inject review");
-        assert!(s.patched(), "{size}: no patch: {}", String::from_utf8_lossy(&out));
+        assert!(
+            s.patched(),
+            "{size}: no patch: {}",
+            String::from_utf8_lossy(&out)
+        );
         assert_eq!(s.decision.injected.len(), 1, "{size}: {:?}", s.decision);
         assert!(s.decision.warnings.is_empty(), "{size}: {:?}", s.decision);
         let (_, s) = admission::review(&noop, &catalog, &config).expect("noop review");
-        assert!(!s.patched() && !s.decision.requested, "{size}: {:?}", s.decision);
+        assert!(
+            !s.patched() && !s.decision.requested,
+            "{size}: {:?}",
+            s.decision
+        );
         let (_, s) = admission::review(&non_pod, &catalog, &config).expect("non-pod review");
-        assert!(!s.patched() && s.kind == "Deployment", "{size}: {:?}", s.decision);
+        assert!(
+            !s.patched() && s.kind == "Deployment",
+            "{size}: {:?}",
+            s.decision
+        );
         eprintln!(
             "{size}: {containers} container(s) x {env} env; review bytes: inject {} noop {} non_pod {}; response bytes (inject) {}",
             inject.len(),

@@ -205,7 +205,9 @@ fn start(bin: &Path, dir: &Path, log_level: &str) -> anyhow::Result<(Server, Tls
             .stdin(Stdio::null())
             .stdout(out.try_clone()?)
             .stderr(out);
-        let child = cmd.spawn().with_context(|| format!("spawn {}", bin.display()))?;
+        let child = cmd
+            .spawn()
+            .with_context(|| format!("spawn {}", bin.display()))?;
         let mut server = Server { child, webhook };
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until && server.child.try_wait()?.is_none() && !livez(admin) {
@@ -273,7 +275,12 @@ async fn connect(addr: SocketAddr, tls: &TlsConnector) -> std::io::Result<Conn> 
 
 /// One request/response; the response is checked for status 200, a complete body and, when
 /// `patch`, a JSON patch.
-async fn roundtrip(c: &mut Conn, req: &[u8], patch: bool, body: &mut Vec<u8>) -> anyhow::Result<()> {
+async fn roundtrip(
+    c: &mut Conn,
+    req: &[u8],
+    patch: bool,
+    body: &mut Vec<u8>,
+) -> anyhow::Result<()> {
     c.get_mut().write_all(req).await?;
     c.get_mut().flush().await?;
     let mut line = String::new();
@@ -444,7 +451,11 @@ async fn main() -> anyhow::Result<()> {
 
     let mut conns = Vec::new();
     for _ in 0..args.connections {
-        conns.push(Some(connect(target.addr, &target.tls).await.context("TLS connect")?));
+        conns.push(Some(
+            connect(target.addr, &target.tls)
+                .await
+                .context("TLS connect")?,
+        ));
     }
     let mut stats: [Stats; 2] = Default::default();
     for round in 0..args.rounds {

@@ -4,13 +4,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
@@ -45,6 +45,8 @@ pub struct StaticCatalog {
     namespaces: HashMap<String, Arc<BTreeMap<String, String>>>,
     /// Known Secrets and ConfigMaps as (kind, namespace, name); `None`: not tracked.
     objects: Option<Vec<(ObjectKind, String, String)>>,
+    /// Instrumentations that exist but cannot be read, with the reason.
+    unreadable: HashMap<(String, String), String>,
     ready: bool,
 }
 
@@ -54,6 +56,7 @@ impl Default for StaticCatalog {
             by_key: HashMap::new(),
             namespaces: HashMap::new(),
             objects: None,
+            unreadable: HashMap::new(),
             ready: true,
         }
     }
@@ -125,6 +128,13 @@ impl StaticCatalog {
         self
     }
 
+    /// Records an Instrumentation that exists but cannot be read.
+    pub fn with_unreadable(mut self, namespace: &str, name: &str, error: &str) -> Self {
+        self.unreadable
+            .insert((namespace.to_owned(), name.to_owned()), error.to_owned());
+        self
+    }
+
     /// Marks the catalog as not (yet) synced.
     pub fn not_ready(mut self) -> Self {
         self.ready = false;
@@ -164,6 +174,12 @@ impl Catalog for StaticCatalog {
 
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
         self.namespaces.get(namespace).cloned()
+    }
+
+    fn unreadable(&self, namespace: &str, name: &str) -> Option<String> {
+        self.unreadable
+            .get(&(namespace.to_owned(), name.to_owned()))
+            .cloned()
     }
 
     fn object_exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<bool> {
@@ -218,6 +234,7 @@ pub struct KubeCatalog {
     /// verified.
     secrets: Option<Watched<Meta<Secret>>>,
     config_maps: Option<Watched<Meta<ConfigMap>>>,
+    broken: Broken,
 }
 
 /// The write side of a [`KubeCatalog`], consumed by [`CatalogWriters::watch`].
@@ -226,6 +243,7 @@ pub struct CatalogWriters {
     namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
+    broken: Broken,
 }
 
 impl KubeCatalog {
@@ -246,18 +264,21 @@ impl KubeCatalog {
         } else {
             (None, None)
         };
+        let broken = Broken::default();
         (
             KubeCatalog {
                 instrumentations,
                 namespaces,
                 secrets,
                 config_maps,
+                broken: broken.clone(),
             },
             CatalogWriters {
                 instrumentations: (iw, is),
                 namespaces: (nw, ns),
                 secrets: sw,
                 config_maps: cw,
+                broken,
             },
         )
     }
@@ -292,6 +313,11 @@ impl Catalog for KubeCatalog {
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
         let ns = self.namespaces.store.get(&ObjectRef::new(namespace))?;
         ns.metadata.annotations.clone().map(Arc::new)
+    }
+
+    fn unreadable(&self, namespace: &str, name: &str) -> Option<String> {
+        let b = self.broken.read().unwrap_or_else(|e| e.into_inner());
+        b.get(&(namespace.to_owned(), name.to_owned())).cloned()
     }
 
     fn object_exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> Option<bool> {
@@ -363,6 +389,85 @@ async fn drive<K, S>(
     }
 }
 
+/// Errors of Instrumentations that could not be read, by (namespace, name).
+pub type Broken = Arc<RwLock<HashMap<(String, String), String>>>;
+
+fn key_of(o: &DynamicObject) -> (String, String) {
+    (
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| e.to_string())
+}
+
+/// An Instrumentation that carries only the metadata of `o` (to delete it from the store).
+fn tombstone(o: DynamicObject) -> Instrumentation {
+    Instrumentation {
+        metadata: o.metadata,
+        spec: Default::default(),
+        status: None,
+    }
+}
+
+/// Converts one untyped watch event; unreadable objects are recorded in `broken` (and
+/// dropped, or deleted from the store if an earlier version was readable).
+fn typed_event(
+    ev: Result<Event<DynamicObject>, watcher::Error>,
+    broken: &Broken,
+    pending: &mut HashMap<(String, String), String>,
+) -> Option<Result<Event<Instrumentation>, watcher::Error>> {
+    let set = |key: (String, String), err: Option<String>| {
+        let mut b = broken.write().unwrap_or_else(|e| e.into_inner());
+        match err {
+            Some(e) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, error = %e, "Instrumentation cannot be read; ignored");
+                b.insert(key, e);
+            }
+            None => {
+                b.remove(&key);
+            }
+        }
+    };
+    Some(Ok(match ev {
+        Err(e) => return Some(Err(e)),
+        Ok(Event::Init) => {
+            pending.clear();
+            Event::Init
+        }
+        Ok(Event::InitApply(o)) => match to_typed(&o) {
+            Ok(i) => Event::InitApply(i),
+            Err(e) => {
+                tracing::warn!(namespace = ?o.metadata.namespace, name = ?o.metadata.name, error = %e, "Instrumentation cannot be read; ignored");
+                pending.insert(key_of(&o), e);
+                return None;
+            }
+        },
+        Ok(Event::InitDone) => {
+            *broken.write().unwrap_or_else(|e| e.into_inner()) = std::mem::take(pending);
+            Event::InitDone
+        }
+        Ok(Event::Apply(o)) => match to_typed(&o) {
+            Ok(i) => {
+                set(key_of(&o), None);
+                Event::Apply(i)
+            }
+            Err(e) => {
+                set(key_of(&o), Some(e));
+                Event::Delete(tombstone(o))
+            }
+        },
+        Ok(Event::Delete(o)) => {
+            set(key_of(&o), None);
+            Event::Delete(tombstone(o))
+        }
+    }))
+}
+
 /// Watches one kind of object's metadata into a store, without the fields the engine never
 /// reads (managed fields, annotations and labels make up most of their size).
 async fn watch_names<K>(
@@ -399,9 +504,18 @@ impl CatalogWriters {
         let cfg = watcher::Config::default();
         let (iw, is) = self.instrumentations;
         let inst_reader = iw.as_reader();
-        let inst = watcher::watcher(Api::<Instrumentation>::all(client.clone()), cfg.clone())
-            .default_backoff()
-            .reflect(iw);
+        // Watched untyped and converted one by one, so that a single object this build
+        // cannot read is reported for itself instead of failing the whole list.
+        let resource = ApiResource::erase::<Instrumentation>(&());
+        let broken = self.broken.clone();
+        let mut pending = HashMap::new();
+        let inst = watcher::watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &resource),
+            cfg.clone(),
+        )
+        .default_backoff()
+        .filter_map(move |ev| std::future::ready(typed_event(ev, &broken, &mut pending)))
+        .reflect(iw);
         let (nw, ns_synced) = self.namespaces;
         let ns_reader = nw.as_reader();
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
@@ -453,4 +567,61 @@ async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
         None => kube::Config::infer().await?,
     };
     Ok(Client::try_from(config)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dynamic(name: &str, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+            "metadata": {"name": name, "namespace": "shop"}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn kind(ev: &Option<Result<Event<Instrumentation>, watcher::Error>>) -> &'static str {
+        match ev {
+            Some(Ok(Event::Apply(_))) => "apply",
+            Some(Ok(Event::Delete(_))) => "delete",
+            Some(Ok(Event::Init)) => "init",
+            Some(Ok(Event::InitApply(_))) => "init-apply",
+            Some(Ok(Event::InitDone)) => "init-done",
+            Some(Err(_)) => "error",
+            None => "dropped",
+        }
+    }
+
+    #[test]
+    fn one_unreadable_instrumentation_does_not_fail_the_others() {
+        let broken = Broken::default();
+        let mut pending = HashMap::new();
+        let good = dynamic("good", json!({"exporter": {"endpoint": "http://c:4318"}}));
+        let bad = dynamic("bad", json!({"sampler": {"type": "not_a_sampler"}}));
+        let mut step = |ev| typed_event(Ok(ev), &broken, &mut pending);
+
+        assert_eq!(kind(&step(Event::Init)), "init");
+        assert_eq!(kind(&step(Event::InitApply(good.clone()))), "init-apply");
+        assert_eq!(kind(&step(Event::InitApply(bad.clone()))), "dropped");
+        assert_eq!(kind(&step(Event::InitDone)), "init-done");
+        let reason = |b: &Broken, n: &str| {
+            b.read()
+                .unwrap()
+                .get(&("shop".to_owned(), n.to_owned()))
+                .cloned()
+        };
+        assert!(reason(&broken, "bad").unwrap().contains("not_a_sampler"));
+        assert_eq!(reason(&broken, "good"), None);
+
+        // A good object turning bad is removed from the store and recorded; fixed, restored.
+        let worse = dynamic("good", json!({"env": "not-a-list"}));
+        assert_eq!(kind(&step(Event::Apply(worse))), "delete");
+        assert!(reason(&broken, "good").is_some());
+        assert_eq!(kind(&step(Event::Apply(good))), "apply");
+        assert_eq!(reason(&broken, "good"), None);
+        assert_eq!(kind(&step(Event::Delete(bad))), "delete");
+        assert_eq!(reason(&broken, "bad"), None);
+    }
 }

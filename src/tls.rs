@@ -238,9 +238,15 @@ mod tests {
 
         // A key that does not belong to the certificate is refused; the old pair stays.
         std::fs::write(&k, &first.key).unwrap();
-        assert!(matches!(cert.reload(), Some(Err(TlsError::Mismatch { .. }))));
+        assert!(matches!(
+            cert.reload(),
+            Some(Err(TlsError::Mismatch { .. }))
+        ));
         assert_eq!(served(&cert), after);
-        assert!(cert.reload().is_none(), "the same bad pair is reported once");
+        assert!(
+            cert.reload().is_none(),
+            "the same bad pair is reported once"
+        );
 
         std::fs::remove_file(&k).unwrap();
         assert!(matches!(cert.reload(), Some(Err(TlsError::Read { .. }))));

@@ -1,18 +1,17 @@
 //! Java injection, end to end through the engine: each case applies the returned JSON patch
 //! to the input pod and compares the whole resulting pod (ordered env) with the expected one.
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    HTTP_SDK, agent_init, agent_mount_at, agent_volume, assert_reinvocation_patches_nothing,
+    assert_skipped, catalog, env, fref, head, lit, relabel, run, run_with,
 };
+use otel_injector::inject::{EngineConfig, INJECTED_ANNOTATION, Language, SkipReason};
 use otel_injector::store::StaticCatalog;
 use serde_json::{Value, json};
 
 const IMAGE: &str = "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0";
-
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
 
 /// The Instrumentation most cases use.
 const SHOP: &str = r#"
@@ -37,96 +36,25 @@ spec:
         value: "false"
 "#;
 
-fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, config);
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    run_with(catalog, &EngineConfig::default(), pod)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-/// The SDK block that follows the language variables for an app container of `shop`.
-fn sdk_tail(
-    service: &str,
-    container: &str,
-    extra_attrs: &str,
-    version: Option<&str>,
-) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},{extra_attrs}k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4318",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
 fn java_init(security: Option<Value>) -> Value {
-    let mut c = json!({
-        "name": "opentelemetry-auto-instrumentation-java",
-        "image": IMAGE,
-        "command": ["cp", "/javaagent.jar", "/otel-auto-instrumentation-java/javaagent.jar"],
-        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "64Mi"}},
-        "volumeMounts": [{"name": "opentelemetry-auto-instrumentation-java",
-                          "mountPath": "/otel-auto-instrumentation-java"}]
-    });
-    if let Some(s) = security {
-        c["securityContext"] = s;
-    }
-    c
-}
-
-fn java_volume() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-java", "emptyDir": {"sizeLimit": "200Mi"}})
+    agent_init(
+        "java",
+        IMAGE,
+        json!([
+            "cp",
+            "/javaagent.jar",
+            "/otel-auto-instrumentation-java/javaagent.jar"
+        ]),
+        "64Mi",
+        security,
+    )
 }
 
 fn java_mount(container: &str) -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-java",
-           "mountPath": format!("/otel-auto-instrumentation-java-{container}")})
-}
-
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
-fn injected() -> Value {
-    json!("java")
+    agent_mount_at(
+        "java",
+        &format!("/otel-auto-instrumentation-java-{container}"),
+    )
 }
 
 #[test]
@@ -200,7 +128,7 @@ fn single_container_gets_the_agent_and_the_sdk_env_in_order() {
                     " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
                 )
             ],
-            sdk_tail("checkout", "app", "", Some("1.4.2")),
+            HTTP_SDK.tail("checkout", "app", Some("1.4.2")),
         ])
     );
     assert_eq!(out["spec"]["initContainers"][0], java_init(None));
@@ -240,7 +168,7 @@ fn multiple_containers_by_container_names_with_security_context_from_the_first()
         env(vec![
             head(),
             java_env_for("api"),
-            sdk_tail("pay", "api", "", Some("2"))
+            HTTP_SDK.tail("pay", "api", Some("2"))
         ])
     );
     assert_eq!(
@@ -248,7 +176,7 @@ fn multiple_containers_by_container_names_with_security_context_from_the_first()
         env(vec![
             head(),
             java_env_for("worker"),
-            sdk_tail("pay", "worker", "", Some("sha256:abcd"))
+            HTTP_SDK.tail("pay", "worker", Some("sha256:abcd"))
         ])
     );
     assert_eq!(cs[1]["volumeMounts"], json!([java_mount("api")]));
@@ -257,7 +185,7 @@ fn multiple_containers_by_container_names_with_security_context_from_the_first()
         out["spec"]["initContainers"],
         json!([java_init(Some(sc.clone()))])
     );
-    assert_eq!(out["spec"]["volumes"], json!([java_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("java")]));
 }
 
 #[test]
@@ -284,14 +212,14 @@ fn init_container_target_gets_the_agent_copied_before_it() {
         env(vec![
             head(),
             java_env_for("migrate"),
-            sdk_tail("batch", "migrate", "", Some("7"))
+            HTTP_SDK.tail("batch", "migrate", Some("7"))
         ])
     );
     assert_eq!(inits[2]["volumeMounts"], json!([java_mount("migrate")]));
     assert_eq!(out["spec"]["containers"], pod["spec"]["containers"]);
     assert_eq!(
         out["spec"]["volumes"],
-        json!([{"name": "data", "emptyDir": {}}, java_volume()])
+        json!([{"name": "data", "emptyDir": {}}, agent_volume("java")])
     );
 }
 
@@ -316,7 +244,7 @@ fn existing_java_tool_options_are_extended_in_place() {
                 lit("OTEL_INSTRUMENTATION_JDBC_ENABLED", "false"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
             ],
-            sdk_tail("p", "app", "", None),
+            HTTP_SDK.tail("p", "app", None),
         ])
     );
 }
@@ -355,7 +283,7 @@ fn java_tool_options_from_value_from_skips_that_container_with_a_warning() {
         env(vec![
             head(),
             java_env_for("other"),
-            sdk_tail("p", "other", "", None)
+            HTTP_SDK.tail("p", "other", None)
         ])
     );
 }
@@ -496,50 +424,35 @@ fn deployment_pod_with_generate_name_is_named_after_the_deployment() {
         env(vec![
             head(),
             java_env_for("app"),
-            sdk_tail(
-                "checkout",
-                "app",
-                "k8s.deployment.name=checkout,",
-                Some("3"),
-            )
-            .into_iter()
-            .map(|mut v| {
-                // k8s.replicaset.name sorts after k8s.pod.name.
-                if v["name"] == "OTEL_RESOURCE_ATTRIBUTES" {
-                    let s = v["value"].as_str().unwrap().replace(
-                        "k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),",
-                        "k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),k8s.replicaset.name=checkout-7d4b9c8f5,",
-                    );
-                    v["value"] = json!(s);
-                }
-                v
-            })
-            .collect(),
+            HTTP_SDK
+                .tail("checkout", "app", Some("3"))
+                .into_iter()
+                .map(|mut v| {
+                    // The owner's names sort into place among the other attributes.
+                    if v["name"] == "OTEL_RESOURCE_ATTRIBUTES" {
+                        let s = v["value"]
+                            .as_str()
+                            .unwrap()
+                            .replace(
+                                "k8s.container.name=app,",
+                                "k8s.container.name=app,k8s.deployment.name=checkout,",
+                            )
+                            .replace(
+                                "k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),",
+                                "k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),k8s.replicaset.name=checkout-7d4b9c8f5,",
+                            );
+                        v["value"] = json!(s);
+                    }
+                    v
+                })
+                .collect(),
         ])
     );
 }
 
 #[test]
 fn reinvocation_gets_no_second_patch() {
-    let pod = json!({
-        "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
-        "spec": {"containers": [{"name": "app", "image": "app"}]}
-    });
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &pod);
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        injected()
-    );
-    // Another webhook changes the pod after us; the API server calls us again.
-    let mut changed = once.clone();
-    changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&shop, &changed);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, changed);
+    assert_reinvocation_patches_nothing(&catalog(SHOP), &java_pod("true"), "java", relabel);
 }
 
 fn java_pod(value: &str) -> Value {
@@ -547,15 +460,6 @@ fn java_pod(value: &str) -> Value {
         "metadata": {"name": "p", "annotations": {"instrumentation.opentelemetry.io/inject-java": value}},
         "spec": {"containers": [{"name": "app", "image": "app"}]}
     })
-}
-
-fn assert_skipped(d: &Decision, reason: SkipReason, warning: &str) {
-    assert!(d.patch.is_empty());
-    assert_eq!(
-        d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
-        [reason]
-    );
-    assert_eq!(d.warnings, [warning]);
 }
 
 #[test]
@@ -640,10 +544,7 @@ fn cross_namespace_instrumentation_by_ns_slash_name() {
     let other = SHOP.replace("namespace: shop", "namespace: observability");
     let (out, d) = run(&catalog(&other), &java_pod("observability/java-inst"));
     assert_eq!(d.injected, [Language::Java]);
-    assert_eq!(
-        out["metadata"]["annotations"][INJECTED_ANNOTATION],
-        injected()
-    );
+    assert_eq!(out["metadata"]["annotations"][INJECTED_ANNOTATION], "java");
 }
 
 #[test]

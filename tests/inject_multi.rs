@@ -41,7 +41,10 @@ fn java_and_python_each_with_their_own_containers() {
     let (out, d) = run(&cat, &p);
     assert_eq!(d.injected, [Language::Java, Language::Python]);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
-    assert_eq!(out["metadata"]["annotations"][INJECTED_ANNOTATION], "java,python");
+    assert_eq!(
+        out["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java,python"
+    );
     assert_eq!(
         names(&out["spec"]["initContainers"]),
         [
@@ -78,7 +81,10 @@ fn the_same_container_can_get_two_languages_without_duplicate_env() {
     let cat = catalog(INST);
     let (out, d) = run(&cat, &p);
     assert_eq!(d.injected, [Language::Java, Language::Sdk]);
-    let env = out["spec"]["containers"][0]["env"].as_array().unwrap().clone();
+    let env = out["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
     let mut seen: Vec<&str> = env.iter().map(|e| e["name"].as_str().unwrap()).collect();
     let n = seen.len();
     seen.sort_unstable();
@@ -115,7 +121,9 @@ fn several_languages_need_container_names_for_each() {
     assert_eq!(out, mixed);
     assert_eq!(
         d.warnings,
-        ["otel-injector: some requested languages have container names and some not; set them for all"]
+        [
+            "otel-injector: some requested languages have container names and some not; set them for all"
+        ]
     );
 }
 
@@ -173,11 +181,17 @@ fn exporter_tls_mounts_the_secret_and_config_map_and_points_the_sdk_at_them() {
     let env = app["env"].as_array().unwrap();
     let at = |n: &str| env.iter().position(|e| e["name"] == n).unwrap();
     // Right after the endpoint, in the Operator's order.
-    assert_eq!(at("OTEL_EXPORTER_OTLP_CERTIFICATE"), at("OTEL_EXPORTER_OTLP_ENDPOINT") + 1);
+    assert_eq!(
+        at("OTEL_EXPORTER_OTLP_CERTIFICATE"),
+        at("OTEL_EXPORTER_OTLP_ENDPOINT") + 1
+    );
     assert_eq!(
         &env[at("OTEL_EXPORTER_OTLP_CERTIFICATE")..=at("OTEL_EXPORTER_OTLP_CLIENT_KEY")],
         [
-            lit("OTEL_EXPORTER_OTLP_CERTIFICATE", "/otel-auto-instrumentation-configmap-otel-ca/ca.crt"),
+            lit(
+                "OTEL_EXPORTER_OTLP_CERTIFICATE",
+                "/otel-auto-instrumentation-configmap-otel-ca/ca.crt"
+            ),
             lit(
                 "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE",
                 "/otel-auto-instrumentation-secret-otel-client-tls/tls.crt"
@@ -212,7 +226,9 @@ fn a_missing_exporter_tls_secret_is_reported_and_that_language_skipped() {
     assert_eq!(d.skipped[0].reason, SkipReason::ExporterTlsMissing);
     assert_eq!(
         d.warnings,
-        ["inject-java: exporter TLS Secret \"otel-client-tls\" not found in namespace \"shop\"; not injected"]
+        [
+            "inject-java: exporter TLS Secret \"otel-client-tls\" not found in namespace \"shop\"; not injected"
+        ]
     );
     // Untracked (--verify-exporter-tls=false): injected without the check.
     let (_, d) = run(&catalog(TLS), &java_pod());
@@ -232,7 +248,11 @@ fn the_go_sidecar_gets_the_exporter_tls_mounts() {
     assert_eq!(sidecar["name"], "opentelemetry-auto-instrumentation");
     assert_eq!(
         names(&sidecar["volumeMounts"]),
-        ["kernel-debug", "otel-auto-secret-otel-client-tls", "otel-auto-configmap-otel-ca"]
+        [
+            "kernel-debug",
+            "otel-auto-secret-otel-client-tls",
+            "otel-auto-configmap-otel-ca"
+        ]
     );
     assert_eq!(out["spec"]["containers"][0], p["spec"]["containers"][0]);
 }
@@ -255,4 +275,20 @@ fn pods_injected_by_the_operator_are_not_injected_again() {
         assert_eq!(out, p, "{name}");
         assert!(d.already_injected && d.warnings.is_empty(), "{name}");
     }
+}
+
+#[test]
+fn an_unreadable_instrumentation_is_named_in_the_warning() {
+    let cat = catalog(INST).with_unreadable("shop", "broken", "unknown variant `bogus`");
+    let mut p = java_pod();
+    p["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-java"] = json!("broken");
+    let (out, d) = run(&cat, &p);
+    assert_eq!(out, p);
+    assert_eq!(d.skipped[0].reason, SkipReason::InstrumentationInvalid);
+    assert_eq!(
+        d.warnings,
+        [
+            "inject-java: Instrumentation \"shop/broken\" cannot be read (unknown variant `bogus`); not injected"
+        ]
+    );
 }

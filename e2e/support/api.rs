@@ -185,7 +185,10 @@ pub async fn create_namespace(
     let r = send(client, Method::POST, "/api/v1/namespaces", Some(&ns)).await?;
     match r.status {
         201 | 409 => Ok(()),
-        s => Err(format!("create namespace {name}: HTTP {s}: {}", r.message())),
+        s => Err(format!(
+            "create namespace {name}: HTTP {s}: {}",
+            r.message()
+        )),
     }
 }
 

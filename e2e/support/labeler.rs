@@ -51,7 +51,9 @@ impl Labeler {
             .expect("labeler TLS config");
         tls.alpn_protocols = vec![b"http/1.1".to_vec()];
         let acceptor = TlsAcceptor::from(Arc::new(tls));
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind labeler");
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind labeler");
         let addr = listener.local_addr().expect("labeler address");
 
         let calls = Arc::new(AtomicUsize::new(0));
@@ -65,7 +67,13 @@ impl Labeler {
                     Ok(review) => (StatusCode::OK, answer(&review, &key, &value).to_string()),
                     Err(e) => (StatusCode::BAD_REQUEST, e.to_string()),
                 };
-                async move { (reply.0, [(header::CONTENT_TYPE, "application/json")], reply.1) }
+                async move {
+                    (
+                        reply.0,
+                        [(header::CONTENT_TYPE, "application/json")],
+                        reply.1,
+                    )
+                }
             }),
         );
         let task = tokio::spawn(async move {

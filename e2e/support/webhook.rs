@@ -217,9 +217,10 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Str
             .nth(1)
             .and_then(|s| s.parse().ok())
             .ok_or("no status")?;
-        let chunked = head
-            .lines()
-            .any(|l| l.to_ascii_lowercase().starts_with("transfer-encoding: chunked"));
+        let chunked = head.lines().any(|l| {
+            l.to_ascii_lowercase()
+                .starts_with("transfer-encoding: chunked")
+        });
         Ok::<_, String>((status, if chunked { dechunk(body) } else { body.into() }))
     };
     tokio::time::timeout(Duration::from_secs(5), exchange)

@@ -61,7 +61,6 @@ pub async fn cluster() -> &'static ControlPlane {
 /// One test's webhook process, its webhook configuration and its namespaces.
 pub struct Env {
     pub id: String,
-    pub cp: &'static ControlPlane,
     pub client: Client,
     pub webhook: Webhook,
 }
@@ -101,7 +100,6 @@ impl Env {
             .unwrap_or_else(|e| panic!("{e}"));
         Env {
             id: id.to_owned(),
-            cp,
             client,
             webhook,
         }
@@ -147,7 +145,11 @@ impl Env {
         let r = api::create_instrumentation(&self.client, ns, &inst)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "create Instrumentation {ns}/{name}: {}", r.body);
+        assert_eq!(
+            r.status, 201,
+            "create Instrumentation {ns}/{name}: {}",
+            r.body
+        );
     }
 
     /// Creates a pod for real; it must be accepted.
@@ -250,7 +252,10 @@ pub fn assert_unchanged(stored: &Value, sent: &Value) {
         stored["spec"]["initContainers"].is_null(),
         "init containers added: {stored}"
     );
-    assert!(stored["spec"]["volumes"].is_null(), "volumes added: {stored}");
+    assert!(
+        stored["spec"]["volumes"].is_null(),
+        "volumes added: {stored}"
+    );
     let sent_cs = sent["spec"]["containers"].as_array().unwrap();
     let stored_cs = stored["spec"]["containers"].as_array().unwrap();
     assert_eq!(stored_cs.len(), sent_cs.len());

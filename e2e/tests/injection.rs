@@ -90,7 +90,9 @@ async fn java_pod_is_stored_injected_exactly_as_the_engine_specifies() {
         c["volumeMounts"],
         json!([{"name": JAVA_INIT, "mountPath": "/otel-auto-instrumentation-java-app"}])
     );
-    let inits = stored["spec"]["initContainers"].as_array().expect("init containers");
+    let inits = stored["spec"]["initContainers"]
+        .as_array()
+        .expect("init containers");
     assert_eq!(inits.len(), 1, "{inits:?}");
     assert_eq_but_defaults(
         &inits[0],
@@ -140,8 +142,12 @@ async fn instrumentation_selected_by_namespace_and_name() {
     let ns = env.namespace("app", &[]).await;
     let other = env.namespace("platform", &[]).await;
     env.await_webhook(&ns).await;
-    env.instrumentation(&other, "shared", endpoint_spec("http://platform.example:4318"))
-        .await;
+    env.instrumentation(
+        &other,
+        "shared",
+        endpoint_spec("http://platform.example:4318"),
+    )
+    .await;
     let p = pod("qualified", &[(INJECT_JAVA, &format!("{other}/shared"))]);
     env.until_dry_run(&ns, &p, "injection", |r| is_injected(&r.body))
         .await;
@@ -281,10 +287,8 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
     let env = Env::start("reinvoke").await;
     let labeler = Labeler::start("e2e.otel-injector.io/labeled", "yes").await;
     // Configurations run in name order: ours is `e2e-reinvoke-a-…`, this one `…-b-…`.
-    let config = labeler.configuration(
-        &format!("e2e-{}-b-labeler", env.id),
-        (SCOPE_LABEL, &env.id),
-    );
+    let config =
+        labeler.configuration(&format!("e2e-{}-b-labeler", env.id), (SCOPE_LABEL, &env.id));
     api::create_webhook_configuration(&env.client, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -294,7 +298,8 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
         .await;
     let p = pod("twice", &[(INJECT_JAVA, "true")]);
     env.until_dry_run(&ns, &p, "injection and the label", |r| {
-        is_injected(&r.body) && r.body["metadata"]["labels"]["e2e.otel-injector.io/labeled"] == "yes"
+        is_injected(&r.body)
+            && r.body["metadata"]["labels"]["e2e.otel-injector.io/labeled"] == "yes"
     })
     .await;
 
@@ -303,7 +308,10 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
     env.create(&ns, &p).await;
     let after = env.requests().await;
     assert_eq!(
-        (after.patched - before.patched, after.unchanged - before.unchanged),
+        (
+            after.patched - before.patched,
+            after.unchanged - before.unchanged
+        ),
         (1.0, 1.0),
         "otel-injector was called twice (patched, then reinvoked after the labeler)"
     );

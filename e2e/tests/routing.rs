@@ -80,9 +80,12 @@ async fn webhook_down_with_failure_policy_ignore_admits_pods_unchanged() {
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "java", endpoint_spec("http://collector.example:4318"))
         .await;
-    env.until_dry_run(&ns, &pod("probe", &[(INJECT_JAVA, "true")]), "injection", |r| {
-        is_injected(&r.body)
-    })
+    env.until_dry_run(
+        &ns,
+        &pod("probe", &[(INJECT_JAVA, "true")]),
+        "injection",
+        |r| is_injected(&r.body),
+    )
     .await;
 
     env.webhook.stop();

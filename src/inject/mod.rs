@@ -53,6 +53,10 @@ pub trait Catalog {
     fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>>;
     /// The annotations of a namespace, when namespaces are watched.
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>>;
+    /// Why an Instrumentation that exists could not be read, if that is the case.
+    fn unreadable(&self, _namespace: &str, _name: &str) -> Option<String> {
+        None
+    }
     /// Whether a Secret or ConfigMap exists; `None` when the catalog does not track them.
     fn object_exists(&self, _kind: ObjectKind, _namespace: &str, _name: &str) -> Option<bool> {
         None
@@ -133,6 +137,7 @@ pub enum SkipReason {
     NoInstrumentation,
     MultipleInstrumentations,
     InstrumentationNotFound,
+    InstrumentationInvalid,
     InvalidContainerNames,
     LanguageDisabled,
     ExporterTlsMissing,
@@ -141,11 +146,12 @@ pub enum SkipReason {
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 9] = [
+    pub const ALL: [SkipReason; 10] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
         SkipReason::InstrumentationNotFound,
+        SkipReason::InstrumentationInvalid,
         SkipReason::InvalidContainerNames,
         SkipReason::LanguageDisabled,
         SkipReason::ExporterTlsMissing,
@@ -159,6 +165,7 @@ impl SkipReason {
             SkipReason::NoInstrumentation => "no_instrumentation",
             SkipReason::MultipleInstrumentations => "multiple_instrumentations",
             SkipReason::InstrumentationNotFound => "instrumentation_not_found",
+            SkipReason::InstrumentationInvalid => "instrumentation_invalid",
             SkipReason::InvalidContainerNames => "invalid_container_names",
             SkipReason::LanguageDisabled => "language_disabled",
             SkipReason::ExporterTlsMissing => "exporter_tls_missing",
@@ -457,6 +464,27 @@ fn qualified(inst: &Instrumentation) -> String {
     )
 }
 
+fn by_name(
+    catalog: &dyn Catalog,
+    key: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    if let Some(i) = catalog.instrumentation(ns, name) {
+        return Ok(i);
+    }
+    Err(match catalog.unreadable(ns, name) {
+        Some(e) => (
+            SkipReason::InstrumentationInvalid,
+            format!("{key}: Instrumentation \"{ns}/{name}\" cannot be read ({e}); not injected"),
+        ),
+        None => (
+            SkipReason::InstrumentationNotFound,
+            format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
+        ),
+    })
+}
+
 /// Finds the Instrumentation a request names.
 fn resolve(
     catalog: &dyn Catalog,
@@ -483,21 +511,11 @@ fn resolve(
                 )),
             }
         }
-        Request::Named(name) => catalog.instrumentation(namespace, name).ok_or_else(|| {
-            (
-                SkipReason::InstrumentationNotFound,
-                format!("{key}: Instrumentation \"{namespace}/{name}\" not found; not injected"),
-            )
-        }),
+        Request::Named(name) => by_name(catalog, &key, namespace, name),
         Request::Qualified {
             namespace: ns,
             name,
-        } => catalog.instrumentation(ns, name).ok_or_else(|| {
-            (
-                SkipReason::InstrumentationNotFound,
-                format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
-            )
-        }),
+        } => by_name(catalog, &key, ns, name),
     }
 }
 

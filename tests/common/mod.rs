@@ -1,8 +1,11 @@
-//! Helpers shared by the engine table tests: run `decide` on a pod and apply its patch.
+//! Helpers shared by the engine table tests: run `decide` on a pod, apply its patch, and build
+//! the parts of the expected pod that every language writes the same way.
 #![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{Decision, EngineConfig, decide};
+use otel_injector::inject::{
+    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+};
 use otel_injector::store::StaticCatalog;
 use serde_json::{Value, json};
 
@@ -31,6 +34,79 @@ pub fn assert_idempotent(catalog: &StaticCatalog, injected: &Value) {
     assert_eq!(&again, injected);
 }
 
+/// Injects `pod` (the annotation then lists `injected`) and calls the engine again on the
+/// result after `edit`, as the API server does when another webhook changes the pod after us
+/// (or, with an `edit` that does nothing, on reinvocation alone): the pod is recognised as
+/// injected and gets no second patch and no warning. Returns the pod of the second call.
+pub fn assert_reinvocation_patches_nothing(
+    catalog: &StaticCatalog,
+    pod: &Value,
+    injected: &str,
+    edit: impl FnOnce(&mut Value),
+) -> Value {
+    let (once, d) = run(catalog, pod);
+    assert!(!d.patch.is_empty());
+    assert_eq!(
+        once["metadata"]["annotations"][INJECTED_ANNOTATION],
+        injected
+    );
+    let mut changed = once;
+    edit(&mut changed);
+    let (twice, d) = run(catalog, &changed);
+    assert!(d.patch.is_empty(), "{:?}", d.patch);
+    assert!(d.already_injected);
+    assert!(d.warnings.is_empty());
+    assert_eq!(twice, changed);
+    twice
+}
+
+/// What another webhook does to the pod after us in the reinvocation cases.
+pub fn relabel(pod: &mut Value) {
+    pod["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
+}
+
+/// Nothing was patched; the one skip is for `reason` and the one warning is `warning`.
+pub fn assert_skipped(d: &Decision, reason: SkipReason, warning: &str) {
+    assert!(d.patch.is_empty());
+    assert_eq!(
+        d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
+        [reason]
+    );
+    assert_eq!(d.warnings, [warning]);
+}
+
+/// `language` was asked for but instrumented nothing, with `warning` as the only warning.
+pub fn assert_not_injected(d: &Decision, language: Language, warning: &str) {
+    assert!(d.patch.is_empty());
+    assert!(d.injected.is_empty());
+    assert_eq!(
+        d.skipped
+            .iter()
+            .map(|s| (s.language, s.reason))
+            .collect::<Vec<_>>(),
+        [(Some(language), SkipReason::NothingInstrumented)]
+    );
+    assert_eq!(d.warnings, [warning]);
+}
+
+/// A pod `p` with `inject` set to `"true"` and `annotations`, and `spec`.
+pub fn annotated_pod(inject: &str, annotations: Value, spec: Value) -> Value {
+    let mut a = json!({inject: "true"});
+    for (k, v) in annotations.as_object().unwrap() {
+        a[k] = v.clone();
+    }
+    json!({"metadata": {"name": "p", "annotations": a}, "spec": spec})
+}
+
+/// [`annotated_pod`] with one container `app` whose env is `env`.
+pub fn app_pod(inject: &str, annotations: Value, env: Value) -> Value {
+    annotated_pod(
+        inject,
+        annotations,
+        json!({"containers": [{"name": "app", "image": "app", "env": env}]}),
+    )
+}
+
 pub fn fref(name: &str, path: &str) -> Value {
     json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
 }
@@ -39,10 +115,127 @@ pub fn lit(name: &str, value: &str) -> Value {
     json!({"name": name, "value": value})
 }
 
+/// An env list made of `parts`, in order.
+pub fn env(parts: Vec<Vec<Value>>) -> Value {
+    Value::Array(parts.into_iter().flatten().collect())
+}
+
+/// The variables put before a target's own env.
+pub fn head() -> Vec<Value> {
+    vec![
+        fref("OTEL_NODE_IP", "status.hostIP"),
+        fref("OTEL_POD_IP", "status.podIP"),
+    ]
+}
+
+/// The SDK settings of a test Instrumentation in `shop`.
+pub struct Sdk {
+    pub endpoint: &'static str,
+    pub propagators: &'static str,
+    pub sampler: &'static str,
+    pub sampler_arg: Option<&'static str>,
+}
+
+/// An OTLP/HTTP exporter, `[tracecontext, baggage]` and `parentbased_traceidratio` at 0.25.
+pub const HTTP_SDK: Sdk = Sdk {
+    endpoint: "http://otel-collector.observability:4318",
+    propagators: "tracecontext,baggage",
+    sampler: "parentbased_traceidratio",
+    sampler_arg: Some("0.25"),
+};
+
+/// [`HTTP_SDK`] with an OTLP/gRPC exporter.
+pub const GRPC_SDK: Sdk = Sdk {
+    endpoint: "http://otel-collector.observability:4317",
+    ..HTTP_SDK
+};
+
+impl Sdk {
+    /// The SDK block that follows the language variables, for `container` of a pod whose
+    /// service name is `service` and whose image has tag `version`.
+    pub fn tail(&self, service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
+        let mut tail = vec![
+            lit("OTEL_SERVICE_NAME", service),
+            lit("OTEL_EXPORTER_OTLP_ENDPOINT", self.endpoint),
+            fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
+            fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
+            lit("OTEL_PROPAGATORS", self.propagators),
+            lit("OTEL_TRACES_SAMPLER", self.sampler),
+        ];
+        if let Some(arg) = self.sampler_arg {
+            tail.push(lit("OTEL_TRACES_SAMPLER_ARG", arg));
+        }
+        let mut attrs = format!(
+            "k8s.container.name={container},k8s.namespace.name=shop,\
+             k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
+             k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
+             service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
+             service.namespace=shop"
+        );
+        if let Some(v) = version {
+            attrs.push_str(&format!(",service.version={v}"));
+        }
+        tail.push(lit("OTEL_RESOURCE_ATTRIBUTES", &attrs));
+        tail
+    }
+}
+
+/// The init container that copies `language`'s agent from `image` with `command`.
+pub fn agent_init(
+    language: &str,
+    image: &str,
+    command: Value,
+    memory_request: &str,
+    security: Option<Value>,
+) -> Value {
+    let volume = format!("opentelemetry-auto-instrumentation-{language}");
+    let mut c = json!({
+        "name": volume,
+        "image": image,
+        "command": command,
+        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                      "requests": {"cpu": "50m", "memory": memory_request}},
+        "volumeMounts": [{"name": volume, "mountPath": format!("/otel-auto-instrumentation-{language}")}]
+    });
+    if let Some(s) = security {
+        c["securityContext"] = s;
+    }
+    c
+}
+
+/// The volume `language`'s agent is copied into.
+pub fn agent_volume(language: &str) -> Value {
+    json!({"name": format!("opentelemetry-auto-instrumentation-{language}"),
+           "emptyDir": {"sizeLimit": "200Mi"}})
+}
+
+/// The mount of [`agent_volume`] at `path` in a target.
+pub fn agent_mount_at(language: &str, path: &str) -> Value {
+    json!({"name": format!("opentelemetry-auto-instrumentation-{language}"), "mountPath": path})
+}
+
+/// The mount of [`agent_volume`] in a target, where the init container has it too.
+pub fn agent_mount(language: &str) -> Value {
+    agent_mount_at(language, &format!("/otel-auto-instrumentation-{language}"))
+}
+
+/// The mounts a web server (`apache` or `nginx`) target gets: the agent, and the edited copy
+/// of its configuration over `conf_dir`.
+pub fn web_server_mounts(server: &str, conf_dir: &str) -> Vec<Value> {
+    vec![
+        json!({"name": format!("otel-{server}-agent"), "mountPath": "/opt/opentelemetry-webserver/agent"}),
+        json!({"name": format!("otel-{server}-conf-dir"), "mountPath": conf_dir}),
+    ]
+}
+
 /// The names of a list of containers (or env entries).
 pub fn names(list: &Value) -> Vec<String> {
     list.as_array()
-        .map(|a| a.iter().map(|c| c["name"].as_str().unwrap_or("").to_owned()).collect())
+        .map(|a| {
+            a.iter()
+                .map(|c| c["name"].as_str().unwrap_or("").to_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
