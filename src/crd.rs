@@ -345,7 +345,8 @@ pub struct ResourceSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Defaults {
-    /// Derive service.name/version/namespace from the app.kubernetes.io/* labels.
+    /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
+    /// and service.version (label app.kubernetes.io/version) from the pod's labels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_labels_for_resource_attributes: Option<bool>,
 }

@@ -616,6 +616,20 @@ pub fn decide(
         return d;
     }
 
+    // Languages this webhook does not inject are reported and take no part in targeting.
+    let mut requests = requests;
+    requests.retain(|(lang, _)| {
+        let enabled = config.enabled.contains(*lang);
+        if !enabled {
+            d.skip(
+                Some(*lang),
+                SkipReason::LanguageDisabled,
+                format!("inject-{lang}: {lang} injection is disabled on this webhook"),
+            );
+        }
+        enabled
+    });
+
     // Container targeting: the common list applies to every language, each language's own
     // list is added to it. Several languages need explicit lists for each of them.
     let common = select::split_names(annotations.get(select::CONTAINER_NAMES));
@@ -662,14 +676,6 @@ pub fn decide(
     let info = PodInfo::new(pod, namespace);
     let mut plan = PodPlan::new(pod);
     for (lang, request, slots) in targets {
-        if !config.enabled.contains(lang) {
-            d.skip(
-                Some(lang),
-                SkipReason::LanguageDisabled,
-                format!("inject-{lang}: {lang} injection is disabled on this webhook"),
-            );
-            continue;
-        }
         let agent = agent(lang);
         let inst = match resolve(catalog, namespace, request, lang) {
             Ok(i) => i,
