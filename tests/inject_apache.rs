@@ -1,20 +1,18 @@
 //! Apache httpd injection, end to end through the engine: each case applies the returned JSON
 //! patch to the input pod and compares the result (init containers, volumes, mounts, env).
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::apache::ATTACH_SCRIPT;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
+    names, run, web_server_mounts,
 };
-use otel_injector::store::StaticCatalog;
+use otel_injector::inject::apache::ATTACH_SCRIPT;
+use otel_injector::inject::{Language, SkipReason};
 use serde_json::{Value, json};
 
 const IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
-
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
 
 const SHOP: &str = r#"
 apiVersion: opentelemetry.io/v1alpha1
@@ -37,59 +35,6 @@ spec:
       - name: APACHE_OTEL_DEBUG
         value: "0"
 "#;
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4317",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
 
 /// `OTEL_APACHE_AGENT_CONF` as the Operator writes it, with `attrs` lines (already sorted
 /// into place by the caller) replacing the attribute block when given.
@@ -160,27 +105,12 @@ fn volumes() -> Value {
     ])
 }
 
-fn app_mounts(conf_dir: &str) -> Vec<Value> {
-    vec![
-        json!({"name": "otel-apache-agent", "mountPath": "/opt/opentelemetry-webserver/agent"}),
-        json!({"name": "otel-apache-conf-dir", "mountPath": conf_dir}),
-    ]
-}
-
 fn apache_pod(annotations: Value, spec: Value) -> Value {
-    let mut a = json!({"instrumentation.opentelemetry.io/inject-apache-httpd": "true"});
-    for (k, v) in annotations.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    json!({"metadata": {"name": "p", "annotations": a}, "spec": spec})
-}
-
-fn names(list: &Value) -> Vec<String> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_owned())
-        .collect()
+    annotated_pod(
+        "instrumentation.opentelemetry.io/inject-apache-httpd",
+        annotations,
+        spec,
+    )
 }
 
 #[test]
@@ -332,7 +262,7 @@ fn single_container_gets_the_module_through_its_config() {
                 lit("APACHE_OTEL_DEBUG", "0"),
                 lit("OTEL_LOGS_EXPORTER", "otlp")
             ],
-            sdk_tail("frontend", "web", Some("2.4.62")),
+            GRPC_SDK.tail("frontend", "web", Some("2.4.62")),
         ])
     );
     let mut a = attach(conf, "/usr/local/apache2/conf");
@@ -381,16 +311,16 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
         env(vec![
             head(),
             lang.clone(),
-            sdk_tail("p", "web", Some("2.4"))
+            GRPC_SDK.tail("p", "web", Some("2.4"))
         ])
     );
     assert_eq!(
         cs[2]["env"],
-        env(vec![head(), lang, sdk_tail("p", "sidecar", Some("3"))])
+        env(vec![head(), lang, GRPC_SDK.tail("p", "sidecar", Some("3"))])
     );
     assert_eq!(
         cs[1]["volumeMounts"],
-        Value::Array(app_mounts("/usr/local/apache2/conf"))
+        Value::Array(web_server_mounts("apache", "/usr/local/apache2/conf"))
     );
     assert_eq!(cs[2].get("volumeMounts"), None);
     let inits = &out["spec"]["initContainers"];
@@ -551,7 +481,7 @@ fn custom_config_path_moves_the_clone_the_mounts_and_the_include() {
     let c = &out["spec"]["containers"][0];
     // Both mounts at or below the config dir are replaced by the edited copy.
     let mut mounts = vec![json!({"name": "logs", "mountPath": "/etc/httpd/conf-logs"})];
-    mounts.extend(app_mounts("/etc/httpd/conf"));
+    mounts.extend(web_server_mounts("apache", "/etc/httpd/conf"));
     assert_eq!(c["volumeMounts"], Value::Array(mounts));
     let inits = &out["spec"]["initContainers"];
     assert_eq!(
@@ -691,6 +621,7 @@ fn init_settings_come_from_the_instrumentation() {
 
 #[test]
 fn a_pod_that_already_has_the_clone_is_left_alone() {
+    // The Operator injected it (a migration with both installed): silently left alone.
     let pod = apache_pod(
         json!({}),
         json!({"initContainers": [{"name": "otel-agent-source-container-clone", "image": "httpd"}],
@@ -698,11 +629,8 @@ fn a_pod_that_already_has_the_clone_is_left_alone() {
     );
     let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(out, pod);
-    assert!(d.injected.is_empty());
-    assert_eq!(
-        d.warnings,
-        ["apache-httpd: pod already has a web server agent init container; not injected"]
-    );
+    assert!(d.injected.is_empty() && d.already_injected);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
 }
 
 #[test]
@@ -713,16 +641,5 @@ fn reinvocation_gets_no_second_patch() {
             "volumeMounts": [{"name": "c", "mountPath": "/usr/local/apache2/conf"}]}],
             "volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
     );
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &pod);
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "apache-httpd"
-    );
-    let (twice, d) = run(&shop, &once);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, once);
+    assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "apache-httpd", |_| {});
 }

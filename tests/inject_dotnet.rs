@@ -2,11 +2,13 @@
 //! to the input pod and compares the resulting pod parts (ordered env, init containers,
 //! volumes, mounts) with the expected ones.
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    HTTP_SDK, agent_init, agent_mount, agent_volume, app_pod, assert_not_injected,
+    assert_reinvocation_patches_nothing, catalog, env, head, lit, relabel, run,
 };
-use otel_injector::store::StaticCatalog;
+use otel_injector::inject::Language;
 use serde_json::{Value, json};
 
 const IMAGE: &str =
@@ -47,60 +49,6 @@ spec:
         value: "false"
 "#;
 
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
-/// The SDK block that follows the language variables for a container of `shop`.
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4318",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
 /// The .NET variables, in the Operator's order, for a container that had none of its own.
 fn dotnet_env(profiler: &str) -> Vec<Value> {
     vec![
@@ -116,53 +64,18 @@ fn dotnet_env(profiler: &str) -> Vec<Value> {
     ]
 }
 
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
 fn dotnet_init(security: Option<Value>) -> Value {
-    let mut c = json!({
-        "name": "opentelemetry-auto-instrumentation-dotnet",
-        "image": IMAGE,
-        "command": ["cp", "-r", "/autoinstrumentation/.", "/otel-auto-instrumentation-dotnet"],
-        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "opentelemetry-auto-instrumentation-dotnet",
-                          "mountPath": "/otel-auto-instrumentation-dotnet"}]
-    });
-    if let Some(s) = security {
-        c["securityContext"] = s;
-    }
-    c
-}
-
-fn dotnet_volume() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-dotnet", "emptyDir": {"sizeLimit": "200Mi"}})
-}
-
-fn dotnet_mount() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-dotnet",
-           "mountPath": "/otel-auto-instrumentation-dotnet"})
+    agent_init(
+        "dotnet",
+        IMAGE,
+        json!(["cp", "-r", "/autoinstrumentation/.", HOME]),
+        "128Mi",
+        security,
+    )
 }
 
 fn dotnet_pod(annotations: Value, env: Value) -> Value {
-    let mut a = json!({INJECT: "true"});
-    for (k, v) in annotations.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    json!({
-        "metadata": {"name": "p", "annotations": a},
-        "spec": {"containers": [{"name": "app", "image": "app", "env": env}]}
-    })
-}
-
-fn assert_not_injected(d: &Decision, warning: &str) {
-    assert!(d.patch.is_empty());
-    assert!(d.injected.is_empty());
-    assert_eq!(d.skipped.len(), 1);
-    assert_eq!(d.skipped[0].language, Some(Language::DotNet));
-    assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
-    assert_eq!(d.warnings, [warning]);
+    app_pod(INJECT, annotations, env)
 }
 
 #[test]
@@ -236,12 +149,12 @@ fn single_container_gets_the_profiler_and_the_env_in_order() {
             head(),
             vec![lit("ASPNETCORE_URLS", "http://+:8080")],
             dotnet_env(GLIBC),
-            sdk_tail("cart", "app", Some("8.0.1")),
+            HTTP_SDK.tail("cart", "app", Some("8.0.1")),
         ])
     );
-    assert_eq!(c["volumeMounts"], json!([dotnet_mount()]));
+    assert_eq!(c["volumeMounts"], json!([agent_mount("dotnet")]));
     assert_eq!(out["spec"]["initContainers"], json!([dotnet_init(None)]));
-    assert_eq!(out["spec"]["volumes"], json!([dotnet_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("dotnet")]));
 }
 
 #[test]
@@ -268,16 +181,16 @@ fn multiple_containers_by_dotnet_container_names() {
             env(vec![
                 head(),
                 dotnet_env(GLIBC),
-                sdk_tail("orders", name, Some(version))
+                HTTP_SDK.tail("orders", name, Some(version))
             ])
         );
-        assert_eq!(cs[i]["volumeMounts"], json!([dotnet_mount()]));
+        assert_eq!(cs[i]["volumeMounts"], json!([agent_mount("dotnet")]));
     }
     assert_eq!(
         out["spec"]["initContainers"],
         json!([dotnet_init(Some(sc))])
     );
-    assert_eq!(out["spec"]["volumes"], json!([dotnet_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("dotnet")]));
 }
 
 #[test]
@@ -304,12 +217,12 @@ fn init_container_target_gets_the_agent_copied_before_it() {
         env(vec![
             head(),
             dotnet_env(GLIBC),
-            sdk_tail("job", "migrate", Some("3"))
+            HTTP_SDK.tail("job", "migrate", Some("3"))
         ])
     );
-    assert_eq!(inits[2]["volumeMounts"], json!([dotnet_mount()]));
+    assert_eq!(inits[2]["volumeMounts"], json!([agent_mount("dotnet")]));
     assert_eq!(out["spec"]["containers"], pod["spec"]["containers"]);
-    assert_eq!(out["spec"]["volumes"], json!([dotnet_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("dotnet")]));
 }
 
 #[test]
@@ -348,7 +261,7 @@ fn existing_lists_are_joined_and_user_values_win() {
                 lit("CORECLR_PROFILER_PATH", GLIBC),
                 lit("OTEL_DOTNET_AUTO_HOME", HOME),
             ],
-            sdk_tail("p", "app", None),
+            HTTP_SDK.tail("p", "app", None),
         ])
     );
 }
@@ -360,7 +273,11 @@ fn musl_runtime_uses_the_musl_profiler() {
     assert_eq!(d.injected, [Language::DotNet]);
     assert_eq!(
         out["spec"]["containers"][0]["env"],
-        env(vec![head(), dotnet_env(MUSL), sdk_tail("p", "app", None)])
+        env(vec![
+            head(),
+            dotnet_env(MUSL),
+            HTTP_SDK.tail("p", "app", None)
+        ])
     );
     // One image holds both runtimes: the init container is the same.
     assert_eq!(out["spec"]["initContainers"], json!([dotnet_init(None)]));
@@ -391,6 +308,7 @@ fn invalid_runtime_is_not_injected_with_a_warning() {
     assert_eq!(out, pod);
     assert_not_injected(
         &d,
+        Language::DotNet,
         "dotnet: otel-dotnet-auto-runtime \"win-x64\" is not supported (use linux-x64 or linux-musl-x64); not injected",
     );
 }
@@ -406,6 +324,7 @@ fn otel_dotnet_auto_home_already_set_skips_with_a_warning() {
     assert_eq!(out, pod);
     assert_not_injected(
         &d,
+        Language::DotNet,
         "dotnet: container \"app\" already sets OTEL_DOTNET_AUTO_HOME; not instrumented",
     );
 
@@ -424,6 +343,7 @@ fn otel_dotnet_auto_home_already_set_skips_with_a_warning() {
     assert_eq!(out, pod);
     assert_not_injected(
         &d,
+        Language::DotNet,
         "dotnet: spec.dotnet.env sets OTEL_DOTNET_AUTO_HOME; not injected",
     );
 }
@@ -442,6 +362,7 @@ fn list_variables_from_value_from_skip_that_container_with_a_warning() {
         assert_eq!(out, pod, "{var}");
         assert_not_injected(
             &d,
+            Language::DotNet,
             &format!("dotnet: container \"app\" sets {var} with valueFrom; not instrumented"),
         );
     }
@@ -465,7 +386,7 @@ fn list_variables_from_value_from_skip_that_container_with_a_warning() {
         env(vec![
             head(),
             dotnet_env(GLIBC),
-            sdk_tail("p", "other", None)
+            HTTP_SDK.tail("p", "other", None)
         ])
     );
 
@@ -479,6 +400,7 @@ fn list_variables_from_value_from_skip_that_container_with_a_warning() {
     assert_eq!(out, pod);
     assert_not_injected(
         &d,
+        Language::DotNet,
         "dotnet: Instrumentation sets DOTNET_SHARED_STORE with valueFrom; container \"app\" not instrumented",
     );
 
@@ -501,21 +423,10 @@ fn list_variables_from_value_from_skip_that_container_with_a_warning() {
 
 #[test]
 fn reinvocation_gets_no_second_patch() {
-    let shop = catalog(SHOP);
-    let (once, d) = run(
-        &shop,
+    assert_reinvocation_patches_nothing(
+        &catalog(SHOP),
         &dotnet_pod(json!({RUNTIME: "linux-musl-x64"}), json!([])),
+        "dotnet",
+        relabel,
     );
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "dotnet"
-    );
-    let mut changed = once.clone();
-    changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&shop, &changed);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, changed);
 }

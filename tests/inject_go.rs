@@ -1,17 +1,15 @@
 //! Go injection, end to end through the engine: each case applies the returned JSON patch to
 //! the input pod and compares the result (the sidecar's ordered env, volumes, pod fields).
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::golang::DEFAULT_IMAGE;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
-};
-use otel_injector::store::StaticCatalog;
-use serde_json::{Value, json};
+mod common;
 
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
+use common::{
+    HTTP_SDK, annotated_pod, assert_reinvocation_patches_nothing, assert_skipped, catalog, env,
+    head, lit, run,
+};
+use otel_injector::inject::golang::DEFAULT_IMAGE;
+use otel_injector::inject::{Decision, Language, SkipReason};
+use serde_json::{Value, json};
 
 const SHOP: &str = r#"
 apiVersion: opentelemetry.io/v1alpha1
@@ -37,66 +35,12 @@ spec:
 
 const TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
 
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-/// The SDK block of the sidecar, computed for the app container `container`.
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4318",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
 fn go_pod(annotations: Value, containers: Value) -> Value {
-    let mut a = json!({"instrumentation.opentelemetry.io/inject-go": "true"});
-    for (k, v) in annotations.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    json!({"metadata": {"name": "p", "annotations": a}, "spec": {"containers": containers}})
+    annotated_pod(
+        "instrumentation.opentelemetry.io/inject-go",
+        annotations,
+        json!({"containers": containers}),
+    )
 }
 
 fn sidecar_of(out: &Value) -> &Value {
@@ -106,15 +50,11 @@ fn sidecar_of(out: &Value) -> &Value {
     last
 }
 
-fn assert_not_injected(out: &Value, pod: &Value, d: &Decision, warning: &str) {
+/// Nothing changed: the only skip is NothingInstrumented, with `warning` as the only warning.
+fn assert_left_alone(out: &Value, pod: &Value, d: &Decision, warning: &str) {
     assert_eq!(out, pod, "pod unchanged");
-    assert!(d.patch.is_empty());
     assert!(d.injected.is_empty());
-    assert_eq!(
-        d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
-        [SkipReason::NothingInstrumented]
-    );
-    assert_eq!(d.warnings, [warning]);
+    assert_skipped(d, SkipReason::NothingInstrumented, warning);
 }
 
 #[test]
@@ -183,7 +123,7 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
                 lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
             ],
-            sdk_tail("checkout", "app", Some("1.4.2")),
+            HTTP_SDK.tail("checkout", "app", Some("1.4.2")),
         ])
     );
     assert_eq!(sidecar_of(&out)["image"], DEFAULT_IMAGE);
@@ -207,7 +147,7 @@ fn target_exe_from_go_env_and_the_annotation_beats_it() {
                 lit("OTEL_GO_AUTO_TARGET_EXE", "/from/spec"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
             ],
-            sdk_tail("p", "app", None),
+            HTTP_SDK.tail("p", "app", None),
         ])
     );
 
@@ -223,7 +163,7 @@ fn target_exe_from_go_env_and_the_annotation_beats_it() {
                 lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
             ],
-            sdk_tail("p", "app", None),
+            HTTP_SDK.tail("p", "app", None),
         ])
     );
 }
@@ -267,7 +207,7 @@ fn the_targeted_container_drives_the_resource_attributes() {
                 lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
             ],
-            sdk_tail("pay", "worker", Some("7")),
+            HTTP_SDK.tail("pay", "worker", Some("7")),
         ])
     );
 }
@@ -327,7 +267,7 @@ fn existing_share_process_namespace_and_volumes_are_kept() {
 fn no_target_exe_means_no_injection() {
     let pod = go_pod(json!({}), json!([{"name": "app", "image": "app"}]));
     let (out, d) = run(&catalog(SHOP), &pod);
-    assert_not_injected(
+    assert_left_alone(
         &out,
         &pod,
         &d,
@@ -356,7 +296,7 @@ fn target_exe_is_read_from_the_pod_only() {
     let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}});
     let (out, d) = run(&ns, &pod);
     assert!(d.requested);
-    assert_not_injected(
+    assert_left_alone(
         &out,
         &pod,
         &d,
@@ -372,7 +312,7 @@ fn share_process_namespace_false_means_no_injection() {
     );
     pod["spec"]["shareProcessNamespace"] = json!(false);
     let (out, d) = run(&catalog(SHOP), &pod);
-    assert_not_injected(
+    assert_left_alone(
         &out,
         &pod,
         &d,
@@ -389,7 +329,7 @@ fn two_targets_mean_no_injection() {
     ] {
         let pod = go_pod(json!({TARGET_EXE: "/app", key: "a,b"}), containers.clone());
         let (out, d) = run(&catalog(SHOP), &pod);
-        assert_not_injected(
+        assert_left_alone(
             &out,
             &pod,
             &d,
@@ -409,7 +349,7 @@ fn init_container_targets_are_skipped_with_a_warning() {
                  "containers": [{"name": "app", "image": "app"}]}
     });
     let (out, d) = run(&catalog(SHOP), &pod);
-    assert_not_injected(
+    assert_left_alone(
         &out,
         &pod,
         &d,
@@ -433,18 +373,16 @@ fn init_container_targets_are_skipped_with_a_warning() {
 
 #[test]
 fn an_existing_sidecar_of_that_name_means_no_injection() {
+    // The Operator's Go sidecar: the pod was injected before, so it is silently left alone.
     let pod = go_pod(
         json!({TARGET_EXE: "/app"}),
         json!([{"name": "app", "image": "app"},
                {"name": "opentelemetry-auto-instrumentation", "image": "x"}]),
     );
     let (out, d) = run(&catalog(SHOP), &pod);
-    assert_not_injected(
-        &out,
-        &pod,
-        &d,
-        "go: pod already has a container \"opentelemetry-auto-instrumentation\"; not injected",
-    );
+    assert_eq!(out, pod);
+    assert!(d.injected.is_empty() && d.already_injected);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
 }
 
 #[test]
@@ -453,14 +391,6 @@ fn reinvocation_gets_no_second_patch() {
         json!({TARGET_EXE: "/app"}),
         json!([{"name": "app", "image": "app"}]),
     );
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &pod);
-    assert!(!d.patch.is_empty());
-    assert_eq!(once["metadata"]["annotations"][INJECTED_ANNOTATION], "go");
-    let (twice, d) = run(&shop, &once);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, once);
+    let twice = assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "go", |_| {});
     assert_eq!(twice["spec"]["containers"].as_array().unwrap().len(), 2);
 }

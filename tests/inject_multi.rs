@@ -292,3 +292,22 @@ fn an_unreadable_instrumentation_is_named_in_the_warning() {
         ]
     );
 }
+
+#[test]
+fn a_disabled_language_is_reported_and_does_not_block_the_others() {
+    let mut config = otel_injector::inject::EngineConfig::default();
+    config.enabled.remove(Language::Go);
+    let p = pod(
+        json!({"instrumentation.opentelemetry.io/inject-java": "true",
+               "instrumentation.opentelemetry.io/inject-go": "true"}),
+        two_containers(),
+    );
+    let (out, d) = common::run_with(&catalog(INST), &config, &p);
+    assert_eq!(d.injected, [Language::Java]);
+    assert_eq!(d.skipped[0].reason, SkipReason::LanguageDisabled);
+    assert_eq!(
+        d.warnings,
+        ["inject-go: go injection is disabled on this webhook"]
+    );
+    assert!(env_value(&out["spec"]["containers"][0], "JAVA_TOOL_OPTIONS").is_some());
+}

@@ -1,22 +1,20 @@
 //! nginx injection, end to end through the engine: each case applies the returned JSON patch
 //! to the input pod and compares the result (init containers, volumes, mounts, env).
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::nginx::{ATTACH_SCRIPT, CLONE_SCRIPT};
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
+    names, run, web_server_mounts,
 };
-use otel_injector::store::StaticCatalog;
+use otel_injector::inject::nginx::{ATTACH_SCRIPT, CLONE_SCRIPT};
+use otel_injector::inject::{INJECTED_ANNOTATION, Language, SkipReason};
 use serde_json::{Value, json};
 
 /// nginx's module ships in the Apache httpd agent image.
 const IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
 const LIB: &str = "/opt/opentelemetry-webserver/agent/sdk_lib/lib";
-
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
 
 const SHOP: &str = r#"
 apiVersion: opentelemetry.io/v1alpha1
@@ -39,59 +37,6 @@ spec:
       - name: NGINX_OTEL_DEBUG
         value: "0"
 "#;
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4317",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
 
 /// `OTEL_NGINX_AGENT_CONF`: one `key value;` line per setting, sorted by key.
 fn agent_conf(service: &str, overrides: &[(&str, &str)]) -> String {
@@ -118,26 +63,11 @@ fn agent_conf(service: &str, overrides: &[(&str, &str)]) -> String {
 }
 
 fn nginx_pod(annotations: Value, spec: Value) -> Value {
-    let mut a = json!({"instrumentation.opentelemetry.io/inject-nginx": "true"});
-    for (k, v) in annotations.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    json!({"metadata": {"name": "p", "annotations": a}, "spec": spec})
-}
-
-fn app_mounts(conf_dir: &str) -> Vec<Value> {
-    vec![
-        json!({"name": "otel-nginx-agent", "mountPath": "/opt/opentelemetry-webserver/agent"}),
-        json!({"name": "otel-nginx-conf-dir", "mountPath": conf_dir}),
-    ]
-}
-
-fn names(list: &Value) -> Vec<String> {
-    list.as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["name"].as_str().unwrap().to_owned())
-        .collect()
+    annotated_pod(
+        "instrumentation.opentelemetry.io/inject-nginx",
+        annotations,
+        spec,
+    )
 }
 
 #[test]
@@ -261,7 +191,7 @@ fn single_container_gets_the_module_through_its_config() {
                 lit("NGINX_OTEL_DEBUG", "0"),
                 lit("OTEL_LOGS_EXPORTER", "otlp")
             ],
-            sdk_tail("edge", "proxy", Some("1.27.0")),
+            GRPC_SDK.tail("edge", "proxy", Some("1.27.0")),
         ])
     );
 }
@@ -296,7 +226,7 @@ fn library_path_is_set_when_absent() {
                 lit("LD_LIBRARY_PATH", LIB),
                 lit("OTEL_LOGS_EXPORTER", "otlp")
             ],
-            sdk_tail("p", "proxy", None),
+            GRPC_SDK.tail("p", "proxy", None),
         ])
     );
     // The clone sees the app's env before the extension.
@@ -353,7 +283,7 @@ fn library_path_from_value_from_skips_that_container() {
     assert_eq!(out["spec"]["initContainers"][0]["image"], "nginx:1.26");
     assert_eq!(
         out["spec"]["containers"][1]["volumeMounts"],
-        Value::Array(app_mounts("/etc/nginx"))
+        Value::Array(web_server_mounts("nginx", "/etc/nginx"))
     );
 }
 
@@ -385,7 +315,7 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
                 lit("LD_LIBRARY_PATH", LIB),
                 lit("OTEL_LOGS_EXPORTER", "otlp")
             ],
-            sdk_tail("p", "edge", Some("1.27")),
+            GRPC_SDK.tail("p", "edge", Some("1.27")),
         ])
     );
     // The second target keeps its LD_LIBRARY_PATH and gets no mounts.
@@ -398,12 +328,12 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
                 lit("NGINX_OTEL_DEBUG", "0"),
                 lit("OTEL_LOGS_EXPORTER", "otlp")
             ],
-            sdk_tail("p", "api", Some("3")),
+            GRPC_SDK.tail("p", "api", Some("3")),
         ])
     );
     assert_eq!(
         cs[0]["volumeMounts"],
-        Value::Array(app_mounts("/etc/nginx"))
+        Value::Array(web_server_mounts("nginx", "/etc/nginx"))
     );
     assert_eq!(cs[1].get("volumeMounts"), None);
     assert_eq!(
@@ -465,7 +395,7 @@ fn custom_config_file_sets_the_directory_and_the_file_name() {
     let (out, d) = run(&catalog(&inst), &pod);
     assert_eq!(d.injected, [Language::Nginx]);
     let mut mounts = vec![json!({"name": "nginx", "mountPath": "/etc/nginx"})];
-    mounts.extend(app_mounts("/opt/app/conf"));
+    mounts.extend(web_server_mounts("nginx", "/opt/app/conf"));
     assert_eq!(
         out["spec"]["containers"][0]["volumeMounts"],
         Value::Array(mounts)
@@ -625,16 +555,5 @@ fn reinvocation_gets_no_second_patch() {
             "volumeMounts": [{"name": "c", "mountPath": "/etc/nginx/nginx.conf", "subPath": "nginx.conf"}]}],
             "volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
     );
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &pod);
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "nginx"
-    );
-    let (twice, d) = run(&shop, &once);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, once);
+    assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "nginx", |_| {});
 }

@@ -2,11 +2,13 @@
 //! to the input pod and compares the resulting pod parts (ordered env, init containers,
 //! volumes, mounts) with the expected ones.
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    HTTP_SDK, agent_init, agent_mount, agent_volume, app_pod, assert_reinvocation_patches_nothing,
+    catalog, env, fref, head, lit, relabel, run, run_with,
 };
-use otel_injector::store::StaticCatalog;
+use otel_injector::inject::{EngineConfig, Language, SkipReason};
 use serde_json::{Value, json};
 
 const IMAGE: &str =
@@ -37,64 +39,6 @@ spec:
         value: env,host
 "#;
 
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
-
-fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, config);
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    run_with(catalog, &EngineConfig::default(), pod)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
-/// The SDK block that follows the language variables for a container of `shop`.
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4318",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
 /// The Node.js variables of a container that had none of its own.
 fn node_env() -> Vec<Value> {
     vec![
@@ -105,40 +49,23 @@ fn node_env() -> Vec<Value> {
     ]
 }
 
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
 fn node_init(security: Option<Value>) -> Value {
-    let mut c = json!({
-        "name": "opentelemetry-auto-instrumentation-nodejs",
-        "image": IMAGE,
-        "command": ["cp", "-r", "/autoinstrumentation/.", "/otel-auto-instrumentation-nodejs"],
-        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "128Mi"}},
-        "volumeMounts": [{"name": "opentelemetry-auto-instrumentation-nodejs",
-                          "mountPath": "/otel-auto-instrumentation-nodejs"}]
-    });
-    if let Some(s) = security {
-        c["securityContext"] = s;
-    }
-    c
-}
-
-fn node_volume() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-nodejs", "emptyDir": {"sizeLimit": "200Mi"}})
-}
-
-fn node_mount() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-nodejs",
-           "mountPath": "/otel-auto-instrumentation-nodejs"})
+    agent_init(
+        "nodejs",
+        IMAGE,
+        json!([
+            "cp",
+            "-r",
+            "/autoinstrumentation/.",
+            "/otel-auto-instrumentation-nodejs"
+        ]),
+        "128Mi",
+        security,
+    )
 }
 
 fn node_pod(env: Value) -> Value {
-    json!({
-        "metadata": {"name": "p", "annotations": {INJECT: "true"}},
-        "spec": {"containers": [{"name": "app", "image": "app", "env": env}]}
-    })
+    app_pod(INJECT, json!({}), env)
 }
 
 #[test]
@@ -207,12 +134,12 @@ fn single_container_gets_the_sdk_and_the_env_in_order() {
             head(),
             vec![lit("PORT", "3000")],
             node_env(),
-            sdk_tail("web", "app", Some("2.1.0")),
+            HTTP_SDK.tail("web", "app", Some("2.1.0")),
         ])
     );
-    assert_eq!(c["volumeMounts"], json!([node_mount()]));
+    assert_eq!(c["volumeMounts"], json!([agent_mount("nodejs")]));
     assert_eq!(out["spec"]["initContainers"], json!([node_init(None)]));
-    assert_eq!(out["spec"]["volumes"], json!([node_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("nodejs")]));
 }
 
 #[test]
@@ -241,7 +168,7 @@ fn multiple_containers_from_common_and_nodejs_container_names() {
         env(vec![
             head(),
             node_env(),
-            sdk_tail("shop-api", "api", Some("3"))
+            HTTP_SDK.tail("shop-api", "api", Some("3"))
         ])
     );
     assert_eq!(
@@ -249,19 +176,19 @@ fn multiple_containers_from_common_and_nodejs_container_names() {
         env(vec![
             head(),
             node_env(),
-            sdk_tail("shop-api", "worker", Some("sha256:abcd"))
+            HTTP_SDK.tail("shop-api", "worker", Some("sha256:abcd"))
         ])
     );
     assert_eq!(
         cs[1]["volumeMounts"],
-        json!([{"name": "cache", "mountPath": "/cache"}, node_mount()])
+        json!([{"name": "cache", "mountPath": "/cache"}, agent_mount("nodejs")])
     );
-    assert_eq!(cs[2]["volumeMounts"], json!([node_mount()]));
+    assert_eq!(cs[2]["volumeMounts"], json!([agent_mount("nodejs")]));
     // One init container for all targets, with the first target's security context.
     assert_eq!(out["spec"]["initContainers"], json!([node_init(Some(sc))]));
     assert_eq!(
         out["spec"]["volumes"],
-        json!([{"name": "cache", "emptyDir": {}}, node_volume()])
+        json!([{"name": "cache", "emptyDir": {}}, agent_volume("nodejs")])
     );
 }
 
@@ -289,20 +216,20 @@ fn init_container_target_gets_the_sdk_copied_before_it() {
         env(vec![
             head(),
             node_env(),
-            sdk_tail("batch", "seed", Some("7"))
+            HTTP_SDK.tail("batch", "seed", Some("7"))
         ])
     );
-    assert_eq!(inits[2]["volumeMounts"], json!([node_mount()]));
+    assert_eq!(inits[2]["volumeMounts"], json!([agent_mount("nodejs")]));
     let app = &out["spec"]["containers"][0];
     assert_eq!(
         app["env"],
         env(vec![
             head(),
             node_env(),
-            sdk_tail("batch", "app", Some("1"))
+            HTTP_SDK.tail("batch", "app", Some("1"))
         ])
     );
-    assert_eq!(out["spec"]["volumes"], json!([node_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("nodejs")]));
 }
 
 #[test]
@@ -374,7 +301,7 @@ fn instrumentation_env_wins_over_the_language_defaults() {
                 lit("OTEL_LOGS_EXPORTER", "otlp"),
                 lit("OTEL_METRICS_EXPORTER", "prometheus"),
             ],
-            sdk_tail("p", "app", None),
+            HTTP_SDK.tail("p", "app", None),
         ])
     );
 }
@@ -412,7 +339,7 @@ fn node_options_from_value_from_skips_that_container_with_a_warning() {
     assert_eq!(out["spec"]["containers"][0], pod["spec"]["containers"][0]);
     assert_eq!(
         out["spec"]["containers"][1]["env"],
-        env(vec![head(), node_env(), sdk_tail("p", "other", None)])
+        env(vec![head(), node_env(), HTTP_SDK.tail("p", "other", None)])
     );
     assert_eq!(out["spec"]["initContainers"], json!([node_init(None)]));
 }
@@ -501,19 +428,5 @@ fn init_container_security_context_from_the_instrumentation_wins() {
 
 #[test]
 fn reinvocation_gets_no_second_patch() {
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &node_pod(json!([])));
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "nodejs"
-    );
-    // Another webhook changes the pod after us; the API server calls us again.
-    let mut changed = once.clone();
-    changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&shop, &changed);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, changed);
+    assert_reinvocation_patches_nothing(&catalog(SHOP), &node_pod(json!([])), "nodejs", relabel);
 }

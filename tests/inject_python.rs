@@ -2,11 +2,13 @@
 //! to the input pod and compares the resulting pod parts (ordered env, init containers,
 //! volumes, mounts) with the expected ones.
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
+mod common;
+
+use common::{
+    HTTP_SDK, agent_init, agent_mount, agent_volume, app_pod, assert_not_injected,
+    assert_reinvocation_patches_nothing, catalog, env, head, lit, relabel, run,
 };
-use otel_injector::store::StaticCatalog;
+use otel_injector::inject::{Language, SkipReason};
 use serde_json::{Value, json};
 
 const IMAGE: &str =
@@ -40,60 +42,6 @@ spec:
         value: "true"
 "#;
 
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
-
-/// The SDK block that follows the language variables for a container of `shop`.
-fn sdk_tail(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4318",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-        lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
 /// The Python variables of a container that had none of its own: the language env and
 /// PYTHONPATH, then spec.env, then the defaults not already set (spec.env sets the logs
 /// exporter, so the default one is not added).
@@ -108,44 +56,18 @@ fn python_env() -> Vec<Value> {
     ]
 }
 
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
-}
-
 fn python_init(source: &str, security: Option<Value>) -> Value {
-    let mut c = json!({
-        "name": "opentelemetry-auto-instrumentation-python",
-        "image": IMAGE,
-        "command": ["cp", "-r", source, "/otel-auto-instrumentation-python"],
-        "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
-                      "requests": {"cpu": "50m", "memory": "64Mi"}},
-        "volumeMounts": [{"name": "opentelemetry-auto-instrumentation-python",
-                          "mountPath": "/otel-auto-instrumentation-python"}]
-    });
-    if let Some(s) = security {
-        c["securityContext"] = s;
-    }
-    c
-}
-
-fn python_volume() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-python", "emptyDir": {"sizeLimit": "200Mi"}})
-}
-
-fn python_mount() -> Value {
-    json!({"name": "opentelemetry-auto-instrumentation-python",
-           "mountPath": "/otel-auto-instrumentation-python"})
+    agent_init(
+        "python",
+        IMAGE,
+        json!(["cp", "-r", source, MOUNT]),
+        "64Mi",
+        security,
+    )
 }
 
 fn python_pod(annotations: Value, env: Value) -> Value {
-    let mut a = json!({INJECT: "true"});
-    for (k, v) in annotations.as_object().unwrap() {
-        a[k] = v.clone();
-    }
-    json!({
-        "metadata": {"name": "p", "annotations": a},
-        "spec": {"containers": [{"name": "app", "image": "app", "env": env}]}
-    })
+    app_pod(INJECT, annotations, env)
 }
 
 #[test]
@@ -216,15 +138,15 @@ fn single_container_gets_the_sdk_and_the_env_in_order() {
             head(),
             vec![lit("WORKERS", "4")],
             python_env(),
-            sdk_tail("recs", "app", Some("0.9")),
+            HTTP_SDK.tail("recs", "app", Some("0.9")),
         ])
     );
-    assert_eq!(c["volumeMounts"], json!([python_mount()]));
+    assert_eq!(c["volumeMounts"], json!([agent_mount("python")]));
     assert_eq!(
         out["spec"]["initContainers"],
         json!([python_init("/autoinstrumentation/.", None)])
     );
-    assert_eq!(out["spec"]["volumes"], json!([python_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("python")]));
 }
 
 #[test]
@@ -251,16 +173,16 @@ fn multiple_containers_by_python_container_names() {
             env(vec![
                 head(),
                 python_env(),
-                sdk_tail("ml", name, Some(version))
+                HTTP_SDK.tail("ml", name, Some(version))
             ])
         );
-        assert_eq!(cs[i]["volumeMounts"], json!([python_mount()]));
+        assert_eq!(cs[i]["volumeMounts"], json!([agent_mount("python")]));
     }
     assert_eq!(
         out["spec"]["initContainers"],
         json!([python_init("/autoinstrumentation/.", Some(sc))])
     );
-    assert_eq!(out["spec"]["volumes"], json!([python_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("python")]));
 }
 
 #[test]
@@ -287,12 +209,12 @@ fn init_container_target_gets_the_sdk_copied_before_it() {
         env(vec![
             head(),
             python_env(),
-            sdk_tail("etl", "migrate", Some("2"))
+            HTTP_SDK.tail("etl", "migrate", Some("2"))
         ])
     );
-    assert_eq!(inits[2]["volumeMounts"], json!([python_mount()]));
+    assert_eq!(inits[2]["volumeMounts"], json!([agent_mount("python")]));
     assert_eq!(out["spec"]["containers"], pod["spec"]["containers"]);
-    assert_eq!(out["spec"]["volumes"], json!([python_volume()]));
+    assert_eq!(out["spec"]["volumes"], json!([agent_volume("python")]));
 }
 
 #[test]
@@ -309,7 +231,7 @@ fn existing_pythonpath_is_wrapped_and_user_values_win() {
     );
     let (out, d) = run(&catalog(SHOP), &pod);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
-    let mut tail = sdk_tail("p", "app", None);
+    let mut tail = HTTP_SDK.tail("p", "app", None);
     tail.remove(0); // OTEL_SERVICE_NAME is the user's
     assert_eq!(
         out["spec"]["containers"][0]["env"],
@@ -363,7 +285,7 @@ fn musl_platform_copies_the_musl_build() {
     // The app side does not depend on the platform.
     assert_eq!(
         out["spec"]["containers"][0]["env"],
-        env(vec![head(), python_env(), sdk_tail("p", "app", None)])
+        env(vec![head(), python_env(), HTTP_SDK.tail("p", "app", None)])
     );
 
     // "glibc" is the default, spelled out.
@@ -395,16 +317,10 @@ fn invalid_platform_is_not_injected_with_a_warning() {
     let pod = python_pod(json!({PLATFORM: "alpine"}), json!([]));
     let (out, d) = run(&catalog(SHOP), &pod);
     assert_eq!(out, pod);
-    assert!(d.patch.is_empty());
-    assert!(d.injected.is_empty());
-    assert_eq!(d.skipped.len(), 1);
-    assert_eq!(d.skipped[0].language, Some(Language::Python));
-    assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
-    assert_eq!(
-        d.warnings,
-        [
-            "python: otel-python-platform \"alpine\" is not supported (use glibc or musl); not injected"
-        ]
+    assert_not_injected(
+        &d,
+        Language::Python,
+        "python: otel-python-platform \"alpine\" is not supported (use glibc or musl); not injected",
     );
 }
 
@@ -435,7 +351,11 @@ fn pythonpath_from_value_from_skips_that_container_with_a_warning() {
     assert_eq!(out["spec"]["containers"][0], pod["spec"]["containers"][0]);
     assert_eq!(
         out["spec"]["containers"][1]["env"],
-        env(vec![head(), python_env(), sdk_tail("p", "other", None)])
+        env(vec![
+            head(),
+            python_env(),
+            HTTP_SDK.tail("p", "other", None)
+        ])
     );
 
     // A valueFrom in spec.python.env cannot be wrapped either.
@@ -456,18 +376,10 @@ fn pythonpath_from_value_from_skips_that_container_with_a_warning() {
 
 #[test]
 fn reinvocation_gets_no_second_patch() {
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &python_pod(json!({PLATFORM: "musl"}), json!([])));
-    assert!(!d.patch.is_empty());
-    assert_eq!(
-        once["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "python"
+    assert_reinvocation_patches_nothing(
+        &catalog(SHOP),
+        &python_pod(json!({PLATFORM: "musl"}), json!([])),
+        "python",
+        relabel,
     );
-    let mut changed = once.clone();
-    changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&shop, &changed);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, changed);
 }

@@ -1,9 +1,13 @@
 //! SDK-only injection (`inject-sdk`), end to end through the engine: no init container and no
 //! volume, only the common SDK configuration on each target.
 
-use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{Decision, EngineConfig, INJECTED_ANNOTATION, Language, decide};
-use otel_injector::store::StaticCatalog;
+mod common;
+
+use common::{
+    GRPC_SDK, Sdk, app_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
+    relabel, run,
+};
+use otel_injector::inject::{INJECTED_ANNOTATION, Language};
 use serde_json::{Value, json};
 
 const INJECT: &str = "instrumentation.opentelemetry.io/inject-sdk";
@@ -30,69 +34,23 @@ spec:
         value: "false"
 "#;
 
-fn catalog(yaml: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(yaml).unwrap()
-}
-
-fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
-    let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, &EngineConfig::default());
-    let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
-    (out, d)
-}
-
-fn fref(name: &str, path: &str) -> Value {
-    json!({"name": name, "valueFrom": {"fieldRef": {"fieldPath": path}}})
-}
-
-fn lit(name: &str, value: &str) -> Value {
-    json!({"name": name, "value": value})
-}
-
-fn head() -> Vec<Value> {
-    vec![
-        fref("OTEL_NODE_IP", "status.hostIP"),
-        fref("OTEL_POD_IP", "status.podIP"),
-    ]
-}
+/// The SDK settings of `SHOP`.
+const SDK: Sdk = Sdk {
+    propagators: "tracecontext,baggage,b3",
+    sampler: "parentbased_always_on",
+    sampler_arg: None,
+    ..GRPC_SDK
+};
 
 /// spec.env and the SDK block for a container of `shop`.
 fn sdk_env(service: &str, container: &str, version: Option<&str>) -> Vec<Value> {
-    let mut attrs = format!(
-        "k8s.container.name={container},k8s.namespace.name=shop,\
-         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-         service.namespace=shop"
-    );
-    if let Some(v) = version {
-        attrs.push_str(&format!(",service.version={v}"));
-    }
-    vec![
-        lit("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
-        lit("OTEL_SERVICE_NAME", service),
-        lit(
-            "OTEL_EXPORTER_OTLP_ENDPOINT",
-            "http://otel-collector.observability:4317",
-        ),
-        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-        lit("OTEL_PROPAGATORS", "tracecontext,baggage,b3"),
-        lit("OTEL_TRACES_SAMPLER", "parentbased_always_on"),
-        lit("OTEL_RESOURCE_ATTRIBUTES", &attrs),
-    ]
-}
-
-fn env(parts: Vec<Vec<Value>>) -> Value {
-    Value::Array(parts.into_iter().flatten().collect())
+    let mut vars = vec![lit("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")];
+    vars.extend(SDK.tail(service, container, version));
+    vars
 }
 
 fn sdk_pod(env: Value) -> Value {
-    json!({
-        "metadata": {"name": "p", "annotations": {INJECT: "true"}},
-        "spec": {"containers": [{"name": "app", "image": "app", "env": env}]}
-    })
+    app_pod(INJECT, json!({}), env)
 }
 
 #[test]
@@ -275,15 +233,5 @@ fn sdk_and_an_agent_on_different_containers() {
 
 #[test]
 fn reinvocation_gets_no_second_patch() {
-    let shop = catalog(SHOP);
-    let (once, d) = run(&shop, &sdk_pod(json!([])));
-    assert!(!d.patch.is_empty());
-    assert_eq!(once["metadata"]["annotations"][INJECTED_ANNOTATION], "sdk");
-    let mut changed = once.clone();
-    changed["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
-    let (twice, d) = run(&shop, &changed);
-    assert!(d.patch.is_empty(), "{:?}", d.patch);
-    assert!(d.already_injected);
-    assert!(d.warnings.is_empty());
-    assert_eq!(twice, changed);
+    assert_reinvocation_patches_nothing(&catalog(SHOP), &sdk_pod(json!([])), "sdk", relabel);
 }
