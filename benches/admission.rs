@@ -5,15 +5,19 @@
 //!
 //! Paths per size: `baseline_parse` (the baseline), `pod_inject_java` (Pod CREATE that gets a
 //! Java patch), `pod_noop` (a Pod CREATE asking for nothing) and `non_pod` (a Deployment
-//! CREATE: the envelope is read, the object never decoded).
+//! CREATE: the envelope is read, the object never decoded). Group `<size>_parts` times the
+//! pieces of the inject path alone, to show where it goes.
 
 use std::hint::black_box;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, Throughput};
+use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission;
-use otel_injector::inject::EngineConfig;
+use otel_injector::inject::{self, EngineConfig};
 use otel_injector::store::StaticCatalog;
 use serde_json::{Value, json};
 
@@ -36,6 +40,13 @@ spec:
 /// (name, containers, env entries per container)
 const SIZES: [(&str, usize, usize); 3] = [("small", 1, 2), ("medium", 3, 20), ("large", 10, 50)];
 const PATHS: [&str; 4] = ["baseline_parse", "pod_inject_java", "pod_noop", "non_pod"];
+/// Parts of the inject path, measured alone (group `<size>_parts`).
+const PARTS: [&str; 4] = [
+    "decode_pod",
+    "decode_pod_no_managed_fields",
+    "decide",
+    "encode_patch",
+];
 
 fn container(i: usize, env: usize) -> Value {
     let name = if i == 0 {
@@ -214,7 +225,7 @@ fn criterion_home() -> Option<PathBuf> {
 }
 
 /// The median (ns) criterion recorded for `group/function`, if written by this process.
-fn median_ns(home: &PathBuf, group: &str, function: &str, since: SystemTime) -> Option<f64> {
+fn median_ns(home: &Path, group: &str, function: &str, since: SystemTime) -> Option<f64> {
     let path = home.join(group).join(function).join("new/estimates.json");
     let written = std::fs::metadata(&path).ok()?.modified().ok()?;
     if written < since {
@@ -278,6 +289,29 @@ fn main() {
             });
         }
         g.finish();
+
+        // Where review() spends its time on the inject path: the typed Pod decode (with and
+        // without the managedFields no decision reads), decide(), and the patch encoding.
+        let object = serde_json::from_slice::<Value>(&inject).unwrap()["request"]["object"].take();
+        let mut trimmed = object.clone();
+        trimmed["metadata"]["managedFields"].take();
+        let (object, trimmed) = (object.to_string(), trimmed.to_string());
+        let pod: Pod = serde_json::from_str(&object).unwrap();
+        let decision = inject::decide(&pod, "shop", &catalog, &config);
+        let mut g = c.benchmark_group(format!("{size}_parts"));
+        g.bench_function(PARTS[0], |b| {
+            b.iter(|| serde_json::from_str::<Pod>(black_box(&object)).unwrap())
+        });
+        g.bench_function(PARTS[1], |b| {
+            b.iter(|| serde_json::from_str::<Pod>(black_box(&trimmed)).unwrap())
+        });
+        g.bench_function(PARTS[2], |b| {
+            b.iter(|| inject::decide(black_box(&pod), "shop", &catalog, &config))
+        });
+        g.bench_function(PARTS[3], |b| {
+            b.iter(|| STANDARD.encode(serde_json::to_vec(black_box(&decision.patch)).unwrap()))
+        });
+        g.finish();
     }
     c.final_summary();
 
@@ -288,10 +322,11 @@ fn main() {
         let Some(base) = median_ns(&home, size, PATHS[0], started) else {
             continue;
         };
-        for path in PATHS {
-            if let Some(m) = median_ns(&home, size, path, started) {
+        let parts = PARTS.iter().map(|p| (format!("{size}_parts"), *p));
+        for (group, path) in PATHS.iter().map(|p| (size.to_owned(), *p)).chain(parts) {
+            if let Some(m) = median_ns(&home, &group, path, started) {
                 lines.push(format!(
-                    "{size:<7} {path:<16} {:>10.2} µs {:>7.2}x",
+                    "{size:<7} {path:<29} {:>10.2} µs {:>7.2}x",
                     m / 1e3,
                     m / base
                 ));

@@ -111,6 +111,7 @@ fn parse_args() -> anyhow::Result<Args> {
 struct Server {
     child: Child,
     webhook: SocketAddr,
+    admin: SocketAddr,
 }
 
 impl Drop for Server {
@@ -164,16 +165,44 @@ fn free_addr() -> anyhow::Result<SocketAddr> {
     Ok(StdListener::bind("127.0.0.1:0")?.local_addr()?)
 }
 
+/// A plain-HTTP GET on the admin port: the body of a 200 answer.
+fn admin_get(admin: SocketAddr, path: &str) -> Option<String> {
+    let mut s = StdStream::connect_timeout(&admin, Duration::from_secs(1)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: load\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let (head, body) = out.split_once("\r\n\r\n")?;
+    head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
+}
+
 fn livez(admin: SocketAddr) -> bool {
-    let Ok(mut s) = StdStream::connect_timeout(&admin, Duration::from_secs(1)) else {
-        return false;
+    admin_get(admin, "/livez").is_some()
+}
+
+/// The server's own `otel_injector_admission_duration_seconds` (sum in seconds, count):
+/// body read, review and metrics, without TLS, HTTP and scheduling.
+fn handler_time(admin: SocketAddr) -> (f64, f64) {
+    let text = admin_get(admin, "/metrics").unwrap_or_default();
+    let get = |series: &str| {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(series)?
+                    .strip_prefix(' ')?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0.0)
     };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    let mut out = Vec::new();
-    s.write_all(b"GET /livez HTTP/1.1\r\nHost: load\r\nConnection: close\r\n\r\n")
-        .and_then(|_| s.read_to_end(&mut out))
-        .is_ok()
-        && out.starts_with(b"HTTP/1.1 200")
+    (
+        get("otel_injector_admission_duration_seconds_sum"),
+        get("otel_injector_admission_duration_seconds_count"),
+    )
 }
 
 /// Starts the server with its files in `dir`; returns it with a TLS client trusting its CA.
@@ -208,7 +237,11 @@ fn start(bin: &Path, dir: &Path, log_level: &str) -> anyhow::Result<(Server, Tls
         let child = cmd
             .spawn()
             .with_context(|| format!("spawn {}", bin.display()))?;
-        let mut server = Server { child, webhook };
+        let mut server = Server {
+            child,
+            webhook,
+            admin,
+        };
         let until = Instant::now() + Duration::from_secs(30);
         while Instant::now() < until && server.child.try_wait()?.is_none() && !livez(admin) {
             std::thread::sleep(Duration::from_millis(10));
@@ -315,6 +348,7 @@ async fn roundtrip(
 #[derive(Clone)]
 struct Target {
     addr: SocketAddr,
+    admin: SocketAddr,
     tls: TlsConnector,
     pid: String,
 }
@@ -366,6 +400,8 @@ struct Stats {
     wall: Duration,
     server_cpu: Duration,
     client_cpu: Duration,
+    /// Handler time (s) and requests by the server's histogram.
+    handler: (f64, f64),
 }
 
 impl Stats {
@@ -380,6 +416,9 @@ impl Stats {
     fn cpu_per_req(&self, cpu: Duration) -> f64 {
         cpu.as_secs_f64() * 1e6 / self.lat.len().max(1) as f64
     }
+    fn handler_us(&self) -> f64 {
+        self.handler.0 * 1e6 / self.handler.1.max(1.0)
+    }
 }
 
 /// Runs one scenario for `length` (at most `budget` requests) on every connection at once.
@@ -393,6 +432,7 @@ async fn phase(
 ) {
     let budget = Arc::new(AtomicIsize::new(budget as isize));
     let (cpu0, me0) = (cpu_time(&target.pid), cpu_time("self"));
+    let h0 = handler_time(target.admin);
     let start = Instant::now();
     let until = start + length;
     let runs = conns
@@ -405,6 +445,9 @@ async fn phase(
     stats.wall += start.elapsed();
     stats.server_cpu += cpu_time(&target.pid).saturating_sub(cpu0);
     stats.client_cpu += cpu_time("self").saturating_sub(me0);
+    let h1 = handler_time(target.admin);
+    stats.handler.0 += h1.0 - h0.0;
+    stats.handler.1 += h1.1 - h0.1;
 }
 
 fn request(path: &Path) -> anyhow::Result<Arc<Vec<u8>>> {
@@ -433,6 +476,7 @@ async fn main() -> anyhow::Result<()> {
     let pid = server.child.id();
     let target = Target {
         addr: server.webhook,
+        admin: server.admin,
         tls,
         pid: pid.to_string(),
     };
@@ -470,7 +514,7 @@ async fn main() -> anyhow::Result<()> {
     }
 
     println!(
-        "\n{:<10} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>13} {:>13}",
+        "\n{:<10} {:>9} {:>6} {:>9} {:>8} {:>8} {:>8} {:>8} {:>13} {:>13} {:>11}",
         "scenario",
         "requests",
         "errors",
@@ -480,12 +524,13 @@ async fn main() -> anyhow::Result<()> {
         "p99 µs",
         "max µs",
         "srv CPU µs/r",
-        "gen CPU µs/r"
+        "gen CPU µs/r",
+        "handler µs"
     );
     for ((name, ..), s) in scenarios.iter().zip(&mut stats) {
         s.lat.sort_unstable();
         println!(
-            "{name:<10} {:>9} {:>6} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>13.1} {:>13.1}",
+            "{name:<10} {:>9} {:>6} {:>9.0} {:>8.1} {:>8.1} {:>8.1} {:>8.1} {:>13.1} {:>13.1} {:>11.1}",
             s.lat.len(),
             s.errors,
             s.rps(),
@@ -494,17 +539,19 @@ async fn main() -> anyhow::Result<()> {
             s.p(0.99),
             s.p(1.0),
             s.cpu_per_req(s.server_cpu),
-            s.cpu_per_req(s.client_cpu)
+            s.cpu_per_req(s.client_cpu),
+            s.handler_us()
         );
     }
     let [b, i] = &stats;
     println!(
-        "ratio injection/baseline: req/s {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  server CPU/req {:.2}",
+        "ratio injection/baseline: req/s {:.2}  p50 {:.2}  p90 {:.2}  p99 {:.2}  server CPU/req {:.2}  handler {:.2}",
         i.rps() / b.rps(),
         i.p(0.5) / b.p(0.5),
         i.p(0.9) / b.p(0.9),
         i.p(0.99) / b.p(0.99),
-        i.cpu_per_req(i.server_cpu) / b.cpu_per_req(b.server_cpu)
+        i.cpu_per_req(i.server_cpu) / b.cpu_per_req(b.server_cpu),
+        i.handler_us() / b.handler_us()
     );
     for (when, (rss, hwm)) in rss_lines {
         let when = format!("RSS {when}:");

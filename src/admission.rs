@@ -2,8 +2,11 @@
 //! from the bytes with the object kept raw, so a Pod is decoded once, typed, and any other
 //! kind is never decoded at all. The response always echoes the request's `uid`.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -45,6 +48,47 @@ struct RequestIn<'a> {
     dry_run: Option<bool>,
     #[serde(borrow, default)]
     object: Option<&'a RawValue>,
+}
+
+/// The parts of a pod's metadata the engine reads. Everything else, `managedFields` above
+/// all (often most of the object), is skipped while parsing instead of being decoded.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct MetaIn {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodIn {
+    metadata: MetaIn,
+    spec: Option<PodSpec>,
+}
+
+impl From<PodIn> for Pod {
+    fn from(p: PodIn) -> Pod {
+        let m = p.metadata;
+        Pod {
+            metadata: ObjectMeta {
+                name: m.name,
+                generate_name: m.generate_name,
+                namespace: m.namespace,
+                uid: m.uid,
+                labels: m.labels,
+                annotations: m.annotations,
+                owner_references: m.owner_references,
+                ..Default::default()
+            },
+            spec: p.spec,
+            status: None,
+        }
+    }
 }
 
 /// Why a body is not a readable AdmissionReview (answered with HTTP 400).
@@ -131,8 +175,9 @@ pub fn review(
     };
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
     if is_pod && s.operation == "CREATE" {
-        match req.object.map(|o| serde_json::from_str::<Pod>(o.get())) {
+        match req.object.map(|o| serde_json::from_str::<PodIn>(o.get())) {
             Some(Ok(pod)) => {
+                let pod = Pod::from(pod);
                 // On CREATE the pod's own namespace may be empty: the request's is the truth.
                 s.decision = inject::decide(&pod, &s.namespace, catalog, config);
             }

@@ -13,6 +13,7 @@ pub fn init(format: LogFormat, filter: &str) {
     };
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = match format {
         LogFormat::Plain => builder.try_init(),
