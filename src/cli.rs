@@ -142,6 +142,17 @@ pub struct ServeArgs {
     )]
     pub verify_exporter_tls: bool,
 
+    /// Keep the label `otel-injector/inject=true` on namespaces whose annotations ask for
+    /// injection, so the webhook configuration can select them (webhook `matchConditions`
+    /// cannot see namespace annotations). Needs patch on namespaces.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_LABEL_NAMESPACES",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub label_namespaces: bool,
+
     /// Log format.
     #[arg(long, env = "OTEL_INJECTOR_LOG_FORMAT", value_enum, default_value_t = LogFormat::Plain)]
     pub log_format: LogFormat,

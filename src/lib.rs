@@ -11,6 +11,7 @@ pub mod certs;
 pub mod cli;
 pub mod crd;
 pub mod inject;
+pub mod labeler;
 pub mod metrics;
 pub mod patch;
 pub mod server;
@@ -118,9 +119,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let watches = writers.map(|w| {
         let kubeconfig = args.kubeconfig.clone();
         let metrics = metrics.clone();
+        let label_namespaces = args.label_namespaces;
         tokio::spawn(async move {
             let client = store::connect(kubeconfig).await;
-            w.watch(client, metrics).await;
+            w.watch(client, metrics, label_namespaces).await;
         })
     });
 

@@ -500,7 +500,9 @@ impl CatalogWriters {
     /// Watches Instrumentations in all namespaces and namespace metadata (and, when
     /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
     /// backoff; the stores keep their last content meanwhile.
-    pub async fn watch(self, client: Client, metrics: Arc<Metrics>) {
+    /// With `label_namespaces`, namespaces whose annotations ask for injection are labeled
+    /// (see [`crate::labeler`]).
+    pub async fn watch(self, client: Client, metrics: Arc<Metrics>, label_namespaces: bool) {
         let cfg = watcher::Config::default();
         let (iw, is) = self.instrumentations;
         let inst_reader = iw.as_reader();
@@ -518,9 +520,25 @@ impl CatalogWriters {
         .reflect(iw);
         let (nw, ns_synced) = self.namespaces;
         let ns_reader = nw.as_reader();
+        let (label_tx, label_rx) = tokio::sync::mpsc::unbounded_channel();
+        let retry_tx = label_tx.clone();
+        let label_client = client.clone();
+        let labeler = async move {
+            if label_namespaces {
+                crate::labeler::run(label_client, retry_tx, label_rx).await;
+            }
+        };
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
             .default_backoff()
             .modify(|o| o.metadata.managed_fields = None)
+            .inspect(move |ev| {
+                if let Ok(Event::Apply(o) | Event::InitApply(o)) = ev
+                    && label_namespaces
+                    && crate::labeler::change_for(o).is_some()
+                {
+                    let _ = label_tx.send(o.clone());
+                }
+            })
             .reflect(nw);
         let secrets = async {
             if let Some(w) = self.secrets {
@@ -537,6 +555,7 @@ impl CatalogWriters {
             drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
             secrets,
             config_maps,
+            labeler,
         );
     }
 }
