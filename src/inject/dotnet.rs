@@ -5,8 +5,9 @@
 use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::plan::{EnvValue, literal};
-use super::{Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container};
-use super::{value_from_origin, value_from_warning};
+use super::{
+    Agent, CopyAgent, Injection, Outcome, ResourceDefaults, value_from_origin, value_from_warning,
+};
 use crate::crd::{DotNet as DotNetSpec, LanguageSpec};
 use crate::inject::lang::Language;
 
@@ -21,11 +22,17 @@ pub const VOLUME: &str = "opentelemetry-auto-instrumentation-dotnet";
 pub const MOUNT: &str = "/otel-auto-instrumentation-dotnet";
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet:1.16.0";
-const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "50m",
-    request_memory: "128Mi",
+const AGENT: CopyAgent = CopyAgent {
+    language: Language::DotNet,
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "128Mi",
+    },
 };
 const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
 const PROFILER_GLIBC: &str =
@@ -165,32 +172,13 @@ impl Agent for DotNet {
             return Outcome::NothingInstrumented;
         }
 
-        cx.plan.add_volume(agent_volume(
-            VOLUME,
-            dotnet.volume_claim_template(),
-            dotnet.volume_limit_size(),
-        ));
-        let image = dotnet
-            .image()
-            .unwrap_or_else(|| cx.config.images.get(Language::DotNet))
-            .to_owned();
-        let init = init_container(
-            INIT_CONTAINER,
-            image,
-            vec![
-                "cp".into(),
-                "-r".into(),
-                "/autoinstrumentation/.".into(),
-                MOUNT.into(),
-            ],
-            VOLUME,
-            MOUNT,
-            &RESOURCES.or(dotnet.resources()),
-            cx.inst,
-            cx.init_security_context(&done),
-        );
-        let at = cx.init_position(&done);
-        cx.plan.add_init_container(at, init);
+        let command = vec![
+            "cp".into(),
+            "-r".into(),
+            "/autoinstrumentation/.".into(),
+            MOUNT.into(),
+        ];
+        cx.add_copy_agent(&AGENT, dotnet, command, &done);
         Outcome::Injected(done.len())
     }
 }

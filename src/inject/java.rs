@@ -1,12 +1,11 @@
 //! Java: an init container copies the agent (and each extension) into a shared volume, and
 //! `-javaagent:` is appended to `JAVA_TOOL_OPTIONS` of every target.
 
-use k8s_openapi::api::core::v1::VolumeMount;
+use k8s_openapi::api::core::v1::{Container, VolumeMount};
 
 use super::plan::EnvValue;
 use super::{
-    Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container, value_from_origin,
-    value_from_warning,
+    Agent, CopyAgent, Injection, Outcome, ResourceDefaults, value_from_origin, value_from_warning,
 };
 use crate::crd::{Java as JavaSpec, LanguageSpec};
 use crate::inject::lang::Language;
@@ -17,11 +16,17 @@ pub const VOLUME: &str = "opentelemetry-auto-instrumentation-java";
 const INIT_MOUNT: &str = "/otel-auto-instrumentation-java";
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0";
-const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "50m",
-    request_memory: "64Mi",
+const AGENT: CopyAgent = CopyAgent {
+    language: Language::Java,
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: INIT_MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "64Mi",
+    },
 };
 
 /// The Java agent injector.
@@ -78,51 +83,26 @@ impl Agent for Java {
             return Outcome::NothingInstrumented;
         }
 
-        cx.plan.add_volume(agent_volume(
-            VOLUME,
-            java.volume_claim_template(),
-            java.volume_limit_size(),
-        ));
-        let at = cx.init_position(&done);
-        let resources = RESOURCES.or(java.resources());
-        let image = java
-            .image()
-            .unwrap_or_else(|| cx.config.images.get(Language::Java))
-            .to_owned();
-        let security = cx.init_security_context(&done);
-        let mut inits = vec![init_container(
-            INIT_CONTAINER,
-            image,
-            vec![
-                "cp".into(),
-                "/javaagent.jar".into(),
-                format!("{INIT_MOUNT}/javaagent.jar"),
-            ],
-            VOLUME,
-            INIT_MOUNT,
-            &resources,
-            cx.inst,
-            security.clone(),
-        )];
+        let command = vec![
+            "cp".into(),
+            "/javaagent.jar".into(),
+            format!("{INIT_MOUNT}/javaagent.jar"),
+        ];
+        let (at, agent_init) = cx.add_copy_agent(&AGENT, java, command, &done);
         for (i, ext) in java.extensions.iter().enumerate() {
-            inits.push(init_container(
-                &format!("opentelemetry-auto-instrumentation-extension-{i}"),
-                ext.image.clone(),
-                vec![
-                    "cp".into(),
-                    "-r".into(),
-                    format!("{}/.", ext.dir.trim_end_matches('/')),
-                    format!("{INIT_MOUNT}/extensions"),
-                ],
-                VOLUME,
-                INIT_MOUNT,
-                &resources,
-                cx.inst,
-                security.clone(),
-            ));
-        }
-        for c in inits {
-            cx.plan.add_init_container(at, c);
+            let command = vec![
+                "cp".into(),
+                "-r".into(),
+                format!("{}/.", ext.dir.trim_end_matches('/')),
+                format!("{INIT_MOUNT}/extensions"),
+            ];
+            let init = Container {
+                name: format!("opentelemetry-auto-instrumentation-extension-{i}"),
+                image: Some(ext.image.clone()),
+                command: Some(command),
+                ..agent_init.clone()
+            };
+            cx.plan.add_init_container(at, init);
         }
         Outcome::Injected(done.len())
     }

@@ -30,7 +30,7 @@ use plan::{EnvPlan, EnvValue, InitPosition, PodPlan, Slot};
 use sdk::PodInfo;
 use select::{Annotations, Request};
 
-use crate::crd::Instrumentation;
+use crate::crd::{Instrumentation, LanguageSpec};
 
 /// Annotation the webhook puts on every pod it changed; its value lists the injected
 /// languages. A pod that carries it is never changed again (reinvocation, re-submission).
@@ -324,6 +324,53 @@ pub fn value_from_warning(
 }
 
 /// The Node.js injector.
+/// An agent delivered by an init container that copies its files into a shared volume
+/// (Java, Node.js, Python, .NET).
+pub struct CopyAgent {
+    pub language: Language,
+    pub init_container: &'static str,
+    pub volume: &'static str,
+    /// Where the init container mounts the volume.
+    pub mount: &'static str,
+    pub resources: ResourceDefaults,
+}
+
+impl Injection<'_, '_> {
+    /// Adds the agent's volume and its init container running `command`, placed before the
+    /// first instrumented init container (or after all of them). Returns the position and
+    /// the init container, for agents that add more init containers like it.
+    pub fn add_copy_agent(
+        &mut self,
+        agent: &CopyAgent,
+        spec: &dyn LanguageSpec,
+        command: Vec<String>,
+        instrumented: &[Slot],
+    ) -> (InitPosition, Container) {
+        self.plan.add_volume(agent_volume(
+            agent.volume,
+            spec.volume_claim_template(),
+            spec.volume_limit_size(),
+        ));
+        let image = spec
+            .image()
+            .unwrap_or_else(|| self.config.images.get(agent.language))
+            .to_owned();
+        let init = init_container(
+            agent.init_container,
+            image,
+            command,
+            agent.volume,
+            agent.mount,
+            &agent.resources.or(spec.resources()),
+            self.inst,
+            self.init_security_context(instrumented),
+        );
+        let at = self.init_position(instrumented);
+        self.plan.add_init_container(at, init.clone());
+        (at, init)
+    }
+}
+
 /// One language's injection logic. Agents only add to the plan; the engine owns selection,
 /// validation and the patch.
 pub trait Agent: Sync {

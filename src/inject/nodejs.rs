@@ -5,8 +5,7 @@ use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::plan::{EnvValue, literal};
 use super::{
-    Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container, value_from_origin,
-    value_from_warning,
+    Agent, CopyAgent, Injection, Outcome, ResourceDefaults, value_from_origin, value_from_warning,
 };
 use crate::crd::{LanguageSpec, NodeJs as NodeJsSpec};
 use crate::inject::lang::Language;
@@ -18,11 +17,17 @@ pub const VOLUME: &str = "opentelemetry-auto-instrumentation-nodejs";
 pub const MOUNT: &str = "/otel-auto-instrumentation-nodejs";
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-nodejs:0.78.0";
-const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "50m",
-    request_memory: "128Mi",
+const AGENT: CopyAgent = CopyAgent {
+    language: Language::NodeJs,
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "128Mi",
+    },
 };
 
 pub struct NodeJs;
@@ -75,32 +80,13 @@ impl Agent for NodeJs {
             return Outcome::NothingInstrumented;
         }
 
-        cx.plan.add_volume(agent_volume(
-            VOLUME,
-            nodejs.volume_claim_template(),
-            nodejs.volume_limit_size(),
-        ));
-        let image = nodejs
-            .image()
-            .unwrap_or_else(|| cx.config.images.get(Language::NodeJs))
-            .to_owned();
-        let init = init_container(
-            INIT_CONTAINER,
-            image,
-            vec![
-                "cp".into(),
-                "-r".into(),
-                "/autoinstrumentation/.".into(),
-                MOUNT.into(),
-            ],
-            VOLUME,
-            MOUNT,
-            &RESOURCES.or(nodejs.resources()),
-            cx.inst,
-            cx.init_security_context(&done),
-        );
-        let at = cx.init_position(&done);
-        cx.plan.add_init_container(at, init);
+        let command = vec![
+            "cp".into(),
+            "-r".into(),
+            "/autoinstrumentation/.".into(),
+            MOUNT.into(),
+        ];
+        cx.add_copy_agent(&AGENT, nodejs, command, &done);
         Outcome::Injected(done.len())
     }
 }

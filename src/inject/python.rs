@@ -5,8 +5,9 @@
 use k8s_openapi::api::core::v1::VolumeMount;
 
 use super::plan::{EnvValue, literal};
-use super::{Agent, Injection, Outcome, ResourceDefaults, agent_volume, init_container};
-use super::{value_from_origin, value_from_warning};
+use super::{
+    Agent, CopyAgent, Injection, Outcome, ResourceDefaults, value_from_origin, value_from_warning,
+};
 use crate::crd::{LanguageSpec, Python as PythonSpec};
 use crate::inject::lang::Language;
 
@@ -20,11 +21,17 @@ const PATH_PREFIX: &str =
     "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-python:0.64b0";
-const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "50m",
-    request_memory: "64Mi",
+const AGENT: CopyAgent = CopyAgent {
+    language: Language::Python,
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "64Mi",
+    },
 };
 /// Set when absent: the auto-instrumentation ships only the OTLP/HTTP exporters.
 const DEFAULTS: [(&str, &str); 4] = [
@@ -103,27 +110,8 @@ impl Agent for Python {
             return Outcome::NothingInstrumented;
         }
 
-        cx.plan.add_volume(agent_volume(
-            VOLUME,
-            python.volume_claim_template(),
-            python.volume_limit_size(),
-        ));
-        let image = python
-            .image()
-            .unwrap_or_else(|| cx.config.images.get(Language::Python))
-            .to_owned();
-        let init = init_container(
-            INIT_CONTAINER,
-            image,
-            vec!["cp".into(), "-r".into(), source.into(), MOUNT.into()],
-            VOLUME,
-            MOUNT,
-            &RESOURCES.or(python.resources()),
-            cx.inst,
-            cx.init_security_context(&done),
-        );
-        let at = cx.init_position(&done);
-        cx.plan.add_init_container(at, init);
+        let command = vec!["cp".into(), "-r".into(), source.into(), MOUNT.into()];
+        cx.add_copy_agent(&AGENT, python, command, &done);
         Outcome::Injected(done.len())
     }
 }
