@@ -37,13 +37,24 @@ pub async fn send(
     path: &str,
     body: Option<&Value>,
 ) -> Result<Response, String> {
+    send_as(client, method, path, body, "application/json").await
+}
+
+/// [`send`] with the body's content type (e.g. a merge patch).
+pub async fn send_as(
+    client: &Client,
+    method: Method,
+    path: &str,
+    body: Option<&Value>,
+    content_type: &str,
+) -> Result<Response, String> {
     let mut req = Request::builder()
         .method(method.clone())
         .uri(path)
         .header(header::ACCEPT, "application/json");
     let bytes = match body {
         Some(v) => {
-            req = req.header(header::CONTENT_TYPE, "application/json");
+            req = req.header(header::CONTENT_TYPE, content_type);
             serde_json::to_vec(v).map_err(|e| e.to_string())?
         }
         None => Vec::new(),
@@ -74,6 +85,34 @@ pub async fn send(
         body,
         warnings,
     })
+}
+
+/// `PATCH path` with a JSON merge patch (RFC 7386).
+pub async fn merge_patch(client: &Client, path: &str, patch: &Value) -> Result<Response, String> {
+    send_as(
+        client,
+        Method::PATCH,
+        path,
+        Some(patch),
+        "application/merge-patch+json",
+    )
+    .await
+}
+
+/// The namespace as stored, `None` on 404.
+pub async fn get_namespace(client: &Client, name: &str) -> Result<Option<Value>, String> {
+    let r = send(
+        client,
+        Method::GET,
+        &format!("/api/v1/namespaces/{name}"),
+        None,
+    )
+    .await?;
+    match r.status {
+        200 => Ok(Some(r.body)),
+        404 => Ok(None),
+        s => Err(format!("GET namespace {name}: HTTP {s}: {}", r.body)),
+    }
 }
 
 /// GET returning (status, text): health endpoints answer plain text.
@@ -317,10 +356,12 @@ pub fn webhook_manifest_path() -> std::path::PathBuf {
         .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook.yaml"))
 }
 
-/// The MutatingWebhookConfiguration of `manifests/webhook.yaml` (same rules, matchPolicy,
-/// reinvocationPolicy, sideEffects, admissionReviewVersions, namespaceSelector
-/// expressions and matchConditions), pointed at `url` with the test CA, the given failure
-/// policy and timeout, and optionally scoped by a namespace label.
+/// The MutatingWebhookConfiguration of `manifests/webhook.yaml` with every one of its
+/// webhook entries (today `pods.…` and `namespaces.…`), each keeping its own name, rules,
+/// matchPolicy, reinvocationPolicy, sideEffects, admissionReviewVersions, namespaceSelector
+/// and matchConditions, pointed at `url` with the test CA, the given failure policy and
+/// timeout, and optionally scoped by a namespace label added to each entry's
+/// namespaceSelector.
 pub fn webhook_configuration(r: &Registration<'_>) -> Result<Value, String> {
     let path = webhook_manifest_path();
     let doc = read_yaml_docs(&path)?
@@ -339,10 +380,15 @@ pub fn webhook_configuration(r: &Registration<'_>) -> Result<Value, String> {
         wh["failurePolicy"] = json!(r.failure_policy);
         wh["timeoutSeconds"] = json!(r.timeout_seconds);
         if let Some((k, v)) = r.scope {
+            // Added to the entry's own selector (its matchExpressions are kept): the
+            // requirements are ANDed.
             if !wh["namespaceSelector"].is_object() {
                 wh["namespaceSelector"] = json!({});
             }
-            wh["namespaceSelector"]["matchLabels"] = json!({ k: v });
+            if !wh["namespaceSelector"]["matchLabels"].is_object() {
+                wh["namespaceSelector"]["matchLabels"] = json!({});
+            }
+            wh["namespaceSelector"]["matchLabels"][k] = json!(v);
         }
     }
     Ok(json!({

@@ -129,7 +129,7 @@ impl ControlPlane {
             .map_err(|e| format!("temp dir: {e}"))?;
         let dir = tmp.path().to_owned();
         let (tmp, janitor) = if keep {
-            eprintln!("[e2e] keeping {}", dir.display());
+            eprintln!("[e2e] keeping {}", tmp.keep().display());
             (None, None)
         } else {
             let j = Janitor::watch(&dir).map_err(|e| format!("janitor: {e}"))?;

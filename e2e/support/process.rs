@@ -14,6 +14,7 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom};
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -84,7 +85,10 @@ impl Supervised {
             .args(args)
             .stdin(Stdio::piped())
             .stdout(out.try_clone()?)
-            .stderr(out);
+            .stderr(out)
+            // Its own process group: a terminal's Ctrl-C reaches only us, and we tear down
+            // in order (the lifeline still kills the server if we die of it).
+            .process_group(0);
         configure(&mut cmd);
         let mut child = cmd.spawn()?;
         let lifeline = child.stdin.take();
@@ -162,6 +166,7 @@ impl Janitor {
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()?;
         let lifeline = child.stdin.take();
         Ok(Janitor { child, lifeline })

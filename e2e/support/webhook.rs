@@ -9,7 +9,7 @@ use otel_injector::certs::{self, DevCerts};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use super::process::{Supervised, free_port};
+use super::process::{Janitor, Supervised, free_port};
 
 /// A running webhook. Dropping it kills the process; when a test panics, its log is printed.
 pub struct Webhook {
@@ -20,6 +20,8 @@ pub struct Webhook {
     /// From spawn to the first `/livez` answer.
     pub up_after: Duration,
     _dir: tempfile::TempDir,
+    /// Removes the dir should this process die without running destructors.
+    _janitor: Janitor,
 }
 
 /// `otel_injector_admission_requests_total` by outcome.
@@ -39,11 +41,21 @@ impl Requests {
 impl Webhook {
     /// Starts `binary serve --kubeconfig KUBECONFIG` on free ports and waits for `/livez`.
     pub async fn start(binary: &Path, kubeconfig: &Path) -> Result<Webhook, String> {
+        Self::start_with(binary, kubeconfig, &[]).await
+    }
+
+    /// [`Webhook::start`] with further `serve` flags (e.g. `--enabled-languages …`).
+    pub async fn start_with(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra_args: &[String],
+    ) -> Result<Webhook, String> {
         super::controlplane::install_crypto_provider();
         let dir = tempfile::Builder::new()
             .prefix("otel-injector-e2e-webhook.")
             .tempdir()
             .map_err(|e| format!("temp dir: {e}"))?;
+        let janitor = Janitor::watch(dir.path()).map_err(|e| format!("janitor: {e}"))?;
         let tls = dir.path().join("tls");
         let certs = certs::generate(
             "otel-injector e2e webhook CA",
@@ -55,7 +67,7 @@ impl Webhook {
         for attempt in 1..=3 {
             let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();
             let admin: SocketAddr = ([127, 0, 0, 1], free_port()).into();
-            let args: Vec<String> = vec![
+            let mut args: Vec<String> = vec![
                 "serve".into(),
                 "--kubeconfig".into(),
                 kubeconfig.display().to_string(),
@@ -72,6 +84,7 @@ impl Webhook {
                 "--log-level".into(),
                 "info".into(),
             ];
+            args.extend(extra_args.iter().cloned());
             let spawned = Instant::now();
             let mut proc = Supervised::spawn("otel-injector", binary, &args, &log, |cmd| {
                 for (k, _) in std::env::vars_os() {
@@ -79,7 +92,7 @@ impl Webhook {
                         cmd.env_remove(&k);
                     }
                 }
-                cmd.env_remove("KUBECONFIG");
+                cmd.env_remove("KUBECONFIG").env("NO_COLOR", "1");
             })
             .map_err(|e| format!("spawn {}: {e}", binary.display()))?;
             let until = Instant::now() + Duration::from_secs(30);
@@ -99,6 +112,7 @@ impl Webhook {
                         admin,
                         up_after: spawned.elapsed(),
                         _dir: dir,
+                        _janitor: janitor,
                     });
                 }
                 if Instant::now() > until {

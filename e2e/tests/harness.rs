@@ -9,12 +9,20 @@
 //! each other's webhooks, pods or counters. The shared servers die with the test process
 //! (see `support/process.rs`), also when it is killed.
 
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kube::Client;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
+
+use clap::Parser as _;
+use k8s_openapi::api::core::v1::Pod;
+use otel_injector::cli::{Cli, Command};
+use otel_injector::inject::{Decision, DefaultImages, EngineConfig, decide};
+use otel_injector::labeler::NAMESPACE_LABEL;
+use otel_injector::store::StaticCatalog;
 
 use crate::support::api::{self, Registration, Response};
 use crate::support::controlplane::{ControlPlane, root};
@@ -35,9 +43,33 @@ pub async fn cluster() -> &'static ControlPlane {
             let cp = ControlPlane::start().await?;
             let client = cp.client();
             api::install_crds(&client, &root().join("manifests/crd.yaml")).await?;
+            // The apiserver's first write to a new CRD takes about 2 s, once: pay it here,
+            // not inside whichever test comes first.
+            let warm = json!({
+                "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+                "metadata": {"name": "warm-up", "namespace": "default"}, "spec": {}
+            });
+            let t1 = Instant::now();
+            let r = api::send(
+                &client,
+                axum::http::Method::POST,
+                "/apis/opentelemetry.io/v1alpha1/namespaces/default/instrumentations?dryRun=All",
+                Some(&warm),
+            )
+            .await?;
+            if r.status != 201 {
+                return Err(format!(
+                    "warm-up Instrumentation: HTTP {}: {}",
+                    r.status, r.body
+                ));
+            }
             eprintln!(
-                "[e2e] control plane at {} ready in {:?} (binaries found in {:?}), CRD \
-                 established after {:?}; dir {}",
+                "[e2e] first Instrumentation write (dry run) took {:?}",
+                t1.elapsed()
+            );
+            eprintln!(
+                "[e2e] control plane at {} ready in {:?} (binaries found in {:?}), setup \
+                 done after {:?}; dir {}",
                 cp.url,
                 cp.timings.ready,
                 cp.timings.binaries,
@@ -58,27 +90,91 @@ pub async fn cluster() -> &'static ControlPlane {
     }
 }
 
+/// The tests whose webhook runs the namespace labeler hold this while their webhook runs:
+/// every labeler writes the label on every namespace of the cluster, so with one at a time
+/// the label a test waits for on its namespace was written by its own webhook.
+static LABELING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// How a test's webhook is started and registered.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// `failurePolicy` of every entry of the configuration.
+    pub failure_policy: &'static str,
+    /// Run the namespace labeler (`--label-namespaces`, on by default in the product). Off
+    /// unless a test is about namespace-level injection: see [`LABELING`].
+    pub label_namespaces: bool,
+    /// Further `otel-injector serve` flags.
+    pub args: Vec<String>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            failure_policy: "Ignore",
+            label_namespaces: false,
+            args: Vec::new(),
+        }
+    }
+}
+
 /// One test's webhook process, its webhook configuration and its namespaces.
 pub struct Env {
     pub id: String,
     pub client: Client,
     pub webhook: Webhook,
+    /// The `serve` flags the webhook got beyond the harness's own (see [`Env::engine_config`]).
+    pub args: Vec<String>,
+    /// Declared after `webhook`: the webhook is killed before the lock is released.
+    _labeling: Option<tokio::sync::MutexGuard<'static, ()>>,
 }
 
 impl Env {
-    /// A webhook registered with `failurePolicy: Ignore`.
+    /// A webhook registered with `failurePolicy: Ignore`, without the namespace labeler.
     pub async fn start(id: &str) -> Env {
-        Self::with_failure_policy(id, "Ignore").await
+        Self::start_with(id, Options::default()).await
+    }
+
+    pub async fn with_failure_policy(id: &str, failure_policy: &'static str) -> Env {
+        Self::start_with(
+            id,
+            Options {
+                failure_policy,
+                ..Options::default()
+            },
+        )
+        .await
+    }
+
+    /// A webhook that labels namespaces, as deployed (`--label-namespaces=true`). Waits
+    /// until no other test's labeling webhook runs.
+    pub async fn labeling(id: &str) -> Env {
+        Self::start_with(
+            id,
+            Options {
+                label_namespaces: true,
+                ..Options::default()
+            },
+        )
+        .await
     }
 
     /// Starts `otel-injector serve` (waits for `/readyz`: caches synced) and registers it as
-    /// `e2e-<id>-a-otel-injector`, scoped to namespaces labeled with `id`.
-    pub async fn with_failure_policy(id: &str, failure_policy: &str) -> Env {
+    /// `e2e-<id>-a-otel-injector`: both entries of `manifests/webhook.yaml`, each scoped to
+    /// namespaces labeled with `id`.
+    pub async fn start_with(id: &str, options: Options) -> Env {
+        let labeling = if options.label_namespaces {
+            Some(LABELING.lock().await)
+        } else {
+            None
+        };
         let cp = cluster().await;
         let client = cp.client();
-        let mut webhook = Webhook::start(
+        let mut args = vec![format!("--label-namespaces={}", options.label_namespaces)];
+        args.extend(options.args);
+        let mut webhook = Webhook::start_with(
             Path::new(env!("CARGO_BIN_EXE_otel-injector")),
             &cp.kubeconfig,
+            &args,
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -90,7 +186,7 @@ impl Env {
             name: &format!("e2e-{id}-a-otel-injector"),
             url: &webhook.url(),
             ca_pem: &webhook.certs.ca_cert,
-            failure_policy,
+            failure_policy: options.failure_policy,
             timeout_seconds: 5,
             scope: Some((SCOPE_LABEL, id)),
         })
@@ -102,7 +198,128 @@ impl Env {
             id: id.to_owned(),
             client,
             webhook,
+            args,
+            _labeling: labeling,
         }
+    }
+
+    /// Asserts that this test's MutatingWebhookConfiguration, as stored, has every entry of
+    /// the manifest, each with its own name, rules, matchConditions and namespaceSelector
+    /// expressions, plus the scope label, pointed at this test's webhook. Returns the
+    /// entries' names.
+    pub async fn assert_registered_as_the_manifest(&self) -> Vec<String> {
+        let path = api::webhook_manifest_path();
+        let manifest = api::read_yaml_docs(&path)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into_iter()
+            .find(|d| d["kind"] == "MutatingWebhookConfiguration")
+            .expect("a MutatingWebhookConfiguration in the manifest");
+        let name = format!("e2e-{}-a-otel-injector", self.id);
+        let r = api::send(
+            &self.client,
+            axum::http::Method::GET,
+            &format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 200, "GET {name}: {}", r.body);
+        let want = manifest["webhooks"].as_array().expect("webhooks");
+        let got = r.body["webhooks"].as_array().expect("webhooks");
+        assert_eq!(got.len(), want.len(), "entries of {name}: {}", r.body);
+        for (g, w) in got.iter().zip(want) {
+            let entry = &w["name"];
+            assert_eq!(g["name"], *entry);
+            for field in [
+                "rules",
+                "matchConditions",
+                "sideEffects",
+                "reinvocationPolicy",
+            ] {
+                assert_eq!(g[field], w[field], "{entry}: {field}");
+            }
+            assert_eq!(
+                g["namespaceSelector"]["matchExpressions"],
+                w["namespaceSelector"]["matchExpressions"],
+                "{entry}: the manifest's namespaceSelector expressions"
+            );
+            assert_eq!(
+                g["namespaceSelector"]["matchLabels"],
+                json!({SCOPE_LABEL: self.id}),
+                "{entry}: the test's scope"
+            );
+            assert_eq!(g["clientConfig"]["url"], self.webhook.url(), "{entry}");
+        }
+        got.iter()
+            .map(|g| g["name"].as_str().unwrap_or("").to_owned())
+            .collect()
+    }
+
+    /// The engine settings this test's webhook runs with: its flags read by the real
+    /// command-line parser, turned into an [`EngineConfig`] as `otel_injector::serve` does.
+    /// (The parser also reads `OTEL_INJECTOR_*` variables, which the webhook process does
+    /// not get: keep them out of the test's environment.)
+    pub fn engine_config(&self) -> EngineConfig {
+        let argv = ["otel-injector", "serve"]
+            .into_iter()
+            .map(String::from)
+            .chain(self.args.iter().cloned());
+        let cli = Cli::try_parse_from(argv).unwrap_or_else(|e| panic!("serve flags: {e}"));
+        let Command::Serve(a) = cli.command else {
+            unreachable!("parsed as serve")
+        };
+        let mut images = DefaultImages::default();
+        for (lang, image) in &a.agent_images {
+            images.set(*lang, image.clone());
+        }
+        EngineConfig {
+            enabled: a.enabled_languages,
+            images,
+        }
+    }
+
+    /// The namespace as stored (must exist).
+    pub async fn stored_namespace(&self, ns: &str) -> Value {
+        api::get_namespace(&self.client, ns)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("namespace {ns} is not stored"))
+    }
+
+    /// Polls the namespace (every 20 ms, at most 10 s) until the webhook's namespace label
+    /// `otel-injector/inject=true` is `present` (or gone); returns how long that took.
+    pub async fn await_namespace_label(&self, ns: &str, present: bool) -> Duration {
+        let t0 = Instant::now();
+        loop {
+            let stored = self.stored_namespace(ns).await;
+            if (stored["metadata"]["labels"][NAMESPACE_LABEL] == "true") == present {
+                eprintln!(
+                    "[e2e] {}: label {NAMESPACE_LABEL} {} on {ns} after {:?}",
+                    self.id,
+                    if present { "set" } else { "removed" },
+                    t0.elapsed()
+                );
+                return t0.elapsed();
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the webhook did not {} the label {NAMESPACE_LABEL}=true on namespace {ns} \
+                 within 10 s (started with {:?}); namespace metadata: {}",
+                if present { "set" } else { "remove" },
+                self.args,
+                stored["metadata"]
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sets (`Some`) or removes (`None`) one annotation of a namespace (merge patch).
+    pub async fn annotate_namespace(&self, ns: &str, key: &str, value: Option<&str>) {
+        let patch = json!({"metadata": {"annotations": {key: value}}});
+        let r = api::merge_patch(&self.client, &format!("/api/v1/namespaces/{ns}"), &patch)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 200, "patch namespace {ns}: {}", r.body);
     }
 
     /// Creates namespace `<id>-<suffix>` in this test's scope.
@@ -136,8 +353,8 @@ impl Env {
         }
     }
 
-    /// Creates an Instrumentation (must succeed).
-    pub async fn instrumentation(&self, ns: &str, name: &str, spec: Value) {
+    /// Creates an Instrumentation (must succeed); returns the object as sent.
+    pub async fn instrumentation(&self, ns: &str, name: &str, spec: Value) -> Value {
         let inst = json!({
             "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
             "metadata": {"name": name, "namespace": ns}, "spec": spec
@@ -150,6 +367,7 @@ impl Env {
             "create Instrumentation {ns}/{name}: {}",
             r.body
         );
+        inst
     }
 
     /// Creates a pod for real; it must be accepted.
@@ -194,16 +412,45 @@ impl Env {
             if ready(&r) {
                 return r;
             }
-            if t0.elapsed() > Duration::from_secs(20) {
+            // The configuration is live for this namespace (`await_webhook`): a pod that is
+            // not sent at all within a few seconds is filtered out by the configuration, and
+            // waiting longer will not change that.
+            let never_sent = t0.elapsed() > Duration::from_secs(3)
+                && self.webhook.requests().await.total() == calls_before;
+            if never_sent || t0.elapsed() > Duration::from_secs(20) {
                 let calls = self.webhook.requests().await.total() - calls_before;
+                let manifest = std::fs::read_to_string(api::webhook_manifest_path());
+                let mut hint = if manifest.is_ok_and(|m| m.contains("namespaceObject")) {
+                    " The manifest's matchConditions use namespaceObject, which kube-apiserver \
+                     binds only for admission policies: in webhook matchConditions it is \
+                     always null, so a namespace's annotations cannot be seen there."
+                        .to_owned()
+                } else {
+                    String::new()
+                };
+                if calls == 0.0 {
+                    let labels = api::get_namespace(&self.client, ns)
+                        .await
+                        .ok()
+                        .flatten()
+                        .map(|n| n["metadata"]["labels"].clone());
+                    hint.push_str(&format!(
+                        " A pod without inject-* annotations is sent only for a namespace \
+                         labeled {NAMESPACE_LABEL}=true (by the webhook's labeler, which this \
+                         test's webhook runs: {}); the namespace's labels: {labels:?}.",
+                        !self.args.contains(&"--label-namespaces=false".to_owned())
+                    ));
+                }
                 panic!(
-                    "{what}: not seen within 20 s in namespace {ns}; the webhook was called \
+                    "{what}: not seen within {:?} in namespace {ns}; the webhook was called \
                      {calls} times for these dry-runs (0 means the apiserver never sent the \
-                     pod: check the matchConditions of {}). Last answer: warnings {:?}, \
-                     object {}",
+                     pod: check the namespaceSelector and matchConditions of {}). Last \
+                     answer: warnings {:?}, annotations {}, init containers {}.{hint}",
+                    t0.elapsed(),
                     api::webhook_manifest_path().display(),
                     r.warnings,
-                    r.body
+                    r.body["metadata"]["annotations"],
+                    r.body["spec"]["initContainers"],
                 );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -305,4 +552,200 @@ pub fn env_value<'a>(pod: &'a Value, i: usize, name: &str) -> &'a str {
 /// An Instrumentation spec with just an exporter endpoint.
 pub fn endpoint_spec(endpoint: &str) -> Value {
     json!({"exporter": {"endpoint": endpoint}})
+}
+
+/// The label is the webhook's, by server-side apply: the managed fields show field manager
+/// `otel-injector` (operation `Apply`) owning it.
+pub fn assert_label_applied_by_the_webhook(namespace: &Value) {
+    let key = format!("f:{}", NAMESPACE_LABEL);
+    let owners: Vec<&Value> = namespace["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["fieldsV1"]["f:metadata"]["f:labels"].get(&key).is_some())
+        .collect();
+    assert_eq!(owners.len(), 1, "owners of {key}: {owners:?}");
+    assert_eq!(owners[0]["manager"], "otel-injector", "{:?}", owners[0]);
+    assert_eq!(owners[0]["operation"], "Apply", "{:?}", owners[0]);
+}
+
+/// What the engine itself makes of `pod` created in `ns`, given the Instrumentations
+/// `insts` (as sent to the apiserver) and the test webhook's flags: `decide` on a
+/// [`StaticCatalog`] of them, its JSON patch applied to the pod as the test sends it.
+pub fn engine_result(env: &Env, ns: &str, insts: &[Value], pod: &Value) -> (Value, Decision) {
+    // JSON is YAML: one document per Instrumentation.
+    let yaml = insts
+        .iter()
+        .map(Value::to_string)
+        .collect::<Vec<_>>()
+        .join("\n---\n");
+    let catalog = StaticCatalog::from_yaml(&yaml)
+        .unwrap_or_else(|e| panic!("Instrumentations for the engine: {e}"))
+        .with_namespace(ns, &[]);
+    let typed: Pod = serde_json::from_value(pod.clone()).expect("a valid Pod");
+    let d = decide(&typed, ns, &catalog, &env.engine_config());
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone()))
+        .unwrap_or_else(|e| panic!("the engine's patch does not apply: {e}"));
+    (out, d)
+}
+
+/// Fields the apiserver writes into a stored pod that neither the test nor the webhook
+/// wrote, with the value it writes (JSON; `None`: generated, any value). Paths are object
+/// keys from the pod's root, `[]` standing for every element of a list. Nothing else may
+/// differ between the stored pod and the engine's result.
+pub const APISERVER_DEFAULTS: &[(&str, Option<&str>)] = &[
+    // Set on every object.
+    ("metadata.namespace", None),
+    ("metadata.uid", None),
+    ("metadata.resourceVersion", None),
+    ("metadata.creationTimestamp", None),
+    ("metadata.generation", Some("1")),
+    ("metadata.managedFields", None),
+    ("status", None),
+    // Pod defaults (SetDefaults_PodSpec) and the DefaultTolerationSeconds admission plugin.
+    ("spec.dnsPolicy", Some(r#""ClusterFirst""#)),
+    ("spec.restartPolicy", Some(r#""Always""#)),
+    ("spec.schedulerName", Some(r#""default-scheduler""#)),
+    ("spec.securityContext", Some("{}")),
+    ("spec.terminationGracePeriodSeconds", Some("30")),
+    ("spec.enableServiceLinks", Some("true")),
+    ("spec.priority", Some("0")),
+    ("spec.preemptionPolicy", Some(r#""PreemptLowerPriority""#)),
+    ("spec.tolerations", Some(DEFAULT_TOLERATIONS)),
+    // Container defaults, for app containers, init containers and the Go sidecar alike.
+    (
+        "spec.containers[].imagePullPolicy",
+        Some(r#""IfNotPresent""#),
+    ),
+    (
+        "spec.containers[].terminationMessagePath",
+        Some(r#""/dev/termination-log""#),
+    ),
+    (
+        "spec.containers[].terminationMessagePolicy",
+        Some(r#""File""#),
+    ),
+    ("spec.containers[].resources", Some("{}")),
+    (
+        "spec.initContainers[].imagePullPolicy",
+        Some(r#""IfNotPresent""#),
+    ),
+    (
+        "spec.initContainers[].terminationMessagePath",
+        Some(r#""/dev/termination-log""#),
+    ),
+    (
+        "spec.initContainers[].terminationMessagePolicy",
+        Some(r#""File""#),
+    ),
+    (
+        "spec.containers[].env[].valueFrom.fieldRef.apiVersion",
+        Some(r#""v1""#),
+    ),
+    (
+        "spec.initContainers[].env[].valueFrom.fieldRef.apiVersion",
+        Some(r#""v1""#),
+    ),
+    // Probe and volume source defaults.
+    ("spec.containers[].readinessProbe.timeoutSeconds", Some("1")),
+    ("spec.containers[].readinessProbe.periodSeconds", Some("10")),
+    (
+        "spec.containers[].readinessProbe.successThreshold",
+        Some("1"),
+    ),
+    (
+        "spec.containers[].readinessProbe.failureThreshold",
+        Some("3"),
+    ),
+    (
+        "spec.containers[].readinessProbe.httpGet.scheme",
+        Some(r#""HTTP""#),
+    ),
+    ("spec.volumes[].configMap.defaultMode", Some("420")),
+    ("spec.volumes[].hostPath.type", Some(r#""""#)),
+];
+
+/// What the DefaultTolerationSeconds admission plugin adds to a pod without tolerations.
+const DEFAULT_TOLERATIONS: &str = r#"[
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+]"#;
+
+/// Asserts that the stored pod is `expected` (the engine's result) field by field: every
+/// field of `expected` with the same value, lists with the same length and order, and no
+/// other field but those of [`APISERVER_DEFAULTS`] with their value. Returns the defaults
+/// that were met (as paths).
+pub fn assert_stored_as_expected(stored: &Value, expected: &Value) -> BTreeSet<String> {
+    let mut diffs = Vec::new();
+    let mut met = BTreeSet::new();
+    compare("", "", stored, expected, &mut diffs, &mut met);
+    assert!(
+        diffs.is_empty(),
+        "the stored pod differs from the engine's result:\n  {}\nstored: {stored}\nexpected: {expected}",
+        diffs.join("\n  ")
+    );
+    met
+}
+
+fn compare(
+    pattern: &str,
+    at: &str,
+    stored: &Value,
+    expected: &Value,
+    diffs: &mut Vec<String>,
+    met: &mut BTreeSet<String>,
+) {
+    let join = |base: &str, key: &str| {
+        if base.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{base}.{key}")
+        }
+    };
+    match (stored, expected) {
+        (Value::Object(s), Value::Object(e)) => {
+            for (k, ev) in e {
+                match s.get(k) {
+                    Some(sv) => compare(&join(pattern, k), &join(at, k), sv, ev, diffs, met),
+                    None => diffs.push(format!("{}: missing (expected {ev})", join(at, k))),
+                }
+            }
+            for (k, sv) in s.iter().filter(|(k, _)| !e.contains_key(*k)) {
+                let p = join(pattern, k);
+                match APISERVER_DEFAULTS.iter().find(|(d, _)| *d == p) {
+                    Some((_, None)) => {
+                        met.insert(p);
+                    }
+                    Some((_, Some(v))) if serde_json::from_str::<Value>(v).unwrap() == *sv => {
+                        met.insert(p);
+                    }
+                    Some((_, Some(v))) => diffs.push(format!(
+                        "{}: {sv}, not the apiserver default {v}",
+                        join(at, k)
+                    )),
+                    None => diffs.push(format!("{}: unexpected {sv}", join(at, k))),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(e)) if s.len() == e.len() => {
+            for (i, (sv, ev)) in s.iter().zip(e).enumerate() {
+                compare(
+                    &format!("{pattern}[]"),
+                    &format!("{at}[{i}]"),
+                    sv,
+                    ev,
+                    diffs,
+                    met,
+                );
+            }
+        }
+        (Value::Array(s), Value::Array(e)) => diffs.push(format!(
+            "{at}: {} elements stored, {} expected: {stored} vs {expected}",
+            s.len(),
+            e.len()
+        )),
+        _ if stored == expected => {}
+        _ => diffs.push(format!("{at}: {stored}, expected {expected}")),
+    }
 }

@@ -169,8 +169,18 @@ async fn instrumentation_selected_by_namespace_and_name() {
 
 #[tokio::test]
 async fn namespace_annotation_injects_a_pod_without_annotations() {
-    let env = Env::start("ns-level").await;
+    let env = Env::labeling("ns-level").await;
+    assert_eq!(
+        env.assert_registered_as_the_manifest().await,
+        [
+            "pods.otel-injector.opentelemetry.io",
+            "namespaces.otel-injector.opentelemetry.io"
+        ]
+    );
     let ns = env.namespace("team", &[(INJECT_JAVA, "true")]).await;
+    // The `namespaces.` entry selects namespaces by the label the webhook keeps on them.
+    env.await_namespace_label(&ns, true).await;
+    assert_label_applied_by_the_webhook(&env.stored_namespace(&ns).await);
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "java", endpoint_spec("http://team.example:4318"))
         .await;
@@ -180,7 +190,13 @@ async fn namespace_annotation_injects_a_pod_without_annotations() {
     })
     .await;
 
+    let before = env.requests().await;
     env.create(&ns, &p).await;
+    assert_eq!(
+        env.requests().await.patched,
+        before.patched + 1.0,
+        "sent once (by the `namespaces.` entry) and patched"
+    );
     let stored = env.stored(&ns, "plain").await;
     assert_eq!(stored["metadata"]["annotations"], json!({INJECTED: "java"}));
     assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
@@ -192,8 +208,9 @@ async fn namespace_annotation_injects_a_pod_without_annotations() {
 
 #[tokio::test]
 async fn pod_false_overrides_the_namespace_annotation() {
-    let env = Env::start("pod-false").await;
+    let env = Env::labeling("pod-false").await;
     let ns = env.namespace("team", &[(INJECT_JAVA, "true")]).await;
+    env.await_namespace_label(&ns, true).await;
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "java", endpoint_spec("http://team.example:4318"))
         .await;
@@ -204,14 +221,16 @@ async fn pod_false_overrides_the_namespace_annotation() {
     })
     .await;
 
-    // ... but this one says false.
+    // ... but this one says false. It carries an inject-* annotation, so the `pods.` entry
+    // sends it (and the `namespaces.` entry does not: the webhook is called once).
     let p = pod("opted-out", &[(INJECT_JAVA, "false")]);
     let before = env.requests().await;
     let created = env.create(&ns, &p).await;
+    let after = env.requests().await;
     assert_eq!(
-        env.requests().await.total(),
-        before.total() + 1.0,
-        "the webhook decided"
+        (after.total(), after.unchanged),
+        (before.total() + 1.0, before.unchanged + 1.0),
+        "the webhook was called once and left the pod unchanged"
     );
     assert!(created.warnings.is_empty(), "{:?}", created.warnings);
     assert_unchanged(&env.stored(&ns, "opted-out").await, &p);

@@ -10,5 +10,6 @@ mod support;
 
 mod harness;
 mod injection;
+mod languages;
 mod manifests;
 mod routing;

@@ -151,8 +151,8 @@ async fn instrumentation_with_a_ratio_above_one_is_rejected() {
     );
     assert!(
         msg.contains(
-            "spec.sampler: Invalid value: \"object\": sampler.argument must be a number \
-             between 0 and 1 for traceidratio samplers"
+            "spec.sampler.argument: Invalid value: sampler.argument must be a number between \
+             0 and 1 for traceidratio samplers"
         ),
         "{msg}"
     );

@@ -1,6 +1,10 @@
 //! Pods that are admitted without injection: why, with which warning, and whether the
 //! webhook was called at all.
 
+use std::time::{Duration, Instant};
+
+use otel_injector::labeler::NAMESPACE_LABEL;
+
 use crate::harness::*;
 use crate::support::api;
 
@@ -117,4 +121,75 @@ async fn webhook_down_with_failure_policy_fail_rejects_only_pods_that_ask() {
     let plain = pod("plain", &[]);
     env.create(&ns, &plain).await;
     assert_unchanged(&env.stored(&ns, "plain").await, &plain);
+}
+
+#[tokio::test]
+async fn removing_the_namespace_annotation_removes_the_label_and_pods_stop_reaching_the_webhook() {
+    let env = Env::labeling("ns-removed").await;
+    let ns = env.namespace("team", &[(INJECT_JAVA, "true")]).await;
+    env.await_namespace_label(&ns, true).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(&ns, "java", endpoint_spec("http://team.example:4318"))
+        .await;
+    // Labeled: a pod without annotations is sent (by the `namespaces.` entry) and injected.
+    env.until_dry_run(&ns, &pod("probe", &[]), "namespace-level injection", |r| {
+        is_injected(&r.body)
+    })
+    .await;
+
+    env.annotate_namespace(&ns, INJECT_JAVA, None).await;
+    env.await_namespace_label(&ns, false).await;
+    let stored_ns = env.stored_namespace(&ns).await;
+    assert!(
+        stored_ns["metadata"]["labels"]
+            .get(NAMESPACE_LABEL)
+            .is_none(),
+        "{}",
+        stored_ns["metadata"]
+    );
+    assert_eq!(
+        stored_ns["metadata"]["labels"][SCOPE_LABEL], env.id,
+        "the other labels are kept: {}",
+        stored_ns["metadata"]
+    );
+
+    // The apiserver matches namespaceSelector against its own namespace informer, which may
+    // trail the GET above by a moment: dry-run until a pod without annotations is no longer
+    // sent (bounded), counting the ones that still were.
+    let t0 = Instant::now();
+    let mut still_sent = 0;
+    loop {
+        let before = env.requests().await.total();
+        env.dry_run(&ns, &pod("probe", &[])).await;
+        if env.requests().await.total() == before {
+            break;
+        }
+        still_sent += 1;
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "pods without annotations still reach the webhook 5 s after the label went"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    eprintln!(
+        "[e2e] {}: {still_sent} dry-run(s) still sent after the label went",
+        env.id
+    );
+
+    let before = env.requests().await;
+    let p = pod("after", &[]);
+    let created = env.create(&ns, &p).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    assert_eq!(
+        env.requests().await,
+        before,
+        "the pod did not reach the webhook (counters unchanged)"
+    );
+    assert_unchanged(&env.stored(&ns, "after").await, &p);
+
+    // A pod that asks still reaches it (`pods.` entry) and is injected.
+    env.create(&ns, &pod("asks", &[(INJECT_JAVA, "true")]))
+        .await;
+    assert_eq!(env.requests().await.patched, before.patched + 1.0);
+    assert!(is_injected(&env.stored(&ns, "asks").await));
 }
