@@ -12,22 +12,26 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
 use tokio::sync::mpsc;
 
-use crate::inject::lang::ANNOTATION_PREFIX;
+use crate::inject::lang::{ANNOTATION_PREFIX, Language, LanguageSet};
+use crate::inject::select::Request;
 
 /// The label kept on namespaces that ask for injection through an annotation.
 pub const NAMESPACE_LABEL: &str = "otel-injector/inject";
 const FIELD_MANAGER: &str = "otel-injector";
 
-/// Whether a namespace's annotations ask for any injection (`inject-*`, not `false`).
-pub fn wants_label(annotations: Option<&BTreeMap<String, String>>) -> bool {
+/// Whether a namespace's annotations ask for the injection of a language this webhook
+/// injects (`inject-<lang>` not empty or `false`).
+pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: LanguageSet) -> bool {
     annotations.is_some_and(|a| {
         a.iter().any(|(k, v)| {
-            k.strip_prefix(ANNOTATION_PREFIX).is_some_and(|rest| {
-                rest.starts_with("inject-") && !rest.ends_with("-container-names")
-            }) && crate::inject::select::Request::parse(Some(v))
-                != crate::inject::select::Request::No
+            k.strip_prefix(ANNOTATION_PREFIX)
+                .and_then(|rest| rest.strip_prefix("inject-"))
+                .and_then(|lang| lang.parse::<Language>().ok())
+                .is_some_and(|lang| enabled.contains(lang))
+                && Request::parse(Some(v)) != Request::No
         })
     })
 }
@@ -42,23 +46,28 @@ fn has_label(ns: &PartialObjectMeta<Namespace>) -> bool {
 
 /// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
 /// remove.
-pub fn change_for(ns: &PartialObjectMeta<Namespace>) -> Option<bool> {
-    let want = wants_label(ns.metadata.annotations.as_ref());
+pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Option<bool> {
+    let want = wants_label(ns.metadata.annotations.as_ref(), enabled);
     (want != has_label(ns)).then_some(want)
 }
 
-/// Applies label changes sent on `rx` until the channel closes. A failed write is retried
-/// after a delay (a later event for the namespace also retries it).
+/// Brings the label of each namespace named on `rx` in line with its annotations, as the
+/// namespace store has it when the name is taken (never an older event's view). A failed
+/// write is retried after a delay; so does any later event for that namespace.
 pub async fn run(
     client: Client,
-    tx: mpsc::UnboundedSender<PartialObjectMeta<Namespace>>,
-    mut rx: mpsc::UnboundedReceiver<PartialObjectMeta<Namespace>>,
+    store: Store<PartialObjectMeta<Namespace>>,
+    enabled: LanguageSet,
+    tx: mpsc::UnboundedSender<String>,
+    mut rx: mpsc::UnboundedReceiver<String>,
 ) {
     let api = Api::<Namespace>::all(client);
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    while let Some(ns) = rx.recv().await {
-        let Some(add) = change_for(&ns) else { continue };
-        let Some(name) = ns.metadata.name.clone() else {
+    while let Some(name) = rx.recv().await {
+        let Some(ns) = store.get(&ObjectRef::new(&name)) else {
+            continue;
+        };
+        let Some(add) = change_for(&ns, enabled) else {
             continue;
         };
         // Applying without the label releases (and so removes) the one we own.
@@ -80,7 +89,7 @@ pub async fn run(
                 let tx = tx.clone();
                 tokio::spawn(async move {
                     tokio::time::sleep(Duration::from_secs(10)).await;
-                    let _ = tx.send(ns);
+                    let _ = tx.send(name);
                 });
             }
         }
@@ -107,16 +116,24 @@ mod tests {
     }
 
     #[test]
-    fn label_follows_the_inject_annotations() {
+    fn label_follows_the_inject_annotations_of_enabled_languages() {
+        let all = LanguageSet::all();
         let java = "instrumentation.opentelemetry.io/inject-java";
-        assert_eq!(change_for(&ns(&[(java, "true")], false)), Some(true));
-        assert_eq!(change_for(&ns(&[(java, "my-inst")], true)), None);
-        assert_eq!(change_for(&ns(&[(java, "false")], true)), Some(false));
-        assert_eq!(change_for(&ns(&[], true)), Some(false));
-        assert_eq!(change_for(&ns(&[], false)), None);
+        assert_eq!(change_for(&ns(&[(java, "true")], false), all), Some(true));
+        assert_eq!(change_for(&ns(&[(java, "my-inst")], true), all), None);
+        assert_eq!(change_for(&ns(&[(java, "false")], true), all), Some(false));
+        assert_eq!(change_for(&ns(&[], true), all), Some(false));
+        assert_eq!(change_for(&ns(&[], false), all), None);
         let names = "instrumentation.opentelemetry.io/inject-nginx-container-names";
-        assert_eq!(change_for(&ns(&[(names, "web")], false)), None);
+        assert_eq!(change_for(&ns(&[(names, "web")], false), all), None);
         let other = "instrumentation.opentelemetry.io/container-names";
-        assert_eq!(change_for(&ns(&[(other, "app")], false)), None);
+        assert_eq!(change_for(&ns(&[(other, "app")], false), all), None);
+        let apache = "instrumentation.opentelemetry.io/inject-apache-httpd";
+        assert_eq!(change_for(&ns(&[(apache, "true")], false), all), Some(true));
+        let mut no_go = all;
+        no_go.remove(Language::Go);
+        let go = "instrumentation.opentelemetry.io/inject-go";
+        assert_eq!(change_for(&ns(&[(go, "true")], false), no_go), None);
+        assert_eq!(change_for(&ns(&[(go, "true")], true), no_go), Some(false));
     }
 }

@@ -119,7 +119,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let watches = writers.map(|w| {
         let kubeconfig = args.kubeconfig.clone();
         let metrics = metrics.clone();
-        let label_namespaces = args.label_namespaces;
+        let label_namespaces = args.label_namespaces.then_some(args.enabled_languages);
         tokio::spawn(async move {
             let client = store::connect(kubeconfig).await;
             w.watch(client, metrics, label_namespaces).await;

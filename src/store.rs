@@ -17,7 +17,7 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 
 use crate::crd::{Instrumentation, parse_instrumentations};
-use crate::inject::{Catalog, ObjectKind};
+use crate::inject::{Catalog, LanguageSet, ObjectKind};
 use crate::metrics::Metrics;
 
 /// Errors reading Instrumentation files.
@@ -37,6 +37,9 @@ pub enum FileCatalogError {
     Duplicate(String),
 }
 
+/// The namespace label that sets the Pod Security Admission level enforced there.
+pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
 /// A fixed catalog: Instrumentations read once from YAML files (`--instrumentation-file`),
 /// or built in memory (tests, the offline engine). Namespace annotations only when given.
 #[derive(Debug)]
@@ -47,6 +50,8 @@ pub struct StaticCatalog {
     objects: Option<Vec<(ObjectKind, String, String)>>,
     /// Instrumentations that exist but cannot be read, with the reason.
     unreadable: HashMap<(String, String), String>,
+    /// Pod Security enforce level by namespace.
+    pod_security: HashMap<String, String>,
     ready: bool,
 }
 
@@ -57,6 +62,7 @@ impl Default for StaticCatalog {
             namespaces: HashMap::new(),
             objects: None,
             unreadable: HashMap::new(),
+            pod_security: HashMap::new(),
             ready: true,
         }
     }
@@ -128,6 +134,13 @@ impl StaticCatalog {
         self
     }
 
+    /// Sets the Pod Security level a namespace enforces.
+    pub fn with_pod_security(mut self, namespace: &str, level: &str) -> Self {
+        self.pod_security
+            .insert(namespace.to_owned(), level.to_owned());
+        self
+    }
+
     /// Records an Instrumentation that exists but cannot be read.
     pub fn with_unreadable(mut self, namespace: &str, name: &str, error: &str) -> Self {
         self.unreadable
@@ -174,6 +187,10 @@ impl Catalog for StaticCatalog {
 
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
         self.namespaces.get(namespace).cloned()
+    }
+
+    fn pod_security_enforce(&self, namespace: &str) -> Option<String> {
+        self.pod_security.get(namespace).cloned()
     }
 
     fn unreadable(&self, namespace: &str, name: &str) -> Option<String> {
@@ -313,6 +330,15 @@ impl Catalog for KubeCatalog {
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>> {
         let ns = self.namespaces.store.get(&ObjectRef::new(namespace))?;
         ns.metadata.annotations.clone().map(Arc::new)
+    }
+
+    fn pod_security_enforce(&self, namespace: &str) -> Option<String> {
+        let ns = self.namespaces.store.get(&ObjectRef::new(namespace))?;
+        ns.metadata
+            .labels
+            .as_ref()?
+            .get(POD_SECURITY_ENFORCE)
+            .cloned()
     }
 
     fn unreadable(&self, namespace: &str, name: &str) -> Option<String> {
@@ -500,9 +526,14 @@ impl CatalogWriters {
     /// Watches Instrumentations in all namespaces and namespace metadata (and, when
     /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
     /// backoff; the stores keep their last content meanwhile.
-    /// With `label_namespaces`, namespaces whose annotations ask for injection are labeled
-    /// (see [`crate::labeler`]).
-    pub async fn watch(self, client: Client, metrics: Arc<Metrics>, label_namespaces: bool) {
+    /// With `label_namespaces` (the enabled languages), namespaces whose annotations ask for
+    /// one of them are labeled (see [`crate::labeler`]).
+    pub async fn watch(
+        self,
+        client: Client,
+        metrics: Arc<Metrics>,
+        label_namespaces: Option<LanguageSet>,
+    ) {
         let cfg = watcher::Config::default();
         let (iw, is) = self.instrumentations;
         let inst_reader = iw.as_reader();
@@ -523,9 +554,10 @@ impl CatalogWriters {
         let (label_tx, label_rx) = tokio::sync::mpsc::unbounded_channel();
         let retry_tx = label_tx.clone();
         let label_client = client.clone();
+        let label_store = nw.as_reader();
         let labeler = async move {
-            if label_namespaces {
-                crate::labeler::run(label_client, retry_tx, label_rx).await;
+            if let Some(enabled) = label_namespaces {
+                crate::labeler::run(label_client, label_store, enabled, retry_tx, label_rx).await;
             }
         };
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
@@ -533,10 +565,11 @@ impl CatalogWriters {
             .modify(|o| o.metadata.managed_fields = None)
             .inspect(move |ev| {
                 if let Ok(Event::Apply(o) | Event::InitApply(o)) = ev
-                    && label_namespaces
-                    && crate::labeler::change_for(o).is_some()
+                    && let Some(enabled) = label_namespaces
+                    && crate::labeler::change_for(o, enabled).is_some()
+                    && let Some(name) = &o.metadata.name
                 {
-                    let _ = label_tx.send(o.clone());
+                    let _ = label_tx.send(name.clone());
                 }
             })
             .reflect(nw);

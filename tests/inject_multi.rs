@@ -311,3 +311,25 @@ fn a_disabled_language_is_reported_and_does_not_block_the_others() {
     );
     assert!(env_value(&out["spec"]["containers"][0], "JAVA_TOOL_OPTIONS").is_some());
 }
+
+#[test]
+fn go_is_not_injected_where_pod_security_would_reject_the_pod() {
+    let mut p = java_pod();
+    p["metadata"]["annotations"] = json!({
+        "instrumentation.opentelemetry.io/inject-go": "true",
+        "instrumentation.opentelemetry.io/otel-go-auto-target-exe": "/app/server"
+    });
+    for level in ["baseline", "restricted"] {
+        let (out, d) = run(&catalog(INST).with_pod_security("shop", level), &p);
+        assert_eq!(out, p, "{level}");
+        assert_eq!(d.skipped[0].reason, SkipReason::PodSecurity);
+        assert_eq!(
+            d.warnings,
+            [format!(
+                "inject-go: namespace enforces Pod Security \"{level}\", which rejects the privileged go agent; not injected"
+            )]
+        );
+    }
+    let (_, d) = run(&catalog(INST).with_pod_security("shop", "privileged"), &p);
+    assert_eq!(d.injected, [Language::Go]);
+}

@@ -43,6 +43,10 @@ impl Agent for Go {
         false
     }
 
+    fn needs_privileges(&self) -> bool {
+        true
+    }
+
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = GoSpec::default();
         let (inst, info) = (cx.inst, cx.info);

@@ -53,6 +53,11 @@ pub trait Catalog {
     fn instrumentations_in(&self, namespace: &str) -> Vec<Arc<Instrumentation>>;
     /// The annotations of a namespace, when namespaces are watched.
     fn namespace_annotations(&self, namespace: &str) -> Option<Arc<BTreeMap<String, String>>>;
+    /// The Pod Security Admission level a namespace enforces
+    /// (`pod-security.kubernetes.io/enforce`), when namespaces are watched.
+    fn pod_security_enforce(&self, _namespace: &str) -> Option<String> {
+        None
+    }
     /// Why an Instrumentation that exists could not be read, if that is the case.
     fn unreadable(&self, _namespace: &str, _name: &str) -> Option<String> {
         None
@@ -140,13 +145,14 @@ pub enum SkipReason {
     InstrumentationInvalid,
     InvalidContainerNames,
     LanguageDisabled,
+    PodSecurity,
     ExporterTlsMissing,
     NothingInstrumented,
     NoContainers,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 10] = [
+    pub const ALL: [SkipReason; 11] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -154,6 +160,7 @@ impl SkipReason {
         SkipReason::InstrumentationInvalid,
         SkipReason::InvalidContainerNames,
         SkipReason::LanguageDisabled,
+        SkipReason::PodSecurity,
         SkipReason::ExporterTlsMissing,
         SkipReason::NothingInstrumented,
         SkipReason::NoContainers,
@@ -168,6 +175,7 @@ impl SkipReason {
             SkipReason::InstrumentationInvalid => "instrumentation_invalid",
             SkipReason::InvalidContainerNames => "invalid_container_names",
             SkipReason::LanguageDisabled => "language_disabled",
+            SkipReason::PodSecurity => "pod_security",
             SkipReason::ExporterTlsMissing => "exporter_tls_missing",
             SkipReason::NothingInstrumented => "nothing_instrumented",
             SkipReason::NoContainers => "no_containers",
@@ -378,6 +386,11 @@ pub trait Agent: Sync {
     /// Whether init containers can be targets.
     fn supports_init_targets(&self) -> bool {
         true
+    }
+    /// Whether the agent needs privileges that Pod Security `baseline` and `restricted`
+    /// forbid (the Go agent: privileged, hostPath).
+    fn needs_privileges(&self) -> bool {
+        false
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
 }
@@ -724,6 +737,20 @@ pub fn decide(
     let mut plan = PodPlan::new(pod);
     for (lang, request, slots) in targets {
         let agent = agent(lang);
+        if agent.needs_privileges()
+            && let Some(level) = catalog
+                .pod_security_enforce(namespace)
+                .filter(|l| l == "baseline" || l == "restricted")
+        {
+            d.skip(
+                Some(lang),
+                SkipReason::PodSecurity,
+                format!(
+                    "inject-{lang}: namespace enforces Pod Security {level:?}, which rejects the privileged {lang} agent; not injected"
+                ),
+            );
+            continue;
+        }
         let inst = match resolve(catalog, namespace, request, lang) {
             Ok(i) => i,
             Err((reason, msg)) => {
