@@ -18,6 +18,9 @@ pub struct Health {
     pub catalog: Arc<dyn Catalog + Send + Sync>,
     pub metrics: Arc<Metrics>,
     pub shutting_down: AtomicBool,
+    /// False while the served certificate is not yet the one to serve (built-in
+    /// certificate mode, before the Secret is read); true otherwise.
+    pub certificate_ready: Arc<AtomicBool>,
 }
 
 impl Health {
@@ -26,6 +29,7 @@ impl Health {
             catalog,
             metrics,
             shutting_down: AtomicBool::new(false),
+            certificate_ready: Arc::new(AtomicBool::new(true)),
         })
     }
 
@@ -59,6 +63,11 @@ async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
         (
             StatusCode::SERVICE_UNAVAILABLE,
             "Instrumentation and Namespace caches not synced\n",
+        )
+    } else if !h.certificate_ready.load(Ordering::Acquire) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "serving certificate not yet taken from the certificate Secret\n",
         )
     } else {
         (StatusCode::OK, "ok\n")

@@ -47,6 +47,10 @@ fn duration(v: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {v:?} (use e.g. 10s, 500ms, 1m)"))
 }
 
+fn secret_ref(v: &str) -> Result<(String, String), String> {
+    crate::selfcert::parse_secret_ref(v)
+}
+
 fn languages(v: &str) -> Result<LanguageSet, String> {
     v.split(',')
         .map(str::trim)
@@ -99,6 +103,33 @@ pub struct ServeArgs {
     /// How often the certificate files are checked for changes.
     #[arg(long, env = "OTEL_INJECTOR_TLS_RELOAD_INTERVAL", default_value = "10s", value_parser = duration)]
     pub tls_reload_interval: Duration,
+
+    /// Built-in certificate mode: keep the CA and serving certificate in this
+    /// `kubernetes.io/tls` Secret (`NAMESPACE/NAME`; made if missing, renewed when a third
+    /// of its validity is left) and its CA in the `caBundle` of `--webhook-configuration`.
+    /// `--tls-cert-file`/`--tls-key-file` are then not read. Needs get/create/update on the
+    /// Secret and get/patch on the webhook configuration (manifests/self-signed.yaml).
+    #[arg(long, env = "OTEL_INJECTOR_CERTIFICATE_SECRET", value_parser = secret_ref)]
+    pub certificate_secret: Option<(String, String)>,
+
+    /// Built-in certificate mode: the MutatingWebhookConfiguration whose entries get the
+    /// CA as `caBundle`.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_WEBHOOK_CONFIGURATION",
+        default_value = "otel-injector"
+    )]
+    pub webhook_configuration: String,
+
+    /// Built-in certificate mode: DNS name or IP address of the serving certificate.
+    /// Repeatable (comma-separated in the env var).
+    #[arg(
+        long = "certificate-host",
+        env = "OTEL_INJECTOR_CERTIFICATE_HOSTS",
+        value_delimiter = ',',
+        default_values_t = ["otel-injector.otel-injector.svc".to_owned()]
+    )]
+    pub certificate_hosts: Vec<String>,
 
     /// Read Instrumentations from this YAML file (one or more documents) instead of watching
     /// the cluster. Repeatable (comma-separated in the env var). With it the webhook makes

@@ -14,12 +14,14 @@ pub mod inject;
 pub mod labeler;
 pub mod metrics;
 pub mod patch;
+pub mod selfcert;
 pub mod server;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use anyhow::Context as _;
 use tokio::net::TcpListener;
@@ -37,7 +39,25 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let _ = rustls::crypto::ring::default_provider().install_default();
 
     // 1. Everything that can be checked locally fails fast, before binding.
-    let cert = tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?;
+    // Built-in certificate mode serves a throwaway pair until the Secret's is read.
+    let self_cert = args
+        .certificate_secret
+        .clone()
+        .map(|(namespace, name)| selfcert::Config {
+            namespace,
+            name,
+            webhook_configuration: args.webhook_configuration.clone(),
+            hosts: args.certificate_hosts.clone(),
+        });
+    let cert = match &self_cert {
+        None => tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?,
+        Some(c) => {
+            let (crt, key) = selfcert::throwaway(&c.hosts)
+                .context("cannot make the start-up certificate (check --certificate-host)")?;
+            let label = format!("Secret {}/{}", c.namespace, c.name);
+            tls::ReloadingCert::from_pem(crt.as_bytes(), key.as_bytes(), &label)?
+        }
+    };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.server_config()?));
     let metrics = Arc::new(Metrics::new());
     let (catalog, writers): (Arc<dyn Catalog + Send + Sync>, _) =
@@ -82,6 +102,10 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
 
     let health = admin::Health::new(catalog.clone(), metrics.clone());
+    if self_cert.is_some() {
+        // Not ready until the served certificate is the Secret's.
+        health.certificate_ready.store(false, Ordering::Release);
+    }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut admin_stop = stop_rx.clone();
     let app = admin::router(health.clone());
@@ -113,7 +137,21 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         stop_rx.clone(),
         args.shutdown_timeout,
     ));
-    let reload = tokio::spawn(cert.watch(args.tls_reload_interval, metrics.clone()));
+    let reload = match self_cert {
+        None => tokio::spawn(cert.watch(args.tls_reload_interval, metrics.clone())),
+        Some(c) => {
+            let kubeconfig = args.kubeconfig.clone();
+            let (cert, ready, metrics) = (
+                cert.clone(),
+                health.certificate_ready.clone(),
+                metrics.clone(),
+            );
+            tokio::spawn(async move {
+                let client = store::connect(kubeconfig).await;
+                selfcert::run(client, c, cert, ready, metrics).await;
+            })
+        }
+    };
 
     // 3. Then the watches, in the background; readiness follows their sync.
     let watches = writers.map(|w| {

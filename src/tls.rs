@@ -99,6 +99,14 @@ pub fn certified_key(
     Ok(ck)
 }
 
+/// Names for a pair held in memory, used in error messages.
+fn memory_paths(label: &str) -> (PathBuf, PathBuf) {
+    (
+        PathBuf::from(format!("{label} (tls.crt)")),
+        PathBuf::from(format!("{label} (tls.key)")),
+    )
+}
+
 /// A certificate resolver whose key pair can be swapped while serving.
 #[derive(Debug)]
 pub struct ReloadingCert {
@@ -126,6 +134,44 @@ impl ReloadingCert {
             seen: RwLock::new((c, k)),
             read_error: RwLock::new(None),
         }))
+    }
+
+    /// A pair held in memory, not read from files (built-in certificate mode); `label`
+    /// names its source in errors. Swap it with [`ReloadingCert::set_pem`]; do not `watch`.
+    pub fn from_pem(cert_pem: &[u8], key_pem: &[u8], label: &str) -> Result<Arc<Self>, TlsError> {
+        let provider = provider();
+        let (cert_path, key_path) = memory_paths(label);
+        let ck = certified_key(cert_pem, key_pem, &cert_path, &key_path, &provider)?;
+        Ok(Arc::new(ReloadingCert {
+            cert_path,
+            key_path,
+            provider,
+            current: RwLock::new(Arc::new(ck)),
+            seen: RwLock::new((cert_pem.to_vec(), key_pem.to_vec())),
+            read_error: RwLock::new(None),
+        }))
+    }
+
+    /// Swaps in a pair from memory when it differs from the last one set and is valid.
+    /// Returns whether the served pair changed; a bad pair keeps the current one.
+    pub fn set_pem(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<bool, TlsError> {
+        {
+            let seen = self.seen.read().unwrap_or_else(|e| e.into_inner());
+            if seen.0 == cert_pem && seen.1 == key_pem {
+                return Ok(false);
+            }
+        }
+        let ck = certified_key(
+            cert_pem,
+            key_pem,
+            &self.cert_path,
+            &self.key_path,
+            &self.provider,
+        )?;
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ck);
+        *self.seen.write().unwrap_or_else(|e| e.into_inner()) =
+            (cert_pem.to_vec(), key_pem.to_vec());
+        Ok(true)
     }
 
     /// Re-reads the files; swaps the served pair when they changed and are valid.

@@ -284,7 +284,9 @@ pub async fn install_crd(
     }
 }
 
-/// Server-side apply of every document of a manifest file; `dry_run` sends
+/// Server-side apply of every document of a manifest file, with a field manager named after
+/// the file (as `kubectl apply --server-side --field-manager=...` per file would), so an
+/// overlay file does not take away the fields another file set; `dry_run` sends
 /// `dryRun=All` (nothing stored). Returns `kind/name` of each applied object.
 pub async fn server_side_apply(
     client: &Client,
@@ -322,7 +324,11 @@ pub async fn server_side_apply(
                 &ar,
             ),
         };
-        let mut params = PatchParams::apply("otel-injector-e2e").force();
+        let stem = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .unwrap_or("manifest");
+        let mut params = PatchParams::apply(&format!("otel-injector-e2e-{stem}")).force();
         if dry_run {
             params = params.dry_run();
         }

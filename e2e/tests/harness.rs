@@ -105,6 +105,10 @@ pub struct Options {
     pub label_namespaces: bool,
     /// Further `otel-injector serve` flags.
     pub args: Vec<String>,
+    /// Register the configuration with the harness's CA as `caBundle` (the webhook serves
+    /// the harness's certificate). `false`: an empty `caBundle`, for a webhook that makes
+    /// its own certificate and writes the `caBundle` itself (`--certificate-secret`).
+    pub register_ca_bundle: bool,
 }
 
 impl Default for Options {
@@ -113,6 +117,7 @@ impl Default for Options {
             failure_policy: "Ignore",
             label_namespaces: false,
             args: Vec::new(),
+            register_ca_bundle: true,
         }
     }
 }
@@ -185,7 +190,11 @@ impl Env {
         let config = api::webhook_configuration(&Registration {
             name: &format!("e2e-{id}-a-otel-injector"),
             url: &webhook.url(),
-            ca_pem: &webhook.certs.ca_cert,
+            ca_pem: if options.register_ca_bundle {
+                &webhook.certs.ca_cert
+            } else {
+                ""
+            },
             failure_policy: options.failure_policy,
             timeout_seconds: 5,
             scope: Some((SCOPE_LABEL, id)),

@@ -13,3 +13,4 @@ mod injection;
 mod languages;
 mod manifests;
 mod routing;
+mod selfcert;

@@ -157,3 +157,24 @@ async fn instrumentation_with_a_ratio_above_one_is_rejected() {
         "{msg}"
     );
 }
+
+#[tokio::test]
+async fn manifest_self_signed_applies_over_the_deployment_with_server_side_dry_run() {
+    product_namespace().await;
+    // The overlay is a partial Deployment merged into the one of otel-injector.yaml, so
+    // that one is applied for real first (no controller runs it here: nothing starts).
+    let client = cluster().await.client();
+    api::server_side_apply(&client, &root().join("manifests/otel-injector.yaml"), false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let applied = dry_run_apply("self-signed.yaml").await;
+    for kind in [
+        "Role/",
+        "RoleBinding/",
+        "ClusterRole/",
+        "ClusterRoleBinding/",
+        "Deployment/",
+    ] {
+        assert!(applied.iter().any(|a| a.starts_with(kind)), "{applied:?}");
+    }
+}
