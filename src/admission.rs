@@ -208,13 +208,3 @@ fn response(uid: &str, d: &Decision) -> Vec<u8> {
     };
     serde_json::to_vec(&out).unwrap_or_default()
 }
-
-/// A response for a review that could be read only as far as its uid (for example when the
-/// deadline passed): allowed, unchanged, with one warning.
-pub fn allowed_with_warning(uid: &str, warning: String) -> Vec<u8> {
-    let d = Decision {
-        warnings: vec![inject::shorten(warning)],
-        ..Default::default()
-    };
-    response(uid, &d)
-}

@@ -34,10 +34,10 @@ pub enum CertError {
 /// A fresh CA named `ca_name` and a serving certificate for `hosts` (DNS names or IPs).
 pub fn generate(ca_name: &str, hosts: &[String]) -> Result<DevCerts, CertError> {
     let ca_key = KeyPair::generate()?;
-    let ca = ca_params(ca_name)?;
+    let ca = ca_params(ca_name, None)?;
     let ca_cert = ca.self_signed(&ca_key)?;
     let issuer = Issuer::new(ca, &ca_key);
-    let (cert, key) = serving(&issuer, hosts)?;
+    let (cert, key) = serving(&issuer, hosts, None)?;
     Ok(DevCerts {
         ca_name: ca_name.to_owned(),
         ca_cert: ca_cert.pem(),
@@ -47,19 +47,35 @@ pub fn generate(ca_name: &str, hosts: &[String]) -> Result<DevCerts, CertError> 
     })
 }
 
-fn ca_params(ca_name: &str) -> Result<CertificateParams, CertError> {
+/// Validity of a certificate in unix seconds (from, to); `None`: rcgen's default.
+pub type Validity = Option<(u64, u64)>;
+
+fn apply_validity(params: &mut CertificateParams, validity: Validity) {
+    if let Some((from, to)) = validity {
+        let at = |s: u64| rcgen::date_time_ymd(1970, 1, 1) + std::time::Duration::from_secs(s);
+        params.not_before = at(from);
+        params.not_after = at(to);
+    }
+}
+
+/// The parameters of a CA named `ca_name`. Re-creating them with the CA's key gives an
+/// issuer that signs certificates the CA certificate verifies (same subject, same key).
+pub fn ca_params(ca_name: &str, validity: Validity) -> Result<CertificateParams, rcgen::Error> {
     let mut ca = CertificateParams::new(Vec::<String>::new())?;
     ca.distinguished_name.push(DnType::CommonName, ca_name);
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    apply_validity(&mut ca, validity);
     Ok(ca)
 }
 
-/// A serving certificate for `hosts` signed by `issuer`: (cert PEM, key PEM).
-fn serving(
+/// A serving certificate for `hosts` (DNS names or IPs) signed by `issuer`:
+/// (cert PEM, key PEM).
+pub fn serving(
     issuer: &Issuer<'_, impl rcgen::SigningKey>,
     hosts: &[String],
-) -> Result<(String, String), CertError> {
+    validity: Validity,
+) -> Result<(String, String), rcgen::Error> {
     let key = KeyPair::generate()?;
     let mut params = CertificateParams::new(Vec::<String>::new())?;
     params.distinguished_name.push(
@@ -74,6 +90,7 @@ fn serving(
     }
     params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    apply_validity(&mut params, validity);
     let cert = params.signed_by(&key, issuer)?;
     Ok((cert.pem(), key.serialize_pem()))
 }
@@ -83,8 +100,8 @@ impl DevCerts {
     pub fn reissue(&self, hosts: &[String]) -> Result<DevCerts, CertError> {
         // The same subject and key as the CA certificate: what a client checks.
         let ca_key = KeyPair::from_pem(&self.ca_key)?;
-        let issuer = Issuer::new(ca_params(&self.ca_name)?, ca_key);
-        let (cert, key) = serving(&issuer, hosts)?;
+        let issuer = Issuer::new(ca_params(&self.ca_name, None)?, ca_key);
+        let (cert, key) = serving(&issuer, hosts, None)?;
         Ok(DevCerts {
             cert,
             key,

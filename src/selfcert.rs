@@ -11,7 +11,6 @@
 //! no X.509 parser is in the dependency tree.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -23,13 +22,11 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
-use rcgen::{
-    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
-    KeyUsagePurpose, SanType,
-};
+use rcgen::{Issuer, KeyPair};
 use serde_json::json;
 use tokio::sync::watch;
 
+use crate::certs;
 use crate::metrics::{Metrics, ReloadResult};
 use crate::tls::ReloadingCert;
 
@@ -96,55 +93,16 @@ pub fn now() -> u64 {
         .unwrap_or(0)
 }
 
-fn ca_params(not_before: u64, not_after: u64) -> Result<CertificateParams, rcgen::Error> {
-    let at = |s: u64| rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(s);
-    let mut ca = CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name.push(DnType::CommonName, CA_NAME);
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    ca.not_before = at(not_before);
-    ca.not_after = at(not_after);
-    Ok(ca)
-}
-
-/// A serving certificate for `hosts`, valid from `not_before` to `not_after`.
-fn serving(
-    issuer: &Issuer<'_, impl rcgen::SigningKey>,
-    hosts: &[String],
-    not_before: u64,
-    not_after: u64,
-) -> Result<(String, String), rcgen::Error> {
-    let at = |s: u64| rcgen::date_time_ymd(1970, 1, 1) + Duration::from_secs(s);
-    let key = KeyPair::generate()?;
-    let mut params = CertificateParams::new(Vec::<String>::new())?;
-    params.distinguished_name.push(
-        DnType::CommonName,
-        hosts.first().map(String::as_str).unwrap_or("otel-injector"),
-    );
-    for h in hosts {
-        params.subject_alt_names.push(match h.parse::<IpAddr>() {
-            Ok(ip) => SanType::IpAddress(ip),
-            Err(_) => SanType::DnsName(h.clone().try_into()?),
-        });
-    }
-    params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.not_before = at(not_before);
-    params.not_after = at(not_after);
-    let cert = params.signed_by(&key, issuer)?;
-    Ok((cert.pem(), key.serialize_pem()))
-}
-
 impl Bundle {
     /// A new CA (10 years) and a serving certificate (1 year) for `hosts`.
     pub fn generate(hosts: &[String], now: u64) -> Result<Bundle, rcgen::Error> {
         let start = now.saturating_sub(BACKDATE.as_secs());
         let ca_key = KeyPair::generate()?;
-        let params = ca_params(start, now + CA_VALIDITY.as_secs())?;
+        let params = certs::ca_params(CA_NAME, Some((start, now + CA_VALIDITY.as_secs())))?;
         let ca_cert = params.self_signed(&ca_key)?;
         let issuer = Issuer::new(params, &ca_key);
         let not_after = now + SERVING_VALIDITY.as_secs();
-        let (cert, key) = serving(&issuer, hosts, start, not_after)?;
+        let (cert, key) = certs::serving(&issuer, hosts, Some((start, not_after)))?;
         Ok(Bundle {
             ca_cert: ca_cert.pem(),
             ca_key: ca_key.serialize_pem(),
@@ -160,10 +118,10 @@ impl Bundle {
     pub fn renew(&self, hosts: &[String], now: u64) -> Result<Bundle, rcgen::Error> {
         let ca_key = KeyPair::from_pem(&self.ca_key)?;
         // The issuer's subject and key are what a client checks against the CA.
-        let issuer = Issuer::new(ca_params(0, 0)?, ca_key);
+        let issuer = Issuer::new(certs::ca_params(CA_NAME, None)?, ca_key);
         let start = now.saturating_sub(BACKDATE.as_secs());
         let not_after = now + SERVING_VALIDITY.as_secs();
-        let (cert, key) = serving(&issuer, hosts, start, not_after)?;
+        let (cert, key) = certs::serving(&issuer, hosts, Some((start, not_after)))?;
         Ok(Bundle {
             cert,
             key,

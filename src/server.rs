@@ -97,7 +97,6 @@ fn text(status: StatusCode, msg: String) -> Response {
 }
 
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
-    let started = Instant::now();
     let deadline = deadline_of(&req);
     let too_large = || {
         text(
@@ -150,6 +149,8 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
         outcome = tracing::field::Empty,
     );
     let _enter = span.enter();
+    // Timed from the complete body: how fast the client uploads is not ours to measure.
+    let started = Instant::now();
     let result = admission::review(&bytes, wh.catalog.as_ref(), &wh.config);
     let elapsed = started.elapsed();
     wh.metrics.duration.observe(elapsed.as_secs_f64());

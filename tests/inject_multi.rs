@@ -333,3 +333,30 @@ fn go_is_not_injected_where_pod_security_would_reject_the_pod() {
     let (_, d) = run(&catalog(INST).with_pod_security("shop", "privileged"), &p);
     assert_eq!(d.injected, [Language::Go]);
 }
+
+#[test]
+fn a_bad_container_name_is_reported_with_the_annotation_it_came_from() {
+    let cat = catalog(INST);
+    let p = pod(
+        json!({"instrumentation.opentelemetry.io/inject-nginx": "true",
+               "instrumentation.opentelemetry.io/inject-nginx-container-names": "ghost"}),
+        two_containers(),
+    );
+    let (out, d) = run(&cat, &p);
+    assert_eq!(out, p);
+    assert_eq!(
+        d.warnings,
+        ["inject-nginx-container-names: no container \"ghost\" in this pod; pod not injected"]
+    );
+    let p = pod(
+        json!({"instrumentation.opentelemetry.io/inject-java": "true",
+               "instrumentation.opentelemetry.io/container-names": "api",
+               "instrumentation.opentelemetry.io/java-container-names": "ghost"}),
+        two_containers(),
+    );
+    let (_, d) = run(&cat, &p);
+    assert_eq!(
+        d.warnings,
+        ["java-container-names: no container \"ghost\" in this pod; pod not injected"]
+    );
+}

@@ -140,12 +140,7 @@ impl Agent for ApacheHttpd {
                 apache.volume_limit_size(),
             ),
             resources: webserver::RESOURCES.or(apache.resources()),
-            clone_command: vec![
-                "cp".into(),
-                "-r".into(),
-                format!("{conf_dir}/."),
-                STAGED_CONF_DIR.into(),
-            ],
+            clone_command: super::copy_dir(&conf_dir, STAGED_CONF_DIR),
             clone_args: None,
             attach_name: ATTACH_CONTAINER,
             attach_image: image,

@@ -172,12 +172,7 @@ impl Agent for DotNet {
             return Outcome::NothingInstrumented;
         }
 
-        let command = vec![
-            "cp".into(),
-            "-r".into(),
-            "/autoinstrumentation/.".into(),
-            MOUNT.into(),
-        ];
+        let command = super::copy_dir("/autoinstrumentation", MOUNT);
         cx.add_copy_agent(&AGENT, dotnet, command, &done);
         Outcome::Injected(done.len())
     }

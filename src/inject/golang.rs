@@ -78,15 +78,6 @@ impl Agent for Go {
         let Some(app) = cx.targets.first().and_then(|&s| cx.plan.original(s)) else {
             return Outcome::NothingInstrumented;
         };
-        let exists = pod_spec.is_some_and(|s| s.containers.iter().any(|c| c.name == SIDECAR))
-            || cx.plan.new_containers.iter().any(|c| c.name == SIDECAR);
-        if exists {
-            cx.warn(format!(
-                "go: pod already has a container {SIDECAR:?}; not injected"
-            ));
-            return Outcome::NothingInstrumented;
-        }
-
         // The sidecar's env, in the Operator's order: the target (annotation first, so it
         // beats go.env), go.env, the common env, then the SDK config of the app container.
         let mut env = EnvPlan::new(&[]);

@@ -90,12 +90,7 @@ impl Agent for Java {
         ];
         let (at, agent_init) = cx.add_copy_agent(&AGENT, java, command, &done);
         for (i, ext) in java.extensions.iter().enumerate() {
-            let command = vec![
-                "cp".into(),
-                "-r".into(),
-                format!("{}/.", ext.dir.trim_end_matches('/')),
-                format!("{INIT_MOUNT}/extensions"),
-            ];
+            let command = super::copy_dir(&ext.dir, &format!("{INIT_MOUNT}/extensions"));
             let init = Container {
                 name: format!("opentelemetry-auto-instrumentation-extension-{i}"),
                 image: Some(ext.image.clone()),

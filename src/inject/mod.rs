@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 pub use lang::{Language, LanguageSet};
 use plan::{EnvPlan, EnvValue, InitPosition, PodPlan, Slot};
 use sdk::PodInfo;
-use select::{Annotations, Request};
+use select::{Annotations, Request, TargetError};
 
 use crate::crd::{Instrumentation, LanguageSpec};
 
@@ -332,6 +332,16 @@ pub fn value_from_warning(
 }
 
 /// The Node.js injector.
+/// `cp -r <dir>/. <into>`: copies a directory's content, dotfiles included.
+pub fn copy_dir(dir: &str, into: &str) -> Vec<String> {
+    vec![
+        "cp".into(),
+        "-r".into(),
+        format!("{}/.", dir.trim_end_matches('/')),
+        into.into(),
+    ]
+}
+
 /// An agent delivered by an init container that copies its files into a shared volume
 /// (Java, Node.js, Python, .NET).
 pub struct CopyAgent {
@@ -720,10 +730,20 @@ pub fn decide(
         match select::resolve_targets(pod, &names) {
             Ok(t) => targets.push((l, r, t)),
             Err(e) => {
-                let key = if names.len() == common.len() {
-                    "container-names".to_owned()
+                let from_common = match &e {
+                    TargetError::Unknown(n) | TargetError::Duplicate(n) => {
+                        common.contains(&n.as_str())
+                    }
+                    TargetError::Empty => common.contains(&""),
+                };
+                let key = if from_common {
+                    select::CONTAINER_NAMES
+                        .trim_start_matches(lang::ANNOTATION_PREFIX)
+                        .to_owned()
                 } else {
-                    format!("{l}-container-names")
+                    l.container_names_annotation()
+                        .trim_start_matches(lang::ANNOTATION_PREFIX)
+                        .to_owned()
                 };
                 let reason = SkipReason::InvalidContainerNames;
                 d.skip(Some(l), reason, format!("{key}: {e}; pod not injected"));

@@ -80,12 +80,7 @@ impl Agent for NodeJs {
             return Outcome::NothingInstrumented;
         }
 
-        let command = vec![
-            "cp".into(),
-            "-r".into(),
-            "/autoinstrumentation/.".into(),
-            MOUNT.into(),
-        ];
+        let command = super::copy_dir("/autoinstrumentation", MOUNT);
         cx.add_copy_agent(&AGENT, nodejs, command, &done);
         Outcome::Injected(done.len())
     }

@@ -333,23 +333,8 @@ impl<'a> PodPlan<'a> {
         )
     }
 
-    /// Read-only view of a container's plan, if it was touched.
-    pub fn container_plan(&self, slot: Slot) -> Option<&ContainerPlan<'a>> {
-        self.containers.get(&slot)
-    }
-
     pub fn containers(&self) -> impl Iterator<Item = (Slot, &ContainerPlan<'a>)> {
         self.containers.iter().map(|(s, c)| (*s, c))
-    }
-
-    /// Whether the pod (original or planned) has an init container with this name.
-    pub fn has_init_container(&self, name: &str) -> bool {
-        let spec = self.pod.spec.as_ref();
-        spec.and_then(|s| s.init_containers.as_ref())
-            .into_iter()
-            .flatten()
-            .any(|c| c.name == name)
-            || self.new_init_containers.iter().any(|(_, c)| c.name == name)
     }
 
     /// Whether the pod (original or planned) has a volume with this name.

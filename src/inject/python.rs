@@ -44,8 +44,8 @@ const DEFAULTS: [(&str, &str); 4] = [
 /// The directory of the image to copy for a platform annotation value.
 fn platform_source(platform: Option<&str>) -> Option<&'static str> {
     match platform.unwrap_or("") {
-        "" | "glibc" => Some("/autoinstrumentation/."),
-        "musl" => Some("/autoinstrumentation-musl/."),
+        "" | "glibc" => Some("/autoinstrumentation"),
+        "musl" => Some("/autoinstrumentation-musl"),
         _ => None,
     }
 }
@@ -110,7 +110,7 @@ impl Agent for Python {
             return Outcome::NothingInstrumented;
         }
 
-        let command = vec!["cp".into(), "-r".into(), source.into(), MOUNT.into()];
+        let command = super::copy_dir(source, MOUNT);
         cx.add_copy_agent(&AGENT, python, command, &done);
         Outcome::Injected(done.len())
     }

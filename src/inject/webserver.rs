@@ -159,13 +159,6 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
         ));
         return Outcome::NothingInstrumented;
     }
-    if cx.plan.has_init_container(CLONE_CONTAINER) || cx.plan.has_init_container(ws.attach_name) {
-        cx.warn(format!(
-            "{lang}: pod already has a web server agent init container; not injected"
-        ));
-        return Outcome::NothingInstrumented;
-    }
-
     let (inst, info) = (cx.inst, cx.info);
     let spec = &inst.spec;
     let use_labels = use_labels(spec);
