@@ -17,8 +17,8 @@ use base64::engine::general_purpose::STANDARD;
 use criterion::{Criterion, Throughput};
 use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission;
-use otel_injector::inject::{self, EngineConfig};
-use otel_injector::store::StaticCatalog;
+use otel_injector::cluster::StaticCatalog;
+use otel_injector::engine::{EngineConfig, Snapshot, decide};
 use serde_json::{Value, json};
 
 const INSTRUMENTATION: &str = r#"apiVersion: opentelemetry.io/v1alpha1
@@ -252,23 +252,19 @@ fn main() {
         // The paths must be the ones they are named after, or the figures mean nothing.
         let (out, s) = admission::review(&inject, &catalog, &config).expect("inject review");
         assert!(
-            s.patched(),
+            s.patched,
             "{size}: no patch: {}",
             String::from_utf8_lossy(&out)
         );
-        assert_eq!(s.decision.injected.len(), 1, "{size}: {:?}", s.decision);
-        assert!(s.decision.warnings.is_empty(), "{size}: {:?}", s.decision);
+        assert_eq!(s.report.injected.len(), 1, "{size}: {:?}", s.report);
+        assert!(s.report.warnings.is_empty(), "{size}: {:?}", s.report);
         let (_, s) = admission::review(&noop, &catalog, &config).expect("noop review");
-        assert!(
-            !s.patched() && !s.decision.requested,
-            "{size}: {:?}",
-            s.decision
-        );
+        assert!(!s.patched && !s.report.requested, "{size}: {:?}", s.report);
         let (_, s) = admission::review(&non_pod, &catalog, &config).expect("non-pod review");
         assert!(
-            !s.patched() && s.kind == "Deployment",
+            !s.patched && s.kind == "Deployment",
             "{size}: {:?}",
-            s.decision
+            s.report
         );
         eprintln!(
             "{size}: {containers} container(s) x {env} env; review bytes: inject {} noop {} non_pod {}; response bytes (inject) {}",
@@ -297,7 +293,7 @@ fn main() {
         trimmed["metadata"]["managedFields"].take();
         let (object, trimmed) = (object.to_string(), trimmed.to_string());
         let pod: Pod = serde_json::from_str(&object).unwrap();
-        let decision = inject::decide(&pod, "shop", &catalog, &config);
+        let (patch, _) = admission::mutate(&Snapshot::take(&catalog, "shop", &config), &pod);
         let mut g = c.benchmark_group(format!("{size}_parts"));
         g.bench_function(PARTS[0], |b| {
             b.iter(|| serde_json::from_str::<Pod>(black_box(&object)).unwrap())
@@ -306,10 +302,10 @@ fn main() {
             b.iter(|| serde_json::from_str::<Pod>(black_box(&trimmed)).unwrap())
         });
         g.bench_function(PARTS[2], |b| {
-            b.iter(|| inject::decide(black_box(&pod), "shop", &catalog, &config))
+            b.iter(|| decide(&Snapshot::take(&catalog, "shop", &config), black_box(&pod)))
         });
         g.bench_function(PARTS[3], |b| {
-            b.iter(|| STANDARD.encode(serde_json::to_vec(black_box(&decision.patch)).unwrap()))
+            b.iter(|| STANDARD.encode(serde_json::to_vec(black_box(&patch)).unwrap()))
         });
         g.finish();
     }

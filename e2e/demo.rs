@@ -120,7 +120,7 @@ async fn run(hold: bool) -> Result<(), String> {
             active = true;
             clock.step("webhook configuration active (first dry-run reached the webhook)");
         }
-        if r.body["metadata"]["annotations"][otel_injector::inject::INJECTED_ANNOTATION].is_string()
+        if r.body["metadata"]["annotations"][otel_injector::engine::INJECTED_ANNOTATION].is_string()
         {
             break;
         }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::inject::{Language, LanguageSet};
+use crate::agents::{Language, LanguageSet};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,7 +48,7 @@ fn duration(v: &str) -> Result<Duration, String> {
 }
 
 fn secret_ref(v: &str) -> Result<(String, String), String> {
-    crate::selfcert::parse_secret_ref(v)
+    crate::certs::builtin::parse_secret_ref(v)
 }
 
 fn languages(v: &str) -> Result<LanguageSet, String> {

@@ -5,20 +5,18 @@
 //! those caches only.
 #![forbid(unsafe_code)]
 
-pub mod admin;
 pub mod admission;
+pub mod agents;
 pub mod certs;
 pub mod cli;
+pub mod cluster;
 pub mod crd;
-pub mod inject;
-pub mod labeler;
+pub mod engine;
 pub mod metrics;
-pub mod patch;
-pub mod selfcert;
+pub mod pod;
 pub mod server;
-pub mod store;
 pub mod telemetry;
-pub mod tls;
+pub mod warnings;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -28,8 +26,9 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::watch;
 
+use crate::agents::DefaultImages;
 use crate::cli::ServeArgs;
-use crate::inject::{Catalog, DefaultImages, EngineConfig};
+use crate::engine::{Catalog, EngineConfig};
 use crate::metrics::Metrics;
 
 /// Runs `otel-injector serve` until SIGTERM/SIGINT and a completed drain.
@@ -40,32 +39,32 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 
     // 1. Everything that can be checked locally fails fast, before binding.
     // Built-in certificate mode serves a throwaway pair until the Secret's is read.
-    let self_cert = args
-        .certificate_secret
-        .clone()
-        .map(|(namespace, name)| selfcert::Config {
-            namespace,
-            name,
-            webhook_configuration: args.webhook_configuration.clone(),
-            hosts: args.certificate_hosts.clone(),
-        });
+    let self_cert =
+        args.certificate_secret
+            .clone()
+            .map(|(namespace, name)| certs::builtin::Config {
+                namespace,
+                name,
+                webhook_configuration: args.webhook_configuration.clone(),
+                hosts: args.certificate_hosts.clone(),
+            });
     let cert = match &self_cert {
-        None => tls::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?,
+        None => certs::files::ReloadingCert::load(&args.tls_cert_file, &args.tls_key_file)?,
         Some(c) => {
-            let (crt, key) = selfcert::throwaway(&c.hosts)
+            let (crt, key) = certs::builtin::throwaway(&c.hosts)
                 .context("cannot make the start-up certificate (check --certificate-host)")?;
             let label = format!("Secret {}/{}", c.namespace, c.name);
-            tls::ReloadingCert::from_pem(crt.as_bytes(), key.as_bytes(), &label)?
+            certs::files::ReloadingCert::from_pem(crt.as_bytes(), key.as_bytes(), &label)?
         }
     };
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(cert.server_config()?));
     let metrics = Arc::new(Metrics::new());
     let (catalog, writers): (Arc<dyn Catalog + Send + Sync>, _) =
         if args.instrumentation_file.is_empty() {
-            let (c, w) = store::KubeCatalog::new(args.verify_exporter_tls);
+            let (c, w) = cluster::KubeCatalog::new(args.verify_exporter_tls);
             (Arc::new(c), Some(w))
         } else {
-            let c = store::StaticCatalog::load(&args.instrumentation_file)?;
+            let c = cluster::StaticCatalog::load(&args.instrumentation_file)?;
             tracing::info!(
                 instrumentations = c.len(),
                 files = args.instrumentation_file.len(),
@@ -101,14 +100,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         "listening"
     );
 
-    let health = admin::Health::new(catalog.clone(), metrics.clone());
+    let health = server::admin::Health::new(catalog.clone(), metrics.clone());
     if self_cert.is_some() {
         // Not ready until the served certificate is the Secret's.
         health.certificate_ready.store(false, Ordering::Release);
     }
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut admin_stop = stop_rx.clone();
-    let app = admin::router(health.clone());
+    let app = server::admin::router(health.clone());
     let admin = tokio::spawn(async move {
         let served = axum::serve(admin_listener, app)
             .with_graceful_shutdown(async move {
@@ -147,8 +146,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 metrics.clone(),
             );
             tokio::spawn(async move {
-                let client = store::connect(kubeconfig).await;
-                selfcert::run(client, c, cert, ready, metrics).await;
+                let client = cluster::connect(kubeconfig).await;
+                certs::builtin::run(client, c, cert, ready, metrics).await;
             })
         }
     };
@@ -159,7 +158,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         let metrics = metrics.clone();
         let label_namespaces = args.label_namespaces.then_some(args.enabled_languages);
         tokio::spawn(async move {
-            let client = store::connect(kubeconfig).await;
+            let client = cluster::connect(kubeconfig).await;
             w.watch(client, metrics, label_namespaces).await;
         })
     });

@@ -8,7 +8,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::inject::{Language, SkipReason};
+use crate::agents::Language;
+use crate::engine::SkipReason;
 
 /// How an admission request ended.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]

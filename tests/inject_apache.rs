@@ -7,8 +7,9 @@ use common::{
     GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
     names, run, web_server_mounts,
 };
-use otel_injector::inject::apache::ATTACH_SCRIPT;
-use otel_injector::inject::{Language, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::agents::apache::ATTACH_SCRIPT;
+use otel_injector::engine::SkipReason;
 use serde_json::{Value, json};
 
 const IMAGE: &str =

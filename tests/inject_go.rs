@@ -4,11 +4,12 @@
 mod common;
 
 use common::{
-    HTTP_SDK, annotated_pod, assert_reinvocation_patches_nothing, assert_skipped, catalog, env,
-    head, lit, run,
+    Decision, HTTP_SDK, annotated_pod, assert_reinvocation_patches_nothing, assert_skipped,
+    catalog, env, head, lit, run,
 };
-use otel_injector::inject::golang::DEFAULT_IMAGE;
-use otel_injector::inject::{Decision, Language, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::agents::golang::DEFAULT_IMAGE;
+use otel_injector::engine::SkipReason;
 use serde_json::{Value, json};
 
 const SHOP: &str = r#"

@@ -7,8 +7,9 @@ use common::{
     HTTP_SDK, agent_init, agent_mount_at, agent_volume, assert_reinvocation_patches_nothing,
     assert_skipped, catalog, env, fref, head, lit, relabel, run, run_with,
 };
-use otel_injector::inject::{EngineConfig, INJECTED_ANNOTATION, Language, SkipReason};
-use otel_injector::store::StaticCatalog;
+use otel_injector::agents::Language;
+use otel_injector::cluster::StaticCatalog;
+use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, SkipReason};
 use serde_json::{Value, json};
 
 const IMAGE: &str = "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0";

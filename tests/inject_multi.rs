@@ -4,7 +4,8 @@
 mod common;
 
 use common::{assert_idempotent, catalog, env_value, lit, names, run};
-use otel_injector::inject::{INJECTED_ANNOTATION, Language, ObjectKind, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::engine::{INJECTED_ANNOTATION, ObjectKind, SkipReason};
 use serde_json::{Value, json};
 
 const INST: &str = r#"
@@ -295,7 +296,7 @@ fn an_unreadable_instrumentation_is_named_in_the_warning() {
 
 #[test]
 fn a_disabled_language_is_reported_and_does_not_block_the_others() {
-    let mut config = otel_injector::inject::EngineConfig::default();
+    let mut config = otel_injector::engine::EngineConfig::default();
     config.enabled.remove(Language::Go);
     let p = pod(
         json!({"instrumentation.opentelemetry.io/inject-java": "true",

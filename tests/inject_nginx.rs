@@ -7,8 +7,9 @@ use common::{
     GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
     names, run, web_server_mounts,
 };
-use otel_injector::inject::nginx::{ATTACH_SCRIPT, CLONE_SCRIPT};
-use otel_injector::inject::{INJECTED_ANNOTATION, Language, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::agents::nginx::{ATTACH_SCRIPT, CLONE_SCRIPT};
+use otel_injector::engine::{INJECTED_ANNOTATION, SkipReason};
 use serde_json::{Value, json};
 
 /// nginx's module ships in the Apache httpd agent image.

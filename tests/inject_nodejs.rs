@@ -8,7 +8,8 @@ use common::{
     HTTP_SDK, agent_init, agent_mount, agent_volume, app_pod, assert_reinvocation_patches_nothing,
     catalog, env, fref, head, lit, relabel, run, run_with,
 };
-use otel_injector::inject::{EngineConfig, Language, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::engine::{EngineConfig, SkipReason};
 use serde_json::{Value, json};
 
 const IMAGE: &str =

@@ -8,7 +8,8 @@ use common::{
     HTTP_SDK, agent_init, agent_mount, agent_volume, app_pod, assert_not_injected,
     assert_reinvocation_patches_nothing, catalog, env, head, lit, relabel, run,
 };
-use otel_injector::inject::{Language, SkipReason};
+use otel_injector::agents::Language;
+use otel_injector::engine::SkipReason;
 use serde_json::{Value, json};
 
 const IMAGE: &str =

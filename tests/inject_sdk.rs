@@ -7,7 +7,8 @@ use common::{
     GRPC_SDK, Sdk, app_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
     relabel, run,
 };
-use otel_injector::inject::{INJECTED_ANNOTATION, Language};
+use otel_injector::agents::Language;
+use otel_injector::engine::INJECTED_ANNOTATION;
 use serde_json::{Value, json};
 
 const INJECT: &str = "instrumentation.opentelemetry.io/inject-sdk";

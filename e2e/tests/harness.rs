@@ -19,10 +19,12 @@ use tokio::sync::OnceCell;
 
 use clap::Parser as _;
 use k8s_openapi::api::core::v1::Pod;
+use otel_injector::admission::mutate;
+use otel_injector::agents::DefaultImages;
 use otel_injector::cli::{Cli, Command};
-use otel_injector::inject::{Decision, DefaultImages, EngineConfig, decide};
-use otel_injector::labeler::NAMESPACE_LABEL;
-use otel_injector::store::StaticCatalog;
+use otel_injector::cluster::StaticCatalog;
+use otel_injector::cluster::labeler::NAMESPACE_LABEL;
+use otel_injector::engine::{EngineConfig, Report, Snapshot};
 
 use crate::support::api::{self, Registration, Response};
 use crate::support::controlplane::{ControlPlane, root};
@@ -30,7 +32,7 @@ use crate::support::webhook::{Requests, Webhook};
 
 pub const SCOPE_LABEL: &str = "e2e.otel-injector.io/env";
 pub const INJECT_JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-pub const INJECTED: &str = otel_injector::inject::INJECTED_ANNOTATION;
+pub const INJECTED: &str = otel_injector::engine::INJECTED_ANNOTATION;
 pub const JAVA_INIT: &str = "opentelemetry-auto-instrumentation-java";
 
 static SHARED: OnceCell<Result<ControlPlane, String>> = OnceCell::const_new();
@@ -581,7 +583,7 @@ pub fn assert_label_applied_by_the_webhook(namespace: &Value) {
 /// What the engine itself makes of `pod` created in `ns`, given the Instrumentations
 /// `insts` (as sent to the apiserver) and the test webhook's flags: `decide` on a
 /// [`StaticCatalog`] of them, its JSON patch applied to the pod as the test sends it.
-pub fn engine_result(env: &Env, ns: &str, insts: &[Value], pod: &Value) -> (Value, Decision) {
+pub fn engine_result(env: &Env, ns: &str, insts: &[Value], pod: &Value) -> (Value, Report) {
     // JSON is YAML: one document per Instrumentation.
     let yaml = insts
         .iter()
@@ -592,11 +594,12 @@ pub fn engine_result(env: &Env, ns: &str, insts: &[Value], pod: &Value) -> (Valu
         .unwrap_or_else(|e| panic!("Instrumentations for the engine: {e}"))
         .with_namespace(ns, &[]);
     let typed: Pod = serde_json::from_value(pod.clone()).expect("a valid Pod");
-    let d = decide(&typed, ns, &catalog, &env.engine_config());
+    let config = env.engine_config();
+    let (patch, report) = mutate(&Snapshot::take(&catalog, ns, &config), &typed);
     let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone()))
+    json_patch::patch(&mut out, &json_patch::Patch(patch))
         .unwrap_or_else(|e| panic!("the engine's patch does not apply: {e}"));
-    (out, d)
+    (out, report)
 }
 
 /// Fields the apiserver writes into a stored pod that neither the test nor the webhook

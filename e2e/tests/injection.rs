@@ -98,7 +98,7 @@ async fn java_pod_is_stored_injected_exactly_as_the_engine_specifies() {
         &inits[0],
         &json!({
             "name": JAVA_INIT,
-            "image": otel_injector::inject::java::DEFAULT_IMAGE,
+            "image": otel_injector::agents::java::DEFAULT_IMAGE,
             "command": ["cp", "/javaagent.jar", "/otel-auto-instrumentation-java/javaagent.jar"],
             "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
                           "requests": {"cpu": "50m", "memory": "64Mi"}},

@@ -7,7 +7,9 @@
 //! expected); a webhook call that failed open leaves the pod without the marker annotation,
 //! which every case asserts.
 
-use otel_injector::inject::{self, INJECTED_ANNOTATION, Language};
+use otel_injector::agents;
+use otel_injector::agents::Language;
+use otel_injector::engine::INJECTED_ANNOTATION;
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -218,7 +220,7 @@ async fn nodejs_pod_is_stored_as_the_engine_injects_it() {
         ["opentelemetry-auto-instrumentation-nodejs"]
     );
     let i = init(&stored, "opentelemetry-auto-instrumentation-nodejs");
-    assert_eq!(i["image"], inject::nodejs::DEFAULT_IMAGE);
+    assert_eq!(i["image"], agents::nodejs::DEFAULT_IMAGE);
     assert_eq!(
         i["command"],
         json!([
@@ -293,7 +295,7 @@ async fn python_pods_glibc_and_musl_are_stored_as_the_engine_injects_them() {
             ["opentelemetry-auto-instrumentation-python"]
         );
         let i = init(&stored, "opentelemetry-auto-instrumentation-python");
-        assert_eq!(i["image"], inject::python::DEFAULT_IMAGE);
+        assert_eq!(i["image"], agents::python::DEFAULT_IMAGE);
         assert_eq!(
             i["command"],
             json!(["cp", "-r", source, "/otel-auto-instrumentation-python"]),
@@ -381,7 +383,7 @@ async fn dotnet_pods_glibc_and_musl_are_stored_as_the_engine_injects_them() {
             ["opentelemetry-auto-instrumentation-dotnet"]
         );
         let i = init(&stored, "opentelemetry-auto-instrumentation-dotnet");
-        assert_eq!(i["image"], inject::dotnet::DEFAULT_IMAGE);
+        assert_eq!(i["image"], agents::dotnet::DEFAULT_IMAGE);
         assert_eq!(
             i["command"],
             json!([
@@ -436,7 +438,7 @@ async fn go_pod_gets_a_privileged_sidecar_that_the_apiserver_accepts() {
     );
     assert!(app["volumeMounts"].is_null(), "{app}");
     let sidecar = container(&stored, "opentelemetry-auto-instrumentation");
-    assert_eq!(sidecar["image"], inject::golang::DEFAULT_IMAGE);
+    assert_eq!(sidecar["image"], agents::golang::DEFAULT_IMAGE);
     assert_eq!(
         names(&sidecar["env"]),
         env_order(&[
@@ -534,12 +536,12 @@ async fn apache_httpd_pod_with_a_probe_gets_a_valid_clone_and_the_module() {
     assert!(clone.get("readinessProbe").is_none(), "{clone}");
     assert_eq!(clone["securityContext"], json!({"runAsUser": 33}));
     let attach = init(&stored, "otel-agent-attach-apache");
-    assert_eq!(attach["image"], inject::apache::DEFAULT_IMAGE);
+    assert_eq!(attach["image"], agents::apache::DEFAULT_IMAGE);
     assert_eq!(attach["command"], json!(["/bin/sh", "-c"]));
     assert_eq!(
         attach["args"],
         json!([
-            inject::apache::ATTACH_SCRIPT,
+            agents::apache::ATTACH_SCRIPT,
             "--",
             "/usr/local/apache2/conf"
         ])
@@ -618,14 +620,14 @@ async fn nginx_pod_gets_the_module_and_the_library_path() {
     assert_eq!(clone["command"], json!(["/bin/sh", "-c"]));
     assert_eq!(
         clone["args"],
-        json!([inject::nginx::CLONE_SCRIPT, "--", "/etc/nginx"])
+        json!([agents::nginx::CLONE_SCRIPT, "--", "/etc/nginx"])
     );
     let attach = init(&stored, "otel-agent-attach-nginx");
-    assert_eq!(attach["image"], inject::nginx::DEFAULT_IMAGE);
+    assert_eq!(attach["image"], agents::nginx::DEFAULT_IMAGE);
     assert_eq!(attach["command"], json!(["/bin/sh", "-c"]));
     assert_eq!(
         attach["args"],
-        json!([inject::nginx::ATTACH_SCRIPT, "--", "nginx.conf"])
+        json!([agents::nginx::ATTACH_SCRIPT, "--", "nginx.conf"])
     );
     let conf = var(attach, "OTEL_NGINX_AGENT_CONF");
     for line in [

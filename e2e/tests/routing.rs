@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use otel_injector::labeler::NAMESPACE_LABEL;
+use otel_injector::cluster::labeler::NAMESPACE_LABEL;
 
 use crate::harness::*;
 use crate::support::api;

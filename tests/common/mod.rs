@@ -2,12 +2,30 @@
 //! the parts of the expected pod that every language writes the same way.
 #![allow(dead_code)]
 
+use std::ops::Deref;
+
+use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::Pod;
-use otel_injector::inject::{
-    Decision, EngineConfig, INJECTED_ANNOTATION, Language, SkipReason, decide,
-};
-use otel_injector::store::StaticCatalog;
+use otel_injector::admission::mutate;
+use otel_injector::agents::Language;
+use otel_injector::cluster::StaticCatalog;
+use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
 use serde_json::{Value, json};
+
+/// What the engine answered for one pod: the patch the webhook would send, and the report
+/// (whose fields the tests read directly).
+#[derive(Debug)]
+pub struct Decision {
+    pub patch: Vec<PatchOperation>,
+    pub report: Report,
+}
+
+impl Deref for Decision {
+    type Target = Report;
+    fn deref(&self) -> &Report {
+        &self.report
+    }
+}
 
 /// A catalog of the Instrumentations in `yaml`.
 pub fn catalog(yaml: &str) -> StaticCatalog {
@@ -17,7 +35,8 @@ pub fn catalog(yaml: &str) -> StaticCatalog {
 /// Decides for `pod` created in namespace `shop` and returns the patched pod.
 pub fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
     let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
-    let d = decide(&typed, "shop", catalog, config);
+    let (patch, report) = mutate(&Snapshot::take(catalog, "shop", config), &typed);
+    let d = Decision { patch, report };
     let mut out = pod.clone();
     json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
     (out, d)

@@ -1,0 +1,222 @@
+//! `admission.k8s.io/v1` AdmissionReview in and out. The request envelope is read straight
+//! from the bytes with the object kept raw, so a Pod is decoded once, typed, and any other
+//! kind is never decoded at all. The response always echoes the request's `uid`.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::engine::{self, Catalog, EngineConfig, Report, Snapshot};
+use crate::warnings::shorten;
+
+pub mod patch;
+
+const API_VERSION: &str = "admission.k8s.io/v1";
+const KIND: &str = "AdmissionReview";
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewIn<'a> {
+    api_version: Option<&'a str>,
+    kind: Option<&'a str>,
+    #[serde(borrow)]
+    request: Option<RequestIn<'a>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct Gvk {
+    group: String,
+    version: String,
+    kind: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RequestIn<'a> {
+    uid: String,
+    #[serde(default)]
+    kind: Gvk,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    operation: String,
+    #[serde(default)]
+    dry_run: Option<bool>,
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+}
+
+/// The parts of a pod's metadata the engine reads. Everything else, `managedFields` above
+/// all (often most of the object), is skipped while parsing instead of being decoded.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct MetaIn {
+    name: Option<String>,
+    generate_name: Option<String>,
+    namespace: Option<String>,
+    uid: Option<String>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    owner_references: Option<Vec<OwnerReference>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct PodIn {
+    metadata: MetaIn,
+    spec: Option<PodSpec>,
+}
+
+impl From<PodIn> for Pod {
+    fn from(p: PodIn) -> Pod {
+        let m = p.metadata;
+        Pod {
+            metadata: ObjectMeta {
+                name: m.name,
+                generate_name: m.generate_name,
+                namespace: m.namespace,
+                uid: m.uid,
+                labels: m.labels,
+                annotations: m.annotations,
+                owner_references: m.owner_references,
+                ..Default::default()
+            },
+            spec: p.spec,
+            status: None,
+        }
+    }
+}
+
+/// Why a body is not a readable AdmissionReview (answered with HTTP 400).
+#[derive(Debug, thiserror::Error)]
+pub enum ReviewError {
+    #[error("request body is not valid AdmissionReview JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got {0}")]
+    WrongType(String),
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    #[error("AdmissionReview request has an empty uid")]
+    NoUid,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+/// What the webhook did with one review, for logs and metrics.
+#[derive(Debug, Default)]
+pub struct Summary {
+    pub uid: String,
+    pub namespace: String,
+    pub name: String,
+    pub operation: String,
+    pub kind: String,
+    pub dry_run: bool,
+    /// Whether the response carries a patch.
+    pub patched: bool,
+    pub report: Report,
+}
+
+/// The engine's decision for `pod` as the patch the webhook answers with, and its report.
+pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
+    let decision = engine::decide(snapshot, pod);
+    let ops = decision.plan.as_ref().map(patch::build).unwrap_or_default();
+    (ops, decision.report)
+}
+
+/// Reads a review, decides, and returns the response body. `Err` only for a body that is
+/// not a readable review; every readable review is allowed (with a patch or warnings).
+pub fn review(
+    body: &[u8],
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+) -> Result<(Vec<u8>, Summary), ReviewError> {
+    let review: ReviewIn<'_> = serde_json::from_slice(body)?;
+    if review.api_version.is_some_and(|v| v != API_VERSION)
+        || review.kind.is_some_and(|k| k != KIND)
+    {
+        return Err(ReviewError::WrongType(format!(
+            "{}/{}",
+            review.api_version.unwrap_or(""),
+            review.kind.unwrap_or("")
+        )));
+    }
+    let req = review.request.ok_or(ReviewError::NoRequest)?;
+    if req.uid.is_empty() {
+        return Err(ReviewError::NoUid);
+    }
+    let mut s = Summary {
+        namespace: req.namespace.unwrap_or_default(),
+        name: req.name.unwrap_or_default(),
+        operation: req.operation,
+        kind: req.kind.kind,
+        dry_run: req.dry_run.unwrap_or(false),
+        uid: req.uid,
+        ..Summary::default()
+    };
+    let mut patch = None;
+    let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
+    if is_pod && s.operation == "CREATE" {
+        match req.object.map(|o| serde_json::from_str::<PodIn>(o.get())) {
+            Some(Ok(pod)) => {
+                let pod = Pod::from(pod);
+                // On CREATE the pod's own namespace may be empty: the request's is the truth.
+                let snapshot = Snapshot::take(catalog, &s.namespace, config);
+                let (ops, report) = mutate(&snapshot, &pod);
+                patch = (!ops.is_empty()).then_some(ops);
+                s.report = report;
+            }
+            Some(Err(e)) => s.report.warnings.push(shorten(format!(
+                "otel-injector: pod could not be decoded ({e}); not injected"
+            ))),
+            None => {}
+        }
+    }
+    s.patched = patch.is_some();
+    Ok((response(&s.uid, patch.as_deref(), &s.report.warnings), s))
+}
+
+fn response(uid: &str, patch: Option<&[PatchOperation]>, warnings: &[String]) -> Vec<u8> {
+    let patch = patch.map(|ops| {
+        let bytes = serde_json::to_vec(ops).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    });
+    let out = ReviewOut {
+        api_version: API_VERSION,
+        kind: KIND,
+        response: ResponseOut {
+            uid,
+            allowed: true,
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            warnings,
+        },
+    };
+    serde_json::to_vec(&out).unwrap_or_default()
+}

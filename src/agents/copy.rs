@@ -1,0 +1,255 @@
+//! Agents delivered by an init container that copies their files into a shared volume
+//! (Java, Node.js, Python, .NET): the per-container loop they share, the volume and the init
+//! container. A copy agent supplies only its names and its own environment edit.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, EphemeralVolumeSource, PersistentVolumeClaimTemplate,
+    ResourceRequirements, SecurityContext, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+
+use super::sdk_env::{inject_common_env, inject_sdk_config};
+use super::{Agent, Injection, Outcome, value_from_origin, value_from_warning};
+use crate::crd::{Instrumentation, InstrumentationSpec, NoSection};
+use crate::pod::env::EnvPlan;
+
+/// Default `sizeLimit` of the agent's `emptyDir`.
+pub const DEFAULT_VOLUME_SIZE: &str = "200Mi";
+
+/// Default resources of an agent's init container.
+#[derive(Clone, Copy, Debug)]
+pub struct ResourceDefaults {
+    pub limit_cpu: &'static str,
+    pub limit_memory: &'static str,
+    pub request_cpu: &'static str,
+    pub request_memory: &'static str,
+}
+
+impl ResourceDefaults {
+    /// The Instrumentation's resources, with these defaults for whichever of limits and
+    /// requests it leaves unset (as the Operator's defaulting does).
+    pub fn or(self, given: Option<&ResourceRequirements>) -> ResourceRequirements {
+        let pair = |cpu: &str, mem: &str| {
+            BTreeMap::from([
+                ("cpu".to_owned(), Quantity(cpu.to_owned())),
+                ("memory".to_owned(), Quantity(mem.to_owned())),
+            ])
+        };
+        let mut r = given.cloned().unwrap_or_default();
+        if r.limits.as_ref().is_none_or(BTreeMap::is_empty) {
+            r.limits = Some(pair(self.limit_cpu, self.limit_memory));
+        }
+        if r.requests.as_ref().is_none_or(BTreeMap::is_empty) {
+            r.requests = Some(pair(self.request_cpu, self.request_memory));
+        }
+        r
+    }
+}
+
+/// The names a copy agent puts into the pod.
+pub struct CopyLayout {
+    pub init_container: &'static str,
+    pub volume: &'static str,
+    /// Where the init container mounts the volume (and, unless the agent says otherwise,
+    /// where the targets mount it).
+    pub mount: &'static str,
+    pub resources: ResourceDefaults,
+}
+
+/// What one copy agent does differently; [`inject`] does the rest.
+pub trait CopyAgent: Agent {
+    /// A per-pod choice read from annotations (Python's platform, .NET's runtime).
+    type Variant;
+
+    fn layout(&self) -> &'static CopyLayout;
+    /// The variant for this pod, or the warning that skips the language.
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<Self::Variant, String>;
+    /// Variables the agent extends: a `valueFrom` on any of them skips the container.
+    fn extends(&self) -> &'static [&'static str];
+    /// Whether the agent edits its variables before `spec.env` is merged (so `spec.env`
+    /// cannot define them, as with the Operator's PYTHONPATH).
+    fn edits_before_common_env(&self) -> bool {
+        false
+    }
+    /// Any other reason to leave one container alone (the warning).
+    fn refuse(&self, _container: &str, _env: &EnvPlan<'_>) -> Option<String> {
+        None
+    }
+    /// Where a target mounts the agent volume.
+    fn target_mount(&self, _container: &str) -> String {
+        self.layout().mount.to_owned()
+    }
+    /// The agent's own environment edit of one target mounted at `mount`.
+    fn edit_env(
+        &self,
+        env: &mut EnvPlan<'_>,
+        mount: &str,
+        spec: &InstrumentationSpec,
+        variant: &Self::Variant,
+    );
+    /// Variables set when absent after the common env, for agents that edit before it.
+    fn after_common_env(&self, _env: &mut EnvPlan<'_>) {}
+    /// The init container's command.
+    fn copy_command(&self, variant: &Self::Variant) -> Vec<String>;
+    /// Init containers placed right after the agent's own (Java's extensions).
+    fn more_init_containers(
+        &self,
+        _spec: &InstrumentationSpec,
+        _init: &Container,
+    ) -> Vec<Container> {
+        Vec::new()
+    }
+}
+
+/// The per-container loop every copy agent shares: check, mount, language env, common env
+/// and the agent's edit (in the agent's order), SDK config; then the volume and the init
+/// container, once, if any target was instrumented.
+pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
+    let variant = match agent.variant(cx) {
+        Ok(v) => v,
+        Err(warning) => {
+            cx.warn(warning);
+            return Outcome::NothingInstrumented;
+        }
+    };
+    let lang = agent.language();
+    let inst: &Instrumentation = cx.inst;
+    let spec = &inst.spec;
+    let section = agent.section(spec).unwrap_or(&NoSection);
+    let before = agent.edits_before_common_env();
+    let layers: &[&[_]] = if before {
+        &[section.env()]
+    } else {
+        &[section.env(), spec.env.as_slice()]
+    };
+    let mut done = Vec::new();
+    'targets: for &slot in cx.targets {
+        let Some(c) = cx.plan.container(slot) else {
+            continue;
+        };
+        let name = c.name();
+        for var in agent.extends() {
+            if let Some(origin) = value_from_origin(&c.env, layers, var) {
+                cx.warn(value_from_warning(lang, name, var, origin));
+                continue 'targets;
+            }
+        }
+        if let Some(warning) = agent.refuse(name, &c.env) {
+            cx.warn(warning);
+            continue;
+        }
+        let mount = agent.target_mount(name);
+        c.mount(VolumeMount {
+            name: agent.layout().volume.into(),
+            mount_path: mount.clone(),
+            ..Default::default()
+        });
+        for e in section.env() {
+            c.env.append_if_absent(e.clone());
+        }
+        if before {
+            agent.edit_env(&mut c.env, &mount, spec, &variant);
+            inject_common_env(&mut c.env, spec);
+            agent.after_common_env(&mut c.env);
+        } else {
+            inject_common_env(&mut c.env, spec);
+            agent.edit_env(&mut c.env, &mount, spec, &variant);
+        }
+        let app = c.container;
+        inject_sdk_config(&mut c.env, cx.info, spec, app);
+        done.push(slot);
+    }
+    if done.is_empty() {
+        return Outcome::NothingInstrumented;
+    }
+
+    let layout = agent.layout();
+    cx.plan.add_volume(agent_volume(
+        layout.volume,
+        section.volume_claim_template(),
+        section.volume_limit_size(),
+    ));
+    let init = init_container(
+        layout.init_container,
+        cx.image(lang),
+        agent.copy_command(&variant),
+        layout,
+        section.resources(),
+        inst,
+        cx.init_security_context(&done),
+    );
+    let at = cx.init_position(&done);
+    let more = agent.more_init_containers(spec, &init);
+    cx.plan.add_init_container(at, init);
+    for c in more {
+        cx.plan.add_init_container(at, c);
+    }
+    Outcome::Injected(done.len())
+}
+
+/// `cp -r <dir>/. <into>`: copies a directory's content, dotfiles included.
+pub fn copy_dir(dir: &str, into: &str) -> Vec<String> {
+    vec![
+        "cp".into(),
+        "-r".into(),
+        format!("{}/.", dir.trim_end_matches('/')),
+        into.into(),
+    ]
+}
+
+/// The shared volume an agent is copied into: an ephemeral volume from the
+/// `volumeClaimTemplate` when given, else an `emptyDir` with a size limit.
+pub fn agent_volume(
+    name: &str,
+    claim: Option<&PersistentVolumeClaimTemplate>,
+    size: Option<&Quantity>,
+) -> Volume {
+    if let Some(claim) = claim {
+        return Volume {
+            name: name.to_owned(),
+            ephemeral: Some(EphemeralVolumeSource {
+                volume_claim_template: Some(claim.clone()),
+            }),
+            ..Default::default()
+        };
+    }
+    Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource {
+            size_limit: Some(
+                size.cloned()
+                    .unwrap_or_else(|| Quantity(DEFAULT_VOLUME_SIZE.to_owned())),
+            ),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// The init container that copies agent files into the shared volume.
+fn init_container(
+    name: &str,
+    image: String,
+    command: Vec<String>,
+    layout: &CopyLayout,
+    resources: Option<&ResourceRequirements>,
+    inst: &Instrumentation,
+    security_context: Option<SecurityContext>,
+) -> Container {
+    Container {
+        name: name.to_owned(),
+        image: Some(image),
+        command: Some(command),
+        resources: Some(layout.resources.or(resources)),
+        volume_mounts: Some(vec![VolumeMount {
+            name: layout.volume.to_owned(),
+            mount_path: layout.mount.to_owned(),
+            ..Default::default()
+        }]),
+        image_pull_policy: inst.spec.image_pull_policy.clone(),
+        security_context,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,149 @@
+//! What an agent is given ([`Injection`]) and returns ([`Outcome`]), and the checks every
+//! agent that extends a variable shares.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
+
+use super::Language;
+use crate::crd::Instrumentation;
+use crate::pod::env::{EnvPlan, EnvValue};
+use crate::pod::info::PodInfo;
+use crate::pod::plan::{InitPosition, PodPlan, Slot};
+use crate::pod::select::Annotations;
+use crate::warnings::shorten;
+
+/// Default agent images, per language (overridable by flags).
+#[derive(Clone, Debug)]
+pub struct DefaultImages {
+    images: BTreeMap<Language, String>,
+}
+
+impl Default for DefaultImages {
+    fn default() -> Self {
+        let images = Language::ALL
+            .iter()
+            .filter_map(|l| Some((*l, l.agent().default_image()?.to_owned())))
+            .collect();
+        DefaultImages { images }
+    }
+}
+
+impl DefaultImages {
+    pub fn get(&self, l: Language) -> &str {
+        self.images.get(&l).map(String::as_str).unwrap_or("")
+    }
+
+    pub fn set(&mut self, l: Language, image: String) {
+        self.images.insert(l, image);
+    }
+}
+
+/// What an agent did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// This many containers were instrumented.
+    Injected(usize),
+    /// Every target was skipped (each with its own warning).
+    NothingInstrumented,
+}
+
+/// Everything an agent needs to inject one language.
+pub struct Injection<'p, 'a> {
+    pub plan: &'p mut PodPlan<'a>,
+    pub info: &'p PodInfo<'p>,
+    pub inst: &'p Instrumentation,
+    pub targets: &'p [Slot],
+    pub images: &'p DefaultImages,
+    pub annotations: &'p Annotations<'p>,
+    pub warnings: &'p mut Vec<String>,
+}
+
+impl Injection<'_, '_> {
+    pub fn warn(&mut self, msg: String) {
+        self.warnings.push(shorten(msg));
+    }
+
+    /// The section's image, else the default image of `lang`.
+    pub fn image(&self, lang: Language) -> String {
+        lang.agent()
+            .section(&self.inst.spec)
+            .and_then(|s| s.image())
+            .unwrap_or_else(|| self.images.get(lang))
+            .to_owned()
+    }
+
+    /// Agent init containers go before the first targeted init container (which needs the
+    /// agent files when it runs), or after all init containers.
+    pub fn init_position(&self, instrumented: &[Slot]) -> InitPosition {
+        instrumented
+            .iter()
+            .filter_map(|s| match s {
+                Slot::Init(i) => Some(InitPosition::Before(*i)),
+                Slot::App(_) => None,
+            })
+            .min()
+            .unwrap_or(InitPosition::End)
+    }
+
+    /// `spec.initContainerSecurityContext`, else the first instrumented container's, so that
+    /// pods under a restricted policy stay admissible.
+    pub fn init_security_context(&self, instrumented: &[Slot]) -> Option<SecurityContext> {
+        self.inst
+            .spec
+            .init_container_security_context
+            .clone()
+            .or_else(|| {
+                instrumented
+                    .first()
+                    .and_then(|s| self.plan.original(*s))
+                    .and_then(|c| c.security_context.clone())
+            })
+    }
+}
+
+/// Where a variable that the agent must extend gets a `valueFrom` (which the webhook can
+/// neither read nor extend), if it does once the env layers are merged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueFromOrigin {
+    /// The container itself (or an agent that ran before).
+    Container,
+    /// `spec.<lang>.env` or `spec.env` of the Instrumentation.
+    Instrumentation,
+}
+
+/// Whether `name` will be set with `valueFrom` once `layers` (language env, then `spec.env`)
+/// are merged into `env` with append-if-absent: the container's own definition always wins,
+/// else the first layer that defines it.
+pub fn value_from_origin(
+    env: &EnvPlan<'_>,
+    layers: &[&[EnvVar]],
+    name: &str,
+) -> Option<ValueFromOrigin> {
+    match env.get(name) {
+        Some(EnvValue::ValueFrom) => Some(ValueFromOrigin::Container),
+        Some(EnvValue::Literal(_)) => None,
+        None => layers
+            .iter()
+            .find_map(|layer| layer.iter().find(|e| e.name == name))
+            .filter(|e| e.value_from.is_some())
+            .map(|_| ValueFromOrigin::Instrumentation),
+    }
+}
+
+/// The warning for a target skipped because `var` comes from `valueFrom`.
+pub fn value_from_warning(
+    lang: Language,
+    container: &str,
+    var: &str,
+    origin: ValueFromOrigin,
+) -> String {
+    match origin {
+        ValueFromOrigin::Container => {
+            format!("{lang}: container {container:?} sets {var} with valueFrom; not instrumented")
+        }
+        ValueFromOrigin::Instrumentation => format!(
+            "{lang}: Instrumentation sets {var} with valueFrom; container {container:?} not instrumented"
+        ),
+    }
+}

@@ -1,0 +1,78 @@
+//! The agents: one file per language, each an [`Agent`], and the registry below that names
+//! them. Adding a language is its own file plus one registry line (see
+//! `docs/architecture.md`); everything else (annotation keys, metrics labels, the
+//! `--enabled-languages` values, default images) is read from the agent.
+
+pub mod apache;
+pub mod copy;
+#[cfg(test)]
+mod demo;
+pub mod dotnet;
+pub mod exporter_tls;
+pub mod golang;
+mod injection;
+pub mod java;
+mod language;
+pub mod nginx;
+pub mod nodejs;
+pub mod python;
+pub mod sdk;
+pub mod sdk_env;
+pub mod webserver;
+
+pub use injection::{
+    DefaultImages, Injection, Outcome, ValueFromOrigin, value_from_origin, value_from_warning,
+};
+pub use language::{ANNOTATION_PREFIX, LanguageSet, UnknownLanguage};
+
+use crate::crd::{InstrumentationSpec, LanguageSpec};
+
+/// One language's injection. Agents only add to the plan they are given; the engine owns
+/// selection, validation and the patch.
+pub trait Agent: Sync {
+    /// The registry entry this agent is.
+    fn language(&self) -> Language;
+    /// The short name used in annotations, flags, metrics and warnings.
+    fn name(&self) -> &'static str;
+    /// `instrumentation.opentelemetry.io/inject-<name>`.
+    fn inject_annotation(&self) -> &'static str;
+    /// The per-language container list annotation.
+    fn container_names_annotation(&self) -> &'static str;
+    /// The agent image used when the Instrumentation names none (`--agent-image` overrides).
+    fn default_image(&self) -> Option<&'static str> {
+        None
+    }
+    /// The language's own section of the Instrumentation spec (image, env, resources,
+    /// volume), if it has one.
+    fn section<'s>(&self, _spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
+        None
+    }
+    /// Whether init containers can be targets.
+    fn supports_init_targets(&self) -> bool {
+        true
+    }
+    /// Whether the agent needs privileges that Pod Security `baseline` and `restricted`
+    /// forbid (the Go agent: privileged, hostPath).
+    fn needs_privileges(&self) -> bool {
+        false
+    }
+    /// Adds this language to the plan for the targets in `cx`.
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
+}
+
+// The registry: one line per language, in the order the Operator injects them. It defines
+// the `Language` enum, `Language::ALL` and `Language::agent`.
+language::registry! {
+    Java => java::Java,
+    NodeJs => nodejs::NodeJs,
+    Python => python::Python,
+    DotNet => dotnet::DotNet,
+    Go => golang::Go,
+    ApacheHttpd => apache::ApacheHttpd,
+    Nginx => nginx::Nginx,
+    Sdk => sdk::SdkOnly,
+    // A language that exists only in unit tests: it proves that a file plus this line is
+    // all a new language needs.
+    #[cfg(test)]
+    Demo => demo::Demo,
+}

@@ -1,0 +1,81 @@
+//! Node.js: an init container copies the SDK into a shared volume, and
+//! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
+
+use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::{Agent, Injection, Language, Outcome};
+use crate::crd::{InstrumentationSpec, LanguageSpec};
+use crate::pod::env::{EnvPlan, EnvValue, literal};
+
+pub const NODE_OPTIONS: &str = "NODE_OPTIONS";
+pub const OTEL_METRICS_EXPORTER: &str = "OTEL_METRICS_EXPORTER";
+pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-nodejs";
+pub const VOLUME: &str = "opentelemetry-auto-instrumentation-nodejs";
+pub const MOUNT: &str = "/otel-auto-instrumentation-nodejs";
+pub const DEFAULT_IMAGE: &str =
+    "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-nodejs:0.78.0";
+const LAYOUT: CopyLayout = CopyLayout {
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "128Mi",
+    },
+};
+
+/// The Node.js injector.
+pub struct NodeJs;
+
+impl Agent for NodeJs {
+    fn language(&self) -> Language {
+        Language::NodeJs
+    }
+    fn name(&self) -> &'static str {
+        "nodejs"
+    }
+    fn inject_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/inject-nodejs"
+    }
+    fn container_names_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/nodejs-container-names"
+    }
+    fn default_image(&self) -> Option<&'static str> {
+        Some(DEFAULT_IMAGE)
+    }
+    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
+        Some(spec.nodejs.as_ref()?)
+    }
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+        copy::inject(self, cx)
+    }
+}
+
+impl CopyAgent for NodeJs {
+    type Variant = ();
+
+    fn layout(&self) -> &'static CopyLayout {
+        &LAYOUT
+    }
+    fn variant(&self, _: &Injection<'_, '_>) -> Result<(), String> {
+        Ok(())
+    }
+    fn extends(&self) -> &'static [&'static str] {
+        &[NODE_OPTIONS]
+    }
+    // The Operator's language defaults, after the common env so that spec.env wins.
+    fn edit_env(&self, env: &mut EnvPlan<'_>, mount: &str, _: &InstrumentationSpec, _: &()) {
+        let arg = format!(" --require {mount}/autoinstrumentation.js");
+        let value = match env.get(NODE_OPTIONS) {
+            Some(EnvValue::Literal(v)) => format!("{v}{arg}"),
+            _ => arg,
+        };
+        env.set_literal(NODE_OPTIONS, value);
+        // Without an exporter the Node.js SDK starts no metric reader (metrics are lost).
+        env.append_if_absent(literal(OTEL_METRICS_EXPORTER, "otlp"));
+    }
+    fn copy_command(&self, _: &()) -> Vec<String> {
+        copy::copy_dir("/autoinstrumentation", MOUNT)
+    }
+}

@@ -1,0 +1,117 @@
+//! Python: an init container copies the glibc or musl build of the SDK into a shared volume,
+//! and `PYTHONPATH` of every target gets the auto-instrumentation dir in front and the mount
+//! at the end.
+
+use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::{Agent, Injection, Language, Outcome};
+use crate::crd::{InstrumentationSpec, LanguageSpec};
+use crate::pod::env::{EnvPlan, EnvValue, literal};
+
+pub const PYTHONPATH: &str = "PYTHONPATH";
+/// `glibc` (the default) or `musl`; namespace-vs-pod precedence applies.
+pub const PLATFORM_ANNOTATION: &str = "instrumentation.opentelemetry.io/otel-python-platform";
+pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-python";
+pub const VOLUME: &str = "opentelemetry-auto-instrumentation-python";
+pub const MOUNT: &str = "/otel-auto-instrumentation-python";
+const PATH_PREFIX: &str =
+    "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
+pub const DEFAULT_IMAGE: &str =
+    "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-python:0.64b0";
+const LAYOUT: CopyLayout = CopyLayout {
+    init_container: INIT_CONTAINER,
+    volume: VOLUME,
+    mount: MOUNT,
+    resources: ResourceDefaults {
+        limit_cpu: "500m",
+        limit_memory: "256Mi",
+        request_cpu: "50m",
+        request_memory: "64Mi",
+    },
+};
+/// Set when absent: the auto-instrumentation ships only the OTLP/HTTP exporters.
+const DEFAULTS: [(&str, &str); 4] = [
+    ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
+    ("OTEL_TRACES_EXPORTER", "otlp"),
+    ("OTEL_METRICS_EXPORTER", "otlp"),
+    ("OTEL_LOGS_EXPORTER", "otlp"),
+];
+
+/// The directory of the image to copy for a platform annotation value.
+fn platform_source(platform: Option<&str>) -> Option<&'static str> {
+    match platform.unwrap_or("") {
+        "" | "glibc" => Some("/autoinstrumentation"),
+        "musl" => Some("/autoinstrumentation-musl"),
+        _ => None,
+    }
+}
+
+/// The Python injector.
+pub struct Python;
+
+impl Agent for Python {
+    fn language(&self) -> Language {
+        Language::Python
+    }
+    fn name(&self) -> &'static str {
+        "python"
+    }
+    fn inject_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/inject-python"
+    }
+    fn container_names_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/python-container-names"
+    }
+    fn default_image(&self) -> Option<&'static str> {
+        Some(DEFAULT_IMAGE)
+    }
+    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
+        Some(spec.python.as_ref()?)
+    }
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+        copy::inject(self, cx)
+    }
+}
+
+impl CopyAgent for Python {
+    /// The directory of the image to copy.
+    type Variant = &'static str;
+
+    fn layout(&self) -> &'static CopyLayout {
+        &LAYOUT
+    }
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, String> {
+        let platform = cx.annotations.get(PLATFORM_ANNOTATION);
+        platform_source(platform).ok_or_else(|| {
+            format!(
+                "python: otel-python-platform {:?} is not supported (use glibc or musl); not injected",
+                platform.unwrap_or("")
+            )
+        })
+    }
+    fn extends(&self) -> &'static [&'static str] {
+        &[PYTHONPATH]
+    }
+    // As the Operator does, PYTHONPATH is composed before the common env is added, so
+    // spec.env cannot define it.
+    fn edits_before_common_env(&self) -> bool {
+        true
+    }
+    fn edit_env(&self, env: &mut EnvPlan<'_>, mount: &str, _: &InstrumentationSpec, _: &&str) {
+        let value = match env.get(PYTHONPATH) {
+            // An empty entry would put the working directory on the path.
+            Some(EnvValue::Literal(v)) if !v.is_empty() => {
+                format!("{PATH_PREFIX}:{v}:{mount}")
+            }
+            _ => format!("{PATH_PREFIX}:{mount}"),
+        };
+        env.set_literal(PYTHONPATH, value);
+    }
+    fn after_common_env(&self, env: &mut EnvPlan<'_>) {
+        for (k, v) in DEFAULTS {
+            env.append_if_absent(literal(k, v));
+        }
+    }
+    fn copy_command(&self, source: &&'static str) -> Vec<String> {
+        copy::copy_dir(source, MOUNT)
+    }
+}

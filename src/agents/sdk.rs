@@ -1,0 +1,41 @@
+//! SDK only (`inject-sdk`): no agent, no init container, no volume; each target gets the
+//! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
+
+use super::sdk_env::{inject_common_env, inject_sdk_config};
+use super::{Agent, Injection, Language, Outcome};
+
+/// The SDK-only injector.
+pub struct SdkOnly;
+
+impl Agent for SdkOnly {
+    fn language(&self) -> Language {
+        Language::Sdk
+    }
+    fn name(&self) -> &'static str {
+        "sdk"
+    }
+    fn inject_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/inject-sdk"
+    }
+    fn container_names_annotation(&self) -> &'static str {
+        "instrumentation.opentelemetry.io/sdk-container-names"
+    }
+
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+        let mut count = 0;
+        for &slot in cx.targets {
+            let Some(c) = cx.plan.container(slot) else {
+                continue;
+            };
+            inject_common_env(&mut c.env, &cx.inst.spec);
+            let app = c.container;
+            inject_sdk_config(&mut c.env, cx.info, &cx.inst.spec, app);
+            count += 1;
+        }
+        if count == 0 {
+            Outcome::NothingInstrumented
+        } else {
+            Outcome::Injected(count)
+        }
+    }
+}

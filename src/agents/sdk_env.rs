@@ -1,0 +1,249 @@
+//! The common OpenTelemetry SDK configuration every instrumented container gets: service
+//! name, exporter endpoint, propagators, sampler and resource attributes, derived from the
+//! pod alone (owner names come from naming conventions, never from an API call).
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Container;
+
+use super::exporter_tls::exporter_tls_env;
+use crate::crd::InstrumentationSpec;
+use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
+use crate::pod::info::{PodInfo, RESOURCE_ANNOTATION_PREFIX};
+
+pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
+pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const OTEL_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
+pub const OTEL_RESOURCE_ATTRIBUTES_POD_NAME: &str = "OTEL_RESOURCE_ATTRIBUTES_POD_NAME";
+pub const OTEL_RESOURCE_ATTRIBUTES_POD_UID: &str = "OTEL_RESOURCE_ATTRIBUTES_POD_UID";
+pub const OTEL_RESOURCE_ATTRIBUTES_NODE_NAME: &str = "OTEL_RESOURCE_ATTRIBUTES_NODE_NAME";
+pub const OTEL_PROPAGATORS: &str = "OTEL_PROPAGATORS";
+pub const OTEL_TRACES_SAMPLER: &str = "OTEL_TRACES_SAMPLER";
+pub const OTEL_TRACES_SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
+pub const OTEL_POD_IP: &str = "OTEL_POD_IP";
+pub const OTEL_NODE_IP: &str = "OTEL_NODE_IP";
+
+/// Keys already present in a user's `OTEL_RESOURCE_ATTRIBUTES` value.
+fn existing_keys(value: &str) -> Vec<&str> {
+    value
+        .split(',')
+        .filter_map(|kv| kv.trim().split_once('='))
+        .map(|(k, _)| k.trim())
+        .collect()
+}
+
+/// The resource attributes for one container, sorted by key. `existing` are keys the user
+/// already set, which are never added again.
+pub fn resource_attributes(
+    info: &PodInfo<'_>,
+    spec: &InstrumentationSpec,
+    container: &Container,
+    existing: &[&str],
+) -> BTreeMap<String, String> {
+    let mut res = BTreeMap::new();
+    let mut put = |k: &str, v: &str| {
+        if !v.is_empty() && !existing.contains(&k) {
+            res.insert(k.to_owned(), v.to_owned());
+        }
+    };
+    let uids = spec.add_k8s_uid_attributes();
+    let use_labels = spec.use_labels_for_resource_attributes();
+
+    // Lowest precedence: the Instrumentation's own attributes.
+    for (k, v) in spec.resource.iter().flat_map(|r| &r.resource_attributes) {
+        put(k, v);
+    }
+    // Then what Kubernetes tells about the pod.
+    put("k8s.namespace.name", info.namespace);
+    put("k8s.container.name", &container.name);
+    put(
+        "k8s.pod.name",
+        &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_NAME})"),
+    );
+    if uids {
+        let uid = info.pod.metadata.uid.as_deref().unwrap_or("");
+        if uid.is_empty() {
+            put(
+                "k8s.pod.uid",
+                &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_UID})"),
+            );
+        } else {
+            put("k8s.pod.uid", uid);
+        }
+    }
+    let node = info
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .unwrap_or("");
+    if node.is_empty() {
+        put(
+            "k8s.node.name",
+            &format!("$({OTEL_RESOURCE_ATTRIBUTES_NODE_NAME})"),
+        );
+    } else {
+        put("k8s.node.name", node);
+    }
+    let instance_id = info.annotation("service.instance.id").map_or_else(
+        || {
+            format!(
+                "{}.$({OTEL_RESOURCE_ATTRIBUTES_POD_NAME}).{}",
+                info.namespace, container.name
+            )
+        },
+        str::to_owned,
+    );
+    put("service.instance.id", &instance_id);
+    let o = &info.owners;
+    if let Some(d) = &o.deployment {
+        put("k8s.deployment.name", d);
+    }
+    let named = [
+        ("replicaset", &o.replicaset),
+        ("statefulset", &o.statefulset),
+        ("daemonset", &o.daemonset),
+        ("job", &o.job),
+    ];
+    for (kind, owner) in named {
+        if let Some((name, uid)) = owner {
+            put(&format!("k8s.{kind}.name"), name);
+            if uids {
+                put(&format!("k8s.{kind}.uid"), uid);
+            }
+        }
+    }
+    if let Some(c) = &o.cronjob {
+        put("k8s.cronjob.name", c);
+    }
+    if let Some(v) = info.service_version(use_labels, container) {
+        put("service.version", &v);
+    }
+    // Highest precedence: the pod's resource.opentelemetry.io/* annotations.
+    for (k, v) in info.pod.metadata.annotations.iter().flatten() {
+        if let Some(attr) = k.strip_prefix(RESOURCE_ANNOTATION_PREFIX)
+            && attr != "service.name"
+            && !attr.is_empty()
+        {
+            put(attr, v);
+        }
+    }
+    let service_namespace = info
+        .annotation("service.namespace")
+        .unwrap_or(info.namespace);
+    put("service.namespace", service_namespace);
+    res
+}
+
+/// Variables every instrumented container gets before the language's own: the pod and node
+/// IPs (first, so user variables can reference them) and the Instrumentation's `spec.env`.
+pub fn inject_common_env(env: &mut EnvPlan<'_>, spec: &InstrumentationSpec) {
+    env.prepend_if_absent(field_ref(OTEL_POD_IP, "status.podIP"));
+    env.prepend_if_absent(field_ref(OTEL_NODE_IP, "status.hostIP"));
+    for e in &spec.env {
+        env.append_if_absent(e.clone());
+    }
+}
+
+/// The SDK configuration, after the language's variables: service name, exporter,
+/// downward-API variables, propagators, sampler, and `OTEL_RESOURCE_ATTRIBUTES` last.
+/// `app` is the container whose telemetry this is (the target itself, except for Go).
+pub fn inject_sdk_config(
+    env: &mut EnvPlan<'_>,
+    info: &PodInfo<'_>,
+    spec: &InstrumentationSpec,
+    app: &Container,
+) {
+    let use_labels = spec.use_labels_for_resource_attributes();
+    let uids = spec.add_k8s_uid_attributes();
+    env.append_if_absent(literal(
+        OTEL_SERVICE_NAME,
+        info.service_name(use_labels, app),
+    ));
+    if let Some(endpoint) = spec
+        .exporter
+        .as_ref()
+        .and_then(|e| e.endpoint.as_deref())
+        .filter(|e| !e.is_empty())
+    {
+        env.append_if_absent(literal(OTEL_EXPORTER_OTLP_ENDPOINT, endpoint));
+    }
+    for (name, value) in exporter_tls_env(spec) {
+        env.append_if_absent(literal(name, value));
+    }
+    env.append_if_absent(field_ref(
+        OTEL_RESOURCE_ATTRIBUTES_POD_NAME,
+        "metadata.name",
+    ));
+    if uids && info.pod.metadata.uid.as_deref().unwrap_or("").is_empty() {
+        env.append_if_absent(field_ref(OTEL_RESOURCE_ATTRIBUTES_POD_UID, "metadata.uid"));
+    }
+    let node_known = info
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.as_deref())
+        .is_some_and(|n| !n.is_empty());
+    if !node_known {
+        env.append_if_absent(field_ref(
+            OTEL_RESOURCE_ATTRIBUTES_NODE_NAME,
+            "spec.nodeName",
+        ));
+    }
+
+    if !spec.propagators.is_empty() {
+        let joined = spec
+            .propagators
+            .iter()
+            .map(|p| p.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        env.append_if_absent(literal(OTEL_PROPAGATORS, joined));
+    }
+    if let Some(sampler) = &spec.sampler
+        && let Some(kind) = &sampler.type_
+        && !env.contains(OTEL_TRACES_SAMPLER)
+        && !env.contains(OTEL_TRACES_SAMPLER_ARG)
+    {
+        env.append_if_absent(literal(OTEL_TRACES_SAMPLER, kind.as_str()));
+        if let Some(arg) = sampler.argument.as_deref().filter(|a| !a.is_empty()) {
+            env.append_if_absent(literal(OTEL_TRACES_SAMPLER_ARG, arg));
+        }
+    }
+
+    match env.get(OTEL_RESOURCE_ATTRIBUTES) {
+        // Set with valueFrom: the webhook cannot merge into it; the user's value wins.
+        Some(EnvValue::ValueFrom) => {}
+        Some(EnvValue::Literal(current)) => {
+            let current = current.to_owned();
+            let attrs = resource_attributes(info, spec, app, &existing_keys(&current));
+            if !attrs.is_empty() {
+                let sep = if current.is_empty() || current.ends_with(',') {
+                    ""
+                } else {
+                    ","
+                };
+                let merged = format!("{current}{sep}{}", join_attributes(&attrs));
+                env.set_literal(OTEL_RESOURCE_ATTRIBUTES, merged);
+            }
+        }
+        None => {
+            let attrs = resource_attributes(info, spec, app, &[]);
+            env.append_if_absent(literal(OTEL_RESOURCE_ATTRIBUTES, join_attributes(&attrs)));
+        }
+    }
+    env.move_to_end(OTEL_RESOURCE_ATTRIBUTES);
+}
+
+fn join_attributes(attrs: &BTreeMap<String, String>) -> String {
+    let mut out = String::new();
+    for (k, v) in attrs {
+        if !out.is_empty() {
+            out.push(',');
+        }
+        out.push_str(k);
+        out.push('=');
+        out.push_str(v);
+    }
+    out
+}

@@ -1,0 +1,180 @@
+//! Instrumentations read once from YAML files (`--instrumentation-file`), or built in memory
+//! (tests, the offline engine); namespace annotations only when given.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::crd::{Instrumentation, parse_instrumentations};
+use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
+
+/// Errors reading Instrumentation files.
+#[derive(Debug, thiserror::Error)]
+pub enum FileCatalogError {
+    #[error("failed to read instrumentation file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("instrumentation file {path}: {source}")]
+    Parse {
+        path: PathBuf,
+        source: crate::crd::CrdError,
+    },
+    #[error("instrumentation {0} is defined twice across --instrumentation-file files")]
+    Duplicate(String),
+}
+
+/// A fixed catalog.
+#[derive(Debug)]
+pub struct StaticCatalog {
+    instrumentations: Arc<Instrumentations>,
+    namespaces: HashMap<String, Arc<NamespaceInfo>>,
+    /// Known Secrets and ConfigMaps as (kind, namespace, name); `None`: not tracked.
+    objects: Option<Objects>,
+    ready: bool,
+}
+
+/// Known Secrets and ConfigMaps; any other does not exist.
+#[derive(Debug, Default)]
+struct Objects(Vec<(ObjectKind, String, String)>);
+
+impl ObjectLookup for Objects {
+    fn exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> bool {
+        self.0
+            .iter()
+            .any(|(k, ns, n)| *k == kind && ns == namespace && n == name)
+    }
+}
+
+impl Default for StaticCatalog {
+    fn default() -> Self {
+        StaticCatalog {
+            instrumentations: Arc::default(),
+            namespaces: HashMap::new(),
+            objects: None,
+            ready: true,
+        }
+    }
+}
+
+impl StaticCatalog {
+    /// Reads every file; fails on unreadable files, bad documents or duplicates.
+    pub fn load(paths: &[impl AsRef<Path>]) -> Result<Self, FileCatalogError> {
+        let mut index = Instrumentations::default();
+        for path in paths {
+            let path = path.as_ref();
+            let text = std::fs::read_to_string(path).map_err(|source| FileCatalogError::Read {
+                path: path.to_owned(),
+                source,
+            })?;
+            let items =
+                parse_instrumentations(&text).map_err(|source| FileCatalogError::Parse {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            for inst in items {
+                let key = format!(
+                    "{}/{}",
+                    inst.metadata.namespace.as_deref().unwrap_or(""),
+                    inst.metadata.name.as_deref().unwrap_or("")
+                );
+                if index.insert(inst) {
+                    return Err(FileCatalogError::Duplicate(key));
+                }
+            }
+        }
+        Ok(StaticCatalog {
+            instrumentations: Arc::new(index),
+            ..Default::default()
+        })
+    }
+
+    /// A catalog of these Instrumentations (from YAML text).
+    pub fn from_yaml(yaml: &str) -> Result<Self, crate::crd::CrdError> {
+        Ok(Self::new(parse_instrumentations(yaml)?))
+    }
+
+    /// A catalog of these Instrumentations.
+    pub fn new(items: impl IntoIterator<Item = Instrumentation>) -> Self {
+        StaticCatalog {
+            instrumentations: Arc::new(items.into_iter().collect()),
+            ..Default::default()
+        }
+    }
+
+    fn index(&mut self) -> &mut Instrumentations {
+        Arc::make_mut(&mut self.instrumentations)
+    }
+
+    /// Adds a namespace with these annotations.
+    pub fn with_namespace(mut self, namespace: &str, annotations: &[(&str, &str)]) -> Self {
+        let info = self.namespace_entry(namespace);
+        info.annotations = annotations
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        self
+    }
+
+    fn namespace_entry(&mut self, namespace: &str) -> &mut NamespaceInfo {
+        let entry = self.namespaces.entry(namespace.to_owned()).or_default();
+        Arc::make_mut(entry)
+    }
+
+    /// Tracks Secrets and ConfigMaps: these exist, any other does not.
+    pub fn with_objects(mut self, objects: &[(ObjectKind, &str, &str)]) -> Self {
+        let list = self.objects.get_or_insert_with(Objects::default);
+        list.0.extend(
+            objects
+                .iter()
+                .map(|(k, ns, n)| (*k, (*ns).to_owned(), (*n).to_owned())),
+        );
+        self
+    }
+
+    /// Sets the Pod Security level a namespace enforces.
+    pub fn with_pod_security(mut self, namespace: &str, level: &str) -> Self {
+        self.namespace_entry(namespace).pod_security_enforce = Some(level.to_owned());
+        self
+    }
+
+    /// Records an Instrumentation that exists but cannot be read.
+    pub fn with_unreadable(mut self, namespace: &str, name: &str, error: &str) -> Self {
+        self.index()
+            .insert_unreadable(namespace, name, error.to_owned());
+        self
+    }
+
+    /// Marks the catalog as not (yet) synced.
+    pub fn not_ready(mut self) -> Self {
+        self.ready = false;
+        self
+    }
+
+    pub fn len(&self) -> usize {
+        self.instrumentations.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.instrumentations.is_empty()
+    }
+}
+
+impl Catalog for StaticCatalog {
+    fn ready(&self) -> bool {
+        self.ready
+    }
+
+    fn instrumentations(&self) -> Arc<Instrumentations> {
+        self.instrumentations.clone()
+    }
+
+    fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
+        self.namespaces.get(name).cloned()
+    }
+
+    fn objects(&self) -> Option<&dyn ObjectLookup> {
+        self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
+    }
+}

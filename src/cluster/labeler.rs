@@ -1,0 +1,139 @@
+//! Keeps a label on every namespace whose annotations ask for injection, so that the
+//! webhook configuration can select those namespaces: `namespaceSelector` sees only labels,
+//! and `namespaceObject` is always null in a webhook's `matchConditions`. Without it the API
+//! server would have to send every pod of the cluster to the webhook.
+//!
+//! Every replica runs it; the writes are idempotent server-side applies under one field
+//! manager, so replicas agree without leader election.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
+use kube::runtime::reflector::{ObjectRef, Store};
+use tokio::sync::mpsc;
+
+use crate::agents::{ANNOTATION_PREFIX, Language, LanguageSet};
+use crate::pod::select::Request;
+
+/// The label kept on namespaces that ask for injection through an annotation.
+pub const NAMESPACE_LABEL: &str = "otel-injector/inject";
+const FIELD_MANAGER: &str = "otel-injector";
+
+/// Whether a namespace's annotations ask for the injection of a language this webhook
+/// injects (`inject-<lang>` not empty or `false`).
+pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: LanguageSet) -> bool {
+    annotations.is_some_and(|a| {
+        a.iter().any(|(k, v)| {
+            k.strip_prefix(ANNOTATION_PREFIX)
+                .and_then(|rest| rest.strip_prefix("inject-"))
+                .and_then(|lang| lang.parse::<Language>().ok())
+                .is_some_and(|lang| enabled.contains(lang))
+                && Request::parse(Some(v)) != Request::No
+        })
+    })
+}
+
+fn has_label(ns: &PartialObjectMeta<Namespace>) -> bool {
+    ns.metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NAMESPACE_LABEL))
+        .is_some_and(|v| v == "true")
+}
+
+/// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
+/// remove.
+pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Option<bool> {
+    let want = wants_label(ns.metadata.annotations.as_ref(), enabled);
+    (want != has_label(ns)).then_some(want)
+}
+
+/// Brings the label of each namespace named on `rx` in line with its annotations, as the
+/// namespace store has it when the name is taken (never an older event's view). A failed
+/// write is retried after a delay; so does any later event for that namespace.
+pub async fn run(
+    client: Client,
+    store: Store<PartialObjectMeta<Namespace>>,
+    enabled: LanguageSet,
+    tx: mpsc::UnboundedSender<String>,
+    mut rx: mpsc::UnboundedReceiver<String>,
+) {
+    let api = Api::<Namespace>::all(client);
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    while let Some(name) = rx.recv().await {
+        let Some(ns) = store.get(&ObjectRef::new(&name)) else {
+            continue;
+        };
+        let Some(add) = change_for(&ns, enabled) else {
+            continue;
+        };
+        // Applying without the label releases (and so removes) the one we own.
+        let labels = if add {
+            serde_json::json!({ NAMESPACE_LABEL: "true" })
+        } else {
+            serde_json::json!({})
+        };
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}
+        });
+        match api.patch(&name, &params, &Patch::Apply(&body)).await {
+            Ok(_) => {
+                tracing::info!(namespace = %name, label = NAMESPACE_LABEL, add, "namespace label updated")
+            }
+            Err(e) => {
+                tracing::warn!(namespace = %name, error = %e, "cannot update namespace label; retrying in 10s");
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(Duration::from_secs(10)).await;
+                    let _ = tx.send(name);
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ns(annotations: &[(&str, &str)], labelled: bool) -> PartialObjectMeta<Namespace> {
+        let mut n = PartialObjectMeta::<Namespace>::default();
+        n.metadata.name = Some("shop".into());
+        n.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        if labelled {
+            n.metadata.labels = Some(BTreeMap::from([(NAMESPACE_LABEL.into(), "true".into())]));
+        }
+        n
+    }
+
+    #[test]
+    fn label_follows_the_inject_annotations_of_enabled_languages() {
+        let all = LanguageSet::all();
+        let java = "instrumentation.opentelemetry.io/inject-java";
+        assert_eq!(change_for(&ns(&[(java, "true")], false), all), Some(true));
+        assert_eq!(change_for(&ns(&[(java, "my-inst")], true), all), None);
+        assert_eq!(change_for(&ns(&[(java, "false")], true), all), Some(false));
+        assert_eq!(change_for(&ns(&[], true), all), Some(false));
+        assert_eq!(change_for(&ns(&[], false), all), None);
+        let names = "instrumentation.opentelemetry.io/inject-nginx-container-names";
+        assert_eq!(change_for(&ns(&[(names, "web")], false), all), None);
+        let other = "instrumentation.opentelemetry.io/container-names";
+        assert_eq!(change_for(&ns(&[(other, "app")], false), all), None);
+        let apache = "instrumentation.opentelemetry.io/inject-apache-httpd";
+        assert_eq!(change_for(&ns(&[(apache, "true")], false), all), Some(true));
+        let mut no_go = all;
+        no_go.remove(Language::Go);
+        let go = "instrumentation.opentelemetry.io/inject-go";
+        assert_eq!(change_for(&ns(&[(go, "true")], false), no_go), None);
+        assert_eq!(change_for(&ns(&[(go, "true")], true), no_go), Some(false));
+    }
+}

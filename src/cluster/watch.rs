@@ -1,0 +1,474 @@
+//! Reflector stores kept current by watches: Instrumentations (all namespaces), namespace
+//! metadata, and (when exporter TLS references are verified) Secret and ConfigMap names.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+
+use super::{POD_SECURITY_ENFORCE, labeler};
+use crate::agents::LanguageSet;
+use crate::crd::Instrumentation;
+use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
+use crate::metrics::Metrics;
+
+/// One watched kind: the reader side of a reflector store and whether it has synced.
+struct Watched<K: kube::Resource + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    store: Store<K>,
+    synced: Arc<AtomicBool>,
+}
+
+impl<K: kube::Resource + Clone + 'static> Watched<K>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone + Default,
+{
+    fn new() -> (Self, reflector::store::Writer<K>, Arc<AtomicBool>) {
+        let (store, writer) = reflector::store();
+        let synced = Arc::new(AtomicBool::new(false));
+        (
+            Watched {
+                store,
+                synced: synced.clone(),
+            },
+            writer,
+            synced,
+        )
+    }
+
+    fn ready(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+}
+
+type Meta<K> = PartialObjectMeta<K>;
+
+/// Reflector stores kept current by watches; the readers exist before any client does, so
+/// the webhook can answer (not ready) before the API server is reachable.
+pub struct KubeCatalog {
+    instrumentations: Watched<Instrumentation>,
+    /// The engine's index of `instrumentations` (and of unreadable ones), rebuilt whole on
+    /// every change so that a request takes it with one `Arc` clone.
+    index: Index,
+    namespaces: Watched<Meta<Namespace>>,
+    /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
+    /// verified.
+    objects: Option<Objects>,
+}
+
+type Index = Arc<RwLock<Arc<Instrumentations>>>;
+
+struct Objects {
+    secrets: Watched<Meta<Secret>>,
+    config_maps: Watched<Meta<ConfigMap>>,
+}
+
+impl ObjectLookup for Objects {
+    fn exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> bool {
+        match kind {
+            ObjectKind::Secret => {
+                let key = ObjectRef::new(name).within(namespace);
+                self.secrets.store.get(&key).is_some()
+            }
+            ObjectKind::ConfigMap => {
+                let key = ObjectRef::new(name).within(namespace);
+                self.config_maps.store.get(&key).is_some()
+            }
+        }
+    }
+}
+
+/// The write side of a [`KubeCatalog`], consumed by [`CatalogWriters::watch`].
+pub struct CatalogWriters {
+    instrumentations: (reflector::store::Writer<Instrumentation>, Arc<AtomicBool>),
+    index: Index,
+    namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
+    secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
+    config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
+    broken: Broken,
+}
+
+impl KubeCatalog {
+    /// `track_tls_objects`: also watch Secret and ConfigMap names, to report exporter TLS
+    /// references that do not exist.
+    pub fn new(track_tls_objects: bool) -> (Self, CatalogWriters) {
+        let (instrumentations, iw, is) = Watched::new();
+        let (namespaces, nw, ns) = Watched::new();
+        let (objects, sw, cw) = if track_tls_objects {
+            let (secrets, sw, sf) = Watched::new();
+            let (config_maps, cw, cf) = Watched::new();
+            let objects = Objects {
+                secrets,
+                config_maps,
+            };
+            (Some(objects), Some((sw, sf)), Some((cw, cf)))
+        } else {
+            (None, None, None)
+        };
+        let index = Index::default();
+        (
+            KubeCatalog {
+                instrumentations,
+                index: index.clone(),
+                namespaces,
+                objects,
+            },
+            CatalogWriters {
+                instrumentations: (iw, is),
+                index,
+                namespaces: (nw, ns),
+                secrets: sw,
+                config_maps: cw,
+                broken: Broken::default(),
+            },
+        )
+    }
+
+    /// The namespace store (for the labeler).
+    pub fn namespace_store(&self) -> Store<Meta<Namespace>> {
+        self.namespaces.store.clone()
+    }
+}
+
+impl Catalog for KubeCatalog {
+    fn ready(&self) -> bool {
+        self.instrumentations.ready()
+            && self.namespaces.ready()
+            && self
+                .objects
+                .as_ref()
+                .is_none_or(|o| o.secrets.ready() && o.config_maps.ready())
+    }
+
+    fn instrumentations(&self) -> Arc<Instrumentations> {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
+        let ns = self.namespaces.store.get(&ObjectRef::new(name))?;
+        let meta = &ns.metadata;
+        Some(Arc::new(NamespaceInfo {
+            annotations: meta.annotations.clone().unwrap_or_default(),
+            pod_security_enforce: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(POD_SECURITY_ENFORCE))
+                .cloned(),
+        }))
+    }
+
+    fn objects(&self) -> Option<&dyn ObjectLookup> {
+        self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
+    }
+}
+
+/// Rebuilds the engine's index from the store and the unreadable objects.
+fn rebuild(store: &Store<Instrumentation>, broken: &Broken, index: &Index) {
+    let mut fresh = Instrumentations::default();
+    for inst in store.state() {
+        fresh.insert_shared(inst);
+    }
+    for ((ns, name), error) in broken.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        fresh.insert_unreadable(ns, name, error.clone());
+    }
+    *index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+}
+
+/// Drives one watch into its store, keeping the metrics and the synced flag current.
+async fn drive<K, S>(
+    name: &'static str,
+    stream: S,
+    store: Store<K>,
+    synced: Arc<AtomicBool>,
+    metrics: Arc<Metrics>,
+) where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+    S: Stream<Item = Result<Event<K>, watcher::Error>>,
+{
+    let mut stream = std::pin::pin!(stream);
+    metrics.store(name, 0, false);
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Ok(Event::InitDone) => {
+                synced.store(true, Ordering::Release);
+                tracing::info!(store = name, objects = store.len(), "store synced");
+                metrics.store(name, store.len(), true);
+            }
+            Ok(Event::Apply(_) | Event::Delete(_)) => {
+                metrics.store(name, store.len(), synced.load(Ordering::Acquire));
+            }
+            Ok(Event::Init | Event::InitApply(_)) => {}
+            Err(e) => {
+                let hint = match &e {
+                    watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        if s.code == 404 =>
+                    {
+                        " (is the Instrumentation CRD installed? apply manifests/crd.yaml)"
+                    }
+                    watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        if s.code == 403 =>
+                    {
+                        " (check the ClusterRole in manifests/otel-injector.yaml)"
+                    }
+                    _ => "",
+                };
+                tracing::warn!(store = name, error = %e, "watch failed, retrying{hint}");
+            }
+        }
+    }
+}
+
+/// Errors of Instrumentations that could not be read, by (namespace, name).
+pub type Broken = Arc<RwLock<HashMap<(String, String), String>>>;
+
+fn key_of(o: &DynamicObject) -> (String, String) {
+    (
+        o.metadata.namespace.clone().unwrap_or_default(),
+        o.metadata.name.clone().unwrap_or_default(),
+    )
+}
+
+fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value)
+        .map_err(|e| e.to_string())
+}
+
+/// An Instrumentation that carries only the metadata of `o` (to delete it from the store).
+fn tombstone(o: DynamicObject) -> Instrumentation {
+    Instrumentation {
+        metadata: o.metadata,
+        spec: Default::default(),
+        status: None,
+    }
+}
+
+/// Converts one untyped watch event; unreadable objects are recorded in `broken` (and
+/// dropped, or deleted from the store if an earlier version was readable).
+fn typed_event(
+    ev: Result<Event<DynamicObject>, watcher::Error>,
+    broken: &Broken,
+    pending: &mut HashMap<(String, String), String>,
+) -> Option<Result<Event<Instrumentation>, watcher::Error>> {
+    let set = |key: (String, String), err: Option<String>| {
+        let mut b = broken.write().unwrap_or_else(|e| e.into_inner());
+        match err {
+            Some(e) => {
+                tracing::warn!(namespace = %key.0, name = %key.1, error = %e, "Instrumentation cannot be read; ignored");
+                b.insert(key, e);
+            }
+            None => {
+                b.remove(&key);
+            }
+        }
+    };
+    Some(Ok(match ev {
+        Err(e) => return Some(Err(e)),
+        Ok(Event::Init) => {
+            pending.clear();
+            Event::Init
+        }
+        Ok(Event::InitApply(o)) => match to_typed(&o) {
+            Ok(i) => Event::InitApply(i),
+            Err(e) => {
+                tracing::warn!(namespace = ?o.metadata.namespace, name = ?o.metadata.name, error = %e, "Instrumentation cannot be read; ignored");
+                pending.insert(key_of(&o), e);
+                return None;
+            }
+        },
+        Ok(Event::InitDone) => {
+            *broken.write().unwrap_or_else(|e| e.into_inner()) = std::mem::take(pending);
+            Event::InitDone
+        }
+        Ok(Event::Apply(o)) => match to_typed(&o) {
+            Ok(i) => {
+                set(key_of(&o), None);
+                Event::Apply(i)
+            }
+            Err(e) => {
+                set(key_of(&o), Some(e));
+                Event::Delete(tombstone(o))
+            }
+        },
+        Ok(Event::Delete(o)) => {
+            set(key_of(&o), None);
+            Event::Delete(tombstone(o))
+        }
+    }))
+}
+
+/// Watches one kind of object's metadata into a store, without the fields the engine never
+/// reads (managed fields, annotations and labels make up most of their size).
+async fn watch_names<K>(
+    name: &'static str,
+    client: Client,
+    (writer, synced): (reflector::store::Writer<Meta<K>>, Arc<AtomicBool>),
+    metrics: Arc<Metrics>,
+) where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let reader = writer.as_reader();
+    let stream = watcher::watcher(Api::<Meta<K>>::all(client), watcher::Config::default())
+        .default_backoff()
+        .modify(|o| {
+            o.metadata.managed_fields = None;
+            o.metadata.annotations = None;
+            o.metadata.labels = None;
+        })
+        .reflect(writer);
+    drive(name, stream, reader, synced, metrics).await;
+}
+
+impl CatalogWriters {
+    /// Watches Instrumentations in all namespaces and namespace metadata (and, when
+    /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
+    /// backoff; the stores keep their last content meanwhile.
+    /// With `label_namespaces` (the enabled languages), namespaces whose annotations ask for
+    /// one of them are labeled (see [`labeler`]).
+    pub async fn watch(
+        self,
+        client: Client,
+        metrics: Arc<Metrics>,
+        label_namespaces: Option<LanguageSet>,
+    ) {
+        let cfg = watcher::Config::default();
+        let (iw, is) = self.instrumentations;
+        let inst_reader = iw.as_reader();
+        // Watched untyped and converted one by one, so that a single object this build
+        // cannot read is reported for itself instead of failing the whole list.
+        let resource = ApiResource::erase::<Instrumentation>(&());
+        let broken = self.broken.clone();
+        let mut pending = HashMap::new();
+        let (index, rebuild_store, rebuild_broken) =
+            (self.index, inst_reader.clone(), self.broken.clone());
+        let inst = watcher::watcher(
+            Api::<DynamicObject>::all_with(client.clone(), &resource),
+            cfg.clone(),
+        )
+        .default_backoff()
+        .filter_map(move |ev| std::future::ready(typed_event(ev, &broken, &mut pending)))
+        .reflect(iw)
+        .inspect(move |ev| {
+            // The store is current here; during the initial list, rebuild once at the end.
+            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = ev {
+                rebuild(&rebuild_store, &rebuild_broken, &index);
+            }
+        });
+        let (nw, ns_synced) = self.namespaces;
+        let ns_reader = nw.as_reader();
+        let (label_tx, label_rx) = tokio::sync::mpsc::unbounded_channel();
+        let retry_tx = label_tx.clone();
+        let label_client = client.clone();
+        let label_store = nw.as_reader();
+        let labeler = async move {
+            if let Some(enabled) = label_namespaces {
+                labeler::run(label_client, label_store, enabled, retry_tx, label_rx).await;
+            }
+        };
+        let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
+            .default_backoff()
+            .modify(|o| o.metadata.managed_fields = None)
+            .inspect(move |ev| {
+                if let Ok(Event::Apply(o) | Event::InitApply(o)) = ev
+                    && let Some(enabled) = label_namespaces
+                    && labeler::change_for(o, enabled).is_some()
+                    && let Some(name) = &o.metadata.name
+                {
+                    let _ = label_tx.send(name.clone());
+                }
+            })
+            .reflect(nw);
+        let secrets = async {
+            if let Some(w) = self.secrets {
+                watch_names::<Secret>("secrets", client.clone(), w, metrics.clone()).await;
+            }
+        };
+        let config_maps = async {
+            if let Some(w) = self.config_maps {
+                watch_names::<ConfigMap>("configmaps", client.clone(), w, metrics.clone()).await;
+            }
+        };
+        tokio::join!(
+            drive("instrumentations", inst, inst_reader, is, metrics.clone()),
+            drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
+            secrets,
+            config_maps,
+            labeler,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn dynamic(name: &str, spec: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+            "metadata": {"name": name, "namespace": "shop"}, "spec": spec
+        }))
+        .unwrap()
+    }
+
+    fn kind(ev: &Option<Result<Event<Instrumentation>, watcher::Error>>) -> &'static str {
+        match ev {
+            Some(Ok(Event::Apply(_))) => "apply",
+            Some(Ok(Event::Delete(_))) => "delete",
+            Some(Ok(Event::Init)) => "init",
+            Some(Ok(Event::InitApply(_))) => "init-apply",
+            Some(Ok(Event::InitDone)) => "init-done",
+            Some(Err(_)) => "error",
+            None => "dropped",
+        }
+    }
+
+    #[test]
+    fn one_unreadable_instrumentation_does_not_fail_the_others() {
+        let broken = Broken::default();
+        let mut pending = HashMap::new();
+        let good = dynamic("good", json!({"exporter": {"endpoint": "http://c:4318"}}));
+        let bad = dynamic("bad", json!({"sampler": {"type": "not_a_sampler"}}));
+        let mut step = |ev| typed_event(Ok(ev), &broken, &mut pending);
+
+        assert_eq!(kind(&step(Event::Init)), "init");
+        assert_eq!(kind(&step(Event::InitApply(good.clone()))), "init-apply");
+        assert_eq!(kind(&step(Event::InitApply(bad.clone()))), "dropped");
+        assert_eq!(kind(&step(Event::InitDone)), "init-done");
+        let reason = |b: &Broken, n: &str| {
+            b.read()
+                .unwrap()
+                .get(&("shop".to_owned(), n.to_owned()))
+                .cloned()
+        };
+        assert!(reason(&broken, "bad").unwrap().contains("not_a_sampler"));
+        assert_eq!(reason(&broken, "good"), None);
+
+        // A good object turning bad is removed from the store and recorded; fixed, restored.
+        let worse = dynamic("good", json!({"env": "not-a-list"}));
+        assert_eq!(kind(&step(Event::Apply(worse))), "delete");
+        assert!(reason(&broken, "good").is_some());
+        assert_eq!(kind(&step(Event::Apply(good))), "apply");
+        assert_eq!(reason(&broken, "good"), None);
+        assert_eq!(kind(&step(Event::Delete(bad))), "delete");
+        assert_eq!(reason(&broken, "bad"), None);
+    }
+}

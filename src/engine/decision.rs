@@ -1,0 +1,98 @@
+//! The engine's answer for one pod: the plan, the warnings that explain it, and the outcome
+//! per language with a fixed set of reasons (the values of the `reason` metric label).
+
+use crate::agents::Language;
+use crate::pod::plan::PodPlan;
+use crate::warnings::shorten;
+
+/// Why a pod that asked for injection did not get (all of) it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SkipReason {
+    CacheNotReady,
+    NoInstrumentation,
+    MultipleInstrumentations,
+    InstrumentationNotFound,
+    InstrumentationInvalid,
+    InvalidContainerNames,
+    LanguageDisabled,
+    PodSecurity,
+    ExporterTlsMissing,
+    NothingInstrumented,
+    NoContainers,
+}
+
+impl SkipReason {
+    pub const ALL: [SkipReason; 11] = [
+        SkipReason::CacheNotReady,
+        SkipReason::NoInstrumentation,
+        SkipReason::MultipleInstrumentations,
+        SkipReason::InstrumentationNotFound,
+        SkipReason::InstrumentationInvalid,
+        SkipReason::InvalidContainerNames,
+        SkipReason::LanguageDisabled,
+        SkipReason::PodSecurity,
+        SkipReason::ExporterTlsMissing,
+        SkipReason::NothingInstrumented,
+        SkipReason::NoContainers,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::CacheNotReady => "cache_not_ready",
+            SkipReason::NoInstrumentation => "no_instrumentation",
+            SkipReason::MultipleInstrumentations => "multiple_instrumentations",
+            SkipReason::InstrumentationNotFound => "instrumentation_not_found",
+            SkipReason::InstrumentationInvalid => "instrumentation_invalid",
+            SkipReason::InvalidContainerNames => "invalid_container_names",
+            SkipReason::LanguageDisabled => "language_disabled",
+            SkipReason::PodSecurity => "pod_security",
+            SkipReason::ExporterTlsMissing => "exporter_tls_missing",
+            SkipReason::NothingInstrumented => "nothing_instrumented",
+            SkipReason::NoContainers => "no_containers",
+        }
+    }
+}
+
+/// A language (or the whole pod, when `language` is `None`) that was not injected.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Skip {
+    pub language: Option<Language>,
+    pub reason: SkipReason,
+}
+
+/// The engine's answer for one pod.
+#[derive(Debug, Default)]
+pub struct Decision<'p> {
+    /// What to change; `None` when the pod is admitted unchanged.
+    pub plan: Option<PodPlan<'p>>,
+    /// What happened and why, for the client, logs and metrics.
+    pub report: Report,
+}
+
+/// What the engine did with one pod, and why.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Short messages for the client, each at most `MAX_WARNING_LEN` characters.
+    pub warnings: Vec<String>,
+    /// Languages injected.
+    pub injected: Vec<Language>,
+    /// The Instrumentation (`ns/name`) each injected language used, in the same order.
+    pub instrumentations: Vec<String>,
+    /// Languages requested but not injected, with the reason.
+    pub skipped: Vec<Skip>,
+    /// Whether the pod (or its namespace) asked for any injection.
+    pub requested: bool,
+    /// Whether the pod had been injected already (by this webhook or the Operator).
+    pub already_injected: bool,
+}
+
+impl Report {
+    pub(super) fn warn(&mut self, msg: String) {
+        self.warnings.push(shorten(msg));
+    }
+
+    pub(super) fn skip(&mut self, language: Option<Language>, reason: SkipReason, msg: String) {
+        self.skipped.push(Skip { language, reason });
+        self.warn(msg);
+    }
+}

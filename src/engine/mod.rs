@@ -1,0 +1,380 @@
+//! The decision engine: a pure function from one [`Snapshot`] (Instrumentations, the
+//! namespace, settings) and a pod to a [`Decision`]: the plan, the warnings that explain it
+//! and the outcome per language. No I/O, no logging, no patch encoding: the admission layer
+//! turns the plan into a patch, logs and counts.
+
+mod decision;
+mod snapshot;
+
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+
+pub use decision::{Decision, Report, Skip, SkipReason};
+pub use snapshot::{
+    Catalog, Entry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup, Snapshot,
+};
+
+use crate::agents::exporter_tls::ExporterTls;
+use crate::agents::{ANNOTATION_PREFIX, DefaultImages, Injection, Language, LanguageSet, Outcome};
+use crate::crd::Instrumentation;
+use crate::pod::info::PodInfo;
+use crate::pod::plan::{PodPlan, Slot};
+use crate::pod::select::{self, Annotations, Request, TargetError};
+
+/// Annotation the webhook puts on every pod it changed; its value lists the injected
+/// languages. A pod that carries it is never changed again (reinvocation, re-submission).
+pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
+/// Static pods mirrored by the kubelet carry this; they are never mutated.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+
+/// Engine settings that come from the command line.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub enabled: LanguageSet,
+    pub images: DefaultImages,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            enabled: LanguageSet::all(),
+            images: DefaultImages::default(),
+        }
+    }
+}
+
+/// A Secret or ConfigMap named by `spec.exporter.tls` that the snapshot knows is missing
+/// from the pod's namespace. The pod could not start with its volume mounted, so that
+/// language is not injected (as the Operator does), and the warning says why.
+fn missing_tls_reference(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+) -> Option<(ObjectKind, String)> {
+    let tls = ExporterTls::of(&inst.spec)?;
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    refs.into_iter().find_map(|(kind, name)| {
+        let name = name?;
+        (snapshot.object_exists(kind, name) == Some(false)).then(|| (kind, name.to_owned()))
+    })
+}
+
+fn qualified(inst: &Instrumentation) -> String {
+    format!(
+        "{}/{}",
+        inst.metadata.namespace.as_deref().unwrap_or(""),
+        inst.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn by_name(
+    snapshot: &Snapshot<'_>,
+    key: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    match snapshot.instrumentations.get(ns, name) {
+        Some(Ok(i)) => Ok(i.clone()),
+        Some(Err(e)) => Err((
+            SkipReason::InstrumentationInvalid,
+            format!("{key}: Instrumentation \"{ns}/{name}\" cannot be read ({e}); not injected"),
+        )),
+        None => Err((
+            SkipReason::InstrumentationNotFound,
+            format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
+        )),
+    }
+}
+
+/// Finds the Instrumentation a request names.
+fn resolve(
+    snapshot: &Snapshot<'_>,
+    request: &Request<'_>,
+    lang: Language,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    let key = format!("inject-{lang}");
+    let namespace = snapshot.namespace;
+    match *request {
+        Request::No => Err((SkipReason::NoInstrumentation, String::new())),
+        Request::Default => {
+            let all = snapshot.instrumentations.readable_in(namespace);
+            match all.as_slice() {
+                [one] => Ok((*one).clone()),
+                [] => Err((
+                    SkipReason::NoInstrumentation,
+                    format!("{key}: no Instrumentation in namespace {namespace:?}; not injected"),
+                )),
+                many => Err((
+                    SkipReason::MultipleInstrumentations,
+                    format!(
+                        "{key}: {} Instrumentations in namespace {namespace:?}; name one instead of \"true\"",
+                        many.len()
+                    ),
+                )),
+            }
+        }
+        Request::Named(name) => by_name(snapshot, &key, namespace, name),
+        Request::Qualified {
+            namespace: ns,
+            name,
+        } => by_name(snapshot, &key, ns, name),
+    }
+}
+
+/// Containers the OpenTelemetry Operator adds. A pod carrying one was injected before this
+/// webhook ran (during a migration both may be installed): never inject it twice.
+const OPERATOR_INIT_CONTAINERS: [&str; 7] = [
+    "opentelemetry-auto-instrumentation-java",
+    "opentelemetry-auto-instrumentation-nodejs",
+    "opentelemetry-auto-instrumentation-python",
+    "opentelemetry-auto-instrumentation-dotnet",
+    "otel-agent-attach-apache",
+    "otel-agent-attach-nginx",
+    "otel-agent-source-container-clone",
+];
+const OPERATOR_SIDECAR: &str = "opentelemetry-auto-instrumentation";
+
+fn injected_by_operator(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else {
+        return false;
+    };
+    spec.init_containers
+        .iter()
+        .flatten()
+        .any(|c| OPERATOR_INIT_CONTAINERS.contains(&c.name.as_str()))
+        || spec.containers.iter().any(|c| c.name == OPERATOR_SIDECAR)
+}
+
+/// Mounts the exporter TLS files into every target the agent changed (the SDK variables
+/// point into these mounts), and adds their volumes once.
+fn mount_exporter_tls(plan: &mut PodPlan<'_>, slots: &[Slot], inst: &Instrumentation) {
+    let Some(tls) = ExporterTls::of(&inst.spec) else {
+        return;
+    };
+    let volumes = tls.volumes();
+    if volumes.is_empty() {
+        return;
+    }
+    for &slot in slots {
+        if let Some(c) = plan.container(slot).filter(|c| c.is_changed()) {
+            for (_, m) in &volumes {
+                c.mount(m.clone());
+            }
+        }
+    }
+    for (v, _) in volumes {
+        plan.add_volume(v);
+    }
+}
+
+/// Decides what to inject into `pod`, created in the snapshot's namespace.
+pub fn decide<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod) -> Decision<'p> {
+    let mut d = Report::default();
+    let plan = plan(snapshot, pod, &mut d);
+    Decision { plan, report: d }
+}
+
+/// [`decide`]'s work: fills the report and returns the plan, if anything was injected.
+fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<PodPlan<'p>> {
+    let (namespace, config) = (snapshot.namespace, snapshot.config);
+    let pod_annotations = pod.metadata.annotations.as_ref();
+    if pod_annotations.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
+        return None;
+    }
+    let ns_annotations = snapshot.namespace_info.as_ref().map(|n| &n.annotations);
+    let annotations = Annotations::new(pod, ns_annotations);
+
+    let requests: Vec<(Language, Request<'_>)> = Language::ALL
+        .iter()
+        .copied()
+        .map(|l| (l, Request::parse(annotations.get(l.inject_annotation()))))
+        .filter(|(_, r)| *r != Request::No)
+        .collect();
+    // Before the namespace store has synced, only the pod's own annotations are seen.
+    if requests.is_empty() {
+        return None;
+    }
+    d.requested = true;
+
+    if pod_annotations.is_some_and(|a| a.contains_key(INJECTED_ANNOTATION))
+        || injected_by_operator(pod)
+    {
+        d.already_injected = true;
+        return None;
+    }
+    if !snapshot.ready {
+        d.skip(
+            None,
+            SkipReason::CacheNotReady,
+            "otel-injector: Instrumentation cache not synced yet; pod admitted without injection"
+                .into(),
+        );
+        return None;
+    }
+    let has_containers = pod.spec.as_ref().is_some_and(|s| !s.containers.is_empty());
+    if !has_containers {
+        d.skip(
+            None,
+            SkipReason::NoContainers,
+            "otel-injector: pod has no containers; not injected".into(),
+        );
+        return None;
+    }
+
+    // Languages this webhook does not inject are reported and take no part in targeting.
+    let mut requests = requests;
+    requests.retain(|(lang, _)| {
+        let enabled = config.enabled.contains(*lang);
+        if !enabled {
+            d.skip(
+                Some(*lang),
+                SkipReason::LanguageDisabled,
+                format!("inject-{lang}: {lang} injection is disabled on this webhook"),
+            );
+        }
+        enabled
+    });
+
+    // Container targeting: the common list applies to every language, each language's own
+    // list is added to it. Several languages need explicit lists for each of them.
+    let common = select::split_names(annotations.get(select::CONTAINER_NAMES));
+    let mut lists: Vec<(Language, &Request<'_>, Vec<&str>)> = requests
+        .iter()
+        .map(|(l, r)| {
+            let mut names = common.clone();
+            names.extend(select::split_names(
+                annotations.get(l.container_names_annotation()),
+            ));
+            (*l, r, names)
+        })
+        .collect();
+    if lists.len() > 1 {
+        let with = lists.iter().filter(|(_, _, n)| !n.is_empty()).count();
+        if with != lists.len() {
+            let msg = if with == 0 {
+                "otel-injector: several languages requested; set <lang>-container-names for each"
+            } else {
+                "otel-injector: some requested languages have container names and some not; set them for all"
+            };
+            d.skip(None, SkipReason::InvalidContainerNames, msg.into());
+            return None;
+        }
+    }
+    let mut targets = Vec::with_capacity(lists.len());
+    for (l, r, names) in lists.drain(..) {
+        match select::resolve_targets(pod, &names) {
+            Ok(t) => targets.push((l, r, t)),
+            Err(e) => {
+                let from_common = match &e {
+                    TargetError::Unknown(n) | TargetError::Duplicate(n) => {
+                        common.contains(&n.as_str())
+                    }
+                    TargetError::Empty => common.contains(&""),
+                };
+                let key = if from_common {
+                    select::CONTAINER_NAMES.trim_start_matches(ANNOTATION_PREFIX)
+                } else {
+                    l.container_names_annotation()
+                        .trim_start_matches(ANNOTATION_PREFIX)
+                };
+                let reason = SkipReason::InvalidContainerNames;
+                d.skip(Some(l), reason, format!("{key}: {e}; pod not injected"));
+                // As the Operator does, a bad list leaves the whole pod unchanged.
+                return None;
+            }
+        }
+    }
+
+    let info = PodInfo::new(pod, namespace);
+    let mut plan = PodPlan::new(pod);
+    for (lang, request, slots) in targets {
+        let agent = lang.agent();
+        if agent.needs_privileges()
+            && let Some(level) = snapshot
+                .namespace_info
+                .as_ref()
+                .and_then(|n| n.pod_security_enforce.as_deref())
+                .filter(|l| *l == "baseline" || *l == "restricted")
+        {
+            d.skip(
+                Some(lang),
+                SkipReason::PodSecurity,
+                format!(
+                    "inject-{lang}: namespace enforces Pod Security {level:?}, which rejects the privileged {lang} agent; not injected"
+                ),
+            );
+            continue;
+        }
+        let inst = match resolve(snapshot, request, lang) {
+            Ok(i) => i,
+            Err((reason, msg)) => {
+                d.skip(Some(lang), reason, msg);
+                continue;
+            }
+        };
+        if let Some((kind, name)) = missing_tls_reference(snapshot, &inst) {
+            d.skip(
+                Some(lang),
+                SkipReason::ExporterTlsMissing,
+                format!(
+                    "inject-{lang}: exporter TLS {} {name:?} not found in namespace {namespace:?}; not injected",
+                    kind.as_str()
+                ),
+            );
+            continue;
+        }
+        let slots: Vec<Slot> = if agent.supports_init_targets() {
+            slots
+        } else {
+            let (inits, apps): (Vec<_>, Vec<_>) =
+                slots.into_iter().partition(|s| matches!(s, Slot::Init(_)));
+            for s in inits {
+                if let Some(c) = plan.original(s) {
+                    d.warn(format!(
+                        "{lang}: init container {:?} cannot be instrumented; skipped",
+                        c.name
+                    ));
+                }
+            }
+            apps
+        };
+        let mut warnings = Vec::new();
+        let outcome = agent.inject(&mut Injection {
+            plan: &mut plan,
+            info: &info,
+            inst: &inst,
+            targets: &slots,
+            images: &config.images,
+            annotations: &annotations,
+            warnings: &mut warnings,
+        });
+        d.warnings.extend(warnings);
+        match outcome {
+            Outcome::Injected(_) => {
+                mount_exporter_tls(&mut plan, &slots, &inst);
+                d.injected.push(lang);
+                d.instrumentations.push(qualified(&inst));
+            }
+            Outcome::NothingInstrumented => d.skipped.push(Skip {
+                language: Some(lang),
+                reason: SkipReason::NothingInstrumented,
+            }),
+        }
+    }
+
+    if !d.injected.is_empty() {
+        let value = d
+            .injected
+            .iter()
+            .map(|l| l.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        plan.new_annotations
+            .insert(INJECTED_ANNOTATION.to_owned(), value);
+        return Some(plan);
+    }
+    None
+}

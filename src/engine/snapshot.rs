@@ -1,0 +1,154 @@
+//! What one decision reads, taken from the caches once per request: the Instrumentations,
+//! the pod's namespace, and (when tracked) which exporter TLS objects exist. Catalogs are
+//! in-memory caches; nothing here ever calls the API server.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::crd::Instrumentation;
+
+use super::EngineConfig;
+
+/// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
+pub trait Catalog: Send + Sync {
+    /// Whether the cache has synced; before that no decision is made.
+    fn ready(&self) -> bool;
+    /// Every Instrumentation, as an immutable index (swapped whole when one changes).
+    fn instrumentations(&self) -> Arc<Instrumentations>;
+    /// What the engine reads of a namespace, when namespaces are watched.
+    fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>>;
+    /// Which Secrets and ConfigMaps exist, when the catalog tracks them.
+    fn objects(&self) -> Option<&dyn ObjectLookup> {
+        None
+    }
+}
+
+/// Objects an Instrumentation can reference from the pod's namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ObjectKind {
+    Secret,
+    ConfigMap,
+}
+
+impl ObjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Secret => "Secret",
+            ObjectKind::ConfigMap => "ConfigMap",
+        }
+    }
+}
+
+/// Existence of Secrets and ConfigMaps, read from a cache.
+pub trait ObjectLookup: Send + Sync {
+    fn exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> bool;
+}
+
+/// One Instrumentation in the index: the object, or why it cannot be read.
+pub type Entry = Result<Arc<Instrumentation>, String>;
+
+/// Every Instrumentation by namespace and name (sorted, so `true` sees a stable order).
+#[derive(Clone, Debug, Default)]
+pub struct Instrumentations {
+    by_namespace: BTreeMap<String, BTreeMap<String, Entry>>,
+}
+
+impl Instrumentations {
+    /// Adds (or replaces) one, keyed by its metadata; returns whether it replaced another.
+    pub fn insert(&mut self, inst: Instrumentation) -> bool {
+        let namespace = inst.metadata.namespace.clone().unwrap_or_default();
+        let name = inst.metadata.name.clone().unwrap_or_default();
+        self.insert_entry(namespace, name, Ok(Arc::new(inst)))
+    }
+
+    /// Adds (or replaces) one already shared.
+    pub fn insert_shared(&mut self, inst: Arc<Instrumentation>) -> bool {
+        let namespace = inst.metadata.namespace.clone().unwrap_or_default();
+        let name = inst.metadata.name.clone().unwrap_or_default();
+        self.insert_entry(namespace, name, Ok(inst))
+    }
+
+    /// Records one that exists but cannot be read, with the reason.
+    pub fn insert_unreadable(&mut self, namespace: &str, name: &str, error: String) -> bool {
+        self.insert_entry(namespace.to_owned(), name.to_owned(), Err(error))
+    }
+
+    fn insert_entry(&mut self, namespace: String, name: String, entry: Entry) -> bool {
+        self.by_namespace
+            .entry(namespace)
+            .or_default()
+            .insert(name, entry)
+            .is_some()
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&Entry> {
+        self.by_namespace.get(namespace)?.get(name)
+    }
+
+    /// The readable Instrumentations of a namespace, by name.
+    pub fn readable_in(&self, namespace: &str) -> Vec<&Arc<Instrumentation>> {
+        self.by_namespace
+            .get(namespace)
+            .into_iter()
+            .flat_map(BTreeMap::values)
+            .filter_map(|e| e.as_ref().ok())
+            .collect()
+    }
+
+    /// How many there are, readable or not.
+    pub fn len(&self) -> usize {
+        self.by_namespace.values().map(BTreeMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl FromIterator<Instrumentation> for Instrumentations {
+    fn from_iter<T: IntoIterator<Item = Instrumentation>>(iter: T) -> Self {
+        let mut index = Instrumentations::default();
+        for inst in iter {
+            index.insert(inst);
+        }
+        index
+    }
+}
+
+/// What the engine reads of a namespace.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceInfo {
+    pub annotations: BTreeMap<String, String>,
+    /// The Pod Security Admission level it enforces (`pod-security.kubernetes.io/enforce`).
+    pub pod_security_enforce: Option<String>,
+}
+
+/// Everything one decision reads, taken once per request.
+pub struct Snapshot<'a> {
+    /// The request's namespace (the pod's own may be empty on CREATE).
+    pub namespace: &'a str,
+    pub config: &'a EngineConfig,
+    pub ready: bool,
+    pub instrumentations: Arc<Instrumentations>,
+    pub namespace_info: Option<Arc<NamespaceInfo>>,
+    pub objects: Option<&'a dyn ObjectLookup>,
+}
+
+impl<'a> Snapshot<'a> {
+    /// Reads the catalog once for a pod created in `namespace`.
+    pub fn take(catalog: &'a dyn Catalog, namespace: &'a str, config: &'a EngineConfig) -> Self {
+        Snapshot {
+            namespace,
+            config,
+            ready: catalog.ready(),
+            instrumentations: catalog.instrumentations(),
+            namespace_info: catalog.namespace(namespace),
+            objects: catalog.objects(),
+        }
+    }
+
+    /// Whether a Secret or ConfigMap exists in the pod's namespace; `None`: not tracked.
+    pub fn object_exists(&self, kind: ObjectKind, name: &str) -> Option<bool> {
+        Some(self.objects?.exists(kind, self.namespace, name))
+    }
+}

@@ -1,0 +1,271 @@
+//! The environment of one container as a plan: the original list plus the edits made to it,
+//! so that the patch touches only what changed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::EnvVar;
+
+/// Environment of one container: the original list plus the edits made to it.
+#[derive(Debug)]
+pub struct EnvPlan<'a> {
+    original: &'a [EnvVar],
+    /// New literal values for original entries, by index.
+    replaced: BTreeMap<usize, String>,
+    /// Entries to put before every original entry, in final order.
+    prepended: Vec<EnvVar>,
+    /// Entries appended after the original ones, in final order.
+    appended: Vec<EnvVar>,
+    /// An original entry to move after every other entry.
+    moved_to_end: Option<usize>,
+}
+
+/// The value of a variable as it will be once the plan is applied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EnvValue<'e> {
+    /// A literal `value` (empty when unset).
+    Literal(&'e str),
+    /// Set from `valueFrom`: the webhook cannot read or extend it.
+    ValueFrom,
+}
+
+enum Found {
+    Original(usize),
+    Prepended(usize),
+    Appended(usize),
+}
+
+impl<'a> EnvPlan<'a> {
+    pub fn new(original: &'a [EnvVar]) -> Self {
+        EnvPlan {
+            original,
+            replaced: BTreeMap::new(),
+            prepended: Vec::new(),
+            appended: Vec::new(),
+            moved_to_end: None,
+        }
+    }
+
+    fn find(&self, name: &str) -> Option<Found> {
+        if let Some(i) = self.prepended.iter().position(|e| e.name == name) {
+            return Some(Found::Prepended(i));
+        }
+        if let Some(i) = self.original.iter().position(|e| e.name == name) {
+            return Some(Found::Original(i));
+        }
+        self.appended
+            .iter()
+            .position(|e| e.name == name)
+            .map(Found::Appended)
+    }
+
+    fn value_of(e: &EnvVar) -> EnvValue<'_> {
+        match (&e.value_from, &e.value) {
+            (Some(_), _) => EnvValue::ValueFrom,
+            (None, v) => EnvValue::Literal(v.as_deref().unwrap_or("")),
+        }
+    }
+
+    /// The variable's value after the plan, if it is defined at all.
+    pub fn get(&self, name: &str) -> Option<EnvValue<'_>> {
+        Some(match self.find(name)? {
+            Found::Prepended(i) => Self::value_of(&self.prepended[i]),
+            Found::Appended(i) => Self::value_of(&self.appended[i]),
+            Found::Original(i) => match self.replaced.get(&i) {
+                Some(v) => EnvValue::Literal(v),
+                None => Self::value_of(&self.original[i]),
+            },
+        })
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.find(name).is_some()
+    }
+
+    /// Appends `var` unless a variable of that name exists: the user's value always wins.
+    pub fn append_if_absent(&mut self, var: EnvVar) -> bool {
+        if self.contains(&var.name) {
+            return false;
+        }
+        self.appended.push(var);
+        true
+    }
+
+    /// Puts `var` before all other variables unless one of that name exists, so that
+    /// user variables can reference it with `$(NAME)`.
+    pub fn prepend_if_absent(&mut self, var: EnvVar) -> bool {
+        if self.contains(&var.name) {
+            return false;
+        }
+        self.prepended.insert(0, var);
+        true
+    }
+
+    /// Sets a literal value, replacing the current one in place or appending a new variable.
+    /// A variable set with `valueFrom` is left alone and `false` is returned.
+    pub fn set_literal(&mut self, name: &str, value: String) -> bool {
+        match self.find(name) {
+            None => {
+                self.appended.push(literal(name, value));
+                true
+            }
+            Some(Found::Original(i)) => {
+                if self.original[i].value_from.is_some() {
+                    return false;
+                }
+                self.replaced.insert(i, value);
+                true
+            }
+            Some(Found::Prepended(i)) => set_value(&mut self.prepended[i], value),
+            Some(Found::Appended(i)) => set_value(&mut self.appended[i], value),
+        }
+    }
+
+    /// Moves the variable after every other one (for `OTEL_RESOURCE_ATTRIBUTES`, whose
+    /// `$(VAR)` references only resolve to variables defined earlier).
+    pub fn move_to_end(&mut self, name: &str) {
+        match self.find(name) {
+            Some(Found::Original(i)) => self.moved_to_end = Some(i),
+            Some(Found::Appended(i)) => {
+                let v = self.appended.remove(i);
+                self.appended.push(v);
+            }
+            Some(Found::Prepended(i)) => {
+                let v = self.prepended.remove(i);
+                self.appended.push(v);
+            }
+            None => {}
+        }
+    }
+
+    pub fn is_changed(&self) -> bool {
+        !(self.replaced.is_empty()
+            && self.prepended.is_empty()
+            && self.appended.is_empty()
+            && self.moved_to_end.is_none())
+    }
+
+    pub fn original(&self) -> &'a [EnvVar] {
+        self.original
+    }
+    pub fn replaced(&self) -> &BTreeMap<usize, String> {
+        &self.replaced
+    }
+    pub fn prepended(&self) -> &[EnvVar] {
+        &self.prepended
+    }
+    pub fn appended(&self) -> &[EnvVar] {
+        &self.appended
+    }
+    pub fn moved_to_end(&self) -> Option<usize> {
+        // Already last with nothing appended after it: no move needed.
+        self.moved_to_end
+            .filter(|&i| !(i + 1 == self.original.len() && self.appended.is_empty()))
+    }
+
+    /// The final list, for callers that build a new container (the Go sidecar) and tests.
+    pub fn to_vec(&self) -> Vec<EnvVar> {
+        let mut out = self.prepended.clone();
+        let mut last = None;
+        for (i, e) in self.original.iter().enumerate() {
+            let mut e = e.clone();
+            if let Some(v) = self.replaced.get(&i) {
+                e.value = Some(v.clone());
+            }
+            if self.moved_to_end == Some(i) {
+                last = Some(e);
+            } else {
+                out.push(e);
+            }
+        }
+        out.extend(self.appended.iter().cloned());
+        out.extend(last);
+        out
+    }
+}
+
+fn set_value(e: &mut EnvVar, value: String) -> bool {
+    if e.value_from.is_some() {
+        return false;
+    }
+    e.value = Some(value);
+    true
+}
+
+/// A literal `name=value` variable.
+pub fn literal(name: &str, value: impl Into<String>) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value: Some(value.into()),
+        value_from: None,
+    }
+}
+
+/// A variable from the downward API (`fieldRef`).
+pub fn field_ref(name: &str, path: &str) -> EnvVar {
+    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector};
+    EnvVar {
+        name: name.to_owned(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                api_version: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<EnvVar> {
+        pairs.iter().map(|(k, v)| literal(k, *v)).collect()
+    }
+
+    fn names(v: &[EnvVar]) -> Vec<String> {
+        v.iter()
+            .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("<from>")))
+            .collect()
+    }
+
+    #[test]
+    fn user_values_win_and_order_is_kept() {
+        let original = env(&[("A", "1"), ("OTEL_RESOURCE_ATTRIBUTES", "x=y"), ("B", "2")]);
+        let mut p = EnvPlan::new(&original);
+        assert!(!p.append_if_absent(literal("A", "other")));
+        assert!(p.append_if_absent(literal("C", "3")));
+        assert!(p.prepend_if_absent(field_ref("IP", "status.podIP")));
+        assert!(p.set_literal("OTEL_RESOURCE_ATTRIBUTES", "x=y,k=v".into()));
+        p.move_to_end("OTEL_RESOURCE_ATTRIBUTES");
+        assert_eq!(
+            names(&p.to_vec()),
+            [
+                "IP=<from>",
+                "A=1",
+                "B=2",
+                "C=3",
+                "OTEL_RESOURCE_ATTRIBUTES=x=y,k=v"
+            ]
+        );
+        assert_eq!(p.get("A"), Some(EnvValue::Literal("1")));
+        assert_eq!(p.get("IP"), Some(EnvValue::ValueFrom));
+    }
+
+    #[test]
+    fn value_from_is_never_overwritten() {
+        let original = vec![field_ref("JAVA_TOOL_OPTIONS", "metadata.name")];
+        let mut p = EnvPlan::new(&original);
+        assert!(!p.set_literal("JAVA_TOOL_OPTIONS", "x".into()));
+        assert!(!p.is_changed());
+    }
+
+    #[test]
+    fn moving_the_last_original_with_nothing_after_is_a_no_op() {
+        let original = env(&[("A", "1")]);
+        let mut p = EnvPlan::new(&original);
+        p.move_to_end("A");
+        assert_eq!(p.moved_to_end(), None);
+    }
+}

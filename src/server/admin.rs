@@ -1,0 +1,75 @@
+//! The admin listener (plain HTTP): `/metrics`, `/livez`, `/readyz`. Bound before anything
+//! waits on the API server, on every replica.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+use crate::engine::Catalog;
+use crate::metrics::Metrics;
+
+/// Process health as the probes see it.
+pub struct Health {
+    pub catalog: Arc<dyn Catalog + Send + Sync>,
+    pub metrics: Arc<Metrics>,
+    pub shutting_down: AtomicBool,
+    /// False while the served certificate is not yet the one to serve (built-in
+    /// certificate mode, before the Secret is read); true otherwise.
+    pub certificate_ready: Arc<AtomicBool>,
+}
+
+impl Health {
+    pub fn new(catalog: Arc<dyn Catalog + Send + Sync>, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Health {
+            catalog,
+            metrics,
+            shutting_down: AtomicBool::new(false),
+            certificate_ready: Arc::new(AtomicBool::new(true)),
+        })
+    }
+
+    pub fn begin_shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+    }
+}
+
+pub fn router(health: Arc<Health>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics))
+        .route("/livez", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .with_state(health)
+}
+
+async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        h.metrics.encode(),
+    )
+}
+
+async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
+    if h.shutting_down.load(Ordering::Acquire) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
+    } else if !h.catalog.ready() {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "Instrumentation and Namespace caches not synced\n",
+        )
+    } else if !h.certificate_ready.load(Ordering::Acquire) {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "serving certificate not yet taken from the certificate Secret\n",
+        )
+    } else {
+        (StatusCode::OK, "ok\n")
+    }
+}
