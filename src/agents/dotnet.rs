@@ -153,7 +153,7 @@ impl CopyAgent for DotNet {
         _: &InstrumentationSpec,
         profiler: &&'static str,
     ) {
-        for (var, value, merge) in variables(*profiler) {
+        for (var, value, merge) in variables(profiler) {
             let current = match env.get(var) {
                 None => None,
                 Some(EnvValue::Literal(v)) => Some(v.to_owned()),
