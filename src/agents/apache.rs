@@ -9,7 +9,7 @@ use super::copy::agent_volume;
 use super::webserver::{
     self, AGENT_DIR, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{ApacheHttpd as ApacheSpec, InstrumentationSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
@@ -110,17 +110,9 @@ pub fn agent_conf(spec: &ApacheSpec, endpoint: &str, service: &str, namespace: &
 }
 
 impl Agent for ApacheHttpd {
-    fn language(&self) -> Language {
-        Language::ApacheHttpd
-    }
-    fn name(&self) -> &'static str {
-        "apache-httpd"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-apache-httpd"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/apache-httpd-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(ApacheHttpd, "apache-httpd");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

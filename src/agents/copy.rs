@@ -114,7 +114,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
             return Outcome::NothingInstrumented;
         }
     };
-    let lang = agent.language();
+    let lang = agent.names().language;
     let inst: &Instrumentation = cx.inst;
     let spec = &inst.spec;
     let section = agent.section(spec).unwrap_or(&NoSection);

@@ -3,7 +3,7 @@
 //! engine finds its annotation, targets its containers, runs it, and reports it in metrics.
 
 use super::sdk_env::inject_common_env;
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 use crate::pod::env::literal;
 
 /// The variable the demo agent sets.
@@ -13,17 +13,9 @@ pub const DEMO_VAR: &str = "DEMO_AGENT";
 pub struct Demo;
 
 impl Agent for Demo {
-    fn language(&self) -> Language {
-        Language::Demo
-    }
-    fn name(&self) -> &'static str {
-        "demo"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-demo"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/demo-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(Demo, "demo");
+        &NAMES
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let mut count = 0;
@@ -39,5 +31,58 @@ impl Agent for Demo {
         } else {
             Outcome::Injected(count)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::Pod;
+    use serde_json::json;
+
+    use super::*;
+    use crate::admission::mutate;
+    use crate::agents::Language;
+    use crate::cluster::StaticCatalog;
+    use crate::engine::{EngineConfig, Snapshot};
+
+    #[test]
+    fn a_registry_line_is_all_a_new_language_needs() {
+        let catalog = StaticCatalog::from_yaml(
+            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {name: demo, namespace: shop}\nspec: {}\n",
+        )
+        .unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "annotations": {
+                "instrumentation.opentelemetry.io/inject-demo": "true",
+                "instrumentation.opentelemetry.io/demo-container-names": "b"}},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]}
+        }))
+        .unwrap();
+        let config = EngineConfig::default();
+        assert!(config.enabled.contains(Language::Demo));
+        assert_eq!("demo".parse::<Language>().unwrap(), Language::Demo);
+
+        let (patch, report) = mutate(&Snapshot::take(&catalog, "shop", &config), &pod);
+        assert_eq!(report.injected, [Language::Demo]);
+        assert_eq!(report.instrumentations, ["shop/demo"]);
+        assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        let mut out = serde_json::to_value(&pod).unwrap();
+        json_patch::patch(&mut out, &json_patch::Patch(patch)).unwrap();
+        let env = &out["spec"]["containers"][1]["env"];
+        let names: Vec<_> = env.as_array().unwrap().iter().map(|e| &e["name"]).collect();
+        assert_eq!(names, ["OTEL_NODE_IP", "OTEL_POD_IP", DEMO_VAR]);
+        assert!(out["spec"]["containers"][0].get("env").is_none());
+        assert_eq!(
+            out["metadata"]["annotations"]["otel-injector/injected"],
+            "demo"
+        );
+
+        // Disabled like any other language.
+        let mut off = EngineConfig::default();
+        off.enabled.remove(Language::Demo);
+        let (patch, report) = mutate(&Snapshot::take(&catalog, "shop", &off), &pod);
+        assert!(patch.is_empty());
+        assert_eq!(report.skipped[0].reason.as_str(), "language_disabled");
     }
 }

@@ -3,7 +3,7 @@
 //! joined with `:` onto the container's own values.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -87,17 +87,9 @@ fn profiler_path(runtime: Option<&str>) -> Option<&'static str> {
 pub struct DotNet;
 
 impl Agent for DotNet {
-    fn language(&self) -> Language {
-        Language::DotNet
-    }
-    fn name(&self) -> &'static str {
-        "dotnet"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-dotnet"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/dotnet-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(DotNet, "dotnet");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 use super::copy::ResourceDefaults;
 use super::exporter_tls::ExporterTls;
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{Go as GoSpec, InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, literal};
 use crate::pod::select::{CONTAINER_NAMES, split_names};
@@ -36,17 +36,9 @@ const RESOURCES: ResourceDefaults = ResourceDefaults {
 pub struct Go;
 
 impl Agent for Go {
-    fn language(&self) -> Language {
-        Language::Go
-    }
-    fn name(&self) -> &'static str {
-        "go"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-go"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/go-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(Go, "go");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -30,17 +30,9 @@ const LAYOUT: CopyLayout = CopyLayout {
 pub struct Java;
 
 impl Agent for Java {
-    fn language(&self) -> Language {
-        Language::Java
-    }
-    fn name(&self) -> &'static str {
-        "java"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-java"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/java-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(Java, "java");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

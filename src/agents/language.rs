@@ -40,18 +40,18 @@ impl Language {
 
     /// The short name used in annotations, flags, metrics and warnings.
     pub fn as_str(self) -> &'static str {
-        self.agent().name()
+        self.agent().names().name
     }
 
     /// `instrumentation.opentelemetry.io/inject-<lang>`.
     pub fn inject_annotation(self) -> &'static str {
-        self.agent().inject_annotation()
+        self.agent().names().inject_annotation
     }
 
     /// The per-language container list annotation (nginx's breaks the pattern, as in the
     /// Operator).
     pub fn container_names_annotation(self) -> &'static str {
-        self.agent().container_names_annotation()
+        self.agent().names().container_names_annotation
     }
 
     fn index(self) -> usize {
@@ -153,7 +153,7 @@ mod tests {
                 l.inject_annotation(),
                 format!("{ANNOTATION_PREFIX}inject-{}", l.as_str())
             );
-            assert_eq!(l.agent().language(), *l, "registry line of {l}");
+            assert_eq!(l.agent().names().language, *l, "registry line of {l}");
         }
         assert_eq!(
             Language::Nginx.container_names_annotation(),

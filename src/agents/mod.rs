@@ -30,14 +30,8 @@ use crate::crd::{InstrumentationSpec, LanguageSpec};
 /// One language's injection. Agents only add to the plan they are given; the engine owns
 /// selection, validation and the patch.
 pub trait Agent: Sync {
-    /// The registry entry this agent is.
-    fn language(&self) -> Language;
-    /// The short name used in annotations, flags, metrics and warnings.
-    fn name(&self) -> &'static str;
-    /// `instrumentation.opentelemetry.io/inject-<name>`.
-    fn inject_annotation(&self) -> &'static str;
-    /// The per-language container list annotation.
-    fn container_names_annotation(&self) -> &'static str;
+    /// Its registry entry and the names users write (see [`names!`]).
+    fn names(&self) -> &'static Names;
     /// The agent image used when the Instrumentation names none (`--agent-image` overrides).
     fn default_image(&self) -> Option<&'static str> {
         None
@@ -59,6 +53,44 @@ pub trait Agent: Sync {
     /// Adds this language to the plan for the targets in `cx`.
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
 }
+
+/// The registry entry of an agent and the names users write for it.
+#[derive(Debug)]
+pub struct Names {
+    pub language: Language,
+    /// The short name used in annotations, flags, metrics and warnings.
+    pub name: &'static str,
+    /// `instrumentation.opentelemetry.io/inject-<name>`.
+    pub inject_annotation: &'static str,
+    /// The per-language container list annotation.
+    pub container_names_annotation: &'static str,
+}
+
+/// `names!(Variant, "name")`: the [`Names`] of a language whose annotations follow the
+/// Operator's pattern (`inject-<name>`, `<name>-container-names`); a third argument gives
+/// a container list annotation that breaks it.
+macro_rules! names {
+    ($variant:ident, $name:literal) => {
+        names!(
+            $variant,
+            $name,
+            concat!(
+                "instrumentation.opentelemetry.io/",
+                $name,
+                "-container-names"
+            )
+        )
+    };
+    ($variant:ident, $name:literal, $container_names:expr) => {
+        $crate::agents::Names {
+            language: $crate::agents::Language::$variant,
+            name: $name,
+            inject_annotation: concat!("instrumentation.opentelemetry.io/inject-", $name),
+            container_names_annotation: $container_names,
+        }
+    };
+}
+use names;
 
 // The registry: one line per language, in the order the Operator injects them. It defines
 // the `Language` enum, `Language::ALL` and `Language::agent`.

@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
 use super::webserver::{self, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec, Nginx as NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.
@@ -115,18 +115,14 @@ fn empty_dir(name: &str) -> Volume {
 }
 
 impl Agent for Nginx {
-    fn language(&self) -> Language {
-        Language::Nginx
-    }
-    fn name(&self) -> &'static str {
-        "nginx"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-nginx"
-    }
     // Breaks the pattern, exactly as in the Operator.
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-nginx-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(
+            Nginx,
+            "nginx",
+            "instrumentation.opentelemetry.io/inject-nginx-container-names"
+        );
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

@@ -2,7 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -29,17 +29,9 @@ const LAYOUT: CopyLayout = CopyLayout {
 pub struct NodeJs;
 
 impl Agent for NodeJs {
-    fn language(&self) -> Language {
-        Language::NodeJs
-    }
-    fn name(&self) -> &'static str {
-        "nodejs"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-nodejs"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/nodejs-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(NodeJs, "nodejs");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

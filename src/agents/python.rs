@@ -3,7 +3,7 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -49,17 +49,9 @@ fn platform_source(platform: Option<&str>) -> Option<&'static str> {
 pub struct Python;
 
 impl Agent for Python {
-    fn language(&self) -> Language {
-        Language::Python
-    }
-    fn name(&self) -> &'static str {
-        "python"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-python"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/python-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(Python, "python");
+        &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {
         Some(DEFAULT_IMAGE)

@@ -2,23 +2,15 @@
 //! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
 
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Language, Outcome};
+use super::{Agent, Injection, Names, Outcome, names};
 
 /// The SDK-only injector.
 pub struct SdkOnly;
 
 impl Agent for SdkOnly {
-    fn language(&self) -> Language {
-        Language::Sdk
-    }
-    fn name(&self) -> &'static str {
-        "sdk"
-    }
-    fn inject_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/inject-sdk"
-    }
-    fn container_names_annotation(&self) -> &'static str {
-        "instrumentation.opentelemetry.io/sdk-container-names"
+    fn names(&self) -> &'static Names {
+        const NAMES: Names = names!(Sdk, "sdk");
+        &NAMES
     }
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
