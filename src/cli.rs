@@ -161,6 +161,13 @@ pub struct ServeArgs {
     #[arg(long = "agent-image", env = "OTEL_INJECTOR_AGENT_IMAGES", value_delimiter = ',', value_parser = agent_image)]
     pub agent_images: Vec<(Language, String)>,
 
+    /// Largest pod, as JSON bytes after injection, the webhook will produce. A pod the
+    /// patch would grow past it (for example thousands of tiny containers all targeted) is
+    /// admitted unchanged with a warning (reason pod_too_large). The default is etcd's
+    /// default request limit; the API server could not store a larger pod anyway.
+    #[arg(long, env = "OTEL_INJECTOR_MAX_POD_BYTES", default_value_t = crate::engine::DEFAULT_MAX_POD_BYTES)]
+    pub max_pod_bytes: usize,
+
     /// Watch Secret and ConfigMap names (metadata only) so that an Instrumentation whose
     /// `spec.exporter.tls` names one missing from the pod's namespace is reported, and that
     /// language not injected (the pod could not start). `false` drops the watches (and the

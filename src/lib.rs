@@ -80,6 +80,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let config = EngineConfig {
         enabled: args.enabled_languages,
         images,
+        max_pod_bytes: args.max_pod_bytes,
     };
 
     // 2. Bind both listeners before anything waits on the API server.

@@ -286,6 +286,7 @@ impl Env {
         EngineConfig {
             enabled: a.enabled_languages,
             images,
+            max_pod_bytes: a.max_pod_bytes,
         }
     }
 

@@ -11,7 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::engine::{self, Catalog, EngineConfig, Report, Snapshot};
+use crate::engine::{self, Catalog, EngineConfig, Report, SkipReason, Snapshot};
 use crate::warnings::shorten;
 
 pub mod patch;
@@ -144,10 +144,44 @@ pub struct Summary {
 }
 
 /// The engine's decision for `pod` as the patch the webhook answers with, and its report.
+/// A patch that would grow the pod past `snapshot.config.max_pod_bytes` is dropped: the pod
+/// is admitted unchanged with a warning.
 pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
-    let decision = engine::decide(snapshot, pod);
+    let mut decision = engine::decide(snapshot, pod);
     let ops = decision.plan.as_ref().map(patch::build).unwrap_or_default();
+    let max = snapshot.config.max_pod_bytes;
+    let grown = snapshot.pod_bytes.saturating_add(json_len(&ops));
+    if !ops.is_empty() && grown > max {
+        let report = &mut decision.report;
+        report.injected.clear();
+        report.instrumentations.clear();
+        report.skip(
+            None,
+            SkipReason::PodTooLarge,
+            engine::too_large_warning(grown, max),
+        );
+        return (Vec::new(), decision.report);
+    }
     (ops, decision.report)
+}
+
+/// The length of `value` as JSON, without building the text.
+fn json_len(value: &impl Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing into a counter cannot fail; a serializer error would leave a short count,
+    // which the API server's own limit still catches.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
 }
 
 /// Reads a review, decides, and returns the response body. `Err` only for a body that is
@@ -183,11 +217,13 @@ pub fn review(
     let mut patch = None;
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
     if is_pod && s.operation == "CREATE" {
+        let object = req.object.map_or("", |o| o.get());
         match req.object.map(|o| serde_json::from_str::<PodIn>(o.get())) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
                 // On CREATE the pod's own namespace may be empty: the request's is the truth.
-                let snapshot = Snapshot::take(catalog, &s.namespace, config);
+                let snapshot =
+                    Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(object.len());
                 let (ops, report) = mutate(&snapshot, &pod);
                 patch = (!ops.is_empty()).then_some(ops);
                 s.report = report;

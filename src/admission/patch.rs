@@ -3,7 +3,7 @@
 //! re-serialized, so fields unknown to this build's API types survive the patch.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, MoveOperation, PatchOperation, ReplaceOperation};
+use json_patch::{AddOperation, MoveOperation, PatchOperation};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -65,12 +65,14 @@ fn container_ops(ops: &mut Vec<PatchOperation>, list: &str, index: usize, c: &Co
     } else {
         // Edits address original indices, so they go first; prepends shift everything, so
         // they go last.
+        // `add`, not `replace`: the API server omits empty values, so the entry may have
+        // no `value` member, and RFC 6902 `replace` requires one.
         for (i, value) in env.replaced() {
             let i = i.to_string();
-            ops.push(PatchOperation::Replace(ReplaceOperation {
-                path: env_path(&[i.as_str(), "value"]),
-                value: Value::String(value.clone()),
-            }));
+            ops.push(add(
+                env_path(&[i.as_str(), "value"]),
+                Value::String(value.clone()),
+            ));
         }
         for e in env.appended() {
             ops.push(add(env_path(&["-"]), to_value(e)));

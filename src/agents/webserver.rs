@@ -207,7 +207,8 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
             agent_conf = (ws.agent_conf)(&info.service_name(use_labels, app));
             if ws.extend_library_path {
                 let value = match c.env.get(LD_LIBRARY_PATH) {
-                    Some(EnvValue::Literal(v)) => format!("{v}:{SDK_LIB_DIR}"),
+                    // An empty entry would put the working directory on the path.
+                    Some(EnvValue::Literal(v)) if !v.is_empty() => format!("{v}:{SDK_LIB_DIR}"),
                     _ => SDK_LIB_DIR.to_owned(),
                 };
                 c.env.set_literal(LD_LIBRARY_PATH, value);

@@ -19,10 +19,12 @@ pub enum SkipReason {
     ExporterTlsMissing,
     NothingInstrumented,
     NoContainers,
+    NameCollision,
+    PodTooLarge,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 11] = [
+    pub const ALL: [SkipReason; 13] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -34,6 +36,8 @@ impl SkipReason {
         SkipReason::ExporterTlsMissing,
         SkipReason::NothingInstrumented,
         SkipReason::NoContainers,
+        SkipReason::NameCollision,
+        SkipReason::PodTooLarge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +53,8 @@ impl SkipReason {
             SkipReason::ExporterTlsMissing => "exporter_tls_missing",
             SkipReason::NothingInstrumented => "nothing_instrumented",
             SkipReason::NoContainers => "no_containers",
+            SkipReason::NameCollision => "name_collision",
+            SkipReason::PodTooLarge => "pod_too_large",
         }
     }
 }
@@ -91,7 +97,7 @@ impl Report {
         self.warnings.push(shorten(msg));
     }
 
-    pub(super) fn skip(&mut self, language: Option<Language>, reason: SkipReason, msg: String) {
+    pub fn skip(&mut self, language: Option<Language>, reason: SkipReason, msg: String) {
         self.skipped.push(Skip { language, reason });
         self.warn(msg);
     }

@@ -28,11 +28,20 @@ pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
 /// Static pods mirrored by the kubelet carry this; they are never mutated.
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 
+/// The default bound on the mutated pod's JSON: etcd's default request limit
+/// (`--max-request-bytes`, 1.5 MiB); a larger pod could not be stored anyway.
+pub const DEFAULT_MAX_POD_BYTES: usize = 1536 * 1024;
+/// A lower bound of what one instrumented container adds to the patch (the SDK env alone
+/// is larger), for the check made before any work.
+pub const MIN_PATCH_BYTES_PER_TARGET: usize = 512;
+
 /// Engine settings that come from the command line.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub enabled: LanguageSet,
     pub images: DefaultImages,
+    /// Pods whose mutated JSON would exceed this many bytes are admitted unchanged.
+    pub max_pod_bytes: usize,
 }
 
 impl Default for EngineConfig {
@@ -40,8 +49,16 @@ impl Default for EngineConfig {
         EngineConfig {
             enabled: LanguageSet::all(),
             images: DefaultImages::default(),
+            max_pod_bytes: DEFAULT_MAX_POD_BYTES,
         }
     }
+}
+
+/// The warning for a pod that would grow past `max` bytes.
+pub fn too_large_warning(bytes: usize, max: usize) -> String {
+    format!(
+        "otel-injector: the injected pod would be over {bytes} bytes (limit {max}); not injected"
+    )
 }
 
 /// A Secret or ConfigMap named by `spec.exporter.tls` that the snapshot knows is missing
@@ -288,6 +305,22 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         }
     }
 
+    // Every instrumented container costs the patch at least this much: a pod of many tiny
+    // containers must not make the answer (and the memory to build it) many times the
+    // request, nor a pod the API server cannot store. Checked exactly once the patch exists.
+    let targeted: usize = targets.iter().map(|(_, _, t)| t.len()).sum();
+    let estimate = snapshot
+        .pod_bytes
+        .saturating_add(targeted.saturating_mul(MIN_PATCH_BYTES_PER_TARGET));
+    if estimate > config.max_pod_bytes {
+        d.skip(
+            None,
+            SkipReason::PodTooLarge,
+            too_large_warning(estimate, config.max_pod_bytes),
+        );
+        return None;
+    }
+
     let info = PodInfo::new(pod, namespace);
     let mut plan = PodPlan::new(pod);
     for (lang, request, slots) in targets {
@@ -341,6 +374,8 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             }
             apps
         };
+        // A language that collides with the user's pod is taken back whole.
+        let before = plan.is_changed().then(|| plan.clone());
         let mut warnings = Vec::new();
         let outcome = agent.inject(&mut Injection {
             plan: &mut plan,
@@ -351,10 +386,21 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             annotations: &annotations,
             warnings: &mut warnings,
         });
+        if outcome != Outcome::NothingInstrumented {
+            mount_exporter_tls(&mut plan, &slots, &inst);
+            if let Err(collision) = plan.check() {
+                plan = before.unwrap_or_else(|| PodPlan::new(pod));
+                d.skip(
+                    Some(lang),
+                    SkipReason::NameCollision,
+                    format!("inject-{lang}: {collision}; not injected"),
+                );
+                continue;
+            }
+        }
         d.warnings.extend(warnings);
         match outcome {
             Outcome::Injected(_) => {
-                mount_exporter_tls(&mut plan, &slots, &inst);
                 d.injected.push(lang);
                 d.instrumentations.push(qualified(&inst));
             }

@@ -132,6 +132,8 @@ pub struct Snapshot<'a> {
     pub instrumentations: Arc<Instrumentations>,
     pub namespace_info: Option<Arc<NamespaceInfo>>,
     pub objects: Option<&'a dyn ObjectLookup>,
+    /// Size of the pod's JSON as received (0 when unknown), for the size bound.
+    pub pod_bytes: usize,
 }
 
 impl<'a> Snapshot<'a> {
@@ -144,7 +146,14 @@ impl<'a> Snapshot<'a> {
             instrumentations: catalog.instrumentations(),
             namespace_info: catalog.namespace(namespace),
             objects: catalog.objects(),
+            pod_bytes: 0,
         }
+    }
+
+    /// The same snapshot for a pod whose JSON is `bytes` long.
+    pub fn with_pod_bytes(mut self, bytes: usize) -> Self {
+        self.pod_bytes = bytes;
+        self
     }
 
     /// Whether a Secret or ConfigMap exists in the pod's namespace; `None`: not tracked.

@@ -1,12 +1,12 @@
 //! The environment of one container as a plan: the original list plus the edits made to it,
 //! so that the patch touches only what changed.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::EnvVar;
 
 /// Environment of one container: the original list plus the edits made to it.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct EnvPlan<'a> {
     original: &'a [EnvVar],
     /// New literal values for original entries, by index.
@@ -135,6 +135,17 @@ impl<'a> EnvPlan<'a> {
             }
             None => {}
         }
+    }
+
+    /// A variable the plan adds that is already defined (by the user or by the plan).
+    pub fn check_added(&self) -> Result<(), &str> {
+        let mut seen: HashSet<&str> = self.original.iter().map(|e| e.name.as_str()).collect();
+        for e in self.prepended.iter().chain(&self.appended) {
+            if !seen.insert(&e.name) {
+                return Err(&e.name);
+            }
+        }
+        Ok(())
     }
 
     pub fn is_changed(&self) -> bool {

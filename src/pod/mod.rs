@@ -6,3 +6,4 @@ pub mod env;
 pub mod info;
 pub mod plan;
 pub mod select;
+pub mod valid;

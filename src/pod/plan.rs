@@ -1,7 +1,7 @@
 //! The mutation plan: what injection adds to a pod, kept as additions over the borrowed
 //! original so that the patch touches only what changed (no clone of the whole pod).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
 
@@ -17,7 +17,7 @@ pub enum Slot {
 }
 
 /// Edits to one existing container.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct ContainerPlan<'a> {
     pub container: &'a Container,
     pub env: EnvPlan<'a>,
@@ -49,21 +49,29 @@ impl<'a> ContainerPlan<'a> {
         }
     }
 
-    /// Adds a mount unless the container already mounts something at that path.
+    /// Adds a mount unless this plan already mounts something at that path (two languages
+    /// sharing the exporter TLS volumes). A path the user's own mount holds is added anyway,
+    /// and [`PodPlan::check`] reports it.
     pub fn mount(&mut self, mount: VolumeMount) {
-        let taken = self
-            .container
+        if !self
+            .new_mounts
+            .iter()
+            .any(|m| m.mount_path == mount.mount_path)
+        {
+            self.new_mounts.push(mount);
+        }
+    }
+
+    /// The original mounts that stay.
+    fn kept_mounts(&self) -> impl Iterator<Item = &'a VolumeMount> + '_ {
+        let removed = &self.removed_mounts;
+        self.container
             .volume_mounts
             .iter()
             .flatten()
             .enumerate()
-            .filter(|(i, _)| !self.removed_mounts.contains(i))
+            .filter(move |(i, _)| !removed.contains(i))
             .map(|(_, m)| m)
-            .chain(&self.new_mounts)
-            .any(|m| m.mount_path == mount.mount_path);
-        if !taken {
-            self.new_mounts.push(mount);
-        }
     }
 
     pub fn is_changed(&self) -> bool {
@@ -81,7 +89,7 @@ pub enum InitPosition {
 }
 
 /// Everything injection adds to a pod.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct PodPlan<'a> {
     pub pod: &'a Pod,
     containers: BTreeMap<Slot, ContainerPlan<'a>>,
@@ -142,10 +150,88 @@ impl<'a> PodPlan<'a> {
         self.new_init_containers.push((at, c));
     }
 
+    /// Adds a volume unless this plan already adds one of that name (languages sharing the
+    /// exporter TLS volumes). A name the user's pod already uses is added anyway, and
+    /// [`PodPlan::check`] reports it.
     pub fn add_volume(&mut self, v: Volume) {
-        if !self.has_volume(&v.name) {
+        if !self.new_volumes.iter().any(|n| n.name == v.name) {
             self.new_volumes.push(v);
         }
+    }
+
+    /// Checks that the pod this plan makes is valid, as far as what the plan adds goes:
+    /// container names unique across init, app and ephemeral containers; volume names
+    /// unique; each added mount names a volume and takes a path no other mount of that
+    /// container holds; no variable added twice to one container. Returns what collides.
+    /// Problems the user's pod already had are not this plan's and are not reported.
+    pub fn check(&self) -> Result<(), String> {
+        let spec = self.pod.spec.as_ref();
+        let original_containers = spec.into_iter().flat_map(|s| {
+            let inits = s.init_containers.iter().flatten().map(|c| &c.name);
+            let apps = s.containers.iter().map(|c| &c.name);
+            let ephemeral = s.ephemeral_containers.iter().flatten().map(|c| &c.name);
+            inits.chain(apps).chain(ephemeral)
+        });
+        let added = self
+            .new_init_containers
+            .iter()
+            .map(|(_, c)| c)
+            .chain(&self.new_containers);
+        let mut names: HashSet<&str> = original_containers.map(String::as_str).collect();
+        for c in added.clone() {
+            if !names.insert(&c.name) {
+                return Err(format!("container name {:?} is already taken", c.name));
+            }
+        }
+        let original_volumes = spec.and_then(|s| s.volumes.as_ref()).into_iter().flatten();
+        let mut volumes: HashSet<&str> = original_volumes.map(|v| v.name.as_str()).collect();
+        for v in &self.new_volumes {
+            if !volumes.insert(&v.name) {
+                return Err(format!("volume name {:?} is already taken", v.name));
+            }
+        }
+        let mounts_ok =
+            |container: &str, kept: &mut dyn Iterator<Item = &VolumeMount>, new: &[VolumeMount]| {
+                let mut paths: HashSet<&str> = kept.map(|m| m.mount_path.as_str()).collect();
+                for m in new {
+                    if !volumes.contains(m.name.as_str()) {
+                        return Err(format!(
+                            "container {container:?} would mount missing volume {:?}",
+                            m.name
+                        ));
+                    }
+                    if !paths.insert(&m.mount_path) {
+                        return Err(format!(
+                            "container {container:?} already mounts {:?}",
+                            m.mount_path
+                        ));
+                    }
+                }
+                Ok(())
+            };
+        for c in self.containers.values() {
+            mounts_ok(c.name(), &mut c.kept_mounts(), &c.new_mounts)?;
+            c.env
+                .check_added()
+                .map_err(|n| format!("container {:?} would define {n} twice", c.name()))?;
+        }
+        for c in added {
+            mounts_ok(
+                &c.name,
+                &mut std::iter::empty(),
+                c.volume_mounts.as_deref().unwrap_or_default(),
+            )?;
+            let mut env = HashSet::new();
+            for e in c.env.iter().flatten() {
+                if !env.insert(e.name.as_str()) {
+                    return Err(format!(
+                        "container {:?} would define {} twice",
+                        c.name, e.name
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     pub fn is_changed(&self) -> bool {
