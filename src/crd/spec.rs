@@ -1,0 +1,297 @@
+//! The Instrumentation resource itself (kube derive) and the spec sections every language shares:
+//! exporter, propagators, sampler, resource attributes, defaults.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    ApacheHttpd, DotNet, Go, Java, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT, Nginx, NodeJs,
+    Python, RULE_JAEGER_REMOTE_ARGUMENT, RULE_RATIO_ARGUMENT, SAMPLER_ARGUMENT_MAX_LENGTH,
+};
+
+/// `apiVersion` of every Instrumentation object.
+pub const API_VERSION: &str = "opentelemetry.io/v1alpha1";
+/// `kind` of every Instrumentation object.
+pub const KIND: &str = "Instrumentation";
+
+/// Desired state of OpenTelemetry SDK configuration and auto-instrumentation.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "opentelemetry.io",
+    version = "v1alpha1",
+    kind = "Instrumentation",
+    namespaced,
+    shortname = "otelinst",
+    shortname = "otelinsts",
+    status = "InstrumentationStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.exporter.endpoint"}"#,
+    printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.sampler.type"}"#,
+    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct InstrumentationSpec {
+    /// OTLP exporter configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exporter: Option<Exporter>,
+    /// Context propagators, set in OTEL_PROPAGATORS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub propagators: Vec<Propagator>,
+    /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<Sampler>,
+    /// Resource attribute configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceSpec>,
+    /// Env vars for all languages. Precedence: container env > language env > this env >
+    /// values derived from this spec.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Default behaviour of the instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<Defaults>,
+    /// Image pull policy of the injected init containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Security context of the injected init containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_container_security_context: Option<SecurityContext>,
+    /// Java auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java: Option<Java>,
+    /// Node.js auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodejs: Option<NodeJs>,
+    /// Python auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<Python>,
+    /// .NET auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dotnet: Option<DotNet>,
+    /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
+    /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go: Option<Go>,
+    /// Apache HTTPD auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apache_httpd: Option<ApacheHttpd>,
+    /// Nginx auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nginx: Option<Nginx>,
+}
+
+/// Status of an Instrumentation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstrumentationStatus {
+    /// Language images that could not be upgraded automatically, mapped to the reason.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upgrade_blocked_versions: BTreeMap<String, String>,
+}
+
+/// OTLP exporter configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exporter {
+    /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// TLS certificates; used only with an https:// endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ExporterTls>,
+}
+
+/// TLS configuration of the exporter. The file fields are keys in the Secret/ConfigMap, or
+/// absolute paths already present in the workload.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExporterTls {
+    /// Secret (in the workload's namespace) with the client certificate and key, maybe the CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_name: Option<String>,
+    /// ConfigMap with the CA certificate; if unset the CA comes from the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_name: Option<String>,
+    /// CA certificate key (e.g. ca.crt) or absolute path.
+    #[serde(default, rename = "ca_file", skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// Client certificate key (e.g. tls.crt) or absolute path.
+    #[serde(default, rename = "cert_file", skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<String>,
+    /// Client private key key (e.g. tls.key) or absolute path.
+    #[serde(default, rename = "key_file", skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<String>,
+}
+
+/// Context propagator, as named in OTEL_PROPAGATORS.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Propagator {
+    // W3C Trace Context.
+    TraceContext,
+    // W3C Baggage.
+    Baggage,
+    // B3 single header.
+    B3,
+    // B3 multi header.
+    B3Multi,
+    // Jaeger (uber-trace-id).
+    Jaeger,
+    // AWS X-Ray.
+    XRay,
+    // OpenTracing.
+    OtTrace,
+    // No propagator.
+    None,
+}
+
+impl Propagator {
+    /// The value used in the CRD and in OTEL_PROPAGATORS.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Propagator::TraceContext => "tracecontext",
+            Propagator::Baggage => "baggage",
+            Propagator::B3 => "b3",
+            Propagator::B3Multi => "b3multi",
+            Propagator::Jaeger => "jaeger",
+            Propagator::XRay => "xray",
+            Propagator::OtTrace => "ottrace",
+            Propagator::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for Propagator {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Sampling configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {
+        "rule": RULE_RATIO_ARGUMENT,
+        "message": MSG_RATIO_ARGUMENT,
+        "fieldPath": ".argument",
+        "reason": "FieldValueInvalid",
+    },
+    {
+        "rule": RULE_JAEGER_REMOTE_ARGUMENT,
+        "message": MSG_JAEGER_REMOTE_ARGUMENT,
+        "fieldPath": ".argument",
+        "reason": "FieldValueInvalid",
+    },
+]))]
+pub struct Sampler {
+    /// Sampler type, set in OTEL_TRACES_SAMPLER.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<SamplerType>,
+    /// Sampler argument, set in OTEL_TRACES_SAMPLER_ARG. For the ratio samplers a number in
+    /// [0, 1], e.g. 0.25; for jaeger_remote comma-separated key=value pairs (endpoint,
+    /// pollingIntervalMs, initialSamplingRate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = SAMPLER_ARGUMENT_MAX_LENGTH))]
+    pub argument: Option<String>,
+}
+
+/// Sampler type, as named in OTEL_TRACES_SAMPLER.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SamplerType {
+    #[serde(rename = "always_on")]
+    AlwaysOn,
+    #[serde(rename = "always_off")]
+    AlwaysOff,
+    #[serde(rename = "traceidratio")]
+    TraceIdRatio,
+    #[serde(rename = "parentbased_always_on")]
+    ParentBasedAlwaysOn,
+    #[serde(rename = "parentbased_always_off")]
+    ParentBasedAlwaysOff,
+    #[serde(rename = "parentbased_traceidratio")]
+    ParentBasedTraceIdRatio,
+    #[serde(rename = "jaeger_remote")]
+    JaegerRemote,
+    // Known to the Operator's code but missing from its CRD enum; accepted here.
+    #[serde(rename = "parentbased_jaeger_remote")]
+    ParentBasedJaegerRemote,
+    // AWS X-Ray centralized sampling.
+    #[serde(rename = "xray")]
+    XRay,
+}
+
+impl SamplerType {
+    /// The value used in the CRD and in OTEL_TRACES_SAMPLER.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            SamplerType::AlwaysOn => "always_on",
+            SamplerType::AlwaysOff => "always_off",
+            SamplerType::TraceIdRatio => "traceidratio",
+            SamplerType::ParentBasedAlwaysOn => "parentbased_always_on",
+            SamplerType::ParentBasedAlwaysOff => "parentbased_always_off",
+            SamplerType::ParentBasedTraceIdRatio => "parentbased_traceidratio",
+            SamplerType::JaegerRemote => "jaeger_remote",
+            SamplerType::ParentBasedJaegerRemote => "parentbased_jaeger_remote",
+            SamplerType::XRay => "xray",
+        }
+    }
+}
+
+impl fmt::Display for SamplerType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Resource attribute configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSpec {
+    /// Attributes added to the resource, e.g. environment: dev.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub resource_attributes: BTreeMap<String, String>,
+    /// Whether to add k8s UID attributes (e.g. k8s.deployment.uid).
+    #[serde(
+        default,
+        rename = "addK8sUIDAttributes",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub add_k8s_uid_attributes: Option<bool>,
+}
+
+/// Defaults of the instrumentation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Defaults {
+    /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
+    /// and service.version (label app.kubernetes.io/version) from the pod's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub use_labels_for_resource_attributes: Option<bool>,
+}
+
+impl InstrumentationSpec {
+    /// `spec.defaults.useLabelsForResourceAttributes`.
+    pub fn use_labels_for_resource_attributes(&self) -> bool {
+        self.defaults
+            .as_ref()
+            .and_then(|d| d.use_labels_for_resource_attributes)
+            .unwrap_or(false)
+    }
+
+    /// `spec.resource.addK8sUIDAttributes`.
+    pub fn add_k8s_uid_attributes(&self) -> bool {
+        self.resource
+            .as_ref()
+            .and_then(|r| r.add_k8s_uid_attributes)
+            .unwrap_or(false)
+    }
+}
