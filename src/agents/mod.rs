@@ -30,7 +30,7 @@ use crate::crd::{InstrumentationSpec, LanguageSpec};
 /// One language's injection. Agents only add to the plan they are given; the engine owns
 /// selection, validation and the patch.
 pub trait Agent: Sync {
-    /// Its registry entry and the names users write (see [`names!`]).
+    /// Its registry entry and the names users write (built with the `names!` macro).
     fn names(&self) -> &'static Names;
     /// The agent image used when the Instrumentation names none (`--agent-image` overrides).
     fn default_image(&self) -> Option<&'static str> {
