@@ -10,6 +10,17 @@ use otel_injector::crd::{
 };
 use serde_json::{Value, json};
 
+/// The spec's per-language sections.
+const LANGUAGE_SECTIONS: [&str; 7] = [
+    "java",
+    "nodejs",
+    "python",
+    "dotnet",
+    "go",
+    "apacheHttpd",
+    "nginx",
+];
+
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crd.yaml");
 
 /// An Instrumentation in the shape of the Operator's documentation: every language section,
@@ -502,14 +513,10 @@ fn crd_schema_matches_the_operator() {
         "defaults",
         "imagePullPolicy",
         "initContainerSecurityContext",
-        "java",
-        "nodejs",
-        "python",
-        "dotnet",
-        "go",
-        "apacheHttpd",
-        "nginx",
-    ] {
+    ]
+    .into_iter()
+    .chain(LANGUAGE_SECTIONS)
+    {
         property(spec, &[field]);
     }
     for field in [
@@ -577,15 +584,7 @@ fn crd_schema_matches_the_operator() {
         assert_eq!(s.pattern.as_deref(), Some("^[A-Za-z0-9._/-]*$"));
         assert_eq!(s.max_length, Some(256));
     }
-    for section in [
-        "java",
-        "nodejs",
-        "python",
-        "dotnet",
-        "go",
-        "apacheHttpd",
-        "nginx",
-    ] {
+    for section in LANGUAGE_SECTIONS {
         let size = property(spec, &[section, "volumeLimitSize"]);
         assert_eq!(size.pattern.as_deref(), Some(QUANTITY_PATTERN), "{section}");
     }
@@ -624,15 +623,7 @@ fn crd_cel_rules_are_where_expected() {
         MSG_RATIO_ARGUMENT,
         "sampler.argument must be a number between 0 and 1 for traceidratio samplers"
     );
-    for section in [
-        "java",
-        "nodejs",
-        "python",
-        "dotnet",
-        "go",
-        "apacheHttpd",
-        "nginx",
-    ] {
+    for section in LANGUAGE_SECTIONS {
         assert_eq!(
             rules(property(spec, &[section])),
             [(

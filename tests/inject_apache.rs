@@ -1,41 +1,21 @@
 //! Apache httpd injection, end to end through the engine: each case applies the returned JSON
 //! patch to the input pod and compares the result (init containers, volumes, mounts, env).
+//! What every language does alike is in `inject_languages.rs`; the Instrumentation is
+//! `data/instrumentations/apache-httpd.yaml`.
 
 mod common;
 
 use common::{
-    GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
-    names, run, web_server_mounts,
+    APACHE, GRPC_SDK, catalog, env, fref, head, lit, names, resource_attributes, run,
+    web_server_mounts, with_section, with_spec,
 };
 use otel_injector::agents::Language;
 use otel_injector::agents::apache::ATTACH_SCRIPT;
-use otel_injector::engine::SkipReason;
+use rstest::rstest;
 use serde_json::{Value, json};
 
 const IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
-
-const SHOP: &str = r#"
-apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: web-inst
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability:4317
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  env:
-    - name: OTEL_LOGS_EXPORTER
-      value: otlp
-  apacheHttpd:
-    env:
-      - name: APACHE_OTEL_DEBUG
-        value: "0"
-"#;
 
 /// `OTEL_APACHE_AGENT_CONF` as the Operator writes it, with `attrs` lines (already sorted
 /// into place by the caller) replacing the attribute block when given.
@@ -106,11 +86,11 @@ fn volumes() -> Value {
     ])
 }
 
-fn apache_pod(annotations: Value, spec: Value) -> Value {
-    annotated_pod(
-        "instrumentation.opentelemetry.io/inject-apache-httpd",
-        annotations,
-        spec,
+/// A pod asking for Apache with one container `web` (image `httpd`).
+fn web_pod() -> Value {
+    APACHE.pod(
+        json!({}),
+        json!({"containers": [{"name": "web", "image": "httpd"}]}),
     )
 }
 
@@ -136,7 +116,7 @@ fn single_container_gets_the_module_through_its_config() {
                         {"name": "html", "emptyDir": {}}]
         }
     });
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&APACHE.catalog(), &pod);
     assert_eq!(d.injected, [Language::ApacheHttpd]);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let conf = "\n#Load the Otel Webserver SDK\n\
@@ -285,7 +265,7 @@ fn the_attach_script_includes_the_module_config_from_the_config_dir() {
 
 #[test]
 fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
-    let pod = apache_pod(
+    let pod = APACHE.pod(
         json!({"instrumentation.opentelemetry.io/container-names": "web,sidecar"}),
         json!({"containers": [
             {"name": "proxy", "image": "envoy:1.30"},
@@ -293,7 +273,7 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
             {"name": "sidecar", "image": "rabbitmq:3", "securityContext": {"runAsUser": 999}}
         ]}),
     );
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&APACHE.catalog(), &pod);
     assert_eq!(d.injected, [Language::ApacheHttpd]);
     assert_eq!(
         d.warnings,
@@ -348,48 +328,8 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
 }
 
 #[test]
-fn init_container_targets_are_skipped_with_a_warning() {
-    let pod = apache_pod(
-        json!({"instrumentation.opentelemetry.io/apache-httpd-container-names": "setup,web"}),
-        json!({"initContainers": [{"name": "setup", "image": "busybox"}],
-               "containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(d.injected, [Language::ApacheHttpd]);
-    assert_eq!(
-        d.warnings,
-        ["apache-httpd: init container \"setup\" cannot be instrumented; skipped"]
-    );
-    let inits = &out["spec"]["initContainers"];
-    assert_eq!(
-        names(inits),
-        [
-            "setup",
-            "otel-agent-source-container-clone",
-            "otel-agent-attach-apache"
-        ]
-    );
-    assert_eq!(inits[0], json!({"name": "setup", "image": "busybox"}));
-
-    // Only an init container named: nothing is injected.
-    let pod = apache_pod(
-        json!({"instrumentation.opentelemetry.io/apache-httpd-container-names": "setup"}),
-        json!({"initContainers": [{"name": "setup", "image": "busybox"}],
-               "containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(out, pod);
-    assert!(d.injected.is_empty());
-    assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
-    assert_eq!(
-        d.warnings,
-        ["apache-httpd: init container \"setup\" cannot be instrumented; skipped"]
-    );
-}
-
-#[test]
 fn user_set_variables_win() {
-    let pod = apache_pod(
+    let pod = APACHE.pod(
         json!({}),
         json!({"containers": [{"name": "web", "image": "httpd", "env": [
             {"name": "OTEL_SERVICE_NAME", "value": "mine"},
@@ -398,11 +338,7 @@ fn user_set_variables_win() {
             {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://local:4317"}
         ]}]}),
     );
-    let (out, _) = run(&catalog(SHOP), &pod);
-    let attrs = "k8s.container.name=web,k8s.namespace.name=shop,\
-        k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-        k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-        service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).web,service.namespace=shop";
+    let (out, _) = run(&APACHE.catalog(), &pod);
     assert_eq!(
         out["spec"]["containers"][0]["env"],
         env(vec![
@@ -417,7 +353,10 @@ fn user_set_variables_win() {
                 lit("OTEL_PROPAGATORS", "tracecontext,baggage"),
                 lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
                 lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-                lit("OTEL_RESOURCE_ATTRIBUTES", attrs),
+                lit(
+                    "OTEL_RESOURCE_ATTRIBUTES",
+                    &resource_attributes("web", None)
+                ),
             ],
         ])
     );
@@ -437,34 +376,35 @@ fn user_set_variables_win() {
     );
 }
 
-#[test]
-fn apache_2_2_loads_its_own_module_build() {
+/// Apache 2.2 loads its own build of the module; 2.4 (the default) the plain one.
+#[rstest]
+#[case::apache_2_2("\"2.2\"", "22")]
+#[case::apache_2_4("\"2.4\"", "")]
+fn the_version_picks_the_module_build(#[case] version: &str, #[case] suffix: &str) {
+    let inst = with_section(APACHE.shop, &format!("version: {version}"));
     let web = json!({"containers": [{"name": "web", "image": "httpd:2.2"}]});
-    for (version, suffix) in [("\"2.2\"", "22"), ("\"2.4\"", "")] {
-        let inst = format!("{SHOP}    version: {version}\n");
-        let (out, d) = run(&catalog(&inst), &apache_pod(json!({}), web.clone()));
-        assert_eq!(d.injected, [Language::ApacheHttpd]);
-        let conf = out["spec"]["initContainers"][1]["env"][0]["value"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        assert_eq!(
-            conf,
-            agent_conf(
-                suffix,
-                &default_attrs("p", "http://otel-collector.observability:4317")
-            )
-        );
-        assert!(conf.contains(&format!(
-            "\nLoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel{suffix}.so\n"
-        )));
-    }
+    let (out, d) = run(&catalog(&inst), &APACHE.pod(json!({}), web));
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    let conf = out["spec"]["initContainers"][1]["env"][0]["value"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        conf,
+        agent_conf(
+            suffix,
+            &default_attrs("p", "http://otel-collector.observability:4317")
+        )
+    );
+    assert!(conf.contains(&format!(
+        "\nLoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel{suffix}.so\n"
+    )));
 }
 
 #[test]
 fn custom_config_path_moves_the_clone_the_mounts_and_the_include() {
-    let inst = format!("{SHOP}    configPath: /etc/httpd/conf/\n");
-    let pod = apache_pod(
+    let inst = with_section(APACHE.shop, "configPath: /etc/httpd/conf/");
+    let pod = APACHE.pod(
         json!({}),
         json!({
             "containers": [{"name": "web", "image": "centos/httpd", "volumeMounts": [
@@ -510,14 +450,11 @@ fn custom_config_path_moves_the_clone_the_mounts_and_the_include() {
 
 #[test]
 fn attrs_override_and_extend_the_module_settings() {
-    let inst = format!(
-        "{SHOP}    attrs:\n      - name: ApacheModuleOtelExporterEndpoint\n        value: http://agent:4317\n      - name: ApacheModuleOtelMaxQueueSize\n        value: \"4096\"\n      - name: ApacheModuleServiceName\n        value: storefront\n"
+    let inst = with_section(
+        APACHE.shop,
+        "attrs:\n  - name: ApacheModuleOtelExporterEndpoint\n    value: http://agent:4317\n  - name: ApacheModuleOtelMaxQueueSize\n    value: \"4096\"\n  - name: ApacheModuleServiceName\n    value: storefront",
     );
-    let pod = apache_pod(
-        json!({}),
-        json!({"containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, _) = run(&catalog(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &web_pod());
     let conf = &out["spec"]["initContainers"][1]["env"][0]["value"];
     assert_eq!(
         conf.as_str().unwrap(),
@@ -545,61 +482,50 @@ fn attrs_override_and_extend_the_module_settings() {
 
 #[test]
 fn no_endpoint_means_the_local_default_in_the_module_config() {
-    let inst = SHOP.replace(
+    let inst = APACHE.shop.replace(
         "  exporter:\n    endpoint: http://otel-collector.observability:4317\n",
         "",
     );
-    let pod = apache_pod(
-        json!({}),
-        json!({"containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, _) = run(&catalog(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &web_pod());
     assert_eq!(
         out["spec"]["initContainers"][1]["env"][0]["value"],
         agent_conf("", &default_attrs("p", "http://localhost:4317/"))
     );
 }
 
-#[test]
-fn volumes_follow_the_claim_template_and_size_limit() {
-    let claim = format!(
-        "{SHOP}    volumeClaimTemplate:\n      spec:\n        accessModes: [ReadWriteOnce]\n        resources:\n          requests:\n            storage: 1Gi\n"
-    );
-    let pod = apache_pod(
-        json!({}),
-        json!({"containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, _) = run(&catalog(&claim), &pod);
-    assert_eq!(
-        out["spec"]["volumes"],
-        json!([
-            {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "200Mi"}},
-            {"name": "otel-apache-agent", "ephemeral": {"volumeClaimTemplate": {"spec": {
-                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}
-        ])
-    );
-
-    let sized = format!("{SHOP}    volumeLimitSize: 300Mi\n");
-    let (out, _) = run(&catalog(&sized), &pod);
-    assert_eq!(
-        out["spec"]["volumes"],
-        json!([
-            {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "300Mi"}},
-            {"name": "otel-apache-agent", "emptyDir": {"sizeLimit": "300Mi"}}
-        ])
-    );
+/// Both volumes follow the Instrumentation's size limit; a claim template makes the agent's
+/// an ephemeral one.
+#[rstest]
+#[case::claim_template(
+    "volumeClaimTemplate:\n  spec:\n    accessModes: [ReadWriteOnce]\n    resources:\n      requests:\n        storage: 1Gi",
+    json!([
+        {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "200Mi"}},
+        {"name": "otel-apache-agent", "ephemeral": {"volumeClaimTemplate": {"spec": {
+            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}}}
+    ])
+)]
+#[case::size_limit(
+    "volumeLimitSize: 300Mi",
+    json!([
+        {"name": "otel-apache-conf-dir", "emptyDir": {"sizeLimit": "300Mi"}},
+        {"name": "otel-apache-agent", "emptyDir": {"sizeLimit": "300Mi"}}
+    ])
+)]
+fn volumes_follow_the_claim_template_and_size_limit(#[case] section: &str, #[case] volumes: Value) {
+    let (out, _) = run(&catalog(&with_section(APACHE.shop, section)), &web_pod());
+    assert_eq!(out["spec"]["volumes"], volumes);
 }
 
 #[test]
 fn init_settings_come_from_the_instrumentation() {
-    let inst = format!(
-        "{}    image: registry.example/apache-agent:2\n    resourceRequirements:\n      limits:\n        memory: 64Mi\n",
-        SHOP.replace(
-            "  env:\n    - name: OTEL_LOGS",
-            "  imagePullPolicy: Always\n  initContainerSecurityContext:\n    runAsNonRoot: true\n  env:\n    - name: OTEL_LOGS",
-        )
+    let inst = with_section(
+        &with_spec(
+            APACHE.shop,
+            "imagePullPolicy: Always\ninitContainerSecurityContext:\n  runAsNonRoot: true",
+        ),
+        "image: registry.example/apache-agent:2\nresourceRequirements:\n  limits:\n    memory: 64Mi",
     );
-    let pod = apache_pod(
+    let pod = APACHE.pod(
         json!({}),
         json!({"containers": [{"name": "web", "image": "httpd", "imagePullPolicy": "Never",
                                "securityContext": {"runAsUser": 33}}]}),
@@ -618,29 +544,4 @@ fn init_settings_come_from_the_instrumentation() {
     assert_eq!(inits[0]["imagePullPolicy"], "Never");
     assert_eq!(inits[1]["imagePullPolicy"], "Always");
     assert_eq!(inits[1]["image"], "registry.example/apache-agent:2");
-}
-
-#[test]
-fn a_pod_that_already_has_the_clone_is_left_alone() {
-    // The Operator injected it (a migration with both installed): silently left alone.
-    let pod = apache_pod(
-        json!({}),
-        json!({"initContainers": [{"name": "otel-agent-source-container-clone", "image": "httpd"}],
-               "containers": [{"name": "web", "image": "httpd"}]}),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(out, pod);
-    assert!(d.injected.is_empty() && d.already_injected);
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
-}
-
-#[test]
-fn reinvocation_gets_no_second_patch() {
-    let pod = apache_pod(
-        json!({}),
-        json!({"containers": [{"name": "web", "image": "httpd",
-            "volumeMounts": [{"name": "c", "mountPath": "/usr/local/apache2/conf"}]}],
-            "volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
-    );
-    assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "apache-httpd", |_| {});
 }

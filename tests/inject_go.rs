@@ -1,47 +1,26 @@
 //! Go injection, end to end through the engine: each case applies the returned JSON patch to
 //! the input pod and compares the result (the sidecar's ordered env, volumes, pod fields).
+//! What every language does alike is in `inject_languages.rs`; the Instrumentation is
+//! `data/instrumentations/go.yaml`.
 
 mod common;
 
 use common::{
-    Decision, HTTP_SDK, annotated_pod, assert_reinvocation_patches_nothing, assert_skipped,
-    catalog, env, head, lit, run,
+    GO, HTTP_SDK, catalog, env, go::TARGET_EXE, head, lit, run, with_lang_env, with_spec_env,
 };
 use otel_injector::agents::Language;
 use otel_injector::agents::golang::DEFAULT_IMAGE;
+use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::SkipReason;
+use rstest::rstest;
 use serde_json::{Value, json};
 
-const SHOP: &str = r#"
-apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: go-inst
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability:4318
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  env:
-    - name: OTEL_LOGS_EXPORTER
-      value: otlp
-  go:
-    env:
-      - name: OTEL_GO_AUTO_INCLUDE_DB_STATEMENT
-        value: "true"
-"#;
-
-const TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
-
 fn go_pod(annotations: Value, containers: Value) -> Value {
-    annotated_pod(
-        "instrumentation.opentelemetry.io/inject-go",
-        annotations,
-        json!({"containers": containers}),
-    )
+    GO.pod(annotations, json!({"containers": containers}))
+}
+
+fn app() -> Value {
+    json!([{"name": "app", "image": "app"}])
 }
 
 fn sidecar_of(out: &Value) -> &Value {
@@ -49,13 +28,6 @@ fn sidecar_of(out: &Value) -> &Value {
     let last = cs.last().unwrap();
     assert_eq!(last["name"], "opentelemetry-auto-instrumentation");
     last
-}
-
-/// Nothing changed: the only skip is NothingInstrumented, with `warning` as the only warning.
-fn assert_left_alone(out: &Value, pod: &Value, d: &Decision, warning: &str) {
-    assert_eq!(out, pod, "pod unchanged");
-    assert!(d.injected.is_empty());
-    assert_skipped(d, SkipReason::NothingInstrumented, warning);
 }
 
 #[test]
@@ -68,7 +40,7 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2",
             "env": [{"name": "PORT", "value": "8080"}]}]}
     });
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&GO.catalog(), &pod);
     assert_eq!(d.injected, [Language::Go]);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let attrs = "k8s.container.name=app,k8s.namespace.name=shop,\
@@ -130,52 +102,42 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
     assert_eq!(sidecar_of(&out)["image"], DEFAULT_IMAGE);
 }
 
-#[test]
-fn target_exe_from_go_env_and_the_annotation_beats_it() {
-    let inst = format!("{SHOP}      - name: OTEL_GO_AUTO_TARGET_EXE\n        value: /from/spec\n");
-    let containers = json!([{"name": "app", "image": "app"}]);
-
-    // From go.env, in go.env's position.
-    let pod = go_pod(json!({}), containers.clone());
-    let (out, d) = run(&catalog(&inst), &pod);
+/// OTEL_GO_AUTO_TARGET_EXE from go.env, in go.env's position; the pod annotation wins, and
+/// the variable is not duplicated.
+#[rstest]
+#[case::from_go_env(json!({}), vec![
+    lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
+    lit("OTEL_GO_AUTO_TARGET_EXE", "/from/spec"),
+    lit("OTEL_LOGS_EXPORTER", "otlp"),
+])]
+#[case::from_the_pod(json!({TARGET_EXE: "/from/pod"}), vec![
+    lit("OTEL_GO_AUTO_TARGET_EXE", "/from/pod"),
+    lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
+    lit("OTEL_LOGS_EXPORTER", "otlp"),
+])]
+fn target_exe_from_go_env_and_the_annotation_beats_it(
+    #[case] annotations: Value,
+    #[case] vars: Vec<Value>,
+) {
+    let inst = with_lang_env(
+        GO.shop,
+        "- name: OTEL_GO_AUTO_TARGET_EXE\n  value: /from/spec",
+    );
+    let (out, d) = run(&catalog(&inst), &go_pod(annotations, app()));
     assert_eq!(d.injected, [Language::Go]);
     assert_eq!(
         sidecar_of(&out)["env"],
-        env(vec![
-            head(),
-            vec![
-                lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
-                lit("OTEL_GO_AUTO_TARGET_EXE", "/from/spec"),
-                lit("OTEL_LOGS_EXPORTER", "otlp"),
-            ],
-            HTTP_SDK.tail("p", "app", None),
-        ])
-    );
-
-    // The pod annotation wins, and the variable is not duplicated.
-    let pod = go_pod(json!({TARGET_EXE: "/from/pod"}), containers);
-    let (out, _) = run(&catalog(&inst), &pod);
-    assert_eq!(
-        sidecar_of(&out)["env"],
-        env(vec![
-            head(),
-            vec![
-                lit("OTEL_GO_AUTO_TARGET_EXE", "/from/pod"),
-                lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
-                lit("OTEL_LOGS_EXPORTER", "otlp"),
-            ],
-            HTTP_SDK.tail("p", "app", None),
-        ])
+        env(vec![head(), vars, HTTP_SDK.tail("p", "app", None)])
     );
 }
 
 #[test]
 fn target_exe_from_spec_env_is_enough() {
-    let inst = SHOP.replace(
-        "  env:\n    - name: OTEL_LOGS_EXPORTER\n      value: otlp\n",
-        "  env:\n    - name: OTEL_LOGS_EXPORTER\n      value: otlp\n    - name: OTEL_GO_AUTO_TARGET_EXE\n      value: /bin/server\n",
+    let inst = with_spec_env(
+        GO.shop,
+        "- name: OTEL_GO_AUTO_TARGET_EXE\n  value: /bin/server",
     );
-    let pod = go_pod(json!({}), json!([{"name": "app", "image": "app"}]));
+    let pod = go_pod(json!({}), app());
     let (out, d) = run(&catalog(&inst), &pod);
     assert_eq!(d.injected, [Language::Go]);
     let e = &sidecar_of(&out)["env"];
@@ -194,7 +156,7 @@ fn the_targeted_container_drives_the_resource_attributes() {
             {"name": "worker", "image": "pay/worker:7"}
         ]}
     });
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&GO.catalog(), &pod);
     assert_eq!(d.injected, [Language::Go]);
     let cs = out["spec"]["containers"].as_array().unwrap();
     assert_eq!(cs.len(), 3);
@@ -216,12 +178,10 @@ fn the_targeted_container_drives_the_resource_attributes() {
 #[test]
 fn sidecar_settings_come_from_the_go_section() {
     let inst = format!(
-        "{SHOP}    image: registry.example/go-auto:v9\n    securityContext:\n      privileged: true\n      runAsUser: 0\n      capabilities:\n        add: [SYS_ADMIN]\n    resourceRequirements:\n      limits:\n        cpu: \"1\"\n        memory: 512Mi\n  imagePullPolicy: Always\n"
+        "{}    image: registry.example/go-auto:v9\n    securityContext:\n      privileged: true\n      runAsUser: 0\n      capabilities:\n        add: [SYS_ADMIN]\n    resourceRequirements:\n      limits:\n        cpu: \"1\"\n        memory: 512Mi\n  imagePullPolicy: Always\n",
+        GO.shop
     );
-    let pod = go_pod(
-        json!({TARGET_EXE: "/app"}),
-        json!([{"name": "app", "image": "app"}]),
-    );
+    let pod = go_pod(json!({TARGET_EXE: "/app"}), app());
     let (out, d) = run(&catalog(&inst), &pod);
     assert_eq!(d.injected, [Language::Go]);
     let s = sidecar_of(&out);
@@ -240,13 +200,10 @@ fn sidecar_settings_come_from_the_go_section() {
 
 #[test]
 fn existing_share_process_namespace_and_volumes_are_kept() {
-    let mut pod = go_pod(
-        json!({TARGET_EXE: "/app"}),
-        json!([{"name": "app", "image": "app"}]),
-    );
+    let mut pod = go_pod(json!({TARGET_EXE: "/app"}), app());
     pod["spec"]["shareProcessNamespace"] = json!(true);
     pod["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&GO.catalog(), &pod);
     assert_eq!(d.injected, [Language::Go]);
     assert_eq!(out["spec"]["shareProcessNamespace"], true);
     assert_eq!(
@@ -264,134 +221,51 @@ fn existing_share_process_namespace_and_volumes_are_kept() {
     );
 }
 
-#[test]
-fn no_target_exe_means_no_injection() {
-    let pod = go_pod(json!({}), json!([{"name": "app", "image": "app"}]));
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_left_alone(
-        &out,
-        &pod,
-        &d,
-        "go: OTEL_GO_AUTO_TARGET_EXE not set (annotation otel-go-auto-target-exe or go.env); not injected",
-    );
+const NO_TARGET_EXE: &str = "go: OTEL_GO_AUTO_TARGET_EXE not set (annotation otel-go-auto-target-exe or go.env); not injected";
+const TWO_TARGETS: &str =
+    "go: 2 containers named; Go instruments one container per pod; not injected";
 
-    // An empty annotation does not count.
-    let pod = go_pod(
-        json!({TARGET_EXE: ""}),
-        json!([{"name": "app", "image": "app"}]),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(out, pod);
-    assert_eq!(d.warnings.len(), 1);
-}
-
-#[test]
-fn target_exe_is_read_from_the_pod_only() {
-    let ns = catalog(SHOP).with_namespace(
-        "shop",
-        &[
-            ("instrumentation.opentelemetry.io/inject-go", "true"),
-            (TARGET_EXE, "/from/namespace"),
-        ],
-    );
-    let pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}});
-    let (out, d) = run(&ns, &pod);
-    assert!(d.requested);
-    assert_left_alone(
-        &out,
-        &pod,
-        &d,
-        "go: OTEL_GO_AUTO_TARGET_EXE not set (annotation otel-go-auto-target-exe or go.env); not injected",
-    );
-}
-
-#[test]
-fn share_process_namespace_false_means_no_injection() {
-    let mut pod = go_pod(
-        json!({TARGET_EXE: "/app"}),
-        json!([{"name": "app", "image": "app"}]),
-    );
-    pod["spec"]["shareProcessNamespace"] = json!(false);
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_left_alone(
-        &out,
-        &pod,
-        &d,
-        "go: pod sets shareProcessNamespace: false, which the Go sidecar needs; not injected",
-    );
-}
-
-#[test]
-fn two_targets_mean_no_injection() {
-    let containers = json!([{"name": "a", "image": "a"}, {"name": "b", "image": "b"}]);
-    for key in [
-        "instrumentation.opentelemetry.io/container-names",
-        "instrumentation.opentelemetry.io/go-container-names",
-    ] {
-        let pod = go_pod(json!({TARGET_EXE: "/app", key: "a,b"}), containers.clone());
-        let (out, d) = run(&catalog(SHOP), &pod);
-        assert_left_alone(
-            &out,
-            &pod,
-            &d,
-            "go: 2 containers named; Go instruments one container per pod; not injected",
-        );
-    }
-}
-
-#[test]
-fn init_container_targets_are_skipped_with_a_warning() {
-    let pod = json!({
-        "metadata": {"name": "p", "annotations": {
-            "instrumentation.opentelemetry.io/inject-go": "true",
-            "instrumentation.opentelemetry.io/go-container-names": "migrate",
-            TARGET_EXE: "/migrate"}},
-        "spec": {"initContainers": [{"name": "migrate", "image": "migrate"}],
-                 "containers": [{"name": "app", "image": "app"}]}
-    });
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_left_alone(
-        &out,
-        &pod,
-        &d,
-        "go: init container \"migrate\" cannot be instrumented; skipped",
-    );
-
-    // Naming it along with an app container still counts two names.
-    let mut pod = pod;
-    pod["metadata"]["annotations"]["instrumentation.opentelemetry.io/go-container-names"] =
-        json!("migrate,app");
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(out, pod);
+/// A pod Go cannot instrument is left as it is, with the reason as the warning.
+#[rstest]
+#[case::no_target_exe(GO.catalog(), go_pod(json!({}), app()), &[NO_TARGET_EXE])]
+// An empty annotation does not count.
+#[case::empty_target_exe(GO.catalog(), go_pod(json!({TARGET_EXE: ""}), app()), &[NO_TARGET_EXE])]
+// The target is read from the pod only, not from the namespace.
+#[case::target_exe_from_the_namespace(
+    GO.catalog().with_namespace("shop", &[(GO.inject, "true"), (TARGET_EXE, "/from/namespace")]),
+    json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}}),
+    &[NO_TARGET_EXE]
+)]
+#[case::share_process_namespace_false(GO.catalog(), sharing_no_process_namespace(),
+    &["go: pod sets shareProcessNamespace: false, which the Go sidecar needs; not injected"])]
+#[case::two_targets(GO.catalog(), two_targets("container-names"), &[TWO_TARGETS])]
+#[case::two_go_targets(GO.catalog(), two_targets("go-container-names"), &[TWO_TARGETS])]
+// Naming an init container along with an app container still counts two names (an init
+// container alone: inject_languages.rs).
+#[case::an_init_container_and_an_app_container(GO.catalog(), GO.pod(
+    json!({"instrumentation.opentelemetry.io/go-container-names": "migrate,app", TARGET_EXE: "/migrate"}),
+    json!({"initContainers": [{"name": "migrate", "image": "migrate"}], "containers": app()})
+), &["go: init container \"migrate\" cannot be instrumented; skipped", TWO_TARGETS])]
+fn no_injection(#[case] catalog: StaticCatalog, #[case] pod: Value, #[case] warnings: &[&str]) {
+    let (out, d) = run(&catalog, &pod);
+    assert_eq!(out, pod, "pod unchanged");
+    assert!(d.requested && d.injected.is_empty());
     assert_eq!(
-        d.warnings,
-        [
-            "go: init container \"migrate\" cannot be instrumented; skipped",
-            "go: 2 containers named; Go instruments one container per pod; not injected"
-        ]
+        d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
+        [SkipReason::NothingInstrumented]
     );
+    assert_eq!(d.warnings, warnings);
 }
 
-#[test]
-fn an_existing_sidecar_of_that_name_means_no_injection() {
-    // The Operator's Go sidecar: the pod was injected before, so it is silently left alone.
-    let pod = go_pod(
-        json!({TARGET_EXE: "/app"}),
-        json!([{"name": "app", "image": "app"},
-               {"name": "opentelemetry-auto-instrumentation", "image": "x"}]),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(out, pod);
-    assert!(d.injected.is_empty() && d.already_injected);
-    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+fn sharing_no_process_namespace() -> Value {
+    let mut pod = go_pod(json!({TARGET_EXE: "/app"}), app());
+    pod["spec"]["shareProcessNamespace"] = json!(false);
+    pod
 }
 
-#[test]
-fn reinvocation_gets_no_second_patch() {
-    let pod = go_pod(
-        json!({TARGET_EXE: "/app"}),
-        json!([{"name": "app", "image": "app"}]),
-    );
-    let twice = assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "go", |_| {});
-    assert_eq!(twice["spec"]["containers"].as_array().unwrap().len(), 2);
+fn two_targets(list: &str) -> Value {
+    go_pod(
+        json!({TARGET_EXE: "/app", format!("instrumentation.opentelemetry.io/{list}"): "a,b"}),
+        json!([{"name": "a", "image": "a"}, {"name": "b", "image": "b"}]),
+    )
 }

@@ -3,9 +3,14 @@
 
 mod common;
 
-use common::{assert_idempotent, catalog, env_value, lit, names, run};
+use common::{
+    APACHE, GO, NGINX, SDK, assert_idempotent, catalog, disabled, env_value, go::TARGET_EXE, lit,
+    names, run, run_with,
+};
 use otel_injector::agents::Language;
+use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{INJECTED_ANNOTATION, ObjectKind, SkipReason};
+use rstest::rstest;
 use serde_json::{Value, json};
 
 const INST: &str = r#"
@@ -97,53 +102,115 @@ fn the_same_container_can_get_two_languages_without_duplicate_env() {
 }
 
 #[test]
-fn several_languages_need_container_names_for_each() {
-    let cat = catalog(INST);
-    let none = pod(
-        json!({"instrumentation.opentelemetry.io/inject-java": "true",
-               "instrumentation.opentelemetry.io/inject-nodejs": "true"}),
-        two_containers(),
-    );
-    let (out, d) = run(&cat, &none);
-    assert_eq!(out, none);
-    assert_eq!(d.skipped[0].reason, SkipReason::InvalidContainerNames);
+fn sdk_and_an_agent_on_different_containers() {
+    let pod = json!({
+        "metadata": {"name": "mixed", "annotations": {
+            SDK.inject: "true",
+            "instrumentation.opentelemetry.io/inject-java": "true",
+            "instrumentation.opentelemetry.io/java-container-names": "jvm",
+            "instrumentation.opentelemetry.io/sdk-container-names": "native"}},
+        "spec": {"containers": [
+            {"name": "jvm", "image": "mixed/jvm:1"},
+            {"name": "native", "image": "mixed/native:2"}
+        ]}
+    });
+    let (out, d) = run(&SDK.catalog(), &pod);
+    assert_eq!(d.injected, [Language::Java, Language::Sdk]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     assert_eq!(
-        d.warnings,
-        ["otel-injector: several languages requested; set <lang>-container-names for each"]
+        out["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java,sdk"
     );
+    let cs = &out["spec"]["containers"];
+    assert_eq!(
+        cs[1],
+        SDK.instrumented(&pod["spec"]["containers"][1], "mixed", Some("2"))
+    );
+    // Only Java's init container and volume.
+    let inits = out["spec"]["initContainers"].as_array().unwrap();
+    assert_eq!(inits.len(), 1);
+    assert_eq!(inits[0]["name"], "opentelemetry-auto-instrumentation-java");
+    assert_eq!(out["spec"]["volumes"].as_array().unwrap().len(), 1);
+}
 
-    let mixed = pod(
-        json!({"instrumentation.opentelemetry.io/inject-java": "true",
-               "instrumentation.opentelemetry.io/java-container-names": "api",
-               "instrumentation.opentelemetry.io/inject-nodejs": "true"}),
-        two_containers(),
+/// Several languages on one pod need to know which container is whose.
+#[rstest]
+#[case::none_has_names(
+    json!({"instrumentation.opentelemetry.io/inject-java": "true",
+           "instrumentation.opentelemetry.io/inject-nodejs": "true"}),
+    "otel-injector: several languages requested; set <lang>-container-names for each"
+)]
+#[case::some_have_names(
+    json!({"instrumentation.opentelemetry.io/inject-java": "true",
+           "instrumentation.opentelemetry.io/java-container-names": "api",
+           "instrumentation.opentelemetry.io/inject-nodejs": "true"}),
+    "otel-injector: some requested languages have container names and some not; set them for all"
+)]
+fn several_languages_need_container_names_for_each(
+    #[case] annotations: Value,
+    #[case] warning: &str,
+) {
+    let p = pod(annotations, two_containers());
+    let (out, d) = run(&catalog(INST), &p);
+    assert_eq!(out, p);
+    assert_eq!(d.skipped[0].reason, SkipReason::InvalidContainerNames);
+    assert_eq!(d.warnings, [warning]);
+}
+
+/// Apache and nginx would share the clone container: only Apache is injected.
+#[rstest]
+#[case::instrumentation_for_all(catalog(INST), pod(
+    json!({
+        "instrumentation.opentelemetry.io/inject-apache-httpd": "true",
+        "instrumentation.opentelemetry.io/apache-httpd-container-names": "api",
+        "instrumentation.opentelemetry.io/inject-nginx": "true",
+        "instrumentation.opentelemetry.io/inject-nginx-container-names": "worker"
+    }),
+    two_containers(),
+))]
+#[case::nginx_instrumentation_with_an_apache_section(
+    catalog(&format!("{}  apacheHttpd:\n    version: \"2.4\"\n", NGINX.shop)),
+    pod(
+        json!({
+            "instrumentation.opentelemetry.io/inject-apache-httpd": "true",
+            "instrumentation.opentelemetry.io/apache-httpd-container-names": "web",
+            "instrumentation.opentelemetry.io/inject-nginx": "true",
+            "instrumentation.opentelemetry.io/inject-nginx-container-names": "proxy"
+        }),
+        json!([{"name": "web", "image": "httpd"}, {"name": "proxy", "image": "nginx"}]),
+    )
+)]
+fn apache_and_nginx_in_one_pod_inject_only_apache_and_say_so(
+    #[case] catalog: StaticCatalog,
+    #[case] p: Value,
+) {
+    let (out, d) = run(&catalog, &p);
+    assert_eq!(d.injected, [Language::ApacheHttpd]);
+    assert_eq!(
+        d.skipped
+            .iter()
+            .map(|s| (s.language, s.reason))
+            .collect::<Vec<_>>(),
+        [(Some(Language::Nginx), SkipReason::NothingInstrumented)]
     );
-    let (out, d) = run(&cat, &mixed);
-    assert_eq!(out, mixed);
     assert_eq!(
         d.warnings,
         [
-            "otel-injector: some requested languages have container names and some not; set them for all"
+            "nginx: apache-httpd and nginx cannot be injected into one pod (same clone container); nginx not injected"
         ]
     );
-}
-
-#[test]
-fn apache_and_nginx_in_one_pod_inject_only_apache_and_say_so() {
-    let p = pod(
-        json!({
-            "instrumentation.opentelemetry.io/inject-apache-httpd": "true",
-            "instrumentation.opentelemetry.io/apache-httpd-container-names": "api",
-            "instrumentation.opentelemetry.io/inject-nginx": "true",
-            "instrumentation.opentelemetry.io/inject-nginx-container-names": "worker"
-        }),
-        two_containers(),
+    assert_eq!(
+        names(&out["spec"]["initContainers"]),
+        [
+            "otel-agent-source-container-clone",
+            "otel-agent-attach-apache"
+        ]
     );
-    let (out, d) = run(&catalog(INST), &p);
-    assert_eq!(d.injected, [Language::ApacheHttpd]);
-    assert_eq!(d.warnings.len(), 1, "{:?}", d.warnings);
-    assert!(d.warnings[0].starts_with("nginx:"), "{:?}", d.warnings);
     assert_eq!(out["spec"]["containers"][1], p["spec"]["containers"][1]);
+    assert_eq!(
+        out["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "apache-httpd"
+    );
 }
 
 const TLS: &str = r#"
@@ -166,6 +233,15 @@ spec:
 fn java_pod() -> Value {
     pod(
         json!({"instrumentation.opentelemetry.io/inject-java": "true"}),
+        json!([{"name": "app", "image": "app:1"}]),
+    )
+}
+
+/// [`java_pod`] asking for Go instead.
+fn go_pod() -> Value {
+    pod(
+        json!({"instrumentation.opentelemetry.io/inject-go": "true",
+               "instrumentation.opentelemetry.io/otel-go-auto-target-exe": "/app/server"}),
         json!([{"name": "app", "image": "app:1"}]),
     )
 }
@@ -238,11 +314,7 @@ fn a_missing_exporter_tls_secret_is_reported_and_that_language_skipped() {
 
 #[test]
 fn the_go_sidecar_gets_the_exporter_tls_mounts() {
-    let mut p = java_pod();
-    p["metadata"]["annotations"] = json!({
-        "instrumentation.opentelemetry.io/inject-go": "true",
-        "instrumentation.opentelemetry.io/otel-go-auto-target-exe": "/app/server"
-    });
+    let p = go_pod();
     let (out, d) = run(&catalog(TLS), &p);
     assert_eq!(d.injected, [Language::Go]);
     let sidecar = &out["spec"]["containers"][1];
@@ -258,24 +330,47 @@ fn the_go_sidecar_gets_the_exporter_tls_mounts() {
     assert_eq!(out["spec"]["containers"][0], p["spec"]["containers"][0]);
 }
 
-#[test]
-fn pods_injected_by_the_operator_are_not_injected_again() {
-    let cat = catalog(INST);
-    for (list, name) in [
-        ("initContainers", "opentelemetry-auto-instrumentation-java"),
-        ("initContainers", "otel-agent-source-container-clone"),
-        ("containers", "opentelemetry-auto-instrumentation"),
-    ] {
-        let mut p = java_pod();
-        let existing = json!({"name": name, "image": "x"});
-        match p["spec"][list].as_array_mut() {
-            Some(a) => a.push(existing),
-            None => p["spec"][list] = json!([existing]),
-        }
-        let (out, d) = run(&cat, &p);
-        assert_eq!(out, p, "{name}");
-        assert!(d.already_injected && d.warnings.is_empty(), "{name}");
+/// `java_pod` with a container of an earlier injection added to `list`.
+fn java_pod_holding(list: &str, name: &str) -> Value {
+    let mut p = java_pod();
+    let existing = json!({"name": name, "image": "x"});
+    match p["spec"][list].as_array_mut() {
+        Some(a) => a.push(existing),
+        None => p["spec"][list] = json!([existing]),
     }
+    p
+}
+
+/// A pod that holds a container of an earlier injection (by this webhook or the Operator,
+/// say in a migration with both installed) is left alone without a word.
+#[rstest]
+#[case::a_java_agent_copy(
+    catalog(INST),
+    java_pod_holding("initContainers", "opentelemetry-auto-instrumentation-java")
+)]
+#[case::a_web_server_clone(
+    catalog(INST),
+    java_pod_holding("initContainers", "otel-agent-source-container-clone")
+)]
+#[case::a_go_sidecar(
+    catalog(INST),
+    java_pod_holding("containers", "opentelemetry-auto-instrumentation")
+)]
+#[case::a_go_sidecar_in_a_pod_asking_for_go(GO.catalog(), GO.pod(
+    json!({TARGET_EXE: "/app"}),
+    json!({"containers": [{"name": "app", "image": "app"},
+                          {"name": "opentelemetry-auto-instrumentation", "image": "x"}]})
+))]
+#[case::a_clone_in_a_pod_asking_for_apache(APACHE.catalog(), APACHE.pod(
+    json!({}),
+    json!({"initContainers": [{"name": "otel-agent-source-container-clone", "image": "httpd"}],
+           "containers": [{"name": "web", "image": "httpd"}]})
+))]
+fn pods_injected_before_are_not_injected_again(#[case] catalog: StaticCatalog, #[case] p: Value) {
+    let (out, d) = run(&catalog, &p);
+    assert_eq!(out, p);
+    assert!(d.injected.is_empty() && d.already_injected);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
 }
 
 #[test]
@@ -296,14 +391,12 @@ fn an_unreadable_instrumentation_is_named_in_the_warning() {
 
 #[test]
 fn a_disabled_language_is_reported_and_does_not_block_the_others() {
-    let mut config = otel_injector::engine::EngineConfig::default();
-    config.enabled.remove(Language::Go);
     let p = pod(
         json!({"instrumentation.opentelemetry.io/inject-java": "true",
                "instrumentation.opentelemetry.io/inject-go": "true"}),
         two_containers(),
     );
-    let (out, d) = common::run_with(&catalog(INST), &config, &p);
+    let (out, d) = run_with(&catalog(INST), &disabled(Language::Go), &p);
     assert_eq!(d.injected, [Language::Java]);
     assert_eq!(d.skipped[0].reason, SkipReason::LanguageDisabled);
     assert_eq!(
@@ -313,51 +406,53 @@ fn a_disabled_language_is_reported_and_does_not_block_the_others() {
     assert!(env_value(&out["spec"]["containers"][0], "JAVA_TOOL_OPTIONS").is_some());
 }
 
-#[test]
-fn go_is_not_injected_where_pod_security_would_reject_the_pod() {
-    let mut p = java_pod();
-    p["metadata"]["annotations"] = json!({
-        "instrumentation.opentelemetry.io/inject-go": "true",
-        "instrumentation.opentelemetry.io/otel-go-auto-target-exe": "/app/server"
-    });
-    for level in ["baseline", "restricted"] {
-        let (out, d) = run(&catalog(INST).with_pod_security("shop", level), &p);
-        assert_eq!(out, p, "{level}");
-        assert_eq!(d.skipped[0].reason, SkipReason::PodSecurity);
-        assert_eq!(
-            d.warnings,
-            [format!(
-                "inject-go: namespace enforces Pod Security \"{level}\", which rejects the privileged go agent; not injected"
-            )]
-        );
-    }
-    let (_, d) = run(&catalog(INST).with_pod_security("shop", "privileged"), &p);
-    assert_eq!(d.injected, [Language::Go]);
+/// The privileged Go sidecar is not injected where the namespace enforces a Pod Security
+/// level that would reject the pod.
+#[rstest]
+fn go_is_not_injected_where_pod_security_would_reject_the_pod(
+    #[values("baseline", "restricted")] level: &str,
+) {
+    let p = go_pod();
+    let (out, d) = run(&catalog(INST).with_pod_security("shop", level), &p);
+    assert_eq!(out, p, "{level}");
+    assert_eq!(d.skipped[0].reason, SkipReason::PodSecurity);
+    assert_eq!(
+        d.warnings,
+        [format!(
+            "inject-go: namespace enforces Pod Security \"{level}\", which rejects the privileged go agent; not injected"
+        )]
+    );
 }
 
 #[test]
-fn a_bad_container_name_is_reported_with_the_annotation_it_came_from() {
-    let cat = catalog(INST);
-    let p = pod(
-        json!({"instrumentation.opentelemetry.io/inject-nginx": "true",
-               "instrumentation.opentelemetry.io/inject-nginx-container-names": "ghost"}),
-        two_containers(),
+fn go_is_injected_where_pod_security_is_privileged() {
+    let (_, d) = run(
+        &catalog(INST).with_pod_security("shop", "privileged"),
+        &go_pod(),
     );
-    let (out, d) = run(&cat, &p);
+    assert_eq!(d.injected, [Language::Go]);
+}
+
+/// A container list naming no container of the pod is reported with the annotation it came
+/// from.
+#[rstest]
+#[case::nginx_list(
+    json!({"instrumentation.opentelemetry.io/inject-nginx": "true",
+           "instrumentation.opentelemetry.io/inject-nginx-container-names": "ghost"}),
+    "inject-nginx-container-names: no container \"ghost\" in this pod; pod not injected"
+)]
+#[case::java_list_beside_the_common_one(
+    json!({"instrumentation.opentelemetry.io/inject-java": "true",
+           "instrumentation.opentelemetry.io/container-names": "api",
+           "instrumentation.opentelemetry.io/java-container-names": "ghost"}),
+    "java-container-names: no container \"ghost\" in this pod; pod not injected"
+)]
+fn a_bad_container_name_is_reported_with_the_annotation_it_came_from(
+    #[case] annotations: Value,
+    #[case] warning: &str,
+) {
+    let p = pod(annotations, two_containers());
+    let (out, d) = run(&catalog(INST), &p);
     assert_eq!(out, p);
-    assert_eq!(
-        d.warnings,
-        ["inject-nginx-container-names: no container \"ghost\" in this pod; pod not injected"]
-    );
-    let p = pod(
-        json!({"instrumentation.opentelemetry.io/inject-java": "true",
-               "instrumentation.opentelemetry.io/container-names": "api",
-               "instrumentation.opentelemetry.io/java-container-names": "ghost"}),
-        two_containers(),
-    );
-    let (_, d) = run(&cat, &p);
-    assert_eq!(
-        d.warnings,
-        ["java-container-names: no container \"ghost\" in this pod; pod not injected"]
-    );
+    assert_eq!(d.warnings, [warning]);
 }

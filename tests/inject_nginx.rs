@@ -1,43 +1,22 @@
 //! nginx injection, end to end through the engine: each case applies the returned JSON patch
-//! to the input pod and compares the result (init containers, volumes, mounts, env).
+//! to the input pod and compares the result (init containers, volumes, mounts, env). What
+//! every language does alike is in `inject_languages.rs`; the Instrumentation is
+//! `data/instrumentations/nginx.yaml`.
 
 mod common;
 
 use common::{
-    GRPC_SDK, annotated_pod, assert_reinvocation_patches_nothing, catalog, env, fref, head, lit,
-    names, run, web_server_mounts,
+    GRPC_SDK, NGINX, assert_not_injected, catalog, env, head, lit, names, run, web_server_mounts,
+    with_section, with_spec,
 };
 use otel_injector::agents::Language;
 use otel_injector::agents::nginx::{ATTACH_SCRIPT, CLONE_SCRIPT};
-use otel_injector::engine::{INJECTED_ANNOTATION, SkipReason};
 use serde_json::{Value, json};
 
 /// nginx's module ships in the Apache httpd agent image.
 const IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
 const LIB: &str = "/opt/opentelemetry-webserver/agent/sdk_lib/lib";
-
-const SHOP: &str = r#"
-apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: web-inst
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability:4317
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  env:
-    - name: OTEL_LOGS_EXPORTER
-      value: otlp
-  nginx:
-    env:
-      - name: NGINX_OTEL_DEBUG
-        value: "0"
-"#;
 
 /// `OTEL_NGINX_AGENT_CONF`: one `key value;` line per setting, sorted by key.
 fn agent_conf(service: &str, overrides: &[(&str, &str)]) -> String {
@@ -63,11 +42,20 @@ fn agent_conf(service: &str, overrides: &[(&str, &str)]) -> String {
         .collect()
 }
 
-fn nginx_pod(annotations: Value, spec: Value) -> Value {
-    annotated_pod(
-        "instrumentation.opentelemetry.io/inject-nginx",
-        annotations,
-        spec,
+/// The nginx variables of a target that had none of its own.
+fn module_env() -> Vec<Value> {
+    vec![
+        lit("NGINX_OTEL_DEBUG", "0"),
+        lit("LD_LIBRARY_PATH", LIB),
+        lit("OTEL_LOGS_EXPORTER", "otlp"),
+    ]
+}
+
+/// A pod asking for nginx with one container `proxy` (image `nginx`).
+fn proxy_pod() -> Value {
+    NGINX.pod(
+        json!({}),
+        json!({"containers": [{"name": "proxy", "image": "nginx"}]}),
     )
 }
 
@@ -91,7 +79,7 @@ fn single_container_gets_the_module_through_its_config() {
                         {"name": "cache", "emptyDir": {}}]
         }
     });
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&NGINX.catalog(), &pod);
     assert_eq!(d.injected, [Language::Nginx]);
     assert!(d.warnings.is_empty(), "{:?}", d.warnings);
     let conf = "NginxModuleEnabled ON;\n\
@@ -213,20 +201,12 @@ fn the_scripts_record_the_version_and_edit_the_config_file() {
 
 #[test]
 fn library_path_is_set_when_absent() {
-    let pod = nginx_pod(
-        json!({}),
-        json!({"containers": [{"name": "proxy", "image": "nginx"}]}),
-    );
-    let (out, _) = run(&catalog(SHOP), &pod);
+    let (out, _) = run(&NGINX.catalog(), &proxy_pod());
     assert_eq!(
         out["spec"]["containers"][0]["env"],
         env(vec![
             head(),
-            vec![
-                lit("NGINX_OTEL_DEBUG", "0"),
-                lit("LD_LIBRARY_PATH", LIB),
-                lit("OTEL_LOGS_EXPORTER", "otlp")
-            ],
+            module_env(),
             GRPC_SDK.tail("p", "proxy", None),
         ])
     );
@@ -237,47 +217,30 @@ fn library_path_is_set_when_absent() {
     );
 }
 
+/// (The same from nginx.env is in inject_languages.rs.)
 #[test]
 fn library_path_from_value_from_skips_that_container() {
     let from = json!({"name": "LD_LIBRARY_PATH",
         "valueFrom": {"configMapKeyRef": {"name": "libs", "key": "path"}}});
-    let pod = nginx_pod(
+    let pod = NGINX.pod(
         json!({}),
         json!({"containers": [{"name": "proxy", "image": "nginx", "env": [from]}]}),
     );
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&NGINX.catalog(), &pod);
     assert_eq!(out, pod);
-    assert!(d.injected.is_empty());
-    assert_eq!(d.skipped[0].reason, SkipReason::NothingInstrumented);
-    assert_eq!(
-        d.warnings,
-        ["nginx: container \"proxy\" sets LD_LIBRARY_PATH with valueFrom; not instrumented"]
-    );
-
-    // The same from nginx.env.
-    let inst = format!(
-        "{SHOP}      - name: LD_LIBRARY_PATH\n        valueFrom:\n          configMapKeyRef: {{name: libs, key: path}}\n"
-    );
-    let plain = nginx_pod(
-        json!({}),
-        json!({"containers": [{"name": "proxy", "image": "nginx"}]}),
-    );
-    let (out, d) = run(&catalog(&inst), &plain);
-    assert_eq!(out, plain);
-    assert_eq!(
-        d.warnings,
-        [
-            "nginx: Instrumentation sets LD_LIBRARY_PATH with valueFrom; container \"proxy\" not instrumented"
-        ]
+    assert_not_injected(
+        &d,
+        Language::Nginx,
+        "nginx: container \"proxy\" sets LD_LIBRARY_PATH with valueFrom; not instrumented",
     );
 
     // The next target gets the module instead.
-    let pod = nginx_pod(
+    let pod = NGINX.pod(
         json!({"instrumentation.opentelemetry.io/inject-nginx-container-names": "proxy,edge"}),
         json!({"containers": [{"name": "proxy", "image": "nginx", "env": [from]},
                               {"name": "edge", "image": "nginx:1.26"}]}),
     );
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&NGINX.catalog(), &pod);
     assert_eq!(d.injected, [Language::Nginx]);
     assert_eq!(d.warnings.len(), 1);
     assert_eq!(out["spec"]["containers"][0], pod["spec"]["containers"][0]);
@@ -290,7 +253,7 @@ fn library_path_from_value_from_skips_that_container() {
 
 #[test]
 fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
-    let pod = nginx_pod(
+    let pod = NGINX.pod(
         json!({"instrumentation.opentelemetry.io/container-names": "edge,api"}),
         json!({"containers": [
             {"name": "edge", "image": "nginx:1.27"},
@@ -298,7 +261,7 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
              "env": [{"name": "LD_LIBRARY_PATH", "value": "/usr/lib/api"}]}
         ]}),
     );
-    let (out, d) = run(&catalog(SHOP), &pod);
+    let (out, d) = run(&NGINX.catalog(), &pod);
     assert_eq!(d.injected, [Language::Nginx]);
     assert_eq!(
         d.warnings,
@@ -311,11 +274,7 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
         cs[0]["env"],
         env(vec![
             head(),
-            vec![
-                lit("NGINX_OTEL_DEBUG", "0"),
-                lit("LD_LIBRARY_PATH", LIB),
-                lit("OTEL_LOGS_EXPORTER", "otlp")
-            ],
+            module_env(),
             GRPC_SDK.tail("p", "edge", Some("1.27")),
         ])
     );
@@ -351,36 +310,9 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
 }
 
 #[test]
-fn init_container_targets_are_skipped_with_a_warning() {
-    let pod = nginx_pod(
-        json!({"instrumentation.opentelemetry.io/inject-nginx-container-names": "render,proxy"}),
-        json!({"initContainers": [{"name": "render", "image": "envsubst"}],
-               "containers": [{"name": "proxy", "image": "nginx"}]}),
-    );
-    let (out, d) = run(&catalog(SHOP), &pod);
-    assert_eq!(d.injected, [Language::Nginx]);
-    assert_eq!(
-        d.warnings,
-        ["nginx: init container \"render\" cannot be instrumented; skipped"]
-    );
-    assert_eq!(
-        names(&out["spec"]["initContainers"]),
-        [
-            "render",
-            "otel-agent-source-container-clone",
-            "otel-agent-attach-nginx"
-        ]
-    );
-    assert_eq!(
-        out["spec"]["initContainers"][0],
-        json!({"name": "render", "image": "envsubst"})
-    );
-}
-
-#[test]
 fn custom_config_file_sets_the_directory_and_the_file_name() {
-    let inst = format!("{SHOP}    configFile: /opt/app/conf/main.conf\n");
-    let pod = nginx_pod(
+    let inst = with_section(NGINX.shop, "configFile: /opt/app/conf/main.conf");
+    let pod = NGINX.pod(
         json!({}),
         json!({
             "containers": [{"name": "proxy", "image": "nginx", "volumeMounts": [
@@ -420,14 +352,11 @@ fn custom_config_file_sets_the_directory_and_the_file_name() {
 
 #[test]
 fn attrs_override_and_extend_the_module_settings() {
-    let inst = format!(
-        "{SHOP}    attrs:\n      - name: NginxModuleOtelMaxQueueSize\n        value: \"4096\"\n      - name: NginxModuleTraceAsError\n        value: \"OFF\"\n"
+    let inst = with_section(
+        NGINX.shop,
+        "attrs:\n  - name: NginxModuleOtelMaxQueueSize\n    value: \"4096\"\n  - name: NginxModuleTraceAsError\n    value: \"OFF\"",
     );
-    let pod = nginx_pod(
-        json!({}),
-        json!({"containers": [{"name": "proxy", "image": "nginx"}]}),
-    );
-    let (out, _) = run(&catalog(&inst), &pod);
+    let (out, _) = run(&catalog(&inst), &proxy_pod());
     assert_eq!(
         out["spec"]["initContainers"][1]["env"][0]["value"],
         agent_conf(
@@ -442,14 +371,14 @@ fn attrs_override_and_extend_the_module_settings() {
 
 #[test]
 fn image_and_init_settings_come_from_the_instrumentation() {
-    let inst = format!(
-        "{}    image: registry.example/nginx-agent:3\n",
-        SHOP.replace(
-            "  env:\n    - name: OTEL_LOGS",
-            "  imagePullPolicy: IfNotPresent\n  initContainerSecurityContext:\n    runAsUser: 101\n  env:\n    - name: OTEL_LOGS",
-        )
+    let inst = with_section(
+        &with_spec(
+            NGINX.shop,
+            "imagePullPolicy: IfNotPresent\ninitContainerSecurityContext:\n  runAsUser: 101",
+        ),
+        "image: registry.example/nginx-agent:3",
     );
-    let pod = nginx_pod(
+    let pod = NGINX.pod(
         json!({}),
         json!({"containers": [{"name": "proxy", "image": "nginx",
                                "securityContext": {"runAsUser": 0}}]}),
@@ -466,95 +395,4 @@ fn image_and_init_settings_come_from_the_instrumentation() {
     for i in [0, 1] {
         assert_eq!(inits[i]["securityContext"], json!({"runAsUser": 101}));
     }
-}
-
-#[test]
-fn user_set_variables_win() {
-    let pod = nginx_pod(
-        json!({}),
-        json!({"containers": [{"name": "proxy", "image": "nginx", "env": [
-            {"name": "NGINX_OTEL_DEBUG", "value": "1"},
-            {"name": "OTEL_SERVICE_NAME", "value": "gateway"},
-            {"name": "OTEL_PROPAGATORS", "value": "b3"}
-        ]}]}),
-    );
-    let (out, _) = run(&catalog(SHOP), &pod);
-    let attrs = "k8s.container.name=proxy,k8s.namespace.name=shop,\
-        k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-        k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-        service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).proxy,service.namespace=shop";
-    assert_eq!(
-        out["spec"]["containers"][0]["env"],
-        env(vec![
-            head(),
-            vec![
-                lit("NGINX_OTEL_DEBUG", "1"),
-                lit("OTEL_SERVICE_NAME", "gateway"),
-                lit("OTEL_PROPAGATORS", "b3"),
-                lit("LD_LIBRARY_PATH", LIB),
-                lit("OTEL_LOGS_EXPORTER", "otlp"),
-                lit(
-                    "OTEL_EXPORTER_OTLP_ENDPOINT",
-                    "http://otel-collector.observability:4317"
-                ),
-                fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
-                fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
-                lit("OTEL_TRACES_SAMPLER", "parentbased_traceidratio"),
-                lit("OTEL_TRACES_SAMPLER_ARG", "0.25"),
-                lit("OTEL_RESOURCE_ATTRIBUTES", attrs),
-            ],
-        ])
-    );
-}
-
-#[test]
-fn apache_and_nginx_in_one_pod_collide_and_nginx_is_skipped() {
-    let inst = format!("{SHOP}  apacheHttpd:\n    version: \"2.4\"\n");
-    let pod = json!({
-        "metadata": {"name": "p", "annotations": {
-            "instrumentation.opentelemetry.io/inject-apache-httpd": "true",
-            "instrumentation.opentelemetry.io/apache-httpd-container-names": "web",
-            "instrumentation.opentelemetry.io/inject-nginx": "true",
-            "instrumentation.opentelemetry.io/inject-nginx-container-names": "proxy"}},
-        "spec": {"containers": [{"name": "web", "image": "httpd"},
-                                {"name": "proxy", "image": "nginx"}]}
-    });
-    let (out, d) = run(&catalog(&inst), &pod);
-    assert_eq!(d.injected, [Language::ApacheHttpd]);
-    assert_eq!(
-        d.skipped
-            .iter()
-            .map(|s| (s.language, s.reason))
-            .collect::<Vec<_>>(),
-        [(Some(Language::Nginx), SkipReason::NothingInstrumented)]
-    );
-    assert_eq!(
-        d.warnings,
-        [
-            "nginx: apache-httpd and nginx cannot be injected into one pod (same clone container); nginx not injected"
-        ]
-    );
-    assert_eq!(
-        names(&out["spec"]["initContainers"]),
-        [
-            "otel-agent-source-container-clone",
-            "otel-agent-attach-apache"
-        ]
-    );
-    assert_eq!(out["spec"]["containers"][1], pod["spec"]["containers"][1]);
-    assert_eq!(
-        out["metadata"]["annotations"][INJECTED_ANNOTATION],
-        "apache-httpd"
-    );
-}
-
-#[test]
-fn reinvocation_gets_no_second_patch() {
-    let pod = nginx_pod(
-        json!({}),
-        json!({"containers": [{"name": "proxy", "image": "nginx",
-            "volumeMounts": [{"name": "c", "mountPath": "/etc/nginx/nginx.conf", "subPath": "nginx.conf"}]}],
-            "volumes": [{"name": "c", "configMap": {"name": "c"}}]}),
-    );
-    assert_reinvocation_patches_nothing(&catalog(SHOP), &pod, "nginx", |_| {});
 }

@@ -1,6 +1,9 @@
-//! Helpers shared by the engine table tests: run `decide` on a pod, apply its patch, and build
-//! the parts of the expected pod that every language writes the same way.
+//! Helpers shared by the engine tests: run the engine on a pod and apply its patch, the common
+//! assertions, the parts of the expected pod that every language writes the same way, and
+//! edits of the test Instrumentations. The languages themselves are in `langs.rs`.
 #![allow(dead_code)]
+
+mod langs;
 
 use std::ops::Deref;
 
@@ -11,6 +14,8 @@ use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
 use serde_json::{Value, json};
+
+pub use langs::*;
 
 /// What the engine answered for one pod: the patch the webhook would send, and the report
 /// (whose fields the tests read directly).
@@ -83,6 +88,9 @@ pub fn assert_reinvocation_patches_nothing(
 pub fn relabel(pod: &mut Value) {
     pod["metadata"]["labels"] = json!({"mutated-by": "someone-else"});
 }
+
+/// Reinvocation alone: nobody changed the pod after us.
+pub fn unchanged(_: &mut Value) {}
 
 /// Nothing was patched; the one skip is for `reason` and the one warning is `warning`.
 pub fn assert_skipped(d: &Decision, reason: SkipReason, warning: &str) {
@@ -184,19 +192,28 @@ impl Sdk {
         if let Some(arg) = self.sampler_arg {
             tail.push(lit("OTEL_TRACES_SAMPLER_ARG", arg));
         }
-        let mut attrs = format!(
-            "k8s.container.name={container},k8s.namespace.name=shop,\
-             k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
-             k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
-             service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
-             service.namespace=shop"
-        );
-        if let Some(v) = version {
-            attrs.push_str(&format!(",service.version={v}"));
-        }
-        tail.push(lit("OTEL_RESOURCE_ATTRIBUTES", &attrs));
+        tail.push(lit(
+            "OTEL_RESOURCE_ATTRIBUTES",
+            &resource_attributes(container, version),
+        ));
         tail
     }
+}
+
+/// The OTEL_RESOURCE_ATTRIBUTES the webhook writes for `container` in `shop` whose image has
+/// tag `version`, when the container set none.
+pub fn resource_attributes(container: &str, version: Option<&str>) -> String {
+    let mut attrs = format!(
+        "k8s.container.name={container},k8s.namespace.name=shop,\
+         k8s.node.name=$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME),\
+         k8s.pod.name=$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME),\
+         service.instance.id=shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).{container},\
+         service.namespace=shop"
+    );
+    if let Some(v) = version {
+        attrs.push_str(&format!(",service.version={v}"));
+    }
+    attrs
 }
 
 /// The init container that copies `language`'s agent from `image` with `command`.
@@ -247,6 +264,20 @@ pub fn web_server_mounts(server: &str, conf_dir: &str) -> Vec<Value> {
     ]
 }
 
+/// Sets `key` of `object` to `value` when there is one.
+pub fn set_some(object: &mut Value, key: &str, value: Option<Value>) {
+    if let Some(v) = value {
+        object[key] = v;
+    }
+}
+
+/// An engine config with `language` disabled.
+pub fn disabled(language: Language) -> EngineConfig {
+    let mut config = EngineConfig::default();
+    config.enabled.remove(language);
+    config
+}
+
 /// The names of a list of containers (or env entries).
 pub fn names(list: &Value) -> Vec<String> {
     list.as_array()
@@ -265,4 +296,39 @@ pub fn env_value<'v>(container: &'v Value, name: &str) -> Option<&'v Value> {
         .iter()
         .find(|e| e["name"] == name)
         .map(|e| e.get("value").unwrap_or(&Value::Null))
+}
+
+/// `shop` (an Instrumentation of tests/data/instrumentations/) with `yaml` added to its spec,
+/// before spec.env.
+pub fn with_spec(shop: &str, yaml: &str) -> String {
+    let at = shop.find("\n  env:\n").expect("spec.env") + 1;
+    format!("{}{}{}", &shop[..at], indent(yaml, 2), &shop[at..])
+}
+
+/// `shop` with the list entries in `yaml` added at the end of spec.env.
+pub fn with_spec_env(shop: &str, yaml: &str) -> String {
+    // spec.env is followed by the language section, the next line indented by two.
+    let env = shop.find("\n  env:\n").expect("spec.env") + "\n  env:\n".len();
+    let at = env
+        + shop[env..]
+            .match_indices('\n')
+            .map(|(i, _)| i + 1)
+            .find(|&i| shop[env + i..].starts_with("  ") && !shop[env + i + 2..].starts_with(' '))
+            .expect("a language section after spec.env");
+    format!("{}{}{}", &shop[..at], indent(yaml, 4), &shop[at..])
+}
+
+/// `shop` with `yaml` added to the language section, which ends every one of them.
+pub fn with_section(shop: &str, yaml: &str) -> String {
+    format!("{shop}{}", indent(yaml, 4))
+}
+
+/// `shop` with the list entries in `yaml` added at the end of the language section's env
+/// (the last list of every one of them).
+pub fn with_lang_env(shop: &str, yaml: &str) -> String {
+    format!("{shop}{}", indent(yaml, 6))
+}
+
+fn indent(yaml: &str, by: usize) -> String {
+    yaml.lines().map(|l| format!("{:by$}{l}\n", "")).collect()
 }
