@@ -60,7 +60,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     );
     let certificate_ready = health.certificate_ready.clone();
     let admin = tokio::spawn(admin::serve(admin_listener, health, drain.clone()));
-    let webhook = server::router(Arc::new(server::Webhook {
+    let router = server::router(Arc::new(server::Webhook {
         catalog,
         config: engine.clone(),
         metrics: metrics.clone(),
@@ -68,7 +68,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,
         acceptor,
-        webhook,
+        router,
         args.server.limits(),
         drain,
     ));

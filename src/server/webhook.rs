@@ -79,12 +79,9 @@ fn too_large() -> Response {
 )]
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     let deadline = deadline_of(&req);
-    let bytes = match read_body(req, deadline).await {
+    let bytes = match read_body(req, deadline, &wh.metrics).await {
         Ok(bytes) => bytes,
-        Err((outcome, response)) => {
-            answered(&wh.metrics, outcome);
-            return response;
-        }
+        Err(refused) => return refused,
     };
     // Timed from the complete body: how fast the client uploads is not ours to measure.
     let started = Instant::now();
@@ -100,14 +97,12 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
         Ok((body, s)) => {
             populate_span_with_review(&s);
             count_injections(&wh.metrics, &s);
-            answered(
-                &wh.metrics,
-                if s.patched {
-                    RequestOutcome::Patched
-                } else {
-                    RequestOutcome::Unchanged
-                },
-            );
+            let outcome = if s.patched {
+                RequestOutcome::Patched
+            } else {
+                RequestOutcome::Unchanged
+            };
+            answered(&wh.metrics, outcome);
             log_review(&s, elapsed);
             let mut resp = Response::new(Body::from(body));
             resp.headers_mut().insert(
@@ -119,20 +114,22 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     }
 }
 
-/// The whole body, within the limit and before the deadline; otherwise the answer to give.
-async fn read_body(req: Request, deadline: Duration) -> Result<Bytes, (RequestOutcome, Response)> {
+/// The whole body, within the limit and before the deadline; otherwise the answer (counted
+/// and logged).
+async fn read_body(req: Request, deadline: Duration, metrics: &Metrics) -> Result<Bytes, Response> {
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        answered(metrics, RequestOutcome::TooLarge);
         tracing::warn!(
             declared,
             limit = MAX_BODY_BYTES,
             "AdmissionReview body over the limit"
         );
-        return Err((RequestOutcome::TooLarge, too_large()));
+        return Err(too_large());
     }
     let read = tokio::time::timeout(
         budget(deadline),
@@ -144,35 +141,33 @@ async fn read_body(req: Request, deadline: Duration) -> Result<Bytes, (RequestOu
             let too_big = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
             if too_big {
+                answered(metrics, RequestOutcome::TooLarge);
                 tracing::warn!(
                     limit = MAX_BODY_BYTES,
                     "AdmissionReview body over the limit"
                 );
-                return Err((RequestOutcome::TooLarge, too_large()));
+                return Err(too_large());
             }
+            answered(metrics, RequestOutcome::Invalid);
             tracing::warn!(error = %e, "request body could not be read");
-            Err((
-                RequestOutcome::Invalid,
-                text(
-                    StatusCode::BAD_REQUEST,
-                    format!("failed to read request body: {e}\n"),
-                ),
+            Err(text(
+                StatusCode::BAD_REQUEST,
+                format!("failed to read request body: {e}\n"),
             ))
         }
         Err(_) => {
+            answered(metrics, RequestOutcome::Deadline);
             tracing::warn!(?deadline, "request body not complete before the deadline");
-            Err((
-                RequestOutcome::Deadline,
-                text(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!("request body not received within the {deadline:?} deadline\n"),
-                ),
+            Err(text(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within the {deadline:?} deadline\n"),
             ))
         }
     }
 }
 
-/// Counts the answer and records it on the request's span.
+/// Counts the answer and records it on the request's span (before it is logged, so the
+/// log line carries it).
 fn answered(metrics: &Metrics, outcome: RequestOutcome) {
     metrics.request(outcome);
     Span::current().record("outcome", outcome.as_str());
