@@ -1,5 +1,5 @@
 # One build stage, a distroless static runtime, non-root.
-FROM rust:1.95-bookworm AS build
+FROM rust:1.95.0-bookworm AS build
 RUN rustup target add x86_64-unknown-linux-musl && apt-get update && apt-get install -y --no-install-recommends musl-tools && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./

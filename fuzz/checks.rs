@@ -54,10 +54,21 @@ impl Default for Webhook {
     fn default() -> Self {
         let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS)
             .expect("fuzz Instrumentations parse")
-            .with_namespace("shop", &[("instrumentation.opentelemetry.io/inject-sdk", "false")])
+            .with_namespace(
+                "shop",
+                &[("instrumentation.opentelemetry.io/inject-sdk", "false")],
+            )
             .with_objects(&[
-                (otel_injector::engine::ObjectKind::Secret, "shop", "otel-tls"),
-                (otel_injector::engine::ObjectKind::ConfigMap, "shop", "otel-ca"),
+                (
+                    otel_injector::engine::ObjectKind::Secret,
+                    "shop",
+                    "otel-tls",
+                ),
+                (
+                    otel_injector::engine::ObjectKind::ConfigMap,
+                    "shop",
+                    "otel-ca",
+                ),
             ]);
         let config = EngineConfig {
             enabled: LanguageSet::all(),
@@ -345,8 +356,12 @@ impl FuzzPod {
                     (format!("{prefix}{}-container-names", l.as_str()), names(n))
                 }
                 Annotation::Resource(k, v) => (format!("resource.opentelemetry.io/{k}"), v.clone()),
-                Annotation::PythonPlatform(v) => (format!("{prefix}otel-python-platform"), v.clone()),
-                Annotation::DotnetRuntime(v) => (format!("{prefix}otel-dotnet-auto-runtime"), v.clone()),
+                Annotation::PythonPlatform(v) => {
+                    (format!("{prefix}otel-python-platform"), v.clone())
+                }
+                Annotation::DotnetRuntime(v) => {
+                    (format!("{prefix}otel-dotnet-auto-runtime"), v.clone())
+                }
                 Annotation::GoTarget(v) => (format!("{prefix}otel-go-auto-target-exe"), v.clone()),
                 Annotation::Injected => ("otel-injector/injected".to_owned(), "java".to_owned()),
                 Annotation::Mirror => ("kubernetes.io/config.mirror".to_owned(), "x".to_owned()),
@@ -366,10 +381,17 @@ impl FuzzPod {
         if let Some(share) = self.share_process_namespace {
             spec["shareProcessNamespace"] = json!(share);
         }
-        let mut metadata = json!({"generateName": "p-", "annotations": annotations, "labels": labels});
+        let mut metadata =
+            json!({"generateName": "p-", "annotations": annotations, "labels": labels});
         if let Some((kind, name)) = &self.owner {
-            let kind = ["ReplicaSet", "StatefulSet", "DaemonSet", "Job", "CronJob", "Deployment"]
-                [usize::from(*kind) % 6];
+            let kind = [
+                "ReplicaSet",
+                "StatefulSet",
+                "DaemonSet",
+                "Job",
+                "CronJob",
+                "Deployment",
+            ][usize::from(*kind) % 6];
             metadata["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
                 "name": name, "uid": "u-1", "controller": true}]);
         }

@@ -1,25 +1,18 @@
-#![forbid(unsafe_code)]
+use std::process::ExitCode;
 
 use clap::Parser;
-use otel_injector::cli::{Cli, Command};
+use otel_injector::cli::Cli;
+use otel_injector::server::Aborted;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Serve(args) => otel_injector::serve(*args).await,
-        Command::Crd => {
-            print!("{}", otel_injector::crd::crd_yaml());
-            Ok(())
-        }
-        Command::DevCerts(args) => {
-            let certs = otel_injector::certs::generate(&args.ca_name, &args.hosts)?;
-            certs.write_to(&args.out_dir)?;
-            println!(
-                "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}",
-                args.out_dir.display(),
-                args.hosts.join(", ")
-            );
-            Ok(())
+async fn main() -> ExitCode {
+    match otel_injector::app::run(Cli::parse().command).await {
+        Ok(()) => ExitCode::SUCCESS,
+        // A second signal during the drain: the shell's code for an interrupted process.
+        Err(e) if e.is::<Aborted>() => ExitCode::from(130),
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            ExitCode::FAILURE
         }
     }
 }

@@ -1,7 +1,7 @@
 //! One prometheus-client registry for the process, with bounded label values only (never a
 //! pod name or an error string).
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -12,37 +12,87 @@ use crate::agents::Language;
 use crate::engine::SkipReason;
 
 /// How an admission request ended.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum RequestOutcome {
     /// Allowed with a patch.
-    patched,
+    Patched,
     /// Allowed without a patch.
-    unchanged,
+    Unchanged,
     /// A body that is not an AdmissionReview (HTTP 400).
-    invalid,
+    Invalid,
     /// A body over the size limit (HTTP 413).
-    too_large,
+    TooLarge,
     /// The body did not arrive before the deadline (HTTP 408).
-    deadline,
+    Deadline,
 }
+
+impl RequestOutcome {
+    pub const ALL: [RequestOutcome; 5] = [
+        RequestOutcome::Patched,
+        RequestOutcome::Unchanged,
+        RequestOutcome::Invalid,
+        RequestOutcome::TooLarge,
+        RequestOutcome::Deadline,
+    ];
+
+    /// The label value (also the `outcome` field of the request's span).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RequestOutcome::Patched => "patched",
+            RequestOutcome::Unchanged => "unchanged",
+            RequestOutcome::Invalid => "invalid",
+            RequestOutcome::TooLarge => "too_large",
+            RequestOutcome::Deadline => "deadline",
+        }
+    }
+}
+
+/// What became of one language a pod asked for.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum InjectionOutcome {
+    Injected,
+    Skipped,
+}
+
+impl InjectionOutcome {
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            InjectionOutcome::Injected => "injected",
+            InjectionOutcome::Skipped => "skipped",
+        }
+    }
+}
+
+/// How a serving certificate reload ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ReloadResult {
+    Success,
+    Error,
+}
+
+impl ReloadResult {
+    pub const ALL: [ReloadResult; 2] = [ReloadResult::Success, ReloadResult::Error];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ReloadResult::Success => "success",
+            ReloadResult::Error => "error",
+        }
+    }
+}
+
+// Label sets hold the values as `&'static str`: bounded by construction, and written as
+// they are (the derive would spell an enum variant's name).
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
-    pub outcome: RequestOutcome,
-}
-
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum InjectionOutcome {
-    injected,
-    skipped,
+    pub outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct InjectionLabels {
     pub language: &'static str,
-    pub outcome: InjectionOutcome,
+    pub outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -55,16 +105,9 @@ pub struct StoreLabels {
     pub store: &'static str,
 }
 
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)]
-pub enum ReloadResult {
-    success,
-    error,
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
-    pub result: ReloadResult,
+    pub result: &'static str,
 }
 
 /// Every metric the webhook exports.
@@ -147,29 +190,29 @@ impl Metrics {
             m.cert_reloads.clone(),
         );
         // Pre-create every bounded series so dashboards see zeros, not gaps.
-        for outcome in [
-            RequestOutcome::patched,
-            RequestOutcome::unchanged,
-            RequestOutcome::invalid,
-            RequestOutcome::too_large,
-            RequestOutcome::deadline,
-        ] {
-            let _ = m.requests.get_or_create(&OutcomeLabels { outcome });
+        for outcome in RequestOutcome::ALL {
+            let _ = m.requests.get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            });
         }
         for reason in SkipReason::ALL {
             let _ = m.not_injected.get_or_create(&SkipLabels {
                 reason: reason.as_str(),
             });
         }
-        for result in [ReloadResult::success, ReloadResult::error] {
-            let _ = m.cert_reloads.get_or_create(&ReloadLabels { result });
+        for result in ReloadResult::ALL {
+            let _ = m.cert_reloads.get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            });
         }
         Metrics { registry, ..m }
     }
 
     pub fn request(&self, outcome: RequestOutcome) {
         self.requests
-            .get_or_create(&OutcomeLabels { outcome })
+            .get_or_create(&OutcomeLabels {
+                outcome: outcome.as_str(),
+            })
             .inc();
     }
 
@@ -177,7 +220,7 @@ impl Metrics {
         self.injections
             .get_or_create(&InjectionLabels {
                 language: language.as_str(),
-                outcome,
+                outcome: outcome.as_str(),
             })
             .inc();
     }
@@ -201,7 +244,9 @@ impl Metrics {
 
     pub fn cert_reload(&self, result: ReloadResult) {
         self.cert_reloads
-            .get_or_create(&ReloadLabels { result })
+            .get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            })
             .inc();
     }
 
@@ -221,9 +266,9 @@ mod tests {
     #[test]
     fn exposition_has_every_family_and_fixed_reasons() {
         let m = Metrics::new();
-        m.request(RequestOutcome::patched);
+        m.request(RequestOutcome::Patched);
         m.duration.observe(0.00004);
-        m.injection(Language::Java, InjectionOutcome::injected);
+        m.injection(Language::Java, InjectionOutcome::Injected);
         m.store("instrumentations", 3, true);
         let text = m.encode();
         for needle in [

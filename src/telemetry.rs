@@ -2,7 +2,15 @@
 
 use tracing_subscriber::EnvFilter;
 
-use crate::cli::LogFormat;
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    // Human-readable lines, the span fields as a prefix.
+    #[default]
+    Plain,
+    // One JSON object per line, with the current span fields.
+    Json,
+}
 
 /// Installs the global subscriber. `filter` uses EnvFilter syntax; an invalid one falls
 /// back to `info` with a warning.

@@ -20,7 +20,6 @@ use tokio::sync::OnceCell;
 use clap::Parser as _;
 use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
-use otel_injector::agents::DefaultImages;
 use otel_injector::cli::{Cli, Command};
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::cluster::labeler::NAMESPACE_LABEL;
@@ -267,7 +266,8 @@ impl Env {
     }
 
     /// The engine settings this test's webhook runs with: its flags read by the real
-    /// command-line parser, turned into an [`EngineConfig`] as `otel_injector::serve` does.
+    /// command-line parser, turned into an [`EngineConfig`] by the same `EngineArgs::build`
+    /// as `otel_injector::serve` uses.
     /// (The parser also reads `OTEL_INJECTOR_*` variables, which the webhook process does
     /// not get: keep them out of the test's environment.)
     pub fn engine_config(&self) -> EngineConfig {
@@ -279,15 +279,7 @@ impl Env {
         let Command::Serve(a) = cli.command else {
             unreachable!("parsed as serve")
         };
-        let mut images = DefaultImages::default();
-        for (lang, image) in &a.agent_images {
-            images.set(*lang, image.clone());
-        }
-        EngineConfig {
-            enabled: a.enabled_languages,
-            images,
-            max_pod_bytes: a.max_pod_bytes,
-        }
+        a.engine.build()
     }
 
     /// The namespace as stored (must exist).

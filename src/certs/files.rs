@@ -219,11 +219,11 @@ impl ReloadingCert {
             match outcome {
                 Ok(Some(Ok(()))) => {
                     tracing::info!(cert = %self.cert_path.display(), "serving certificate reloaded");
-                    metrics.cert_reload(ReloadResult::success);
+                    metrics.cert_reload(ReloadResult::Success);
                 }
                 Ok(Some(Err(e))) => {
                     tracing::warn!(error = %e, "serving certificate not reloaded; keeping the current one");
-                    metrics.cert_reload(ReloadResult::error);
+                    metrics.cert_reload(ReloadResult::Error);
                 }
                 Ok(None) => {}
                 Err(e) => tracing::error!(error = %e, "certificate reload task failed"),

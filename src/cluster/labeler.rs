@@ -13,14 +13,17 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::{ObjectRef, Store};
-use tokio::sync::mpsc;
+use tokio::sync::{broadcast, mpsc};
 
+use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{ANNOTATION_PREFIX, Language, LanguageSet};
 use crate::pod::select::Request;
 
 /// The label kept on namespaces that ask for injection through an annotation.
 pub const NAMESPACE_LABEL: &str = "otel-injector/inject";
 const FIELD_MANAGER: &str = "otel-injector";
+/// A failed write is tried again after this (or at the namespace's next change).
+const RETRY: Duration = Duration::from_secs(10);
 
 /// Whether a namespace's annotations ask for the injection of a language this webhook
 /// injects (`inject-<lang>` not empty or `false`).
@@ -51,24 +54,74 @@ pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Op
     (want != has_label(ns)).then_some(want)
 }
 
-/// Brings the label of each namespace named on `rx` in line with its annotations, as the
-/// namespace store has it when the name is taken (never an older event's view). A failed
-/// write is retried after a delay; so does any later event for that namespace.
-pub async fn run(
-    client: Client,
+/// The namespace labeler: follows the namespace cache of a [`KubeCatalog`] and writes
+/// the label. Started on its own (the cache itself never writes).
+pub struct Labeler {
     store: Store<PartialObjectMeta<Namespace>>,
+    changes: broadcast::Receiver<NamespaceChange>,
     enabled: LanguageSet,
-    tx: mpsc::UnboundedSender<String>,
-    mut rx: mpsc::UnboundedReceiver<String>,
-) {
-    let api = Api::<Namespace>::all(client);
-    let params = PatchParams::apply(FIELD_MANAGER).force();
-    while let Some(name) = rx.recv().await {
-        let Some(ns) = store.get(&ObjectRef::new(&name)) else {
-            continue;
+}
+
+impl Labeler {
+    /// Subscribes to the catalog's namespace changes at once, so none made before
+    /// [`Labeler::run`] is missed. `enabled`: the languages this webhook injects.
+    pub fn new(catalog: &KubeCatalog, enabled: LanguageSet) -> Self {
+        Labeler {
+            store: catalog.namespace_store(),
+            changes: catalog.namespace_changes(),
+            enabled,
+        }
+    }
+
+    /// Brings the label of each changed namespace in line with its annotations, as the
+    /// namespace store has it when the change is taken (never an older event's view); after
+    /// a complete list, every namespace. A failed write is retried after a delay; so does
+    /// any later change of that namespace. Runs until dropped.
+    pub async fn run(mut self, client: Client) {
+        let api = Api::<Namespace>::all(client);
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let (retry_tx, mut retry_rx) = mpsc::unbounded_channel();
+        loop {
+            let names = tokio::select! {
+                change = self.changes.recv() => match change {
+                    Ok(NamespaceChange::Applied(name)) => vec![name],
+                    Ok(NamespaceChange::Resynced) => self.due(),
+                    Err(broadcast::error::RecvError::Lagged(missed)) => {
+                        tracing::debug!(missed, "namespace changes missed; checking every namespace");
+                        self.due()
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                Some(name) = retry_rx.recv() => vec![name],
+            };
+            for name in names {
+                self.label(&api, &params, name, &retry_tx).await;
+            }
+        }
+    }
+
+    /// Every namespace of the store whose label does not match its annotations.
+    fn due(&self) -> Vec<String> {
+        self.store
+            .state()
+            .iter()
+            .filter(|ns| change_for(ns, self.enabled).is_some())
+            .filter_map(|ns| ns.metadata.name.clone())
+            .collect()
+    }
+
+    async fn label(
+        &self,
+        api: &Api<Namespace>,
+        params: &PatchParams,
+        name: String,
+        retry: &mpsc::UnboundedSender<String>,
+    ) {
+        let Some(ns) = self.store.get(&ObjectRef::new(&name)) else {
+            return;
         };
-        let Some(add) = change_for(&ns, enabled) else {
-            continue;
+        let Some(add) = change_for(&ns, self.enabled) else {
+            return;
         };
         // Applying without the label releases (and so removes) the one we own.
         let labels = if add {
@@ -80,16 +133,16 @@ pub async fn run(
             "apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": name, "labels": labels}
         });
-        match api.patch(&name, &params, &Patch::Apply(&body)).await {
+        match api.patch(&name, params, &Patch::Apply(&body)).await {
             Ok(_) => {
                 tracing::info!(namespace = %name, label = NAMESPACE_LABEL, add, "namespace label updated")
             }
             Err(e) => {
-                tracing::warn!(namespace = %name, error = %e, "cannot update namespace label; retrying in 10s");
-                let tx = tx.clone();
+                tracing::warn!(namespace = %name, error = %e, "cannot update namespace label; retrying in {RETRY:?}");
+                let retry = retry.clone();
                 tokio::spawn(async move {
-                    tokio::time::sleep(Duration::from_secs(10)).await;
-                    let _ = tx.send(name);
+                    tokio::time::sleep(RETRY).await;
+                    let _ = retry.send(name);
                 });
             }
         }

@@ -1,36 +1,61 @@
 //! The caches the engine reads: reflector stores kept current by watches ([`watch`]), or
 //! Instrumentations read from files ([`files`]); and the namespace labeler of the targeted
-//! install. The request path only reads these; it never calls the API server.
+//! install ([`labeler`]), a writer of its own that reads the namespace cache. The request
+//! path only reads the caches; it never calls the API server.
 
 pub mod files;
 pub mod labeler;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::sync::Arc;
 
 use kube::Client;
 
 pub use files::{FileCatalogError, StaticCatalog};
-pub use watch::{CatalogWriters, KubeCatalog};
+pub use labeler::Labeler;
+pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
+
+use crate::engine::Catalog;
+use crate::retry;
 
 /// The namespace label that sets the Pod Security Admission level enforced there.
 pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
+/// Where the engine's Instrumentations and namespaces come from.
+pub enum Caches {
+    /// Instrumentations read from files once; no API call at all.
+    Files(Arc<StaticCatalog>),
+    /// The cluster's, kept current by the writers' watches once they run.
+    Watched(Arc<KubeCatalog>, Box<CatalogWriters>),
+}
+
+impl Caches {
+    /// Empty stores for the cluster's objects (`track_tls_objects`: see [`KubeCatalog::new`]).
+    pub fn watched(track_tls_objects: bool) -> Self {
+        let (catalog, writers) = KubeCatalog::new(track_tls_objects);
+        Caches::Watched(Arc::new(catalog), Box::new(writers))
+    }
+
+    /// The engine's view of the caches.
+    pub fn catalog(&self) -> Arc<dyn Catalog + Send + Sync> {
+        match self {
+            Caches::Files(c) => c.clone(),
+            Caches::Watched(c, _) => c.clone(),
+        }
+    }
+}
+
 /// Builds a client, retrying with backoff while the configuration cannot be loaded, so a
 /// missing kubeconfig leaves the webhook serving (not ready) instead of exiting.
 pub async fn connect(kubeconfig: Option<PathBuf>) -> Client {
-    let mut delay = Duration::from_millis(500);
-    loop {
-        match try_connect(kubeconfig.as_deref()).await {
-            Ok(c) => return c,
-            Err(e) => {
-                tracing::error!(error = %e, "cannot build a Kubernetes client; retrying in {delay:?}");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-        }
-    }
+    retry::until_ok(
+        || try_connect(kubeconfig.as_deref()),
+        |e, delay| {
+            tracing::error!(error = %e, "cannot build a Kubernetes client; retrying in {delay:?}");
+        },
+    )
+    .await
 }
 
 async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {

@@ -1,5 +1,7 @@
 //! Reflector stores kept current by watches: Instrumentations (all namespaces), namespace
 //! metadata, and (when exporter TLS references are verified) Secret and ConfigMap names.
+//! The stores only read the cluster; a writer that follows a store (the namespace labeler)
+//! subscribes to its changes.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,9 +14,9 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
+use tokio::sync::broadcast;
 
-use super::{POD_SECURITY_ENFORCE, labeler};
-use crate::agents::LanguageSet;
+use super::POD_SECURITY_ENFORCE;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 use crate::metrics::Metrics;
@@ -63,7 +65,21 @@ pub struct KubeCatalog {
     /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
     /// verified.
     objects: Option<Objects>,
+    namespace_changes: broadcast::Sender<NamespaceChange>,
 }
+
+/// A change of the namespace store, sent once the store holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamespaceChange {
+    /// This namespace was added or changed.
+    Applied(String),
+    /// The store was (re)filled from a complete list: any namespace may have changed.
+    Resynced,
+}
+
+/// Namespace changes a subscriber may fall behind by before it is told it lagged (and
+/// rereads the whole store).
+const NAMESPACE_CHANGES: usize = 1024;
 
 type Index = Arc<RwLock<Arc<Instrumentations>>>;
 
@@ -95,6 +111,7 @@ pub struct CatalogWriters {
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
     broken: Broken,
+    namespace_changes: broadcast::Sender<NamespaceChange>,
 }
 
 impl KubeCatalog {
@@ -115,12 +132,14 @@ impl KubeCatalog {
             (None, None, None)
         };
         let index = Index::default();
+        let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
         (
             KubeCatalog {
                 instrumentations,
                 index: index.clone(),
                 namespaces,
                 objects,
+                namespace_changes: namespace_changes.clone(),
             },
             CatalogWriters {
                 instrumentations: (iw, is),
@@ -129,6 +148,7 @@ impl KubeCatalog {
                 secrets: sw,
                 config_maps: cw,
                 broken: Broken::default(),
+                namespace_changes,
             },
         )
     }
@@ -136,6 +156,11 @@ impl KubeCatalog {
     /// The namespace store (for the labeler).
     pub fn namespace_store(&self) -> Store<Meta<Namespace>> {
         self.namespaces.store.clone()
+    }
+
+    /// Changes of the namespace store from now on, each sent after the store applied it.
+    pub fn namespace_changes(&self) -> broadcast::Receiver<NamespaceChange> {
+        self.namespace_changes.subscribe()
     }
 }
 
@@ -341,14 +366,7 @@ impl CatalogWriters {
     /// Watches Instrumentations in all namespaces and namespace metadata (and, when
     /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
     /// backoff; the stores keep their last content meanwhile.
-    /// With `label_namespaces` (the enabled languages), namespaces whose annotations ask for
-    /// one of them are labeled (see [`labeler`]).
-    pub async fn watch(
-        self,
-        client: Client,
-        metrics: Arc<Metrics>,
-        label_namespaces: Option<LanguageSet>,
-    ) {
+    pub async fn watch(self, client: Client, metrics: Arc<Metrics>) {
         let cfg = watcher::Config::default();
         let (iw, is) = self.instrumentations;
         let inst_reader = iw.as_reader();
@@ -374,28 +392,24 @@ impl CatalogWriters {
         });
         let (nw, ns_synced) = self.namespaces;
         let ns_reader = nw.as_reader();
-        let (label_tx, label_rx) = tokio::sync::mpsc::unbounded_channel();
-        let retry_tx = label_tx.clone();
-        let label_client = client.clone();
-        let label_store = nw.as_reader();
-        let labeler = async move {
-            if let Some(enabled) = label_namespaces {
-                labeler::run(label_client, label_store, enabled, retry_tx, label_rx).await;
-            }
-        };
+        let changes = self.namespace_changes;
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
             .default_backoff()
             .modify(|o| o.metadata.managed_fields = None)
+            .reflect(nw)
             .inspect(move |ev| {
-                if let Ok(Event::Apply(o) | Event::InitApply(o)) = ev
-                    && let Some(enabled) = label_namespaces
-                    && labeler::change_for(o, enabled).is_some()
-                    && let Some(name) = &o.metadata.name
-                {
-                    let _ = label_tx.send(name.clone());
+                // After `reflect`: a subscriber that reads the store sees this change. (Objects
+                // of a list reach the store together, at its end.)
+                let change = match ev {
+                    Ok(Event::Apply(o)) => o.metadata.name.clone().map(NamespaceChange::Applied),
+                    Ok(Event::InitDone) => Some(NamespaceChange::Resynced),
+                    _ => None,
+                };
+                if let Some(change) = change {
+                    // No subscriber (the labeler is off): nothing to tell.
+                    let _ = changes.send(change);
                 }
-            })
-            .reflect(nw);
+            });
         let secrets = async {
             if let Some(w) = self.secrets {
                 watch_names::<Secret>("secrets", client.clone(), w, metrics.clone()).await;
@@ -411,7 +425,6 @@ impl CatalogWriters {
             drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
             secrets,
             config_maps,
-            labeler,
         );
     }
 }

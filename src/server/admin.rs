@@ -9,7 +9,9 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use tokio::net::TcpListener;
 
+use super::shutdown::Drain;
 use crate::engine::Catalog;
 use crate::metrics::Metrics;
 
@@ -17,24 +19,39 @@ use crate::metrics::Metrics;
 pub struct Health {
     pub catalog: Arc<dyn Catalog + Send + Sync>,
     pub metrics: Arc<Metrics>,
-    pub shutting_down: AtomicBool,
+    /// Not ready once the drain has begun.
+    pub drain: Drain,
     /// False while the served certificate is not yet the one to serve (built-in
     /// certificate mode, before the Secret is read); true otherwise.
     pub certificate_ready: Arc<AtomicBool>,
 }
 
 impl Health {
-    pub fn new(catalog: Arc<dyn Catalog + Send + Sync>, metrics: Arc<Metrics>) -> Arc<Self> {
+    /// `certificate_ready`: whether the certificate served from the start is the one to
+    /// serve.
+    pub fn new(
+        catalog: Arc<dyn Catalog + Send + Sync>,
+        metrics: Arc<Metrics>,
+        drain: Drain,
+        certificate_ready: bool,
+    ) -> Arc<Self> {
         Arc::new(Health {
             catalog,
             metrics,
-            shutting_down: AtomicBool::new(false),
-            certificate_ready: Arc::new(AtomicBool::new(true)),
+            drain,
+            certificate_ready: Arc::new(AtomicBool::new(certificate_ready)),
         })
     }
+}
 
-    pub fn begin_shutdown(&self) {
-        self.shutting_down.store(true, Ordering::Release);
+/// Serves the admin endpoints on `listener` until `drain` closes, then finishes the open
+/// requests (the caller bounds how long it waits for that).
+pub async fn serve(listener: TcpListener, health: Arc<Health>, mut drain: Drain) {
+    let served = axum::serve(listener, router(health))
+        .with_graceful_shutdown(async move { drain.closing().await })
+        .await;
+    if let Err(e) = served {
+        tracing::error!(error = %e, "admin listener failed");
     }
 }
 
@@ -57,7 +74,7 @@ async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
 }
 
 async fn readyz(State(h): State<Arc<Health>>) -> impl IntoResponse {
-    if h.shutting_down.load(Ordering::Acquire) {
+    if h.drain.is_draining() {
         (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n")
     } else if !h.catalog.ready() {
         (

@@ -5,6 +5,8 @@
 //! Each test binary uses a different part of this module.
 #![allow(dead_code)]
 
+pub mod router;
+
 use std::fmt::Write as _;
 use std::future::Future;
 use std::io;

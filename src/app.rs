@@ -1,0 +1,117 @@
+//! The composition root: each command's parts, built from their flag groups and started
+//! in the order the design asks for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt as _;
+use tokio::task::JoinSet;
+
+use crate::cli::{Command, DevCertsArgs, ServeArgs};
+use crate::cluster::{self, Caches, Labeler};
+use crate::metrics::Metrics;
+use crate::server::{self, admin};
+
+/// How long the admin listener's open requests (a stalled scrape, say) may hold the exit
+/// once the webhook has drained.
+const ADMIN_GRACE: Duration = Duration::from_secs(1);
+
+/// Runs one command to its end.
+pub async fn run(command: Command) -> anyhow::Result<()> {
+    match command {
+        Command::Serve(args) => serve(*args).await,
+        Command::Crd => {
+            print!("{}", crate::crd::crd_yaml());
+            Ok(())
+        }
+        Command::DevCerts(args) => dev_certs(&args),
+    }
+}
+
+/// Runs `otel-injector serve` until a signal and a completed drain; `Err` wrapping
+/// [`server::Aborted`] when a second signal cut the drain short.
+pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+    args.log.init();
+    // The kube client's rustls needs a process-wide provider; ours is passed explicitly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+
+    // 1. Everything that can be checked locally fails fast, before binding.
+    let metrics = Arc::new(Metrics::new());
+    let cert = args.tls.build()?;
+    let acceptor = cert.acceptor()?;
+    let caches = args.cluster.build(&metrics)?;
+    let catalog = caches.catalog();
+    let engine = args.engine.build();
+    let (shutdown, drain) = args.shutdown.build()?;
+
+    // 2. Bind both listeners before anything waits on the API server.
+    let admin_listener = args.admin.bind().await?;
+    let webhook_listener = args.server.bind().await?;
+    tracing::info!(
+        webhook = %webhook_listener.local_addr()?,
+        admin = %admin_listener.local_addr()?,
+        "listening"
+    );
+    let health = admin::Health::new(
+        catalog.clone(),
+        metrics.clone(),
+        drain.clone(),
+        cert.ready_at_start(),
+    );
+    let certificate_ready = health.certificate_ready.clone();
+    let admin = tokio::spawn(admin::serve(admin_listener, health, drain.clone()));
+    let router = server::router(Arc::new(server::Webhook {
+        catalog,
+        config: engine.clone(),
+        metrics: metrics.clone(),
+    }));
+    let webhook = tokio::spawn(server::serve_tls(
+        webhook_listener,
+        acceptor,
+        router,
+        args.server.limits(),
+        drain,
+    ));
+
+    // 3. Then the background parts; readiness follows the watches' sync. They share one
+    // client, built (with retries) only if one of them needs it.
+    let client = cluster::connect(args.cluster.kubeconfig.clone()).shared();
+    let mut background = JoinSet::new();
+    background.spawn(cert.keep(client.clone(), certificate_ready, metrics.clone()));
+    if let Caches::Watched(catalog, writers) = caches {
+        if args.cluster.label_namespaces {
+            let labeler = Labeler::new(&catalog, engine.enabled);
+            let client = client.clone();
+            background.spawn(async move { labeler.run(client.await).await });
+        }
+        let metrics = metrics.clone();
+        background.spawn(async move { writers.watch(client.await, metrics).await });
+    }
+
+    // 4. Drain on SIGTERM/SIGINT; a second signal aborts.
+    shutdown
+        .signaled(async {
+            let _ = webhook.await;
+            // The admin listener has served /readyz through the drain; give its open
+            // requests a moment, then stop regardless.
+            if tokio::time::timeout(ADMIN_GRACE, admin).await.is_err() {
+                tracing::warn!("admin connections still open at exit; closing them");
+            }
+        })
+        .await?;
+    background.shutdown().await;
+    tracing::info!("drained; exiting");
+    Ok(())
+}
+
+/// `otel-injector dev-certs`.
+fn dev_certs(args: &DevCertsArgs) -> anyhow::Result<()> {
+    let certs = crate::certs::generate(&args.ca_name, &args.hosts)?;
+    certs.write_to(&args.out_dir)?;
+    println!(
+        "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}",
+        args.out_dir.display(),
+        args.hosts.join(", ")
+    );
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Flags of the caches the engine reads, and of the namespace labeler.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use crate::cluster::{Caches, StaticCatalog};
+use crate::metrics::Metrics;
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Cluster")]
+pub struct ClusterArgs {
+    /// Read Instrumentations from this YAML file (one or more documents) instead of watching
+    /// the cluster. Repeatable (comma-separated in the env var). With it the webhook makes
+    /// no Kubernetes API call at all, so namespace-level inject annotations do not apply.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_INSTRUMENTATION_FILE",
+        value_delimiter = ','
+    )]
+    pub instrumentation_file: Vec<PathBuf>,
+
+    /// Kubeconfig to use; by default the in-cluster config or $KUBECONFIG / ~/.kube/config.
+    #[arg(long, env = "OTEL_INJECTOR_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Watch Secret and ConfigMap names (metadata only) so that an Instrumentation whose
+    /// `spec.exporter.tls` names one missing from the pod's namespace is reported, and that
+    /// language not injected (the pod could not start). `false` drops the watches (and the
+    /// need for list/watch on Secrets and ConfigMaps); such pods are then injected unchecked.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub verify_exporter_tls: bool,
+
+    /// Keep the label `otel-injector/inject=true` on namespaces whose annotations ask for
+    /// injection, so the webhook configuration can select them (webhook `matchConditions`
+    /// cannot see namespace annotations). Needs patch on namespaces.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_LABEL_NAMESPACES",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub label_namespaces: bool,
+}
+
+impl ClusterArgs {
+    /// The caches: Instrumentations read from the files now (a bad file fails here), or
+    /// empty stores that the watches fill once started.
+    pub fn build(&self, metrics: &Metrics) -> anyhow::Result<Caches> {
+        if self.instrumentation_file.is_empty() {
+            return Ok(Caches::watched(self.verify_exporter_tls));
+        }
+        let catalog = StaticCatalog::load(&self.instrumentation_file)?;
+        tracing::info!(
+            instrumentations = catalog.len(),
+            files = self.instrumentation_file.len(),
+            "Instrumentations loaded from files; not watching the cluster"
+        );
+        metrics.store("instrumentations", catalog.len(), true);
+        Ok(Caches::Files(std::sync::Arc::new(catalog)))
+    }
+}

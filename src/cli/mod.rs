@@ -1,0 +1,171 @@
+//! Command line: every flag also reads an environment variable (`OTEL_INJECTOR_*`).
+//! `serve`'s flags come in groups, one per part of the webhook, each building its part:
+//! [`ServerArgs`] and [`AdminArgs`] the listeners, [`ShutdownArgs`] the drain, [`TlsArgs`]
+//! the served certificate, [`ClusterArgs`] the caches, [`EngineArgs`] the engine's
+//! configuration, [`LogArgs`] the logs.
+
+mod cluster;
+mod engine;
+mod log;
+mod server;
+mod tls;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+pub use cluster::ClusterArgs;
+pub use engine::EngineArgs;
+pub use log::LogArgs;
+pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
+pub use tls::TlsArgs;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "otel-injector",
+    version,
+    about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes",
+    long_about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes.\n\n\
+        Reads opentelemetry.io/v1alpha1 Instrumentation resources and the \
+        instrumentation.opentelemetry.io/inject-* pod and namespace annotations (the same API \
+        as the OpenTelemetry Operator) and answers pod CREATE admission reviews with a JSON \
+        patch that adds the agent's init containers, volumes and OTEL_* environment."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the webhook (HTTPS) and the admin endpoints (/metrics, /livez, /readyz).
+    Serve(Box<ServeArgs>),
+    /// Print the Instrumentation CustomResourceDefinition (YAML) generated from the Rust types.
+    Crd,
+    /// Write a development CA and a serving certificate (ca.crt, ca.key, tls.crt, tls.key).
+    DevCerts(DevCertsArgs),
+}
+
+/// `serve`: one group of flags per part.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    #[command(flatten)]
+    pub admin: AdminArgs,
+    #[command(flatten)]
+    pub tls: TlsArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+    #[command(flatten)]
+    pub shutdown: ShutdownArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct DevCertsArgs {
+    /// Directory to write ca.crt, ca.key, tls.crt and tls.key into.
+    #[arg(long, env = "OTEL_INJECTOR_CERTS_DIR", default_value = "certs/dev")]
+    pub out_dir: PathBuf,
+
+    /// DNS name or IP address of the serving certificate. Repeatable.
+    #[arg(
+        long = "host",
+        env = "OTEL_INJECTOR_CERT_HOSTS",
+        value_delimiter = ',',
+        default_values_t = ["localhost".to_owned(), "127.0.0.1".to_owned(), "otel-injector.otel-injector.svc".to_owned()]
+    )]
+    pub hosts: Vec<String>,
+
+    /// Common name of the development CA.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_CA_NAME",
+        default_value = "otel-injector development CA"
+    )]
+    pub ca_name: String,
+}
+
+/// Parses durations such as `10s`, `500ms`, `1m30s`.
+fn duration(v: &str) -> Result<Duration, String> {
+    crate::duration::parse(v)
+        .ok_or_else(|| format!("invalid duration {v:?} (use e.g. 10s, 500ms, 1m)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::Language;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_consistent_and_every_serve_flag_has_an_env_var() {
+        Cli::command().debug_assert();
+        let cmd = Cli::command();
+        for sub in ["serve", "dev-certs"] {
+            let sc = cmd.find_subcommand(sub).unwrap();
+            for arg in sc.get_arguments() {
+                if arg.get_id() == "help" {
+                    continue;
+                }
+                assert!(
+                    arg.get_env().is_some(),
+                    "{sub} --{} has no env var",
+                    arg.get_id()
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn parses_languages_and_images() {
+        let cli = Cli::try_parse_from([
+            "otel-injector",
+            "serve",
+            "--enabled-languages",
+            "java, go",
+            "--agent-image",
+            "java=registry.local/java:1",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert!(args.engine.enabled_languages.contains(Language::Go));
+        assert!(!args.engine.enabled_languages.contains(Language::Python));
+        assert_eq!(
+            args.engine.agent_images,
+            [(Language::Java, "registry.local/java:1".to_owned())]
+        );
+        let config = args.engine.build();
+        assert_eq!(config.enabled, args.engine.enabled_languages);
+        assert!(
+            Cli::try_parse_from(["otel-injector", "serve", "--enabled-languages", "php"]).is_err()
+        );
+    }
+
+    #[test]
+    fn durations_and_defaults() {
+        let cli = Cli::try_parse_from([
+            "otel-injector",
+            "serve",
+            "--shutdown-delay",
+            "1m30s",
+            "--idle-timeout",
+            "500ms",
+        ])
+        .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve")
+        };
+        assert_eq!(args.shutdown.shutdown_delay, Duration::from_secs(90));
+        assert_eq!(args.shutdown.shutdown_timeout, Duration::from_secs(20));
+        assert_eq!(args.server.limits().idle, Duration::from_millis(500));
+        assert_eq!(args.server.limits().max_connections, 1024);
+        assert!(Cli::try_parse_from(["otel-injector", "serve", "--shutdown-delay", "5"]).is_err());
+    }
+}

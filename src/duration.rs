@@ -1,0 +1,52 @@
+//! Go-style durations (`10s`, `1m30s`, `500ms`, `1h`): the API server's `?timeout=` query
+//! value and the duration flags read the same syntax.
+
+use std::time::Duration;
+
+/// Parses a sequence of `<digits><unit>` terms, units `h`, `m`, `s` and `ms`. `None` for an
+/// empty string, a bare number, an unknown unit or an overflow.
+pub fn parse(v: &str) -> Option<Duration> {
+    let mut total = Duration::ZERO;
+    let mut rest = v.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = rest
+            .find(|c: char| c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        total = total.checked_add(match &rest[..unit] {
+            "h" => Duration::from_secs(n.checked_mul(3600)?),
+            "m" => Duration::from_secs(n.checked_mul(60)?),
+            "s" => Duration::from_secs(n),
+            "ms" => Duration::from_millis(n),
+            _ => return None,
+        })?;
+        rest = &rest[unit..];
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_style_durations() {
+        assert_eq!(parse("10s"), Some(Duration::from_secs(10)));
+        assert_eq!(parse("1m0s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(parse("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(parse(" 2h "), Some(Duration::from_secs(7200)));
+        assert_eq!(parse("10"), None);
+        assert_eq!(parse("s"), None);
+        assert_eq!(parse(""), None);
+        assert_eq!(parse("5d"), None);
+        assert_eq!(parse("99999999999999999999h"), None);
+    }
+}

@@ -1,0 +1,239 @@
+//! The webhook's route, `POST /mutate-v1-pod`: a body limit, a deadline from `?timeout=`,
+//! and one `review` span per request, opened when the request arrives, so that every
+//! answer (4xx included) is logged inside it.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use tracing::Span;
+use tracing::field::Empty;
+
+use crate::admission::{self, Summary};
+use crate::duration;
+use crate::engine::{Catalog, EngineConfig};
+use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
+
+/// Largest AdmissionReview accepted: the API server's own request limit (3 MiB).
+pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Deadline when the API server sends no `?timeout=` (its default `timeoutSeconds`).
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+
+/// What the webhook handler needs.
+pub struct Webhook {
+    pub catalog: Arc<dyn Catalog + Send + Sync>,
+    pub config: EngineConfig,
+    pub metrics: Arc<Metrics>,
+}
+
+/// The webhook's routes.
+pub fn router(state: Arc<Webhook>) -> Router {
+    Router::new()
+        .route("/mutate-v1-pod", post(mutate))
+        .with_state(state)
+}
+
+/// The request's deadline: the API server's `?timeout=` (Go duration syntax), else
+/// [`DEFAULT_DEADLINE`].
+fn deadline_of(req: &Request) -> Duration {
+    req.uri()
+        .query()
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("timeout="))
+        .and_then(duration::parse)
+        .filter(|d| !d.is_zero())
+        .unwrap_or(DEFAULT_DEADLINE)
+}
+
+/// Time kept in hand to write the answer before the caller's deadline.
+fn budget(deadline: Duration) -> Duration {
+    deadline.saturating_sub((deadline / 5).min(Duration::from_millis(500)))
+}
+
+fn text(status: StatusCode, msg: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        msg,
+    )
+        .into_response()
+}
+
+fn too_large() -> Response {
+    text(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("AdmissionReview body exceeds the {MAX_BODY_BYTES} byte limit\n"),
+    )
+}
+
+#[tracing::instrument(
+    name = "review",
+    skip_all,
+    fields(uid = Empty, namespace = Empty, name = Empty, operation = Empty, outcome = Empty)
+)]
+async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
+    let deadline = deadline_of(&req);
+    let bytes = match read_body(req, deadline, &wh.metrics).await {
+        Ok(bytes) => bytes,
+        Err(refused) => return refused,
+    };
+    // Timed from the complete body: how fast the client uploads is not ours to measure.
+    let started = Instant::now();
+    let result = admission::review(&bytes, wh.catalog.as_ref(), &wh.config);
+    let elapsed = started.elapsed();
+    wh.metrics.duration.observe(elapsed.as_secs_f64());
+    match result {
+        Err(e) => {
+            answered(&wh.metrics, RequestOutcome::Invalid);
+            tracing::warn!(error = %e, "unreadable AdmissionReview");
+            text(StatusCode::BAD_REQUEST, format!("{e}\n"))
+        }
+        Ok((body, s)) => {
+            populate_span_with_review(&s);
+            count_injections(&wh.metrics, &s);
+            let outcome = if s.patched {
+                RequestOutcome::Patched
+            } else {
+                RequestOutcome::Unchanged
+            };
+            answered(&wh.metrics, outcome);
+            log_review(&s, elapsed);
+            let mut resp = Response::new(Body::from(body));
+            resp.headers_mut().insert(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            );
+            resp
+        }
+    }
+}
+
+/// The whole body, within the limit and before the deadline; otherwise the answer (counted
+/// and logged).
+async fn read_body(req: Request, deadline: Duration, metrics: &Metrics) -> Result<Bytes, Response> {
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        answered(metrics, RequestOutcome::TooLarge);
+        tracing::warn!(
+            declared,
+            limit = MAX_BODY_BYTES,
+            "AdmissionReview body over the limit"
+        );
+        return Err(too_large());
+    }
+    let read = tokio::time::timeout(
+        budget(deadline),
+        axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES),
+    );
+    match read.await {
+        Ok(Ok(b)) => Ok(b),
+        Ok(Err(e)) => {
+            let too_big = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+            if too_big {
+                answered(metrics, RequestOutcome::TooLarge);
+                tracing::warn!(
+                    limit = MAX_BODY_BYTES,
+                    "AdmissionReview body over the limit"
+                );
+                return Err(too_large());
+            }
+            answered(metrics, RequestOutcome::Invalid);
+            tracing::warn!(error = %e, "request body could not be read");
+            Err(text(
+                StatusCode::BAD_REQUEST,
+                format!("failed to read request body: {e}\n"),
+            ))
+        }
+        Err(_) => {
+            answered(metrics, RequestOutcome::Deadline);
+            tracing::warn!(?deadline, "request body not complete before the deadline");
+            Err(text(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("request body not received within the {deadline:?} deadline\n"),
+            ))
+        }
+    }
+}
+
+/// Counts the answer and records it on the request's span (before it is logged, so the
+/// log line carries it).
+fn answered(metrics: &Metrics, outcome: RequestOutcome) {
+    metrics.request(outcome);
+    Span::current().record("outcome", outcome.as_str());
+}
+
+/// Records what the review says about itself on the request's span.
+fn populate_span_with_review(s: &Summary) {
+    let span = Span::current();
+    span.record("uid", s.uid.as_str());
+    span.record("namespace", s.namespace.as_str());
+    span.record("name", s.name.as_str());
+    span.record("operation", s.operation.as_str());
+}
+
+fn count_injections(metrics: &Metrics, s: &Summary) {
+    for l in &s.report.injected {
+        metrics.injection(*l, InjectionOutcome::Injected);
+    }
+    for skip in &s.report.skipped {
+        if let Some(l) = skip.language {
+            metrics.injection(l, InjectionOutcome::Skipped);
+        }
+        metrics.skipped(skip.reason);
+    }
+}
+
+fn log_review(s: &Summary, elapsed: Duration) {
+    if s.report.requested || !s.report.warnings.is_empty() {
+        let injected: Vec<_> = s.report.injected.iter().map(|l| l.as_str()).collect();
+        tracing::info!(
+            kind = %s.kind,
+            dry_run = s.dry_run,
+            injected = ?injected,
+            warnings = ?s.report.warnings,
+            already_injected = s.report.already_injected,
+            micros = elapsed.as_micros() as u64,
+            "reviewed"
+        );
+    } else {
+        tracing::debug!(kind = %s.kind, "reviewed; nothing requested");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deadlines_keep_time_in_hand_to_answer() {
+        assert_eq!(budget(Duration::from_secs(10)), Duration::from_millis(9500));
+        assert_eq!(budget(Duration::from_secs(1)), Duration::from_millis(800));
+        let req = |uri: &str| Request::post(uri).body(Body::empty()).unwrap();
+        assert_eq!(
+            deadline_of(&req("/mutate-v1-pod?timeout=3s")),
+            Duration::from_secs(3)
+        );
+        assert_eq!(
+            deadline_of(&req("/mutate-v1-pod?x=1&timeout=1m0s")),
+            Duration::from_secs(60)
+        );
+        for default in [
+            "/mutate-v1-pod",
+            "/mutate-v1-pod?timeout=0s",
+            "/m?timeout=ten",
+        ] {
+            assert_eq!(deadline_of(&req(default)), DEFAULT_DEADLINE, "{default}");
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The request span, in a test binary of its own: a scoped log subscriber sees every
+//! span only when no other test runs handlers on other threads meanwhile.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::{Body, Bytes};
+use axum::http::{Request, header};
+use otel_injector::server::MAX_BODY_BYTES;
+use serde_json::Value;
+use support::router::{call, post, webhook};
+use support::{MUTATE, fixture, uid_of};
+
+/// A log sink for one test's subscriber.
+#[derive(Clone, Default)]
+struct Logs(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Logs {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().write(buf)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Logs {
+    fn lines(&self) -> Vec<Value> {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8(bytes)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a JSON log line"))
+            .collect()
+    }
+}
+
+#[tokio::test]
+async fn every_answer_is_logged_inside_the_review_span() {
+    let logs = Logs::default();
+    let sink = logs.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .json()
+        .flatten_event(true)
+        .with_current_span(true)
+        .with_span_list(false)
+        .with_writer(move || sink.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let review = fixture("pod-create-inject-java.json");
+    let too_large = Request::post(MUTATE)
+        .header(header::CONTENT_LENGTH, MAX_BODY_BYTES + 1)
+        .body(Body::empty())
+        .unwrap();
+    let stalled = post(
+        "/mutate-v1-pod?timeout=100ms",
+        Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>()),
+    );
+    // (request, status, the span's outcome)
+    let table = [
+        (
+            post(MUTATE, serde_json::to_vec(&review).unwrap()),
+            200,
+            "patched",
+        ),
+        (post(MUTATE, "not json"), 400, "invalid"),
+        (too_large, 413, "too_large"),
+        (stalled, 408, "deadline"),
+    ];
+    for (req, status, outcome) in table {
+        let before = logs.lines().len();
+        let (router, _) = webhook();
+        let r = call(router, req).await;
+        assert_eq!(r.status, status, "{outcome}");
+        let lines = logs.lines();
+        let new = &lines[before..];
+        assert!(!new.is_empty(), "{outcome}: nothing logged");
+        for line in new {
+            assert_eq!(line["span"]["name"], "review", "{outcome}: {line}");
+            assert_eq!(line["span"]["outcome"], outcome, "{outcome}: {line}");
+        }
+    }
+    // The reviewed pod's identity is on the span of its log line.
+    let reviewed = logs
+        .lines()
+        .into_iter()
+        .find(|l| l["message"] == "reviewed")
+        .expect("a reviewed line");
+    assert_eq!(reviewed["span"]["uid"], uid_of(&review));
+    assert_eq!(reviewed["span"]["namespace"], "shop");
+    assert_eq!(reviewed["span"]["operation"], "CREATE");
+}
