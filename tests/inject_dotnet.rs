@@ -17,9 +17,9 @@ const INJECT: &str = "instrumentation.opentelemetry.io/inject-dotnet";
 const RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
 const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
 const GLIBC: &str =
-    "/otel-auto-instrumentation-dotnet/linux-x64/OpenTelemetry.AutoInstrumentation.Native.so";
+    "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";
 const MUSL: &str =
-    "/otel-auto-instrumentation-dotnet/linux-musl-x64/OpenTelemetry.AutoInstrumentation.Native.so";
+    "/otel-auto-instrumentation-dotnet/linux-musl/OpenTelemetry.AutoInstrumentation.Native.so";
 const HOOK: &str =
     "/otel-auto-instrumentation-dotnet/net/OpenTelemetry.AutoInstrumentation.StartupHook.dll";
 const DEPS: &str = "/otel-auto-instrumentation-dotnet/AdditionalDeps";
@@ -112,7 +112,7 @@ fn single_container_gets_the_profiler_and_the_env_in_order() {
                     {"name": "OTEL_LOGS_EXPORTER", "value": "otlp"},
                     {"name": "CORECLR_ENABLE_PROFILING", "value": "1"},
                     {"name": "CORECLR_PROFILER", "value": "{918728DD-259F-4A6A-AC2B-B85E1B658318}"},
-                    {"name": "CORECLR_PROFILER_PATH", "value": "/otel-auto-instrumentation-dotnet/linux-x64/OpenTelemetry.AutoInstrumentation.Native.so"},
+                    {"name": "CORECLR_PROFILER_PATH", "value": "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so"},
                     {"name": "DOTNET_STARTUP_HOOKS", "value": "/otel-auto-instrumentation-dotnet/net/OpenTelemetry.AutoInstrumentation.StartupHook.dll"},
                     {"name": "DOTNET_ADDITIONAL_DEPS", "value": "/otel-auto-instrumentation-dotnet/AdditionalDeps"},
                     {"name": "OTEL_DOTNET_AUTO_HOME", "value": "/otel-auto-instrumentation-dotnet"},
