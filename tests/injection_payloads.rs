@@ -641,3 +641,30 @@ fn the_tokenizer_ports_read_what_the_servers_read() {
         [vec!["a", "b"], vec!["d", "e; f", "g'h", "i\\;j"]]
     );
 }
+
+#[test]
+fn user_variables_cannot_replace_the_module_config_of_the_attach_step() {
+    for (server, section, pod_name_var) in [
+        (&APACHE, "apacheHttpd", "APACHE_SERVICE_INSTANCE_ID"),
+        (&NGINX, "nginx", "OTEL_NGINX_SERVICE_INSTANCE_ID"),
+    ] {
+        let evil = [
+            json!({"name": server.conf_env, "value": "LoadModule evil_module /tmp/evil.so"}),
+            json!({"name": pod_name_var, "value": "x; include /etc/passwd"}),
+        ];
+        let cat = catalog(json!({"env": evil, section: {"env": evil}}));
+        let (out, d) = run(&cat, &pod(server.lang.as_str(), json!({})));
+        assert_eq!(d.injected, [server.lang]);
+        let env = server.attach(&out)["env"].as_array().unwrap();
+        let names: Vec<&str> = env.iter().map(|e| e["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            names,
+            ["OTEL_NODE_IP", "OTEL_POD_IP", server.conf_env, pod_name_var]
+        );
+        assert!(env_var(server.attach(&out), server.conf_env).contains("ServiceName p"));
+        assert_eq!(
+            env[3]["valueFrom"],
+            json!({"fieldRef": {"fieldPath": "metadata.name"}})
+        );
+    }
+}

@@ -421,6 +421,55 @@ mod tests {
     }
 
     #[test]
+    fn arguments_are_quoted_only_when_the_server_would_split_or_change_them() {
+        use ConfSyntax::{Apache, Nginx};
+        for (syntax, value, written) in [
+            (Apache, "frontend", "frontend"),
+            (Apache, " ON", " ON"),
+            (
+                Apache,
+                "http://$(OTEL_NODE_IP):4317",
+                "http://$(OTEL_NODE_IP):4317",
+            ),
+            (Apache, "a;b#c{d}", "a;b#c{d}"),
+            (Apache, "my service", "\"my service\""),
+            (Apache, "", "\"\""),
+            (Apache, "a\"b", "\"a\\\"b\""),
+            (Apache, "a\\", "\"a\\\\\""),
+            (Apache, "'x'", "\"'x'\""),
+            (Nginx, "frontend", "frontend"),
+            (Nginx, "a;b", "\"a;b\""),
+            (Nginx, "#x", "\"#x\""),
+            (Nginx, "{x}", "\"{x}\""),
+            (Nginx, "a\\n", "\"a\\\\n\""),
+        ] {
+            assert_eq!(syntax.arg(value), written, "{syntax:?} {value:?}");
+        }
+    }
+
+    #[test]
+    fn config_paths_follow_the_crd_pattern() {
+        let check = |p: &str| check_config_path(Language::Nginx, "spec.nginx.configFile", p);
+        assert!(check("/etc/nginx/nginx.conf").is_ok());
+        assert!(check("").is_ok());
+        assert!(check(&"a".repeat(256)).is_ok());
+        for bad in [
+            "/etc/my nginx",
+            "/etc/x\n",
+            "/etc/$(x)",
+            "/etc/`x`",
+            "/etc/x;y",
+        ] {
+            assert_eq!(
+                check(bad),
+                Err("nginx: spec.nginx.configFile must match ^[A-Za-z0-9._/-]*$, at most 256 characters; not injected".to_owned()),
+                "{bad:?}"
+            );
+        }
+        assert!(check(&"a".repeat(257)).is_err());
+    }
+
+    #[test]
     fn attrs_override_and_add_keys_in_sorted_order() {
         let m = module_attributes(
             Language::Nginx,
