@@ -15,8 +15,12 @@ lint:
     cargo clippy --locked --all-targets --all-features -- -D warnings
 
 # Unit and integration tests (no cluster needed).
-unit:
+unit: test-deps
     cargo test --locked
+
+# Debian packages the tests use: bubblewrap and busybox (the web-server script tests).
+test-deps:
+    scripts/test-deps.sh
 
 # End-to-end tests through a real kube-apiserver and etcd built from Go modules.
 e2e: controlplane

@@ -148,6 +148,10 @@ fn single_container_gets_the_module_through_its_config() {
                     "command": ["/bin/sh", "-c"],
                     "args": [ATTACH_SCRIPT, "--", "nginx.conf"],
                     "env": [
+                        {"name": "OTEL_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                        {"name": "OTEL_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                        {"name": "NGINX_OTEL_DEBUG", "value": "0"},
+                        {"name": "OTEL_LOGS_EXPORTER", "value": "otlp"},
                         {"name": "OTEL_NGINX_AGENT_CONF", "value": conf},
                         {"name": "OTEL_NGINX_SERVICE_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
                     ],
@@ -304,7 +308,7 @@ fn multiple_containers_get_the_env_and_only_the_first_gets_the_module() {
         ]
     );
     assert_eq!(
-        out["spec"]["initContainers"][1]["env"][0]["value"],
+        out["spec"]["initContainers"][1]["env"][4]["value"],
         agent_conf("p", &[])
     );
 }
@@ -358,7 +362,7 @@ fn attrs_override_and_extend_the_module_settings() {
     );
     let (out, _) = run(&catalog(&inst), &proxy_pod());
     assert_eq!(
-        out["spec"]["initContainers"][1]["env"][0]["value"],
+        out["spec"]["initContainers"][1]["env"][4]["value"],
         agent_conf(
             "p",
             &[

@@ -329,12 +329,12 @@ async fn dotnet_pods_glibc_and_musl_are_stored_as_the_engine_injects_them() {
         (
             "cart",
             None,
-            "/otel-auto-instrumentation-dotnet/linux-x64/OpenTelemetry.AutoInstrumentation.Native.so",
+            "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so",
         ),
         (
             "cart-musl",
             Some("linux-musl-x64"),
-            "/otel-auto-instrumentation-dotnet/linux-musl-x64/OpenTelemetry.AutoInstrumentation.Native.so",
+            "/otel-auto-instrumentation-dotnet/linux-musl/OpenTelemetry.AutoInstrumentation.Native.so",
         ),
     ] {
         let mut annotations = json!({INJECT_DOTNET: "true"});
@@ -546,6 +546,18 @@ async fn apache_httpd_pod_with_a_probe_gets_a_valid_clone_and_the_module() {
             "/usr/local/apache2/conf"
         ])
     );
+    // The kubelet expands a `$(VAR)` in the module config only from variables before it.
+    assert_eq!(
+        names(&attach["env"]),
+        [
+            "OTEL_NODE_IP",
+            "OTEL_POD_IP",
+            "APACHE_OTEL_DEBUG",
+            "OTEL_LOGS_EXPORTER",
+            "OTEL_APACHE_AGENT_CONF",
+            "APACHE_SERVICE_INSTANCE_ID"
+        ]
+    );
     let conf = var(attach, "OTEL_APACHE_AGENT_CONF");
     for line in [
         "LoadModule otel_apache_module /opt/opentelemetry-webserver/agent/WebServerModule/Apache/libmod_apache_otel.so\n",
@@ -628,6 +640,17 @@ async fn nginx_pod_gets_the_module_and_the_library_path() {
     assert_eq!(
         attach["args"],
         json!([agents::nginx::ATTACH_SCRIPT, "--", "nginx.conf"])
+    );
+    assert_eq!(
+        names(&attach["env"]),
+        [
+            "OTEL_NODE_IP",
+            "OTEL_POD_IP",
+            "NGINX_OTEL_DEBUG",
+            "OTEL_LOGS_EXPORTER",
+            "OTEL_NGINX_AGENT_CONF",
+            "OTEL_NGINX_SERVICE_INSTANCE_ID"
+        ]
     );
     let conf = var(attach, "OTEL_NGINX_AGENT_CONF");
     for line in [

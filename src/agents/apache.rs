@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use super::copy::agent_volume;
 use super::webserver::{
-    self, AGENT_DIR, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
+    self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
 use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{ApacheHttpd as ApacheSpec, InstrumentationSpec, LanguageSpec};
@@ -58,8 +58,19 @@ pub fn config_dir(config_path: Option<&str>) -> String {
 }
 
 /// The module configuration written to `opentemetry_agent.conf`: the SDK libraries, the
-/// module for the Apache version (2.2 has its own build) and the `ApacheModule*` settings.
-pub fn agent_conf(spec: &ApacheSpec, endpoint: &str, service: &str, namespace: &str) -> String {
+/// module for the Apache version (2.2 has its own build) and the `ApacheModule*` settings,
+/// each value checked and written as one directive argument; or the warning that one
+/// cannot be.
+pub fn agent_conf(
+    spec: &ApacheSpec,
+    endpoint: &str,
+    service: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    let lang = Language::ApacheHttpd;
+    let endpoint = webserver::checked(lang, "spec.exporter.endpoint", endpoint)?;
+    let service = webserver::checked(lang, "the service name", service)?;
+    let namespace = webserver::checked(lang, "the namespace", namespace)?;
     let lib = format!("{AGENT_DIR}/sdk_lib/lib");
     let module = format!("{AGENT_DIR}/WebServerModule/Apache");
     let suffix = if spec.version.as_deref() == Some("2.2") {
@@ -103,10 +114,10 @@ pub fn agent_conf(spec: &ApacheSpec, endpoint: &str, service: &str, namespace: &
         ("ApacheModuleResolveBackends", " ON".to_owned()),
         ("ApacheModuleTraceAsError", " ON".to_owned()),
     ];
-    for (k, v) in webserver::module_attributes(&defaults, &spec.attrs) {
-        let _ = writeln!(out, "{k} {v}");
+    for (k, v) in webserver::module_attributes(lang, &defaults, &spec.attrs)? {
+        let _ = writeln!(out, "{k} {}", ConfSyntax::Apache.arg(&v));
     }
-    out
+    Ok(out)
 }
 
 impl Agent for ApacheHttpd {
@@ -128,6 +139,13 @@ impl Agent for ApacheHttpd {
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = ApacheSpec::default();
         let apache = cx.inst.spec.apache_httpd.as_ref().unwrap_or(&default);
+        let path = apache.config_path.as_deref().unwrap_or_default();
+        if let Err(warning) =
+            webserver::check_config_path(Language::ApacheHttpd, "spec.apacheHttpd.configPath", path)
+        {
+            cx.warn(warning);
+            return Outcome::NothingInstrumented;
+        }
         let conf_dir = config_dir(apache.config_path.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);
         let namespace = webserver::service_namespace(cx.info.namespace, "apache-httpd");

@@ -1,9 +1,14 @@
 //! .NET: an init container copies the auto-instrumentation into a shared volume; every target
 //! gets the CLR profiler variables, and the startup hook, additional deps and shared store are
 //! joined with `:` onto the container's own values.
+//!
+//! The profiler is loaded from the image's architecture-neutral `linux/` or `linux-musl/`
+//! directory, as the Operator does since its arm64 support: the multi-arch image holds the
+//! node's build there (`linux-x64/` is only a symlink in amd64 images). An Operator image
+//! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -30,10 +35,21 @@ const LAYOUT: CopyLayout = CopyLayout {
     },
 };
 const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
-const PROFILER_GLIBC: &str =
-    "/otel-auto-instrumentation-dotnet/linux-x64/OpenTelemetry.AutoInstrumentation.Native.so";
-const PROFILER_MUSL: &str =
-    "/otel-auto-instrumentation-dotnet/linux-musl-x64/OpenTelemetry.AutoInstrumentation.Native.so";
+pub const PROFILER_GLIBC: &str =
+    "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";
+pub const PROFILER_MUSL: &str =
+    "/otel-auto-instrumentation-dotnet/linux-musl/OpenTelemetry.AutoInstrumentation.Native.so";
+/// Where the Operator publishes its .NET image (ghcr.io, and the Docker Hub mirror).
+const OPERATOR_REPOSITORIES: [&str; 4] = [
+    "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet",
+    "otel/autoinstrumentation-dotnet",
+    "docker.io/otel/autoinstrumentation-dotnet",
+    "index.docker.io/otel/autoinstrumentation-dotnet",
+];
+/// The first .NET version whose Operator image has `linux/` and `linux-musl/`: the image
+/// was rebuilt with that layout while 1.16.0 was current (July 2026), so its plain tag and
+/// every later tag, and every `<version>-<revision>` tag, have it; older tags never will.
+pub const FIRST_NEUTRAL_LAYOUT: (u64, u64, u64) = (1, 16, 0);
 /// Variables the runtime reads as `:`-separated lists: the agent's entry is appended to
 /// the user's. A `valueFrom` on any of them cannot be extended, so the container is skipped.
 const LISTS: [&str; 3] = [
@@ -83,6 +99,43 @@ fn profiler_path(runtime: Option<&str>) -> Option<&'static str> {
     }
 }
 
+/// The warning for an Operator image whose tag is older than the `linux/` layout (its
+/// profiler would not be found); `None` when the tag is recent or says nothing (another
+/// repository, no tag, `latest`).
+pub fn layout_warning(image: &str) -> Option<String> {
+    let name = image.split_once('@').map_or(image, |(n, _)| n);
+    let (repository, tag) = name.rsplit_once(':')?;
+    if !OPERATOR_REPOSITORIES.contains(&repository) {
+        return None;
+    }
+    let (core, suffix) = match tag.split_once('-') {
+        Some((core, suffix)) => (core, Some(suffix)),
+        None => (tag, None),
+    };
+    let mut numbers = core.split('.').map(|n| n.parse::<u64>().ok());
+    let version = match (
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+        numbers.next(),
+    ) {
+        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => (a, b, c),
+        _ => return None,
+    };
+    // `-<digits>` is the Operator's build revision, tagged only since August 2026 and so
+    // always the new layout; any other suffix is a pre-release of `version`.
+    let revision = suffix.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+    let older = !revision
+        && (version < FIRST_NEUTRAL_LAYOUT
+            || (version == FIRST_NEUTRAL_LAYOUT && suffix.is_some()));
+    let (a, b, c) = FIRST_NEUTRAL_LAYOUT;
+    older.then(|| {
+        format!(
+            "dotnet: image tag {tag:?} predates the linux/ profiler layout of {a}.{b}.{c}; the profiler will not load"
+        )
+    })
+}
+
 /// The .NET injector.
 pub struct DotNet;
 
@@ -98,7 +151,13 @@ impl Agent for DotNet {
         Some(spec.dotnet.as_ref()?)
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
-        copy::inject(self, cx)
+        let outcome = copy::inject(self, cx);
+        if matches!(outcome, Outcome::Injected(_))
+            && let Some(warning) = layout_warning(&cx.image(Language::DotNet))
+        {
+            cx.warn(warning);
+        }
+        outcome
     }
 }
 
@@ -169,5 +228,64 @@ impl CopyAgent for DotNet {
     }
     fn copy_command(&self, _: &&'static str) -> Vec<String> {
         copy::copy_dir("/autoinstrumentation", MOUNT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GHCR: &str = "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet";
+
+    #[test]
+    fn operator_tags_older_than_the_neutral_layout_are_warned_about() {
+        let warn = |tag: &str| {
+            format!(
+                "dotnet: image tag {tag:?} predates the linux/ profiler layout of 1.16.0; the profiler will not load"
+            )
+        };
+        for tag in ["1.15.0", "1.2.0", "0.4.0-beta.1", "1.16.0-rc.1", "1.16.0-"] {
+            assert_eq!(
+                layout_warning(&format!("{GHCR}:{tag}")),
+                Some(warn(tag)),
+                "{tag}"
+            );
+        }
+        assert_eq!(
+            layout_warning("otel/autoinstrumentation-dotnet:1.10.0"),
+            Some(warn("1.10.0"))
+        );
+        assert_eq!(
+            layout_warning(&format!("{GHCR}:1.15.0@sha256:0123")),
+            Some(warn("1.15.0"))
+        );
+    }
+
+    #[test]
+    fn recent_or_unknown_tags_and_other_images_are_not_warned_about() {
+        for image in [
+            format!("{GHCR}:1.16.0"),
+            format!("{GHCR}:1.16.0-1"),
+            format!("{GHCR}:1.17.0-2"),
+            format!("{GHCR}:1.15.0-1"),
+            format!("{GHCR}:2.0.0"),
+            format!("{GHCR}:latest"),
+            format!("{GHCR}@sha256:0123"),
+            GHCR.to_owned(),
+            "registry.example/dotnet-agent:1.2.0".to_owned(),
+            "docker.io/otel/autoinstrumentation-dotnet:1.16.0".to_owned(),
+        ] {
+            assert_eq!(layout_warning(&image), None, "{image}");
+        }
+        assert!(layout_warning(DEFAULT_IMAGE).is_none());
+    }
+
+    #[test]
+    fn profiler_paths_are_the_architecture_neutral_directories() {
+        assert_eq!(profiler_path(None), Some(PROFILER_GLIBC));
+        assert_eq!(profiler_path(Some("linux-x64")), Some(PROFILER_GLIBC));
+        assert_eq!(profiler_path(Some("linux-musl-x64")), Some(PROFILER_MUSL));
+        assert_eq!(profiler_path(Some("linux-arm64")), None);
+        assert!(PROFILER_GLIBC.contains("/linux/") && PROFILER_MUSL.contains("/linux-musl/"));
     }
 }

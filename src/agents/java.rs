@@ -51,7 +51,18 @@ impl CopyAgent for Java {
     fn layout(&self) -> &'static CopyLayout {
         &LAYOUT
     }
-    fn variant(&self, _: &Injection<'_, '_>) -> Result<(), String> {
+    /// An extension's `dir` is an argument of the extension's copy command: a control
+    /// character in it is refused (the command is run without a shell, so nothing else in it
+    /// is interpreted).
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<(), String> {
+        let extensions = cx.inst.spec.java.iter().flat_map(|j| &j.extensions);
+        for (i, ext) in extensions.enumerate() {
+            if ext.dir.chars().any(char::is_control) {
+                return Err(format!(
+                    "java: spec.java.extensions[{i}].dir has a control character; not injected"
+                ));
+            }
+        }
         Ok(())
     }
     fn extends(&self) -> &'static [&'static str] {

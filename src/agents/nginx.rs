@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
-use super::webserver::{self, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
+use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
 use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec, Nginx as NginxSpec};
 
@@ -84,8 +84,18 @@ pub fn config_location(config_file: Option<&str>) -> (String, String) {
     }
 }
 
-/// The module settings (`NginxModule* value;` lines, sorted by key).
-pub fn agent_conf(spec: &NginxSpec, endpoint: &str, service: &str, namespace: &str) -> String {
+/// The module settings (`NginxModule* value;` lines, sorted by key), each value checked and
+/// written as one directive argument; or the warning that one cannot be.
+pub fn agent_conf(
+    spec: &NginxSpec,
+    endpoint: &str,
+    service: &str,
+    namespace: &str,
+) -> Result<String, String> {
+    let lang = Language::Nginx;
+    let endpoint = webserver::checked(lang, "spec.exporter.endpoint", endpoint)?;
+    let service = webserver::checked(lang, "the service name", service)?;
+    let namespace = webserver::checked(lang, "the namespace", namespace)?;
     let defaults = [
         ("NginxModuleEnabled", "ON".to_owned()),
         ("NginxModuleOtelSpanExporter", "otlp".to_owned()),
@@ -100,10 +110,10 @@ pub fn agent_conf(spec: &NginxSpec, endpoint: &str, service: &str, namespace: &s
         ("NginxModuleTraceAsError", "ON".to_owned()),
     ];
     let mut out = String::new();
-    for (k, v) in webserver::module_attributes(&defaults, &spec.attrs) {
-        let _ = writeln!(out, "{k} {v};");
+    for (k, v) in webserver::module_attributes(lang, &defaults, &spec.attrs)? {
+        let _ = writeln!(out, "{k} {};", ConfSyntax::Nginx.arg(&v));
     }
-    out
+    Ok(out)
 }
 
 fn empty_dir(name: &str) -> Volume {
@@ -138,6 +148,13 @@ impl Agent for Nginx {
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = NginxSpec::default();
         let nginx = cx.inst.spec.nginx.as_ref().unwrap_or(&default);
+        let path = nginx.config_file.as_deref().unwrap_or_default();
+        if let Err(warning) =
+            webserver::check_config_path(Language::Nginx, "spec.nginx.configFile", path)
+        {
+            cx.warn(warning);
+            return Outcome::NothingInstrumented;
+        }
         let (conf_dir, conf_file) = config_location(nginx.config_file.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);
         let namespace = webserver::service_namespace(cx.info.namespace, "nginx");

@@ -138,9 +138,23 @@ pub fn resource_attributes(
 /// Variables every instrumented container gets before the language's own: the pod and node
 /// IPs (first, so user variables can reference them) and the Instrumentation's `spec.env`.
 pub fn inject_common_env(env: &mut EnvPlan<'_>, spec: &InstrumentationSpec) {
+    inject_common_env_except(env, spec, &[]);
+}
+
+/// [`inject_common_env`], leaving out the `spec.env` entries named in `reserved` (variables
+/// the caller sets itself and that the user must not replace).
+pub fn inject_common_env_except(
+    env: &mut EnvPlan<'_>,
+    spec: &InstrumentationSpec,
+    reserved: &[&str],
+) {
     env.prepend_if_absent(field_ref(OTEL_POD_IP, "status.podIP"));
     env.prepend_if_absent(field_ref(OTEL_NODE_IP, "status.hostIP"));
-    for e in &spec.env {
+    for e in spec
+        .env
+        .iter()
+        .filter(|e| !reserved.contains(&e.name.as_str()))
+    {
         env.append_if_absent(e.clone());
     }
 }
