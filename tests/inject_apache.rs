@@ -69,7 +69,11 @@ fn attach(conf: &str, conf_dir: &str) -> Value {
         "image": IMAGE,
         "command": ["/bin/sh", "-c"],
         "args": [ATTACH_SCRIPT, "--", conf_dir],
-        "env": [{"name": "OTEL_APACHE_AGENT_CONF", "value": conf},
+        "env": [{"name": "OTEL_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                {"name": "OTEL_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                {"name": "APACHE_OTEL_DEBUG", "value": "0"},
+                {"name": "OTEL_LOGS_EXPORTER", "value": "otlp"},
+                {"name": "OTEL_APACHE_AGENT_CONF", "value": conf},
                 {"name": "APACHE_SERVICE_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
         "resources": resources(),
         "volumeMounts": [
@@ -205,6 +209,10 @@ fn single_container_gets_the_module_through_its_config() {
                     "command": ["/bin/sh", "-c"],
                     "args": [ATTACH_SCRIPT, "--", "/usr/local/apache2/conf"],
                     "env": [
+                        {"name": "OTEL_NODE_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.hostIP"}}},
+                        {"name": "OTEL_POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+                        {"name": "APACHE_OTEL_DEBUG", "value": "0"},
+                        {"name": "OTEL_LOGS_EXPORTER", "value": "otlp"},
                         {"name": "OTEL_APACHE_AGENT_CONF", "value": conf},
                         {"name": "APACHE_SERVICE_INSTANCE_ID", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
                     ],
@@ -363,7 +371,7 @@ fn user_set_variables_win() {
     // The module config uses the Instrumentation's endpoint and the derived service name,
     // as the Operator does (it does not read the container's env).
     assert_eq!(
-        out["spec"]["initContainers"][1]["env"][0]["value"],
+        out["spec"]["initContainers"][1]["env"][4]["value"],
         agent_conf(
             "",
             &default_attrs("p", "http://otel-collector.observability:4317")
@@ -385,7 +393,7 @@ fn the_version_picks_the_module_build(#[case] version: &str, #[case] suffix: &st
     let web = json!({"containers": [{"name": "web", "image": "httpd:2.2"}]});
     let (out, d) = run(&catalog(&inst), &APACHE.pod(json!({}), web));
     assert_eq!(d.injected, [Language::ApacheHttpd]);
-    let conf = out["spec"]["initContainers"][1]["env"][0]["value"]
+    let conf = out["spec"]["initContainers"][1]["env"][4]["value"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -455,7 +463,7 @@ fn attrs_override_and_extend_the_module_settings() {
         "attrs:\n  - name: ApacheModuleOtelExporterEndpoint\n    value: http://agent:4317\n  - name: ApacheModuleOtelMaxQueueSize\n    value: \"4096\"\n  - name: ApacheModuleServiceName\n    value: storefront",
     );
     let (out, _) = run(&catalog(&inst), &web_pod());
-    let conf = &out["spec"]["initContainers"][1]["env"][0]["value"];
+    let conf = &out["spec"]["initContainers"][1]["env"][4]["value"];
     assert_eq!(
         conf.as_str().unwrap(),
         agent_conf(
@@ -488,7 +496,7 @@ fn no_endpoint_means_the_local_default_in_the_module_config() {
     );
     let (out, _) = run(&catalog(&inst), &web_pod());
     assert_eq!(
-        out["spec"]["initContainers"][1]["env"][0]["value"],
+        out["spec"]["initContainers"][1]["env"][4]["value"],
         agent_conf("", &default_attrs("p", "http://localhost:4317/"))
     );
 }

@@ -322,8 +322,9 @@ pub mod dotnet {
     pub const RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
     pub const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
     pub const GLIBC: &str =
-        "/otel-auto-instrumentation-dotnet/linux-x64/OpenTelemetry.AutoInstrumentation.Native.so";
-    pub const MUSL: &str = "/otel-auto-instrumentation-dotnet/linux-musl-x64/OpenTelemetry.AutoInstrumentation.Native.so";
+        "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";
+    pub const MUSL: &str =
+        "/otel-auto-instrumentation-dotnet/linux-musl/OpenTelemetry.AutoInstrumentation.Native.so";
     pub const HOOK: &str =
         "/otel-auto-instrumentation-dotnet/net/OpenTelemetry.AutoInstrumentation.StartupHook.dll";
     pub const DEPS: &str = "/otel-auto-instrumentation-dotnet/AdditionalDeps";

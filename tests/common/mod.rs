@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::pod::valid;
 use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
 use serde_json::{Value, json};
 
@@ -43,7 +44,14 @@ pub fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> 
     let (patch, report) = mutate(&Snapshot::take(catalog, "shop", config), &typed);
     let d = Decision { patch, report };
     let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone())).unwrap();
+    // The strict RFC 6902 applier: every patch the suite produces must apply as it is, and
+    // leave a valid pod (when the pod was valid to begin with).
+    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone()))
+        .unwrap_or_else(|e| panic!("the patch does not apply strictly: {e}"));
+    if valid::check(&typed).is_ok() {
+        let patched: Pod = serde_json::from_value(out.clone()).unwrap();
+        valid::check(&patched).unwrap_or_else(|e| panic!("the patched pod is invalid: {e}"));
+    }
     (out, d)
 }
 
