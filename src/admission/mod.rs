@@ -17,6 +17,8 @@ use crate::warnings::shorten;
 pub mod patch;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
+/// Every key that asks for injection starts with this (`inject-<lang>`).
+const INJECT_PREFIX: &str = "instrumentation.opentelemetry.io/inject-";
 const KIND: &str = "AdmissionReview";
 
 #[derive(Deserialize)]
@@ -218,12 +220,19 @@ pub fn review(
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
     if is_pod && s.operation == "CREATE" {
         let object = req.object.map_or("", |o| o.get());
-        match req.object.map(|o| serde_json::from_str::<PodIn>(o.get())) {
+        // On CREATE the pod's own namespace may be empty: the request's is the truth.
+        let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(object.len());
+        // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
+        // is answered without decoding it (most pods, with the default configuration that
+        // sends every pod).
+        let asks = object.contains(INJECT_PREFIX)
+            || snapshot
+                .namespace_info
+                .as_ref()
+                .is_some_and(|n| n.annotations.keys().any(|k| k.starts_with(INJECT_PREFIX)));
+        match asks.then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
-                // On CREATE the pod's own namespace may be empty: the request's is the truth.
-                let snapshot =
-                    Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(object.len());
                 let (ops, report) = mutate(&snapshot, &pod);
                 patch = (!ops.is_empty()).then_some(ops);
                 s.report = report;

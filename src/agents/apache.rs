@@ -144,7 +144,7 @@ impl Agent for ApacheHttpd {
             webserver::check_config_path(Language::ApacheHttpd, "spec.apacheHttpd.configPath", path)
         {
             cx.warn(warning);
-            return Outcome::NothingInstrumented;
+            return Outcome::InvalidValue;
         }
         let conf_dir = config_dir(apache.config_path.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Outcome, value_from_origin, value_from_warning};
+use super::{Agent, Injection, Outcome, Refusal, value_from_origin, value_from_warning};
 use crate::crd::{Instrumentation, InstrumentationSpec, NoSection};
 use crate::pod::env::EnvPlan;
 
@@ -65,7 +65,7 @@ pub trait CopyAgent: Agent {
 
     fn layout(&self) -> &'static CopyLayout;
     /// The variant for this pod, or the warning that skips the language.
-    fn variant(&self, cx: &Injection<'_, '_>) -> Result<Self::Variant, String>;
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<Self::Variant, Refusal>;
     /// Variables the agent extends: a `valueFrom` on any of them skips the container.
     fn extends(&self) -> &'static [&'static str];
     /// Whether the agent edits its variables before `spec.env` is merged (so `spec.env`
@@ -109,9 +109,13 @@ pub trait CopyAgent: Agent {
 pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
     let variant = match agent.variant(cx) {
         Ok(v) => v,
-        Err(warning) => {
+        Err(Refusal::Unsupported(warning)) => {
             cx.warn(warning);
             return Outcome::NothingInstrumented;
+        }
+        Err(Refusal::Invalid(warning)) => {
+            cx.warn(warning);
+            return Outcome::InvalidValue;
         }
     };
     let lang = agent.names().language;

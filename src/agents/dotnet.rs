@@ -8,7 +8,7 @@
 //! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Names, Outcome, names};
+use super::{Agent, Injection, Language, Names, Outcome, Refusal, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -168,23 +168,23 @@ impl CopyAgent for DotNet {
     fn layout(&self) -> &'static CopyLayout {
         &LAYOUT
     }
-    fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, String> {
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
         // The Operator reads a preset OTEL_DOTNET_AUTO_HOME as "configured some other way".
         let spec_env = cx.inst.spec.dotnet.iter().flat_map(|d| &d.env);
         if spec_env
             .into_iter()
             .any(|e| e.name == OTEL_DOTNET_AUTO_HOME)
         {
-            return Err(format!(
+            return Err(Refusal::Unsupported(format!(
                 "dotnet: spec.dotnet.env sets {OTEL_DOTNET_AUTO_HOME}; not injected"
-            ));
+            )));
         }
         let runtime = cx.annotations.get(RUNTIME_ANNOTATION);
         profiler_path(runtime).ok_or_else(|| {
-            format!(
+            Refusal::Unsupported(format!(
                 "dotnet: otel-dotnet-auto-runtime {:?} is not supported (use linux-x64 or linux-musl-x64); not injected",
                 runtime.unwrap_or("")
-            )
+            ))
         })
     }
     fn extends(&self) -> &'static [&'static str] {

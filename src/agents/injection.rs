@@ -46,6 +46,18 @@ pub enum Outcome {
     Injected(usize),
     /// Every target was skipped (each with its own warning).
     NothingInstrumented,
+    /// A value this language would write into a configuration or a command cannot be
+    /// written safely (the warning says which); nothing was changed.
+    InvalidValue,
+}
+
+/// Why a copy agent does not inject a pod at all (the warning says why).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// The pod asks for something the agent does not support (a platform, a runtime).
+    Unsupported(String),
+    /// A value cannot be written safely.
+    Invalid(String),
 }
 
 /// Everything an agent needs to inject one language.

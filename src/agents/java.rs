@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Injection, Names, Outcome, Refusal, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -54,13 +54,13 @@ impl CopyAgent for Java {
     /// An extension's `dir` is an argument of the extension's copy command: a control
     /// character in it is refused (the command is run without a shell, so nothing else in it
     /// is interpreted).
-    fn variant(&self, cx: &Injection<'_, '_>) -> Result<(), String> {
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<(), Refusal> {
         let extensions = cx.inst.spec.java.iter().flat_map(|j| &j.extensions);
         for (i, ext) in extensions.enumerate() {
             if ext.dir.chars().any(char::is_control) {
-                return Err(format!(
+                return Err(Refusal::Invalid(format!(
                     "java: spec.java.extensions[{i}].dir has a control character; not injected"
-                ));
+                )));
             }
         }
         Ok(())

@@ -153,7 +153,7 @@ impl Agent for Nginx {
             webserver::check_config_path(Language::Nginx, "spec.nginx.configFile", path)
         {
             cx.warn(warning);
-            return Outcome::NothingInstrumented;
+            return Outcome::InvalidValue;
         }
         let (conf_dir, conf_file) = config_location(nginx.config_file.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);

@@ -2,7 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Injection, Names, Outcome, Refusal, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -50,7 +50,7 @@ impl CopyAgent for NodeJs {
     fn layout(&self) -> &'static CopyLayout {
         &LAYOUT
     }
-    fn variant(&self, _: &Injection<'_, '_>) -> Result<(), String> {
+    fn variant(&self, _: &Injection<'_, '_>) -> Result<(), Refusal> {
         Ok(())
     }
     fn extends(&self) -> &'static [&'static str] {

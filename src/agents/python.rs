@@ -3,7 +3,7 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Injection, Names, Outcome, Refusal, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -71,13 +71,13 @@ impl CopyAgent for Python {
     fn layout(&self) -> &'static CopyLayout {
         &LAYOUT
     }
-    fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, String> {
+    fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
         let platform = cx.annotations.get(PLATFORM_ANNOTATION);
         platform_source(platform).ok_or_else(|| {
-            format!(
+            Refusal::Unsupported(format!(
                 "python: otel-python-platform {:?} is not supported (use glibc or musl); not injected",
                 platform.unwrap_or("")
-            )
+            ))
         })
     }
     fn extends(&self) -> &'static [&'static str] {

@@ -292,7 +292,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
             Ok(conf) => conf,
             Err(warning) => {
                 cx.warn(warning);
-                return Outcome::NothingInstrumented;
+                return Outcome::InvalidValue;
             }
         },
     };

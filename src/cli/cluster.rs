@@ -24,25 +24,28 @@ pub struct ClusterArgs {
     #[arg(long, env = "OTEL_INJECTOR_KUBECONFIG")]
     pub kubeconfig: Option<PathBuf>,
 
-    /// Watch Secret and ConfigMap names (metadata only) so that an Instrumentation whose
+    /// Watch Secret and ConfigMap names so that an Instrumentation whose
     /// `spec.exporter.tls` names one missing from the pod's namespace is reported, and that
-    /// language not injected (the pod could not start). `false` drops the watches (and the
-    /// need for list/watch on Secrets and ConfigMaps); such pods are then injected unchecked.
+    /// language not injected. Off by default: it needs list/watch on every Secret and
+    /// ConfigMap of the cluster, and a list returns whole Secrets whatever the client asks
+    /// for, so a stolen token could read them all. Without it, a missing object is reported
+    /// by the kubelet's own event on the pod, and only names that are not valid are refused.
     #[arg(
         long,
         env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS",
-        default_value_t = true,
+        default_value_t = false,
         action = clap::ArgAction::Set
     )]
     pub verify_exporter_tls: bool,
 
     /// Keep the label `otel-injector/inject=true` on namespaces whose annotations ask for
-    /// injection, so the webhook configuration can select them (webhook `matchConditions`
-    /// cannot see namespace annotations). Needs patch on namespaces.
+    /// injection, for the opt-in "targeted" webhook configuration that selects them
+    /// (webhook `matchConditions` cannot see namespace annotations). Needs patch on
+    /// namespaces; the default install sends every pod instead and writes nothing.
     #[arg(
         long,
         env = "OTEL_INJECTOR_LABEL_NAMESPACES",
-        default_value_t = true,
+        default_value_t = false,
         action = clap::ArgAction::Set
     )]
     pub label_namespaces: bool,

@@ -3,7 +3,7 @@
 use clap::Args;
 
 use crate::agents::{DefaultImages, Language, LanguageSet};
-use crate::engine::EngineConfig;
+use crate::engine::{CrossNamespace, EngineConfig};
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Injection")]
@@ -30,6 +30,13 @@ pub struct EngineArgs {
     /// default request limit; the API server could not store a larger pod anyway.
     #[arg(long, env = "OTEL_INJECTOR_MAX_POD_BYTES", default_value_t = crate::engine::DEFAULT_MAX_POD_BYTES)]
     pub max_pod_bytes: usize,
+
+    /// Which Instrumentations a pod may name in another namespace (`ns/name`): `all` (as
+    /// the OpenTelemetry Operator), `opt-in` (only those annotated
+    /// `otel-injector/cross-namespace: "allowed"`) or `deny`. Any pod creator can otherwise
+    /// use (and so read the settings of) another namespace's Instrumentation.
+    #[arg(long, env = "OTEL_INJECTOR_CROSS_NAMESPACE_REFERENCES", value_enum, default_value_t = CrossNamespace::All)]
+    pub cross_namespace_references: CrossNamespace,
 }
 
 impl EngineArgs {
@@ -43,6 +50,7 @@ impl EngineArgs {
             enabled: self.enabled_languages,
             images,
             max_pod_bytes: self.max_pod_bytes,
+            cross_namespace: self.cross_namespace_references,
         }
     }
 }

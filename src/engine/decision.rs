@@ -21,10 +21,12 @@ pub enum SkipReason {
     NoContainers,
     NameCollision,
     PodTooLarge,
+    InvalidValue,
+    CrossNamespaceDenied,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 13] = [
+    pub const ALL: [SkipReason; 15] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -38,6 +40,8 @@ impl SkipReason {
         SkipReason::NoContainers,
         SkipReason::NameCollision,
         SkipReason::PodTooLarge,
+        SkipReason::InvalidValue,
+        SkipReason::CrossNamespaceDenied,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -55,6 +59,8 @@ impl SkipReason {
             SkipReason::NoContainers => "no_containers",
             SkipReason::NameCollision => "name_collision",
             SkipReason::PodTooLarge => "pod_too_large",
+            SkipReason::InvalidValue => "invalid_value",
+            SkipReason::CrossNamespaceDenied => "cross_namespace_denied",
         }
     }
 }

@@ -35,6 +35,50 @@ pub const DEFAULT_MAX_POD_BYTES: usize = 1536 * 1024;
 /// is larger), for the check made before any work.
 pub const MIN_PATCH_BYTES_PER_TARGET: usize = 512;
 
+/// Annotation on an Instrumentation that lets pods of other namespaces use it when
+/// `--cross-namespace-references=opt-in`.
+pub const CROSS_NAMESPACE_ANNOTATION: &str = "otel-injector/cross-namespace";
+
+/// Which Instrumentations a pod may name in another namespace (`ns/name`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CrossNamespace {
+    /// Any, as the OpenTelemetry Operator allows.
+    #[default]
+    All,
+    /// Only those annotated `otel-injector/cross-namespace: "allowed"`.
+    OptIn,
+    /// None.
+    Deny,
+}
+
+/// Why a pod may not use an Instrumentation of another namespace, if that is the case.
+fn cross_namespace_denied(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+    lang: Language,
+) -> Option<String> {
+    let home = inst.metadata.namespace.as_deref().unwrap_or("");
+    if home == snapshot.namespace {
+        return None;
+    }
+    let allowed = match snapshot.config.cross_namespace {
+        CrossNamespace::All => true,
+        CrossNamespace::Deny => false,
+        CrossNamespace::OptIn => inst
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
+            .is_some_and(|v| v == "allowed"),
+    };
+    (!allowed).then(|| {
+        format!(
+            "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
+            inst.metadata.name.as_deref().unwrap_or("")
+        )
+    })
+}
+
 /// Engine settings that come from the command line.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -42,6 +86,8 @@ pub struct EngineConfig {
     pub images: DefaultImages,
     /// Pods whose mutated JSON would exceed this many bytes are admitted unchanged.
     pub max_pod_bytes: usize,
+    /// Which Instrumentations of other namespaces a pod may name.
+    pub cross_namespace: CrossNamespace,
 }
 
 impl Default for EngineConfig {
@@ -50,6 +96,7 @@ impl Default for EngineConfig {
             enabled: LanguageSet::all(),
             images: DefaultImages::default(),
             max_pod_bytes: DEFAULT_MAX_POD_BYTES,
+            cross_namespace: CrossNamespace::All,
         }
     }
 }
@@ -59,6 +106,32 @@ pub fn too_large_warning(bytes: usize, max: usize) -> String {
     format!(
         "otel-injector: the injected pod would be over {bytes} bytes (limit {max}); not injected"
     )
+}
+
+/// A Secret or ConfigMap name in `spec.exporter.tls` that cannot be used: its volume would be
+/// named `otel-auto-secret-<name>` (or `-configmap-`), which must be a DNS label, so a name
+/// that is not one (dots included) would make the API server reject the pod.
+fn invalid_tls_reference(inst: &Instrumentation) -> Option<(ObjectKind, String)> {
+    let tls = ExporterTls::of(&inst.spec)?;
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    refs.into_iter().find_map(|(kind, name)| {
+        let name = name?;
+        (!is_dns_label(name)).then(|| (kind, name.to_owned()))
+    })
+}
+
+/// RFC 1123 label: lower-case alphanumerics and `-`, alphanumeric at both ends, ≤ 63.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
 }
 
 /// A Secret or ConfigMap named by `spec.exporter.tls` that the snapshot knows is missing
@@ -348,6 +421,21 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
                 continue;
             }
         };
+        if let Some(msg) = cross_namespace_denied(snapshot, &inst, lang) {
+            d.skip(Some(lang), SkipReason::CrossNamespaceDenied, msg);
+            continue;
+        }
+        if let Some((kind, name)) = invalid_tls_reference(&inst) {
+            d.skip(
+                Some(lang),
+                SkipReason::InvalidValue,
+                format!(
+                    "inject-{lang}: exporter TLS {} name {name:?} is not a valid DNS label; not injected",
+                    kind.as_str()
+                ),
+            );
+            continue;
+        }
         if let Some((kind, name)) = missing_tls_reference(snapshot, &inst) {
             d.skip(
                 Some(lang),
@@ -386,7 +474,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             annotations: &annotations,
             warnings: &mut warnings,
         });
-        if outcome != Outcome::NothingInstrumented {
+        if let Outcome::Injected(_) = outcome {
             mount_exporter_tls(&mut plan, &slots, &inst);
             if let Err(collision) = plan.check() {
                 plan = before.unwrap_or_else(|| PodPlan::new(pod));
@@ -407,6 +495,10 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             Outcome::NothingInstrumented => d.skipped.push(Skip {
                 language: Some(lang),
                 reason: SkipReason::NothingInstrumented,
+            }),
+            Outcome::InvalidValue => d.skipped.push(Skip {
+                language: Some(lang),
+                reason: SkipReason::InvalidValue,
             }),
         }
     }
