@@ -4,6 +4,8 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod collector;
+pub mod controllers;
 pub mod controlplane;
 pub mod labeler;
 pub mod process;

@@ -14,3 +14,4 @@ mod languages;
 mod manifests;
 mod routing;
 mod selfcert;
+mod workloads;
