@@ -33,25 +33,34 @@ pub struct Tls<'a> {
 }
 
 impl Collector {
-    /// Starts it and waits (at most 30 s) until both receivers accept connections. Retries
-    /// twice on a port clash.
-    pub async fn start(tls: Option<Tls<'_>>) -> Result<Collector, String> {
+    /// Starts it (its temp dir inside `parent`, e.g. the control plane's dir whose janitor
+    /// removes it however the test process ends; else in the system's temp dir) and waits
+    /// (at most 30 s) until both receivers accept connections. Retries twice on a port
+    /// clash.
+    pub async fn start(tls: Option<Tls<'_>>, parent: Option<&Path>) -> Result<Collector, String> {
         let bin = tool_dir("otelcol")?.join("otelcol");
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::start_once(&bin, tls.as_ref()).await {
+            match Self::start_once(&bin, tls.as_ref(), parent).await {
                 Err(e) if e.contains("address already in use") && attempt < 3 => continue,
                 r => return r,
             }
         }
     }
 
-    async fn start_once(bin: &Path, tls: Option<&Tls<'_>>) -> Result<Collector, String> {
-        let tmp = tempfile::Builder::new()
-            .prefix("otel-injector-e2e-collector.")
-            .tempdir()
-            .map_err(|e| format!("temp dir: {e}"))?;
+    async fn start_once(
+        bin: &Path,
+        tls: Option<&Tls<'_>>,
+        parent: Option<&Path>,
+    ) -> Result<Collector, String> {
+        let mut b = tempfile::Builder::new();
+        b.prefix("otel-injector-e2e-collector.");
+        let tmp = match parent {
+            Some(p) => b.tempdir_in(p),
+            None => b.tempdir(),
+        }
+        .map_err(|e| format!("temp dir: {e}"))?;
         let dir = tmp.path().to_owned();
         let grpc: SocketAddr = ([127, 0, 0, 1], free_port()).into();
         let http: SocketAddr = ([127, 0, 0, 1], free_port()).into();

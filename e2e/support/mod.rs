@@ -7,6 +7,8 @@ pub mod api;
 pub mod collector;
 pub mod controllers;
 pub mod controlplane;
+pub mod kubelet;
 pub mod labeler;
 pub mod process;
+pub mod runner;
 pub mod webhook;

@@ -14,4 +14,5 @@ mod languages;
 mod manifests;
 mod routing;
 mod selfcert;
+mod telemetry;
 mod workloads;
