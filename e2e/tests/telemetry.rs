@@ -51,14 +51,22 @@ pub fn fast_export_env() -> Value {
 }
 
 /// An Instrumentation spec exporting to `endpoint`, with the local agent images and one
-/// resource attribute.
+/// resource attribute. The agents' cloud resource detectors stay off (as they are by
+/// default in the Java agent and the Python distro; Node.js lists its detectors): they
+/// would ask a cloud metadata address, and the tests talk to 127.0.0.1 only.
 pub fn spec(endpoint: &str) -> Value {
     json!({
         "exporter": {"endpoint": endpoint},
         "resource": {"resourceAttributes": {"deployment.environment.name": "e2e"}},
         "env": fast_export_env(),
-        "java": {"image": runner::JAVA_AGENT},
-        "nodejs": {"image": runner::NODEJS_AGENT},
+        "java": {"image": runner::JAVA_AGENT, "env": [
+            {"name": "OTEL_RESOURCE_PROVIDERS_AWS_ENABLED", "value": "false"},
+            {"name": "OTEL_RESOURCE_PROVIDERS_AZURE_ENABLED", "value": "false"},
+            {"name": "OTEL_RESOURCE_PROVIDERS_GCP_ENABLED", "value": "false"}
+        ]},
+        "nodejs": {"image": runner::NODEJS_AGENT, "env": [
+            {"name": "OTEL_NODE_RESOURCE_DETECTORS", "value": "env,host,os,process,container"}
+        ]},
         "python": {"image": runner::PYTHON_AGENT}
     })
 }
@@ -258,4 +266,117 @@ async fn java_deployment_sends_a_server_span_with_the_promised_resource() {
     assert_eq!(span.attr("http.route"), "/", "{span:#?}");
     assert_eq!(span.attr("url.path"), "/hello", "{span:#?}");
     assert_eq!(span.attr("http.response.status_code"), "200");
+}
+
+/// One app container of `image` with the given extra env, `inject-<lang>: "true"`, one
+/// request to `/hello`: returns what ran and the one server span.
+async fn one_language(
+    id: &str,
+    lang: &str,
+    image: &str,
+    extra_env: Value,
+    answer: &str,
+) -> (Running, Span) {
+    let c = collector().await;
+    let env = Env::start(id).await;
+    let port = free_port();
+    let mut container = app("app", image, port);
+    for e in extra_env.as_array().into_iter().flatten() {
+        container["env"].as_array_mut().unwrap().push(e.clone());
+    }
+    let mut r = deploy(
+        &env,
+        "checkout",
+        spec(&c.http_endpoint()),
+        &[(&format!("{INJECT}{lang}"), "true")],
+        json!([container]),
+    )
+    .await;
+    let (status, body) = request(&mut r, port, "/hello").await;
+    assert_eq!((status, body.as_str()), (200, answer));
+    let span = the_server_span(c, &r, "checkout").await;
+    assert_resource(&span, &r, "app", "checkout");
+    let rs = r.pod["metadata"]["ownerReferences"][0]["name"]
+        .as_str()
+        .unwrap();
+    assert_eq!(span.res("k8s.deployment.name"), "checkout");
+    assert_eq!(span.res("k8s.replicaset.name"), rs);
+    assert_eq!(span.res("service.version"), "1.0.0");
+    (r, span)
+}
+
+#[tokio::test]
+async fn nodejs_deployment_sends_a_server_span_with_the_promised_resource() {
+    let (r, span) = one_language(
+        "node-span",
+        "nodejs",
+        runner::NODEJS_APP,
+        json!([]),
+        "nodejs /hello",
+    )
+    .await;
+    assert_eq!(
+        env_value(&r.pod, 0, "NODE_OPTIONS"),
+        " --require /otel-auto-instrumentation-nodejs/autoinstrumentation.js"
+    );
+    assert_eq!(span.res("telemetry.sdk.language"), "nodejs");
+    assert_eq!(
+        span.scope, "@opentelemetry/instrumentation-http",
+        "{span:#?}"
+    );
+    assert_eq!(span.name, "GET", "{span:#?}");
+    assert_eq!(span.attr("url.path"), "/hello", "{span:#?}");
+    assert_eq!(span.attr("http.response.status_code"), "200", "{span:#?}");
+    // Only the detectors the Instrumentation lists ran: no cloud metadata lookup.
+    assert!(
+        !r.run.log("app").contains("MetadataLookupWarning"),
+        "{}",
+        r.run.log("app")
+    );
+    assert_eq!(span.res("process.runtime.name"), "nodejs");
+}
+
+#[tokio::test]
+async fn python_deployment_sends_a_server_span_with_the_promised_resource() {
+    let (r, span) = one_language(
+        "python-span",
+        "python",
+        runner::PYTHON_APP,
+        json!([{"name": "PYTHONPATH", "value": "/app/lib"}]),
+        "python /hello",
+    )
+    .await;
+    // The user's PYTHONPATH (the app's libraries) between the agent's two directories.
+    assert_eq!(
+        env_value(&r.pod, 0, "PYTHONPATH"),
+        "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation:\
+         /app/lib:/otel-auto-instrumentation-python"
+    );
+    assert_eq!(span.res("telemetry.sdk.language"), "python");
+    assert_eq!(
+        span.scope, "opentelemetry.instrumentation.flask",
+        "{span:#?}"
+    );
+    assert_eq!(span.name, "GET /<path:path>", "{span:#?}");
+    assert_eq!(span.attr("http.route"), "/<path:path>", "{span:#?}");
+}
+
+#[tokio::test]
+async fn sdk_only_python_app_configured_by_the_injected_env_sends_its_span() {
+    let (r, span) = one_language(
+        "sdk-span",
+        "sdk",
+        runner::PYTHON_SDK_APP,
+        json!([{"name": "PYTHONPATH", "value": "/app/lib"}]),
+        "python-sdk /hello",
+    )
+    .await;
+    // No agent: no init container, no volume; the app's own PYTHONPATH untouched.
+    assert!(r.pod["spec"]["initContainers"].is_null(), "{}", r.pod);
+    assert!(r.pod["spec"]["volumes"].is_null(), "{}", r.pod);
+    assert_eq!(env_value(&r.pod, 0, "PYTHONPATH"), "/app/lib");
+    assert_eq!(span.res("telemetry.sdk.language"), "python");
+    assert_eq!(span.scope, "e2e.python-sdk");
+    assert_eq!(span.name, "GET /hello");
+    assert_eq!(span.attr("url.path"), "/hello");
 }
