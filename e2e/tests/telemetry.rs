@@ -122,6 +122,18 @@ pub async fn deploy(
     containers: Value,
 ) -> Running {
     let ns = env.namespace("shop", &[]).await;
+    deploy_in(env, ns, name, inst_spec, annotations, containers).await
+}
+
+/// [`deploy`] into an existing namespace of the test.
+pub async fn deploy_in(
+    env: &Env,
+    ns: String,
+    name: &str,
+    inst_spec: Value,
+    annotations: &[(&str, &str)],
+    containers: Value,
+) -> Running {
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "inst", inst_spec).await;
     let mut t = template(name, annotations);
@@ -379,4 +391,393 @@ async fn sdk_only_python_app_configured_by_the_injected_env_sends_its_span() {
     assert_eq!(span.scope, "e2e.python-sdk");
     assert_eq!(span.name, "GET /hello");
     assert_eq!(span.attr("url.path"), "/hello");
+}
+
+/// A plain HTTP/1.1 GET with extra headers (`Connection: close`): (status, body).
+pub async fn get_with_headers(port: u16, path: &str, headers: &[(&str, &str)]) -> (u16, String) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .unwrap_or_else(|e| panic!("connect {port}: {e}"));
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
+    s.write_all(
+        format!(
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{extra}Connection: close\r\n\r\n"
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    let mut buf = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut buf))
+        .await
+        .expect("an answer within 30 s")
+        .unwrap();
+    let text = String::from_utf8_lossy(&buf).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, body.to_owned())
+}
+
+/// A downstream "app" in the test: accepts one HTTP request on 127.0.0.1, answers 200 and
+/// hands over the request's headers (lower-case names).
+pub async fn downstream() -> (
+    u16,
+    tokio::sync::oneshot::Receiver<BTreeMap<String, String>>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", free_port()))
+        .await
+        .expect("bind the downstream");
+    let port = listener.local_addr().unwrap().port();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    tokio::spawn(async move {
+        let Ok((mut s, _)) = listener.accept().await else {
+            return;
+        };
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut chunk).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+        }
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let headers = text
+            .lines()
+            .skip(1)
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+            .collect();
+        let _ = s
+            .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            .await;
+        let _ = tx.send(headers);
+    });
+    (port, rx)
+}
+
+#[tokio::test]
+async fn sampler_ratio_zero_sends_no_span_while_the_agent_reports_the_request() {
+    let c = collector().await;
+    let env = Env::start("sampler").await;
+    let port = free_port();
+    let mut s = spec(&c.http_endpoint());
+    s["sampler"] = json!({"type": "parentbased_traceidratio", "argument": "0"});
+    // Metrics on, every 500 ms: they prove the agent ran and saw the request.
+    s["env"] = json!([
+        {"name": "OTEL_BSP_SCHEDULE_DELAY", "value": "100"},
+        {"name": "OTEL_METRIC_EXPORT_INTERVAL", "value": "500"},
+        {"name": "OTEL_LOGS_EXPORTER", "value": "none"}
+    ]);
+    let mut r = deploy(
+        &env,
+        "checkout",
+        s,
+        &[(&format!("{INJECT}java"), "true")],
+        json!([app("app", runner::JAVA_APP, port)]),
+    )
+    .await;
+    assert_eq!(
+        env_value(&r.pod, 0, "OTEL_TRACES_SAMPLER"),
+        "parentbased_traceidratio"
+    );
+    assert_eq!(env_value(&r.pod, 0, "OTEL_TRACES_SAMPLER_ARG"), "0");
+    let (status, _) = request(&mut r, port, "/hello").await;
+    assert_eq!(status, 200);
+    let t0 = Instant::now();
+    let ns = r.ns.clone();
+    let counted = |m: &crate::support::collector::Metric| {
+        m.name == "http.server.request.duration"
+            && m.resource.get("k8s.namespace.name") == Some(&json!(ns))
+            && m.data.to_string().contains("\"count\":\"1\"")
+    };
+    loop {
+        if c.metrics().iter().any(counted) {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no http.server.request.duration of {ns} counting the request:\n{}",
+            r.run.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let metric = c.metrics().into_iter().find(counted).unwrap();
+    assert_eq!(metric.resource["service.name"], "checkout");
+    // The request was handled inside the agent: its span, had it been sampled, left with
+    // the metrics' export (100 ms batches). None arrived.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let spans = c.spans();
+    let of_ns: Vec<_> = spans
+        .iter()
+        .filter(|s| s.res("k8s.namespace.name") == r.ns)
+        .collect();
+    assert!(of_ns.is_empty(), "no sampled span: {of_ns:#?}");
+}
+
+#[tokio::test]
+async fn b3_propagator_puts_a_b3_header_on_the_apps_outgoing_call() {
+    let c = collector().await;
+    let env = Env::start("b3").await;
+    let port = free_port();
+    let (down, headers) = downstream().await;
+    let mut s = spec(&c.http_endpoint());
+    s["propagators"] = json!(["b3"]);
+    let mut container = app("app", runner::JAVA_APP, port);
+    container["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "DOWNSTREAM_URL", "value": format!("http://127.0.0.1:{down}/stock")}));
+    let mut r = deploy(
+        &env,
+        "checkout",
+        s,
+        &[(&format!("{INJECT}java"), "true")],
+        json!([container]),
+    )
+    .await;
+    assert_eq!(env_value(&r.pod, 0, "OTEL_PROPAGATORS"), "b3");
+    let (status, body) = request(&mut r, port, "/call").await;
+    assert_eq!((status, body.as_str()), (200, "java /call downstream 200"));
+    let headers = tokio::time::timeout(Duration::from_secs(10), headers)
+        .await
+        .expect("the downstream was called")
+        .expect("headers");
+    let server = the_server_span(c, &r, "checkout").await;
+    let spans = c.spans();
+    let clients: Vec<_> = spans
+        .iter()
+        .filter(|s| s.kind == 3 && s.res("k8s.namespace.name") == r.ns)
+        .collect();
+    assert_eq!(clients.len(), 1, "{clients:#?}");
+    let client = clients[0];
+    assert_eq!(client.trace_id, server.trace_id);
+    assert_eq!(client.parent_span_id, server.span_id);
+    // Single-header B3: {trace id}-{span id}-{sampled}; no W3C header.
+    assert_eq!(
+        headers.get("b3"),
+        Some(&format!("{}-{}-1", client.trace_id, client.span_id)),
+        "{headers:?}"
+    );
+    assert!(!headers.contains_key("traceparent"), "{headers:?}");
+}
+
+#[tokio::test]
+async fn java_and_python_containers_of_one_pod_report_two_services() {
+    let c = collector().await;
+    let env = Env::start("two-langs").await;
+    let (java_port, python_port) = (free_port(), free_port());
+    let mut worker = app("worker", runner::PYTHON_APP, python_port);
+    worker["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "PYTHONPATH", "value": "/app/lib"}));
+    let mut r = deploy(
+        &env,
+        "checkout",
+        spec(&c.http_endpoint()),
+        &[
+            (&format!("{INJECT}java"), "true"),
+            (&format!("{INJECT}python"), "true"),
+            (
+                "instrumentation.opentelemetry.io/java-container-names",
+                "api",
+            ),
+            (
+                "instrumentation.opentelemetry.io/python-container-names",
+                "worker",
+            ),
+        ],
+        json!([app("api", runner::JAVA_APP, java_port), worker]),
+    )
+    .await;
+    assert_eq!(
+        request(&mut r, java_port, "/a").await,
+        (200, "java /a".to_owned())
+    );
+    assert_eq!(
+        request(&mut r, python_port, "/b").await,
+        (200, "python /b".to_owned())
+    );
+    let what = format!("two server spans in {}", r.ns);
+    let ns = r.ns.clone();
+    let spans = c
+        .await_spans(&what, Duration::from_secs(60), |spans| {
+            spans
+                .iter()
+                .filter(|s| s.kind == SERVER && s.res("k8s.namespace.name") == ns)
+                .count()
+                >= 2
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", r.run.logs()));
+    let mut servers: Vec<_> = spans
+        .iter()
+        .filter(|s| s.kind == SERVER && s.res("k8s.namespace.name") == r.ns)
+        .collect();
+    servers.sort_by_key(|s| s.res("k8s.container.name").to_owned());
+    assert_eq!(servers.len(), 2, "{servers:#?}");
+    let (api, worker) = (servers[0], servers[1]);
+    for (span, container, language) in [(api, "api", "java"), (worker, "worker", "python")] {
+        let promised = r.promised_resource(container);
+        assert_eq!(span.res("k8s.container.name"), container);
+        assert_eq!(span.res("telemetry.sdk.language"), language);
+        assert_eq!(span.res("service.name"), promised["service.name"]);
+        assert_eq!(
+            span.res("service.instance.id"),
+            format!("{}.{}.{container}", r.ns, r.name())
+        );
+        for (k, v) in &promised {
+            assert_eq!(span.res(k), v, "{container}: {k}");
+        }
+    }
+    assert_eq!(
+        (api.res("service.name"), worker.res("service.name")),
+        ("checkout", "checkout")
+    );
+}
+
+#[tokio::test]
+async fn a_service_name_the_user_set_is_kept_and_reported() {
+    let c = collector().await;
+    let env = Env::start("user-env").await;
+    let port = free_port();
+    let mut container = app("app", runner::NODEJS_APP, port);
+    container["env"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "OTEL_SERVICE_NAME", "value": "payments-api"}));
+    let mut r = deploy(
+        &env,
+        "checkout",
+        spec(&c.http_endpoint()),
+        &[(&format!("{INJECT}nodejs"), "true")],
+        json!([container]),
+    )
+    .await;
+    let names: Vec<_> = r.pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["name"] == "OTEL_SERVICE_NAME")
+        .collect();
+    assert_eq!(
+        names,
+        [&json!({"name": "OTEL_SERVICE_NAME", "value": "payments-api"})]
+    );
+    request(&mut r, port, "/hello").await;
+    let span = the_server_span(c, &r, "payments-api").await;
+    assert_eq!(span.res("k8s.deployment.name"), "checkout");
+    assert_eq!(span.res("k8s.pod.name"), r.name());
+}
+
+#[tokio::test]
+async fn java_tool_options_the_user_set_still_take_effect_with_the_agent() {
+    let c = collector().await;
+    let env = Env::start("jto").await;
+    let port = free_port();
+    let mut container = app("app", runner::JAVA_APP, port);
+    // An option the agent itself reads: it must see it, and the agent must be attached.
+    container["env"].as_array_mut().unwrap().push(json!({
+        "name": "JAVA_TOOL_OPTIONS",
+        "value": "-Dotel.instrumentation.http.server.capture-request-headers=x-tenant"
+    }));
+    let mut r = deploy(
+        &env,
+        "checkout",
+        spec(&c.http_endpoint()),
+        &[(&format!("{INJECT}java"), "true")],
+        json!([container]),
+    )
+    .await;
+    assert_eq!(
+        env_value(&r.pod, 0, "JAVA_TOOL_OPTIONS"),
+        "-Dotel.instrumentation.http.server.capture-request-headers=x-tenant \
+         -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
+    );
+    request(&mut r, port, "/warm-up").await;
+    // The warm-up's span first (it carries no header), then the request with the header.
+    c.await_spans("the warm-up span", Duration::from_secs(60), |s| {
+        !server_spans(s, &r.ns, "checkout").is_empty()
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{e}\n{}", r.run.logs()));
+    let (status, _) = get_with_headers(port, "/tenant", &[("x-tenant", "acme")]).await;
+    assert_eq!(status, 200);
+    let ns = r.ns.clone();
+    let spans = c
+        .await_spans("the /tenant span", Duration::from_secs(30), |s| {
+            server_spans(s, &ns, "checkout")
+                .iter()
+                .any(|s| s.attr("url.path") == "/tenant")
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", r.run.logs()));
+    let span = server_spans(&spans, &r.ns, "checkout")
+        .into_iter()
+        .find(|s| s.attr("url.path") == "/tenant")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        span.attributes.get("http.request.header.x-tenant"),
+        Some(&json!(["acme"])),
+        "{span:#?}"
+    );
+}
+
+#[tokio::test]
+async fn exporter_tls_ca_from_a_secret_lets_spans_reach_a_tls_collector() {
+    let cp = cluster().await;
+    let certs = otel_injector::certs::generate("e2e collector CA", &["127.0.0.1".to_owned()])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dir = tempfile::Builder::new()
+        .prefix("collector-tls.")
+        .tempdir_in(&cp.dir)
+        .unwrap();
+    certs.write_to(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let tls = Collector::start(
+        Some(crate::support::collector::Tls {
+            cert: &dir.path().join("tls.crt"),
+            key: &dir.path().join("tls.key"),
+        }),
+        Some(&cp.dir),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert!(tls.http_endpoint().starts_with("https://127.0.0.1:"));
+    let env = Env::start("tls").await;
+    let port = free_port();
+    let ns = env.namespace("shop", &[]).await;
+    create(
+        &env,
+        &format!("/api/v1/namespaces/{ns}/secrets"),
+        &json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "collector-ca"},
+                "stringData": {"ca.crt": certs.ca_cert}}),
+    )
+    .await;
+    let mut s = spec(&tls.http_endpoint());
+    s["exporter"]["tls"] = json!({"secretName": "collector-ca", "ca_file": "ca.crt"});
+    let mut r = deploy_in(
+        &env,
+        ns,
+        "checkout",
+        s,
+        &[(&format!("{INJECT}java"), "true")],
+        json!([app("app", runner::JAVA_APP, port)]),
+    )
+    .await;
+    let ca_path = env_value(&r.pod, 0, "OTEL_EXPORTER_OTLP_CERTIFICATE").to_owned();
+    assert!(ca_path.ends_with("/ca.crt"), "{ca_path}");
+    request(&mut r, port, "/hello").await;
+    let span = the_server_span(&tls, &r, "checkout").await;
+    assert_resource(&span, &r, "app", "checkout");
 }
