@@ -35,6 +35,14 @@ if ! command -v bwrap >/dev/null; then
     apt-get install -y -qq bubblewrap >&2 || { apt-get update -qq >&2 && apt-get install -y -qq bubblewrap >&2; }
 fi
 
+# The Python images hold compiled wheels for the interpreter that builds them; the pod runner
+# runs the apps with the machine's /usr/bin/python3. They must be the same minor version.
+py_minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
+if [[ "$(py_minor "$PYTHON")" != "$(py_minor /usr/bin/python3)" ]]; then
+    log "$PYTHON is Python $(py_minor "$PYTHON"), /usr/bin/python3 is $(py_minor /usr/bin/python3): set E2E_PYTHON to a pip of the latter's version"
+    exit 1
+fi
+
 hash_of() { # files... -> 16 hex digits
     cat "$@" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-16
 }
