@@ -184,9 +184,6 @@ async fn run(hold: bool) -> Result<(), String> {
     // the real Java agent, and the span it sends to the real collector.
     let (live, live_state) = live_span(&mut cp, &client, &mut clock).await?;
     println!();
-    print!("{live}");
-    println!();
-    let total = clock.start.elapsed();
     println!("Timing of the live part (wall clock):");
     for (what, d) in clock
         .steps
@@ -196,9 +193,11 @@ async fn run(hold: bool) -> Result<(), String> {
         println!("  {:>6} ms  {what}", d.as_millis());
     }
     println!(
-        "  {:>6} ms  total, until the span above was printed",
-        total.as_millis()
+        "  {:>6} ms  total, until the span below was received",
+        clock.start.elapsed().as_millis()
     );
+    println!();
+    print!("{live}");
 
     if hold {
         println!();
