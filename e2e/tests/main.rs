@@ -14,3 +14,5 @@ mod languages;
 mod manifests;
 mod routing;
 mod selfcert;
+mod telemetry;
+mod workloads;
