@@ -77,7 +77,13 @@ fn no_module_uses_a_module_above_it() {
     let mut edges: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for file in files {
         let rel = file.strip_prefix(&src).unwrap();
-        let top = rel.iter().next().unwrap().to_str().unwrap().trim_end_matches(".rs");
+        let top = rel
+            .iter()
+            .next()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .trim_end_matches(".rs");
         if top == "lib" || top == "main" {
             continue;
         }
@@ -99,7 +105,10 @@ fn no_module_uses_a_module_above_it() {
     }
     wrong.sort();
     wrong.dedup();
-    assert!(wrong.is_empty(), "arrows that run up or sideways: {wrong:?}");
+    assert!(
+        wrong.is_empty(),
+        "arrows that run up or sideways: {wrong:?}"
+    );
 }
 
 #[test]
