@@ -117,6 +117,17 @@ impl StaticCatalog {
         self
     }
 
+    /// Adds these labels to a namespace.
+    pub fn with_namespace_labels(mut self, namespace: &str, labels: &[(&str, &str)]) -> Self {
+        let info = self.namespace_entry(namespace);
+        info.labels.extend(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+        );
+        self
+    }
+
     fn namespace_entry(&mut self, namespace: &str) -> &mut NamespaceInfo {
         let entry = self.namespaces.entry(namespace.to_owned()).or_default();
         Arc::make_mut(entry)

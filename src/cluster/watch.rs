@@ -17,6 +17,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::broadcast;
 
 use super::POD_SECURITY_ENFORCE;
+use crate::agents::ANNOTATION_PREFIX;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 use crate::metrics::Metrics;
@@ -181,8 +182,13 @@ impl Catalog for KubeCatalog {
     fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
         let ns = self.namespaces.store.get(&ObjectRef::new(name))?;
         let meta = &ns.metadata;
+        let labels = meta.labels.iter().flatten();
         Some(Arc::new(NamespaceInfo {
             annotations: meta.annotations.clone().unwrap_or_default(),
+            labels: labels
+                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
             pod_security_enforce: meta
                 .labels
                 .as_ref()

@@ -22,7 +22,7 @@ use crate::agents::{ANNOTATION_PREFIX, DefaultImages, Injection, Language, Langu
 use crate::crd::Instrumentation;
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
-use crate::pod::select::{self, Annotations, Request, TargetError};
+use crate::pod::select::{self, Annotations, Keys, Request, TargetError};
 
 /// Annotation the webhook puts on every pod it changed; its value lists the injected
 /// languages. A pod that carries it is never changed again (reinvocation, re-submission).
@@ -142,8 +142,15 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
     if pod_annotations.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
         return None;
     }
-    let ns_annotations = snapshot.namespace_info.as_ref().map(|n| &n.annotations);
-    let annotations = Annotations::new(pod, ns_annotations);
+    let namespace_keys = snapshot
+        .namespace_info
+        .as_ref()
+        .map(|n| Keys {
+            labels: Some(&n.labels),
+            annotations: Some(&n.annotations),
+        })
+        .unwrap_or_default();
+    let annotations = Annotations::new(pod, namespace_keys);
 
     let requests: Vec<(Language, Request<'_>)> = Language::ALL
         .iter()

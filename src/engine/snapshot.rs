@@ -119,6 +119,8 @@ impl FromIterator<Instrumentation> for Instrumentations {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NamespaceInfo {
     pub annotations: BTreeMap<String, String>,
+    /// Its labels under `instrumentation.opentelemetry.io/` (a label wins over an annotation).
+    pub labels: BTreeMap<String, String>,
     /// The Pod Security Admission level it enforces (`pod-security.kubernetes.io/enforce`).
     pub pod_security_enforce: Option<String>,
 }

@@ -75,26 +75,46 @@ pub fn effective<'v>(namespace: Option<&'v str>, pod: Option<&'v str>) -> Option
     }
 }
 
-/// Looks up annotations on the pod and its namespace with precedence applied.
+/// The injection keys of one object: its labels and annotations. A label wins over an
+/// annotation with the same key (the OpenTelemetry Operator's v1beta1 design), so the API
+/// server can select pods by them.
+#[derive(Clone, Copy, Default)]
+pub struct Keys<'a> {
+    pub labels: Option<&'a BTreeMap<String, String>>,
+    pub annotations: Option<&'a BTreeMap<String, String>>,
+}
+
+impl<'a> Keys<'a> {
+    pub fn get(&self, key: &str) -> Option<&'a str> {
+        let label = self.labels.and_then(|m| m.get(key));
+        label
+            .or_else(|| self.annotations.and_then(|m| m.get(key)))
+            .map(String::as_str)
+    }
+}
+
+/// Looks up injection keys on the pod and its namespace with precedence applied: label over
+/// annotation on each object, then the namespace-vs-pod rule of [`effective`].
 pub struct Annotations<'a> {
-    pod: Option<&'a BTreeMap<String, String>>,
-    namespace: Option<&'a BTreeMap<String, String>>,
+    pod: Keys<'a>,
+    namespace: Keys<'a>,
 }
 
 impl<'a> Annotations<'a> {
-    pub fn new(pod: &'a Pod, namespace: Option<&'a BTreeMap<String, String>>) -> Self {
-        Annotations {
-            pod: pod.metadata.annotations.as_ref(),
-            namespace,
-        }
+    pub fn new(pod: &'a Pod, namespace: Keys<'a>) -> Self {
+        let pod = Keys {
+            labels: pod.metadata.labels.as_ref(),
+            annotations: pod.metadata.annotations.as_ref(),
+        };
+        Annotations { pod, namespace }
     }
 
     pub fn pod(&self, key: &str) -> Option<&'a str> {
-        self.pod.and_then(|m| m.get(key)).map(String::as_str)
+        self.pod.get(key)
     }
 
     pub fn namespace(&self, key: &str) -> Option<&'a str> {
-        self.namespace.and_then(|m| m.get(key)).map(String::as_str)
+        self.namespace.get(key)
     }
 
     pub fn get(&self, key: &str) -> Option<&'a str> {
