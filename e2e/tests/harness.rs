@@ -575,6 +575,9 @@ pub fn assert_label_applied_by_the_webhook(namespace: &Value) {
     assert_eq!(owners[0]["operation"], "Apply", "{:?}", owners[0]);
 }
 
+/// The e2e API server's version (scripts/e2e-build.sh builds Kubernetes v1.37.2).
+pub const APISERVER_VERSION: (u32, u32) = (1, 37);
+
 /// What the engine itself makes of `pod` created in `ns`, given the Instrumentations
 /// `insts` (as sent to the apiserver) and the test webhook's flags: `decide` on a
 /// [`StaticCatalog`] of them, its JSON patch applied to the pod as the test sends it.
@@ -590,7 +593,10 @@ pub fn engine_result(env: &Env, ns: &str, insts: &[Value], pod: &Value) -> (Valu
         .with_namespace(ns, &[]);
     let typed: Pod = serde_json::from_value(pod.clone()).expect("a valid Pod");
     let config = env.engine_config();
-    let (patch, report) = mutate(&Snapshot::take(&catalog, ns, &config), &typed);
+    let mut snapshot = Snapshot::take(&catalog, ns, &config);
+    // What the webhook reads from the real API server (`auto` modes depend on it).
+    snapshot.server_version = Some(APISERVER_VERSION);
+    let (patch, report) = mutate(&snapshot, &typed);
     let mut out = pod.clone();
     json_patch::patch(&mut out, &json_patch::Patch(patch))
         .unwrap_or_else(|e| panic!("the engine's patch does not apply: {e}"));
@@ -671,6 +677,8 @@ pub const APISERVER_DEFAULTS: &[(&str, Option<&str>)] = &[
     ),
     ("spec.volumes[].configMap.defaultMode", Some("420")),
     ("spec.volumes[].hostPath.type", Some(r#""""#)),
+    // Image volumes (agent delivery `image-volume`): pulled like a container's image.
+    ("spec.volumes[].image.pullPolicy", Some(r#""IfNotPresent""#)),
 ];
 
 /// What the DefaultTolerationSeconds admission plugin adds to a pod without tolerations.

@@ -401,7 +401,11 @@ async fn go_pod_gets_a_privileged_sidecar_that_the_apiserver_accepts() {
     let (env, ns) = setup(
         "lang-go",
         Options {
-            args: vec!["--enabled-languages".into(), ALL_LANGUAGES.into()],
+            args: vec![
+                "--enabled-languages".into(),
+                ALL_LANGUAGES.into(),
+                "--go-sidecar=classic".into(),
+            ],
             ..Options::default()
         },
     )
@@ -864,5 +868,112 @@ async fn injected_pods_pass_pod_security_restricted() {
         assert!(r.warnings.is_empty(), "{lang}: {:?}", r.warnings);
         let stored = env.stored(&ns, lang).await;
         assert_eq!(stored["metadata"]["annotations"][INJECTED_ANNOTATION], lang);
+    }
+}
+
+#[tokio::test]
+async fn go_runs_as_a_native_sidecar_by_default_on_this_apiserver() {
+    // `--go-sidecar=auto` (the default): the webhook read the API server's version (1.37)
+    // at start, so the sidecar is an init container with `restartPolicy: Always`.
+    let (env, ns) = setup(
+        "lang-go-native",
+        Options {
+            args: vec!["--enabled-languages".into(), ALL_LANGUAGES.into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let inst = env
+        .instrumentation(&ns, "go-inst", spec("http://c:4318", json!({})))
+        .await;
+    let p = pod_of(
+        "checkout",
+        json!({INJECT_GO: "true", GO_TARGET_EXE: "/app/checkout"}),
+        json!([{"name": "app", "image": "shop/checkout:1.4.2"}]),
+    );
+    let stored = create_injected(&env, &ns, &[inst], &p, &[Language::Go]).await;
+    assert_eq!(names(&stored["spec"]["containers"]), ["app"]);
+    assert_eq!(
+        names(&stored["spec"]["initContainers"]),
+        ["opentelemetry-auto-instrumentation"]
+    );
+    assert_eq!(
+        stored["spec"]["initContainers"][0]["restartPolicy"],
+        "Always"
+    );
+    assert_eq!(stored["spec"]["shareProcessNamespace"], true);
+}
+
+#[tokio::test]
+async fn image_volume_delivery_is_accepted_for_every_copied_agent() {
+    let (env, ns) = setup(
+        "lang-image-volumes",
+        Options {
+            args: vec!["--agent-delivery=image-volume".into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let inst = env
+        .instrumentation(&ns, "inst", spec("http://c:4318", json!({})))
+        .await;
+    let cases = [
+        (
+            INJECT_JAVA,
+            Language::Java,
+            "opentelemetry-auto-instrumentation-java",
+            None,
+        ),
+        (
+            INJECT_NODEJS,
+            Language::NodeJs,
+            "opentelemetry-auto-instrumentation-nodejs",
+            Some("autoinstrumentation"),
+        ),
+        (
+            INJECT_PYTHON,
+            Language::Python,
+            "opentelemetry-auto-instrumentation-python",
+            Some("autoinstrumentation"),
+        ),
+        (
+            INJECT_DOTNET,
+            Language::DotNet,
+            "opentelemetry-auto-instrumentation-dotnet",
+            Some("autoinstrumentation"),
+        ),
+    ];
+    for (key, lang, volume, sub_path) in cases {
+        let name = format!("image-{lang}");
+        let p = pod_of(
+            &name,
+            json!({key: "true"}),
+            json!([{"name": "app", "image": "shop/app:1"}]),
+        );
+        let stored = create_injected(&env, &ns, std::slice::from_ref(&inst), &p, &[lang]).await;
+        assert!(
+            stored["spec"]["initContainers"].is_null(),
+            "{lang}: {stored}"
+        );
+        let image = &stored["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == volume)
+            .unwrap_or_else(|| panic!("{lang}: no volume {volume}: {stored}"))["image"];
+        assert_eq!(
+            image["reference"],
+            lang.agent().default_image().unwrap(),
+            "{lang}"
+        );
+        let mount = &container(&stored, "app")["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == volume)
+            .unwrap_or_else(|| panic!("{lang}: no mount: {stored}"))
+            .clone();
+        assert_eq!(mount["readOnly"], true, "{lang}");
+        assert_eq!(mount["subPath"].as_str(), sub_path, "{lang}");
     }
 }

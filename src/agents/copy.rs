@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, EmptyDirVolumeSource, EphemeralVolumeSource, PersistentVolumeClaimTemplate,
-    ResourceRequirements, SecurityContext, Volume, VolumeMount,
+    Container, EmptyDirVolumeSource, EphemeralVolumeSource, ImageVolumeSource,
+    PersistentVolumeClaimTemplate, ResourceRequirements, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -82,17 +82,40 @@ pub trait CopyAgent: Agent {
         self.layout().mount.to_owned()
     }
     /// The agent's own environment edit of one target mounted at `mount`.
+    /// `image_volumes`: the agent is mounted from its image instead of copied.
     fn edit_env(
         &self,
         env: &mut EnvPlan<'_>,
         mount: &str,
         spec: &InstrumentationSpec,
         variant: &Self::Variant,
+        image_volumes: bool,
     );
     /// Variables set when absent after the common env, for agents that edit before it.
     fn after_common_env(&self, _env: &mut EnvPlan<'_>) {}
     /// The init container's command.
     fn copy_command(&self, variant: &Self::Variant) -> Vec<String>;
+    /// Where the agent lives in its image (`None`: the image's root), for image volumes.
+    fn image_sub_path(&self, _variant: &Self::Variant) -> Option<&'static str> {
+        None
+    }
+    /// The image volumes a target mounts at `mount` (image-volume delivery): the agent's
+    /// image, plus any the agent adds (Java's extensions).
+    fn images(
+        &self,
+        spec: &InstrumentationSpec,
+        image: &str,
+        mount: &str,
+        variant: &Self::Variant,
+    ) -> Vec<AgentImage> {
+        let _ = spec;
+        vec![AgentImage {
+            volume: self.layout().volume.to_owned(),
+            reference: image.to_owned(),
+            mount_path: mount.to_owned(),
+            sub_path: self.image_sub_path(variant).map(str::to_owned),
+        }]
+    }
     /// Init containers placed right after the agent's own (Java's extensions).
     fn more_init_containers(
         &self,
@@ -101,6 +124,16 @@ pub trait CopyAgent: Agent {
     ) -> Vec<Container> {
         Vec::new()
     }
+}
+
+/// An image mounted as a volume (image-volume delivery).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentImage {
+    pub volume: String,
+    pub reference: String,
+    pub mount_path: String,
+    /// The directory inside the image that is mounted.
+    pub sub_path: Option<String>,
 }
 
 /// The per-container loop every copy agent shares: check, mount, language env, common env
@@ -128,6 +161,9 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
     } else {
         &[section.env(), spec.env.as_slice()]
     };
+    let image = cx.image(lang);
+    let image_volumes = cx.delivery.image_volumes;
+    let mut mounted: Vec<AgentImage> = Vec::new();
     let mut done = Vec::new();
     'targets: for &slot in cx.targets {
         let Some(c) = cx.plan.container(slot) else {
@@ -145,21 +181,37 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
             continue;
         }
         let mount = agent.target_mount(name);
-        c.mount(VolumeMount {
-            name: agent.layout().volume.into(),
-            mount_path: mount.clone(),
-            ..Default::default()
-        });
+        if image_volumes {
+            // The same paths as a copy, so the environment is the same in both modes.
+            for img in agent.images(spec, &image, &mount, &variant) {
+                c.mount(VolumeMount {
+                    name: img.volume.clone(),
+                    mount_path: img.mount_path.clone(),
+                    sub_path: img.sub_path.clone(),
+                    read_only: Some(true),
+                    ..Default::default()
+                });
+                if !mounted.iter().any(|m| m.volume == img.volume) {
+                    mounted.push(img);
+                }
+            }
+        } else {
+            c.mount(VolumeMount {
+                name: agent.layout().volume.into(),
+                mount_path: mount.clone(),
+                ..Default::default()
+            });
+        }
         for e in section.env() {
             c.env.append_if_absent(e.clone());
         }
         if before {
-            agent.edit_env(&mut c.env, &mount, spec, &variant);
+            agent.edit_env(&mut c.env, &mount, spec, &variant, image_volumes);
             inject_common_env(&mut c.env, spec);
             agent.after_common_env(&mut c.env);
         } else {
             inject_common_env(&mut c.env, spec);
-            agent.edit_env(&mut c.env, &mount, spec, &variant);
+            agent.edit_env(&mut c.env, &mount, spec, &variant, image_volumes);
         }
         let app = c.container;
         inject_sdk_config(&mut c.env, cx.info, spec, app);
@@ -169,6 +221,18 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
         return Outcome::NothingInstrumented;
     }
 
+    if image_volumes {
+        if section.volume_claim_template().is_some() || section.volume_limit_size().is_some() {
+            cx.warn(format!(
+                "{lang}: volumeClaimTemplate and volumeLimitSize do not apply to image volumes; ignored"
+            ));
+        }
+        for img in mounted {
+            cx.plan
+                .add_volume(image_volume(img, spec.image_pull_policy.clone()));
+        }
+        return Outcome::Injected(done.len());
+    }
     let layout = agent.layout();
     cx.plan.add_volume(agent_volume(
         layout.volume,
@@ -191,6 +255,18 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
         cx.plan.add_init_container(at, c);
     }
     Outcome::Injected(done.len())
+}
+
+/// An `image` volume of `img` (KEP-4639), pulled with the Instrumentation's policy.
+fn image_volume(img: AgentImage, pull_policy: Option<String>) -> Volume {
+    Volume {
+        name: img.volume,
+        image: Some(ImageVolumeSource {
+            reference: Some(img.reference),
+            pull_policy,
+        }),
+        ..Default::default()
+    }
 }
 
 /// `cp -r <dir>/. <into>`: copies a directory's content, dotfiles included.

@@ -197,12 +197,16 @@ impl CopyAgent for DotNet {
             )
         })
     }
+    fn image_sub_path(&self, _: &&'static str) -> Option<&'static str> {
+        Some("autoinstrumentation")
+    }
     fn edit_env(
         &self,
         env: &mut EnvPlan<'_>,
         _: &str,
         _: &InstrumentationSpec,
         profiler: &&'static str,
+        _: bool,
     ) {
         for (var, value, merge) in variables(profiler) {
             let current = match env.get(var) {

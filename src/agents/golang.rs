@@ -12,6 +12,7 @@ use super::sdk_env::{inject_common_env, inject_sdk_config};
 use super::{Agent, Injection, Language, Names, Outcome, names};
 use crate::crd::{Go as GoSpec, InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, literal};
+use crate::pod::plan::InitPosition;
 use crate::pod::select::{CONTAINER_NAMES, split_names};
 
 pub const DEFAULT_IMAGE: &str =
@@ -128,7 +129,7 @@ impl Agent for Go {
             mounts.push(mount);
             cx.plan.add_volume(volume);
         }
-        cx.plan.new_containers.push(Container {
+        let sidecar = Container {
             name: SIDECAR.to_owned(),
             image: Some(image),
             env: Some(env.to_vec()),
@@ -137,7 +138,17 @@ impl Agent for Go {
             volume_mounts: Some(mounts),
             image_pull_policy: inst.spec.image_pull_policy.clone(),
             ..Default::default()
-        });
+        };
+        if cx.delivery.native_sidecar {
+            // A native sidecar: starts before the app containers and stops after them.
+            let native = Container {
+                restart_policy: Some("Always".to_owned()),
+                ..sidecar
+            };
+            cx.plan.add_init_container(InitPosition::End, native);
+        } else {
+            cx.plan.new_containers.push(sidecar);
+        }
         cx.plan.add_volume(Volume {
             name: KERNEL_DEBUG_VOLUME.to_owned(),
             host_path: Some(HostPathVolumeSource {

@@ -60,6 +60,17 @@ pub enum Refusal {
     Invalid(String),
 }
 
+/// How agents reach the pod, chosen by the engine per Instrumentation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Delivery {
+    /// Mount the agent image as an image volume instead of copying it with an init
+    /// container (copy-style agents).
+    pub image_volumes: bool,
+    /// Run sidecar agents (Go) as native sidecars: init containers with
+    /// `restartPolicy: Always`.
+    pub native_sidecar: bool,
+}
+
 /// Everything an agent needs to inject one language.
 pub struct Injection<'p, 'a> {
     pub plan: &'p mut PodPlan<'a>,
@@ -67,6 +78,7 @@ pub struct Injection<'p, 'a> {
     pub inst: &'p Instrumentation,
     pub targets: &'p [Slot],
     pub images: &'p DefaultImages,
+    pub delivery: Delivery,
     pub annotations: &'p Annotations<'p>,
     pub warnings: &'p mut Vec<String>,
 }

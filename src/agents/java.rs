@@ -3,7 +3,7 @@
 
 use k8s_openapi::api::core::v1::Container;
 
-use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::copy::{self, AgentImage, CopyAgent, CopyLayout, ResourceDefaults};
 use super::{Agent, Injection, Names, Outcome, Refusal, names};
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
@@ -25,6 +25,14 @@ const LAYOUT: CopyLayout = CopyLayout {
         request_memory: "64Mi",
     },
 };
+
+/// Name of the init container (copy) or image volume (image volumes) of extension `i`.
+const EXTENSION_PREFIX: &str = "opentelemetry-auto-instrumentation-extension-";
+
+/// Where a target mounts extension `i` from its image volume.
+fn extension_mount(mount: &str, i: usize) -> String {
+    format!("{mount}-extension-{i}")
+}
 
 /// The Java agent injector.
 pub struct Java;
@@ -73,9 +81,21 @@ impl CopyAgent for Java {
     fn target_mount(&self, container: &str) -> String {
         format!("{INIT_MOUNT}-{container}")
     }
-    fn edit_env(&self, env: &mut EnvPlan<'_>, mount: &str, spec: &InstrumentationSpec, _: &()) {
+    fn edit_env(
+        &self,
+        env: &mut EnvPlan<'_>,
+        mount: &str,
+        spec: &InstrumentationSpec,
+        _: &(),
+        image_volumes: bool,
+    ) {
         let mut arg = format!(" -javaagent:{mount}/javaagent.jar");
-        if spec.java.as_ref().is_some_and(|j| !j.extensions.is_empty()) {
+        let count = spec.java.as_ref().map_or(0, |j| j.extensions.len());
+        if count > 0 && image_volumes {
+            // One image volume per extension, each listed.
+            let paths: Vec<String> = (0..count).map(|i| extension_mount(mount, i)).collect();
+            arg.push_str(&format!(" -Dotel.javaagent.extensions={}", paths.join(",")));
+        } else if count > 0 {
             arg.push_str(&format!(" -Dotel.javaagent.extensions={mount}/extensions"));
         }
         let value = match env.get(JAVA_TOOL_OPTIONS) {
@@ -83,6 +103,30 @@ impl CopyAgent for Java {
             _ => arg,
         };
         env.set_literal(JAVA_TOOL_OPTIONS, value);
+    }
+    /// The agent's image, and one image per extension mounted beside it (an image volume is
+    /// read-only, so nothing can be mounted inside it).
+    fn images(
+        &self,
+        spec: &InstrumentationSpec,
+        image: &str,
+        mount: &str,
+        _: &(),
+    ) -> Vec<AgentImage> {
+        let agent = AgentImage {
+            volume: VOLUME.to_owned(),
+            reference: image.to_owned(),
+            mount_path: mount.to_owned(),
+            sub_path: None,
+        };
+        let extensions = spec.java.iter().flat_map(|j| &j.extensions).enumerate();
+        let extensions = extensions.map(|(i, ext)| AgentImage {
+            volume: format!("{EXTENSION_PREFIX}{i}"),
+            reference: ext.image.clone(),
+            mount_path: extension_mount(mount, i),
+            sub_path: Some(ext.dir.trim_matches('/').to_owned()).filter(|d| !d.is_empty()),
+        });
+        std::iter::once(agent).chain(extensions).collect()
     }
     fn copy_command(&self, _: &()) -> Vec<String> {
         vec![
@@ -97,7 +141,7 @@ impl CopyAgent for Java {
         extensions
             .enumerate()
             .map(|(i, ext)| Container {
-                name: format!("opentelemetry-auto-instrumentation-extension-{i}"),
+                name: format!("{EXTENSION_PREFIX}{i}"),
                 image: Some(ext.image.clone()),
                 command: Some(copy::copy_dir(
                     &ext.dir,

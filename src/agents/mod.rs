@@ -21,7 +21,7 @@ pub mod sdk_env;
 pub mod webserver;
 
 pub use injection::{
-    DefaultImages, Injection, Outcome, Refusal, ValueFromOrigin, value_from_origin,
+    DefaultImages, Delivery, Injection, Outcome, Refusal, ValueFromOrigin, value_from_origin,
     value_from_warning,
 };
 pub use language::{ANNOTATION_PREFIX, LanguageSet, UnknownLanguage};

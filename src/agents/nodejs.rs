@@ -57,7 +57,17 @@ impl CopyAgent for NodeJs {
         &[NODE_OPTIONS]
     }
     // The Operator's language defaults, after the common env so that spec.env wins.
-    fn edit_env(&self, env: &mut EnvPlan<'_>, mount: &str, _: &InstrumentationSpec, _: &()) {
+    fn image_sub_path(&self, _: &()) -> Option<&'static str> {
+        Some("autoinstrumentation")
+    }
+    fn edit_env(
+        &self,
+        env: &mut EnvPlan<'_>,
+        mount: &str,
+        _: &InstrumentationSpec,
+        _: &(),
+        _: bool,
+    ) {
         let arg = format!(" --require {mount}/autoinstrumentation.js");
         let value = match env.get(NODE_OPTIONS) {
             Some(EnvValue::Literal(v)) => format!("{v}{arg}"),

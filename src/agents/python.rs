@@ -88,7 +88,17 @@ impl CopyAgent for Python {
     fn edits_before_common_env(&self) -> bool {
         true
     }
-    fn edit_env(&self, env: &mut EnvPlan<'_>, mount: &str, _: &InstrumentationSpec, _: &&str) {
+    fn image_sub_path(&self, source: &&'static str) -> Option<&'static str> {
+        Some(source.trim_start_matches('/'))
+    }
+    fn edit_env(
+        &self,
+        env: &mut EnvPlan<'_>,
+        mount: &str,
+        _: &InstrumentationSpec,
+        _: &&str,
+        _: bool,
+    ) {
         let value = match env.get(PYTHONPATH) {
             // An empty entry would put the working directory on the path.
             Some(EnvValue::Literal(v)) if !v.is_empty() => {

@@ -3,7 +3,7 @@
 use clap::Args;
 
 use crate::agents::{DefaultImages, Language, LanguageSet};
-use crate::engine::{CrossNamespace, EngineConfig};
+use crate::engine::{AgentDelivery, CrossNamespace, EngineConfig, GoSidecar};
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Injection")]
@@ -37,6 +37,24 @@ pub struct EngineArgs {
     /// use (and so read the settings of) another namespace's Instrumentation.
     #[arg(long, env = "OTEL_INJECTOR_CROSS_NAMESPACE_REFERENCES", value_enum, default_value_t = CrossNamespace::All)]
     pub cross_namespace_references: CrossNamespace,
+
+    /// How the Java, Node.js, Python and .NET agents reach the pod: `init-container` copies
+    /// the agent into an emptyDir (as the Operator does); `image-volume` mounts the agent
+    /// image read-only as an image volume (no init container, no copy, no emptyDir; needs
+    /// Kubernetes 1.35+ and a container runtime that supports image volumes); `auto` uses
+    /// image volumes when the API server is 1.36 or later (read once at start), else init
+    /// containers. The default is `init-container` because the API server's version says
+    /// nothing of the runtime's support: a node whose runtime lacks it would fail the pods.
+    /// An Instrumentation overrides it with the annotation `otel-injector/agent-delivery`.
+    #[arg(long, env = "OTEL_INJECTOR_AGENT_DELIVERY", value_enum, default_value_t = AgentDelivery::InitContainer)]
+    pub agent_delivery: AgentDelivery,
+
+    /// How the Go agent's sidecar runs: `native` (an init container with `restartPolicy:
+    /// Always`, started before the app and stopped after it), `classic` (a plain container)
+    /// or `auto` (native when the API server is 1.29 or later, where native sidecars are on
+    /// by default; classic when the version is unknown, as with --instrumentation-file).
+    #[arg(long, env = "OTEL_INJECTOR_GO_SIDECAR", value_enum, default_value_t = GoSidecar::Auto)]
+    pub go_sidecar: GoSidecar,
 }
 
 impl EngineArgs {
@@ -51,6 +69,8 @@ impl EngineArgs {
             images,
             max_pod_bytes: self.max_pod_bytes,
             cross_namespace: self.cross_namespace_references,
+            delivery: self.agent_delivery,
+            go_sidecar: self.go_sidecar,
         }
     }
 }

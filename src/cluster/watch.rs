@@ -62,6 +62,8 @@ pub struct KubeCatalog {
     /// The engine's index of `instrumentations` (and of unreadable ones), rebuilt whole on
     /// every change so that a request takes it with one `Arc` clone.
     index: Index,
+    /// The API server's version, read once the client connects.
+    version: Version,
     namespaces: Watched<Meta<Namespace>>,
     /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
     /// verified.
@@ -83,6 +85,7 @@ pub enum NamespaceChange {
 const NAMESPACE_CHANGES: usize = 1024;
 
 type Index = Arc<RwLock<Arc<Instrumentations>>>;
+type Version = Arc<RwLock<Option<(u32, u32)>>>;
 
 struct Objects {
     secrets: Watched<Meta<Secret>>,
@@ -108,6 +111,7 @@ impl ObjectLookup for Objects {
 pub struct CatalogWriters {
     instrumentations: (reflector::store::Writer<Instrumentation>, Arc<AtomicBool>),
     index: Index,
+    version: Version,
     namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
@@ -133,11 +137,13 @@ impl KubeCatalog {
             (None, None, None)
         };
         let index = Index::default();
+        let version = Version::default();
         let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
         (
             KubeCatalog {
                 instrumentations,
                 index: index.clone(),
+                version: version.clone(),
                 namespaces,
                 objects,
                 namespace_changes: namespace_changes.clone(),
@@ -145,6 +151,7 @@ impl KubeCatalog {
             CatalogWriters {
                 instrumentations: (iw, is),
                 index,
+                version,
                 namespaces: (nw, ns),
                 secrets: sw,
                 config_maps: cw,
@@ -167,7 +174,9 @@ impl KubeCatalog {
 
 impl Catalog for KubeCatalog {
     fn ready(&self) -> bool {
-        self.instrumentations.ready()
+        // The version decides `auto` modes: no decision before it is known.
+        self.server_version().is_some()
+            && self.instrumentations.ready()
             && self.namespaces.ready()
             && self
                 .objects
@@ -200,6 +209,34 @@ impl Catalog for KubeCatalog {
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
     }
+
+    fn server_version(&self) -> Option<(u32, u32)> {
+        *self.version.read().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// `(major, minor)` of a version as the API server reports it (`"1"`, `"37+"`).
+pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {
+    let number = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    Some((number(major)?, number(minor)?))
+}
+
+/// Reads the API server's version into `version`, retrying until it answers.
+async fn read_version(client: Client, version: Version) {
+    let read = || async {
+        let info = client.apiserver_version().await?;
+        parse_version(&info.major, &info.minor)
+            .ok_or_else(|| anyhow::anyhow!("unreadable version {}.{}", info.major, info.minor))
+    };
+    let notify = |e: &anyhow::Error, delay: std::time::Duration| {
+        tracing::warn!(error = %e, ?delay, "cannot read the API server version; retrying");
+    };
+    let found = crate::retry::until_ok(read, notify).await;
+    tracing::info!(major = found.0, minor = found.1, "API server version");
+    *version.write().unwrap_or_else(|e| e.into_inner()) = Some(found);
 }
 
 /// Rebuilds the engine's index from the store and the unreadable objects.
@@ -427,6 +464,7 @@ impl CatalogWriters {
             }
         };
         tokio::join!(
+            read_version(client.clone(), self.version),
             drive("instrumentations", inst, inst_reader, is, metrics.clone()),
             drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
             secrets,

@@ -18,7 +18,9 @@ pub use snapshot::{
 };
 
 use crate::agents::exporter_tls::ExporterTls;
-use crate::agents::{ANNOTATION_PREFIX, DefaultImages, Injection, Language, LanguageSet, Outcome};
+use crate::agents::{
+    ANNOTATION_PREFIX, DefaultImages, Delivery, Injection, Language, LanguageSet, Outcome,
+};
 use crate::crd::Instrumentation;
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
@@ -53,6 +55,59 @@ pub enum CrossNamespace {
     Deny,
 }
 
+/// How copy-style agents (Java, Node.js, Python, .NET) reach the pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum AgentDelivery {
+    /// An init container copies the agent into an emptyDir (as the Operator does).
+    #[default]
+    InitContainer,
+    /// The agent image is mounted read-only as an image volume (Kubernetes ≥ 1.35 beta,
+    /// 1.36 GA); the container runtime must support it too.
+    ImageVolume,
+    /// Image volumes when the API server is 1.36 or later, else init containers.
+    Auto,
+}
+
+/// How the Go agent's sidecar runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum GoSidecar {
+    /// A native sidecar (init container with `restartPolicy: Always`) when the API server is
+    /// 1.29 or later, else a plain container.
+    #[default]
+    Auto,
+    Native,
+    Classic,
+}
+
+/// Annotation on an Instrumentation that overrides `--agent-delivery` for it.
+pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
+
+/// The delivery for agents of `inst`: its annotation, else the flag; `auto` by version.
+fn delivery(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> Delivery {
+    let config = snapshot.config;
+    let annotated = inst
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(DELIVERY_ANNOTATION))
+        .and_then(|v| <AgentDelivery as clap::ValueEnum>::from_str(v.trim(), true).ok());
+    let at_least = |minor: u32| snapshot.server_version.is_some_and(|v| v >= (1, minor));
+    let image_volumes = match annotated.unwrap_or(config.delivery) {
+        AgentDelivery::InitContainer => false,
+        AgentDelivery::ImageVolume => true,
+        AgentDelivery::Auto => at_least(36),
+    };
+    let native_sidecar = match config.go_sidecar {
+        GoSidecar::Native => true,
+        GoSidecar::Classic => false,
+        GoSidecar::Auto => at_least(29),
+    };
+    Delivery {
+        image_volumes,
+        native_sidecar,
+    }
+}
+
 /// Engine settings that come from the command line.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
@@ -62,6 +117,10 @@ pub struct EngineConfig {
     pub max_pod_bytes: usize,
     /// Which Instrumentations of other namespaces a pod may name.
     pub cross_namespace: CrossNamespace,
+    /// How copy-style agents reach the pod.
+    pub delivery: AgentDelivery,
+    /// How the Go sidecar runs.
+    pub go_sidecar: GoSidecar,
 }
 
 impl Default for EngineConfig {
@@ -71,6 +130,8 @@ impl Default for EngineConfig {
             images: DefaultImages::default(),
             max_pod_bytes: DEFAULT_MAX_POD_BYTES,
             cross_namespace: CrossNamespace::All,
+            delivery: AgentDelivery::InitContainer,
+            go_sidecar: GoSidecar::Auto,
         }
     }
 }
@@ -346,6 +407,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             inst: &inst,
             targets: &slots,
             images: &config.images,
+            delivery: delivery(snapshot, &inst),
             annotations: &annotations,
             warnings: &mut warnings,
         });

@@ -21,6 +21,10 @@ pub trait Catalog: Send + Sync {
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         None
     }
+    /// The API server's version (major, minor), once known.
+    fn server_version(&self) -> Option<(u32, u32)> {
+        None
+    }
 }
 
 /// Objects an Instrumentation can reference from the pod's namespace.
@@ -136,6 +140,8 @@ pub struct Snapshot<'a> {
     pub objects: Option<&'a dyn ObjectLookup>,
     /// Size of the pod's JSON as received (0 when unknown), for the size bound.
     pub pod_bytes: usize,
+    /// The API server's version (major, minor), when known (for `auto` modes).
+    pub server_version: Option<(u32, u32)>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -149,6 +155,7 @@ impl<'a> Snapshot<'a> {
             namespace_info: catalog.namespace(namespace),
             objects: catalog.objects(),
             pod_bytes: 0,
+            server_version: catalog.server_version(),
         }
     }
 
