@@ -8,7 +8,9 @@ use std::time::Duration;
 use futures::FutureExt as _;
 use tokio::task::JoinSet;
 
-use crate::cli::{Command, DevCertsArgs, InjectArgs, OfflineArgs, ServeArgs};
+use crate::cli::{
+    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, ServeArgs,
+};
 use crate::cluster::{self, Caches, Labeler};
 use crate::metrics::Metrics;
 use crate::offline;
@@ -28,6 +30,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         }
         Command::DevCerts(args) => dev_certs(&args),
         Command::Inject(args) => inject(&args),
+        Command::Explain(args) => explain(&args),
     }
 }
 
@@ -145,6 +148,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await?;
     background.shutdown().await;
     tracing::info!("drained; exiting");
+    Ok(())
+}
+
+/// `otel-injector explain`.
+fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let (sources, ctx) = offline_inputs(&args.input)?;
+    let explanations = offline::explain::explain(&ctx, &sources)?;
+    if explanations.is_empty() {
+        return Err(offline::manifests::InputError::NoWorkload.into());
+    }
+    let text = match args.output {
+        ExplainFormat::Text => offline::explain::text(&explanations),
+        ExplainFormat::Json => {
+            let mut t = serde_json::to_string_pretty(&explanations)?;
+            t.push('\n');
+            t
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
     Ok(())
 }
 

@@ -188,3 +188,53 @@ fn diff_prints_a_unified_diff() {
         "{stdout}"
     );
 }
+
+#[test]
+fn explain_prints_text_or_json_and_needs_a_workload() {
+    let out = run(
+        &["explain", "-f", SHOP, "--instrumentation-file", JAVA],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!(
+            "Deployment shop/cart ({SHOP}, document 3)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation in namespace \"shop\" (the annotation says \"true\")\n    targets: app (the first container: no container-names annotation)\n  container opentelemetry-auto-instrumentation-java (added):\n  container app:\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "    OTEL_SERVICE_NAME = \"cart\"\n      from derived: the Deployment's name\n"
+        ),
+        "{stdout}"
+    );
+
+    let out = run(
+        &[
+            "explain",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            "--instrumentation-file",
+            JAVA,
+        ],
+        Some(&std::fs::read_to_string(SHOP).unwrap()),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["object"], "Deployment shop/cart");
+    assert_eq!(v[0]["requests"][0]["instrumentation"], "shop/java-inst");
+    assert_eq!(v[0]["injected"], serde_json::json!(["java"]));
+
+    let out = run(
+        &["explain", "-f", "-"],
+        Some("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "Error: no Pod or workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController) in the input\n"
+    );
+}

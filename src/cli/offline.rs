@@ -69,6 +69,25 @@ pub struct InjectArgs {
     pub strict: bool,
 }
 
+/// Output of `explain`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub input: OfflineArgs,
+
+    /// Output format: text for people, JSON for tools.
+    #[arg(short = 'o', long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub output: ExplainFormat,
+}
+
 fn namespace_annotation(v: &str) -> Result<(String, String, String), String> {
     let err = || format!("expected NAMESPACE:KEY=VALUE, got {v:?}");
     let (ns, rest) = v.split_once(':').ok_or_else(err)?;

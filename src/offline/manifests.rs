@@ -53,6 +53,10 @@ pub enum InputError {
     },
     #[error("{0}: no .yaml, .yml or .json file in this directory")]
     EmptyDirectory(String),
+    #[error(
+        "no Pod or workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController) in the input"
+    )]
+    NoWorkload,
     #[error("instrumentation file {path}: {message}")]
     Instrumentation { path: String, message: String },
     #[error("Instrumentation {0} is defined twice (again in {1})")]

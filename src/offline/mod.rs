@@ -4,6 +4,7 @@
 //! [`crate::admission::mutate`] ([`workload`]); [`inject`] writes the result back,
 //! [`explain`] tells why.
 
+pub mod explain;
 pub mod inject;
 pub mod manifests;
 pub mod workload;
@@ -151,4 +152,12 @@ fn items_mut(object: &mut Value) -> Option<&mut Vec<Value>> {
         return None;
     }
     object.get_mut("items")?.as_array_mut()
+}
+
+fn items(object: &Value) -> Option<&Vec<Value>> {
+    let kind = object.get("kind").and_then(Value::as_str)?;
+    if !kind.ends_with("List") {
+        return None;
+    }
+    object.get("items")?.as_array()
 }
