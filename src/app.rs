@@ -1,15 +1,19 @@
 //! The composition root: each command's parts, built from their flag groups and started
 //! in the order the design asks for.
 
+use std::io::Write as _;
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt as _;
 use tokio::task::JoinSet;
 
-use crate::cli::{Command, DevCertsArgs, ServeArgs};
+use crate::cli::{
+    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, ServeArgs,
+};
 use crate::cluster::{self, Caches, Labeler};
 use crate::metrics::Metrics;
+use crate::offline;
 use crate::server::{self, admin};
 
 /// How long the admin listener's open requests (a stalled scrape, say) may hold the exit
@@ -25,7 +29,50 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::DevCerts(args) => dev_certs(&args),
+        Command::Inject(args) => inject(&args),
+        Command::Explain(args) => explain(&args),
     }
+}
+
+/// `inject` and `explain` ended with objects that asked for a language that was not
+/// injected, under `--strict`; the process exits with 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0} object(s) asked for a language that was not injected (--strict)")]
+pub struct Skipped(pub usize);
+
+/// The manifests and the context of their decisions.
+fn offline_inputs(
+    args: &OfflineArgs,
+) -> anyhow::Result<(Vec<offline::manifests::Source>, offline::Context)> {
+    let sources = offline::manifests::read(&args.files)?;
+    let ctx = offline::Context::build(
+        &sources,
+        &args.instrumentation_file,
+        &args.namespace_annotation,
+        args.engine.build(),
+        args.namespace.clone(),
+    )?;
+    Ok((sources, ctx))
+}
+
+/// `otel-injector inject`.
+fn inject(args: &InjectArgs) -> anyhow::Result<()> {
+    let (sources, ctx) = offline_inputs(&args.input)?;
+    let options = offline::inject::Options {
+        output: args.output,
+        diff: args.diff,
+    };
+    let done = offline::inject::inject(&ctx, sources, options)?;
+    for w in &done.warnings {
+        eprintln!("warning: {w}");
+    }
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(done.output.as_bytes())?;
+    stdout.flush()?;
+    if args.strict && done.skipped > 0 {
+        return Err(Skipped(done.skipped).into());
+    }
+    Ok(())
 }
 
 /// Runs `otel-injector serve` until a signal and a completed drain; `Err` wrapping
@@ -101,6 +148,27 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         .await?;
     background.shutdown().await;
     tracing::info!("drained; exiting");
+    Ok(())
+}
+
+/// `otel-injector explain`.
+fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let (sources, ctx) = offline_inputs(&args.input)?;
+    let explanations = offline::explain::explain(&ctx, &sources)?;
+    if explanations.is_empty() {
+        return Err(offline::manifests::InputError::NoWorkload.into());
+    }
+    let text = match args.output {
+        ExplainFormat::Text => offline::explain::text(&explanations),
+        ExplainFormat::Json => {
+            let mut t = serde_json::to_string_pretty(&explanations)?;
+            t.push('\n');
+            t
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()?;
     Ok(())
 }
 

@@ -14,6 +14,7 @@ pub mod crd;
 pub mod duration;
 pub mod engine;
 pub mod metrics;
+pub mod offline;
 pub mod pod;
 pub mod retry;
 pub mod server;

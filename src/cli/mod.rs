@@ -7,6 +7,7 @@
 mod cluster;
 mod engine;
 mod log;
+mod offline;
 mod server;
 mod tls;
 
@@ -18,6 +19,7 @@ use clap::{Args, Parser, Subcommand};
 pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
+pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
 pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
 pub use tls::TlsArgs;
 
@@ -45,6 +47,14 @@ pub enum Command {
     Crd,
     /// Write a development CA and a serving certificate (ca.crt, ca.key, tls.crt, tls.key).
     DevCerts(DevCertsArgs),
+    /// Write manifests back with every pod template mutated as the webhook would mutate the
+    /// pods it produces (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
+    /// ReplicationController); everything else unchanged, in order. No cluster needed.
+    Inject(Box<InjectArgs>),
+    /// Explain, for each pod or workload of the manifests, what the webhook would inject and
+    /// why: which annotation asked, which Instrumentation was chosen, the target containers,
+    /// where each variable's value comes from, and every skip with its reason and fix.
+    Explain(Box<ExplainArgs>),
 }
 
 /// `serve`: one group of flags per part.

@@ -1,0 +1,123 @@
+//! Flags of the offline commands, `inject` and `explain`: the manifests, where
+//! Instrumentations and namespace annotations come from, and the engine's own flags (the
+//! same as `serve`'s, so the decision is the same).
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use super::EngineArgs;
+use crate::offline::OutputFormat;
+
+/// Where the manifests and what the webhook would read come from.
+#[derive(Debug, Args)]
+pub struct OfflineArgs {
+    /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
+    /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        value_name = "FILE|DIR|-"
+    )]
+    pub files: Vec<PathBuf>,
+
+    /// Instrumentations (YAML) the webhook would find in the cluster. Repeatable.
+    /// Instrumentation objects among the manifests count too.
+    #[arg(long, value_name = "FILE")]
+    pub instrumentation_file: Vec<PathBuf>,
+
+    /// An annotation of a namespace, as NAMESPACE:KEY=VALUE (for example
+    /// `shop:instrumentation.opentelemetry.io/inject-java=true`). Repeatable; wins over the
+    /// annotations of the manifests' own Namespace objects, which are read too.
+    #[arg(long, value_name = "NS:KEY=VALUE", value_parser = namespace_annotation)]
+    pub namespace_annotation: Vec<(String, String, String)>,
+
+    /// Namespace of the objects that name none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// `inject`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+What survives: a YAML document that nothing changes (no pod template, nothing asked, already \
+injected) is written back byte for byte, comments and key order included. A document that \
+changes is written anew from its parsed value, with its keys sorted: its comments, anchors, \
+quoting style and key order do not survive. JSON input is always written anew.
+
+Exit status: 0 done; 1 bad input (the message names the file and document); 2 with --strict \
+when an object asked for a language that was not injected (the webhook's warnings are on \
+stderr in any case).")]
+pub struct InjectArgs {
+    #[command(flatten)]
+    pub input: OfflineArgs,
+
+    /// Output format. Several JSON documents are written as one `List`.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+
+    /// Print a unified diff of each file against its injected form instead of the manifests.
+    #[arg(long)]
+    pub diff: bool,
+
+    /// Exit with 2 when any object asked for a language that was not injected.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+/// Output of `explain`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ExplainFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+/// `explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    #[command(flatten)]
+    pub input: OfflineArgs,
+
+    /// Output format: text for people, JSON for tools.
+    #[arg(short = 'o', long, value_enum, default_value_t = ExplainFormat::Text)]
+    pub output: ExplainFormat,
+}
+
+fn namespace_annotation(v: &str) -> Result<(String, String, String), String> {
+    let err = || format!("expected NAMESPACE:KEY=VALUE, got {v:?}");
+    let (ns, rest) = v.split_once(':').ok_or_else(err)?;
+    let (key, value) = rest.split_once('=').ok_or_else(err)?;
+    if ns.trim().is_empty() || key.trim().is_empty() {
+        return Err(err());
+    }
+    Ok((
+        ns.trim().to_owned(),
+        key.trim().to_owned(),
+        value.to_owned(),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn namespace_annotations_parse() {
+        assert_eq!(
+            namespace_annotation("shop:instrumentation.opentelemetry.io/inject-java=a=b"),
+            Ok((
+                "shop".to_owned(),
+                "instrumentation.opentelemetry.io/inject-java".to_owned(),
+                "a=b".to_owned()
+            ))
+        );
+        assert!(namespace_annotation("shop=x").is_err());
+        assert!(namespace_annotation(":k=v").is_err());
+        assert!(namespace_annotation("ns:=v").is_err());
+    }
+}

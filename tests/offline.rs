@@ -1,0 +1,240 @@
+//! `otel-injector inject` as a process: exit codes, stdin, directories, bad input.
+
+use std::io::Write as _;
+use std::process::{Command, Output, Stdio};
+
+const BIN: &str = env!("CARGO_BIN_EXE_otel-injector");
+const SHOP: &str = "tests/data/offline/shop.yaml";
+const JAVA: &str = "tests/data/instrumentations/java.yaml";
+
+fn run(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(BIN)
+        .args(args)
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn otel-injector");
+    let mut input = child.stdin.take().unwrap();
+    input.write_all(stdin.unwrap_or("").as_bytes()).unwrap();
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn injects_a_file_and_keeps_untouched_documents() {
+    let out = run(
+        &["inject", "-f", SHOP, "--instrumentation-file", JAVA],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    let original = std::fs::read_to_string(SHOP).unwrap();
+    // The Namespace and the ConfigMap, comments included, are the input's own bytes.
+    let untouched = &original[..original.find("---\napiVersion: apps/v1").unwrap()];
+    assert!(stdout.starts_with(untouched), "{stdout}");
+    assert!(
+        stdout.contains("        otel-injector/injected: java\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("        - name: OTEL_SERVICE_NAME\n          value: cart\n"),
+        "{stdout}"
+    );
+    assert_eq!(text(&out.stderr), "");
+
+    // Its own output, injected again, is unchanged.
+    let again = run(
+        &["inject", "-f", "-", "--instrumentation-file", JAVA],
+        Some(&stdout),
+    );
+    assert_eq!(again.status.code(), Some(0));
+    assert_eq!(text(&again.stdout), stdout);
+}
+
+#[test]
+fn reads_stdin_and_writes_json() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: shop\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: java-inst\nspec:\n  containers:\n  - name: app\n";
+    let out = run(
+        &[
+            "inject",
+            "-f",
+            "-",
+            "-o",
+            "json",
+            "--instrumentation-file",
+            JAVA,
+        ],
+        Some(pod),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "Pod");
+    assert_eq!(
+        v["metadata"]["annotations"]["otel-injector/injected"],
+        "java"
+    );
+}
+
+#[test]
+fn reads_a_directory_in_name_order() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("b.json"),
+        r#"{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "b"}}"#,
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("a.yaml"),
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: a # first\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+    let out = run(&["inject", "-f", dir.path().to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: a # first\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: b\n"
+    );
+}
+
+#[test]
+fn bad_input_exits_1_naming_the_file_and_document() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "apiVersion: v1\nkind: Service\n---\nkind: [\n").unwrap();
+    let out = run(&["inject", "-f", bad.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    let want = format!(
+        "Error: {}: document 2 (line 3): invalid YAML: ",
+        bad.display()
+    );
+    assert!(stderr.starts_with(&want), "{stderr}");
+    assert!(stderr.contains("line 4 column 7"), "{stderr}");
+    assert_eq!(text(&out.stdout), "");
+
+    let out = run(&["inject", "-f", "/nonexistent/x.yaml"], None);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).starts_with("Error: cannot read /nonexistent/x.yaml: "));
+
+    let out = run(&["inject", "-f", "-"], Some("- 1\n"));
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "Error: <stdin>: document 1 (line 1): not a Kubernetes object (expected a mapping with apiVersion and kind)\n"
+    );
+}
+
+#[test]
+fn strict_exits_2_when_a_language_was_skipped() {
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: empty\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: \"true\"\nspec:\n  containers:\n  - name: app\n";
+    let warning = "warning: <stdin>: document 1: Pod empty/p: inject-java: no Instrumentation in namespace \"empty\"; not injected\n";
+    let out = run(
+        &["inject", "-f", "-", "--instrumentation-file", JAVA],
+        Some(pod),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(text(&out.stderr), warning);
+    assert_eq!(text(&out.stdout), pod);
+
+    let out = run(
+        &[
+            "inject",
+            "--strict",
+            "-f",
+            "-",
+            "--instrumentation-file",
+            JAVA,
+        ],
+        Some(pod),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        format!(
+            "{warning}Error: 1 object(s) asked for a language that was not injected (--strict)\n"
+        )
+    );
+    assert_eq!(text(&out.stdout), pod);
+}
+
+#[test]
+fn diff_prints_a_unified_diff() {
+    let out = run(
+        &[
+            "inject",
+            "--diff",
+            "-f",
+            SHOP,
+            "--instrumentation-file",
+            JAVA,
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!("--- a/{SHOP}\n+++ b/{SHOP}\n@@ -24,")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\n+        otel-injector/injected: java\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn explain_prints_text_or_json_and_needs_a_workload() {
+    let out = run(
+        &["explain", "-f", SHOP, "--instrumentation-file", JAVA],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.starts_with(&format!(
+            "Deployment shop/cart ({SHOP}, document 3)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation in namespace \"shop\" (the annotation says \"true\")\n    targets: app (the first container: no container-names annotation)\n  container opentelemetry-auto-instrumentation-java (added):\n  container app:\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "    OTEL_SERVICE_NAME = \"cart\"\n      from derived: the Deployment's name\n"
+        ),
+        "{stdout}"
+    );
+
+    let out = run(
+        &[
+            "explain",
+            "-o",
+            "json",
+            "-f",
+            "-",
+            "--instrumentation-file",
+            JAVA,
+        ],
+        Some(&std::fs::read_to_string(SHOP).unwrap()),
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v[0]["object"], "Deployment shop/cart");
+    assert_eq!(v[0]["requests"][0]["instrumentation"], "shop/java-inst");
+    assert_eq!(v[0]["injected"], serde_json::json!(["java"]));
+
+    let out = run(
+        &["explain", "-f", "-"],
+        Some("apiVersion: v1\nkind: Service\nmetadata: {name: s}\n"),
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "Error: no Pod or workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController) in the input\n"
+    );
+}
