@@ -14,7 +14,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["admission", "metrics"],
     &["cluster", "certs"],
-    &["server"],
+    &["server", "offline"],
     &["cli"],
     &["app"],
 ];

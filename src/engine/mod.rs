@@ -24,7 +24,7 @@ use crate::agents::{
 use crate::crd::Instrumentation;
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
-use crate::pod::select::{self, Annotations, Keys, Request, TargetError};
+use crate::pod::select::{self, Annotations, Request, TargetError};
 
 /// Annotation the webhook puts on every pod it changed; its value lists the injected
 /// languages. A pod that carries it is never changed again (reinvocation, re-submission).
@@ -206,10 +206,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
     let namespace_keys = snapshot
         .namespace_info
         .as_ref()
-        .map(|n| Keys {
-            labels: Some(&n.labels),
-            annotations: Some(&n.annotations),
-        })
+        .map(|n| n.keys())
         .unwrap_or_default();
     let annotations = Annotations::new(pod, namespace_keys);
 

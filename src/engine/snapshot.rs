@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::crd::Instrumentation;
+use crate::pod::select::Keys;
 
 use super::EngineConfig;
 
@@ -127,6 +128,16 @@ pub struct NamespaceInfo {
     pub labels: BTreeMap<String, String>,
     /// The Pod Security Admission level it enforces (`pod-security.kubernetes.io/enforce`).
     pub pod_security_enforce: Option<String>,
+}
+
+impl NamespaceInfo {
+    /// Its injection keys, labels winning over annotations.
+    pub fn keys(&self) -> Keys<'_> {
+        Keys {
+            labels: Some(&self.labels),
+            annotations: Some(&self.annotations),
+        }
+    }
 }
 
 /// Everything one decision reads, taken once per request.

@@ -157,7 +157,10 @@ pub fn explain(ctx: &Context, sources: &[Source]) -> Result<Vec<Explanation>, In
 fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Explanation {
     let pod = &m.before.pod;
     let namespace = ctx.catalog.namespace(&m.workload.namespace);
-    let annotations = Annotations::new(pod, namespace.as_ref().map(|n| &n.annotations));
+    let annotations = Annotations::new(
+        pod,
+        namespace.as_ref().map(|n| n.keys()).unwrap_or_default(),
+    );
     let report = &m.report;
     let index = ctx.catalog.instrumentations();
     let chosen: BTreeMap<Language, (&str, Option<&Instrumentation>)> = report
