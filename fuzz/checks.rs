@@ -85,8 +85,15 @@ impl Webhook {
             // Not a readable review: answered with an error status, nothing to check.
             return;
         };
-        let review: Value = serde_json::from_slice(data).expect("a readable review is JSON");
         let out: Value = serde_json::from_slice(&body).expect("the answer is JSON");
+        // The envelope is read with the object kept raw, so a review whose object holds
+        // text a full parse rejects (a lone surrogate escape) is still answered; then there
+        // is nothing to apply a patch to.
+        let Ok(review) = serde_json::from_slice::<Value>(data) else {
+            assert_eq!(out["response"]["uid"].as_str(), Some(summary.uid.as_str()));
+            assert_eq!(out["response"]["allowed"], true);
+            return;
+        };
         assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(out["kind"], "AdmissionReview");
         let response = &out["response"];
