@@ -45,6 +45,10 @@ certs *HOSTS:
 crd:
     cargo run --locked --quiet -- crd > manifests/crd.yaml
 
+# Fuzz a target (`review` or `pod`); extra arguments go to libFuzzer, e.g. -runs=1000000.
+fuzz target="review" *ARGS:
+    scripts/fuzz.sh {{target}} {{ARGS}}
+
 # Benchmarks of the admission path.
 bench:
     cargo bench --locked --bench admission
