@@ -1,0 +1,214 @@
+//! Where each part of an explanation comes from: the containers a language targets and why,
+//! and the origin of each variable (user, language section, common env, derived).
+
+use super::*;
+
+/// The containers a language targets, with the reason, as the engine resolves them.
+pub(super) fn targets(
+    pod: &k8s_openapi::api::core::v1::Pod,
+    annotations: &Annotations<'_>,
+    lang: Language,
+) -> (Vec<String>, String) {
+    let common = annotations.get(select::CONTAINER_NAMES);
+    let own = annotations.get(lang.container_names_annotation());
+    let mut names = select::split_names(common);
+    names.extend(select::split_names(own));
+    let why = match (common, own) {
+        (None, None) => "the first container: no container-names annotation".to_owned(),
+        (Some(c), None) => format!("{}: {c:?}", select::CONTAINER_NAMES),
+        (None, Some(o)) => format!("{}: {o:?}", lang.container_names_annotation()),
+        (Some(c), Some(o)) => format!(
+            "{}: {c:?} and {}: {o:?}",
+            select::CONTAINER_NAMES,
+            lang.container_names_annotation()
+        ),
+    };
+    let spec = pod.spec.as_ref();
+    let name = |slot: Slot| -> Option<String> {
+        let spec = spec?;
+        Some(match slot {
+            Slot::Init(i) => spec.init_containers.as_ref()?.get(i)?.name.clone(),
+            Slot::App(i) => spec.containers.get(i)?.name.clone(),
+        })
+    };
+    match select::resolve_targets(pod, &names) {
+        Ok(slots) => (slots.into_iter().filter_map(name).collect(), why),
+        Err(e) => (Vec::new(), format!("{why}: {e}")),
+    }
+}
+
+fn env_of(container: &Value) -> Vec<(String, Value)> {
+    container
+        .get("env")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| Some((e.get("name")?.as_str()?.to_owned(), e.clone())))
+        .collect()
+}
+
+fn shown(var: &Value) -> String {
+    match (var.get("value"), var.get("valueFrom")) {
+        (Some(Value::String(v)), _) => v.clone(),
+        (_, Some(from)) => from.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Every variable of the mutated containers that the injection set, changed or kept.
+pub(super) fn containers(
+    m: &Mutation,
+    chosen: &BTreeMap<Language, (&str, Option<&Instrumentation>)>,
+    targets_of: &[(Language, Vec<String>)],
+) -> Vec<ContainerExplained> {
+    let list = |pod: &Value, key: &str| -> Vec<Value> {
+        pod.pointer(&format!("/spec/{key}"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    let owners = Owners::of(&m.before.pod);
+    let mut out = Vec::new();
+    for key in ["initContainers", "containers"] {
+        let before = list(&m.before.value, key);
+        for c in list(&m.after, key) {
+            let name = c
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned();
+            let original = before.iter().find(|b| b.get("name") == c.get("name"));
+            if original == Some(&c) {
+                continue;
+            }
+            let langs: Vec<Language> = targets_of
+                .iter()
+                .filter(|(l, t)| t.contains(&name) && chosen.contains_key(l))
+                .map(|(l, _)| *l)
+                .collect();
+            let old = original.map(env_of).unwrap_or_default();
+            let mut env = Vec::new();
+            for (var, spec) in env_of(&c) {
+                let previous = old.iter().find(|(n, _)| *n == var).map(|(_, v)| v);
+                let value = shown(&spec);
+                let (source, detail) = match previous {
+                    Some(p) if *p == spec => {
+                        if !var.starts_with("OTEL_") {
+                            continue;
+                        }
+                        ("user", "set by the pod; the webhook keeps it".to_owned())
+                    }
+                    Some(_) => (
+                        "user, extended",
+                        "the pod's value, extended by the injection".to_owned(),
+                    ),
+                    None => origin(&var, &spec, &langs, chosen, &owners, m),
+                };
+                env.push(EnvExplained {
+                    name: var,
+                    value,
+                    source,
+                    detail,
+                });
+            }
+            out.push(ContainerExplained {
+                name,
+                added: original.is_none(),
+                env,
+            });
+        }
+    }
+    out
+}
+
+/// Where a variable the injection added comes from.
+fn origin(
+    var: &str,
+    spec: &Value,
+    langs: &[Language],
+    chosen: &BTreeMap<Language, (&str, Option<&Instrumentation>)>,
+    owners: &Owners,
+    m: &Mutation,
+) -> (&'static str, String) {
+    if let Some(path) = spec
+        .pointer("/valueFrom/fieldRef/fieldPath")
+        .and_then(Value::as_str)
+    {
+        return ("derived", format!("downward API: {path}"));
+    }
+    let value = spec.get("value").and_then(Value::as_str).unwrap_or("");
+    for l in langs {
+        let Some((q, Some(inst))) = chosen.get(l) else {
+            continue;
+        };
+        let same = |e: &k8s_openapi::api::core::v1::EnvVar| {
+            e.name == var && e.value.as_deref().unwrap_or("") == value
+        };
+        if l.agent()
+            .section(&inst.spec)
+            .is_some_and(|s| s.env().iter().any(same))
+        {
+            return ("language section", format!("spec.{l}.env of {q}"));
+        }
+        if inst.spec.env.iter().any(same) {
+            return ("common env", format!("spec.env of {q}"));
+        }
+    }
+    let of = || {
+        langs
+            .iter()
+            .filter_map(|l| chosen.get(l).map(|(q, _)| *q))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match var {
+        "OTEL_EXPORTER_OTLP_ENDPOINT" => ("instrumentation", format!("spec.exporter.endpoint of {}", of())),
+        "OTEL_PROPAGATORS" => ("instrumentation", format!("spec.propagators of {}", of())),
+        "OTEL_TRACES_SAMPLER" | "OTEL_TRACES_SAMPLER_ARG" => {
+            ("instrumentation", format!("spec.sampler of {}", of()))
+        }
+        "OTEL_SERVICE_NAME" => ("derived", service_name_origin(value, owners, m)),
+        "OTEL_RESOURCE_ATTRIBUTES" => (
+            "derived",
+            "the namespace, owners, container and image, spec.resource and resource.opentelemetry.io/* annotations".to_owned(),
+        ),
+        _ => {
+            let agents: Vec<String> = langs.iter().map(|l| l.to_string()).collect();
+            ("agent", format!("set by the {} agent", agents.join(", ")))
+        }
+    }
+}
+
+fn service_name_origin(value: &str, owners: &Owners, m: &Mutation) -> String {
+    let annotated = m
+        .before
+        .pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(&format!("{RESOURCE_ANNOTATION_PREFIX}service.name")));
+    if annotated.is_some_and(|a| a == value) {
+        return format!("the pod annotation {RESOURCE_ANNOTATION_PREFIX}service.name");
+    }
+    let owned = [
+        ("Deployment", owners.deployment.as_deref()),
+        (
+            "ReplicaSet",
+            owners.replicaset.as_ref().map(|r| r.0.as_str()),
+        ),
+        (
+            "StatefulSet",
+            owners.statefulset.as_ref().map(|r| r.0.as_str()),
+        ),
+        ("DaemonSet", owners.daemonset.as_ref().map(|r| r.0.as_str())),
+        ("CronJob", owners.cronjob.as_deref()),
+        ("Job", owners.job.as_ref().map(|r| r.0.as_str())),
+    ];
+    if let Some((kind, _)) = owned.iter().find(|(_, n)| *n == Some(value)) {
+        return format!("the {kind}'s name");
+    }
+    if m.before.pod.metadata.name.as_deref() == Some(value) {
+        return "the pod's name".into();
+    }
+    "the container's name (no annotation, owner or pod name)".into()
+}

@@ -1,0 +1,74 @@
+//! The explanations as text for people (`--output text`).
+
+use std::fmt::Write as _;
+
+use super::Explanation;
+
+/// The explanations as text for people.
+pub fn text(explanations: &[Explanation]) -> String {
+    let mut out = String::new();
+    for (i, e) in explanations.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "{} ({}, document {})", e.object, e.file, e.document);
+        if e.requests.is_empty() {
+            let _ = writeln!(
+                out,
+                "  nothing asked for injection: no instrumentation.opentelemetry.io/inject-* annotation on the pod or its namespace"
+            );
+        }
+        if e.already_injected {
+            let _ = writeln!(
+                out,
+                "  already injected (otel-injector/injected or the Operator's containers): left unchanged"
+            );
+        }
+        for r in &e.requests {
+            let _ = writeln!(
+                out,
+                "  {}: asked by the {} annotation {}: {:?}",
+                r.language, r.from, r.annotation, r.value
+            );
+            match (&r.instrumentation, &r.why) {
+                (Some(q), Some(why)) => {
+                    let _ = writeln!(out, "    Instrumentation {q}: {why}");
+                }
+                _ => {
+                    let _ = writeln!(out, "    not injected (see skipped)");
+                }
+            }
+            let _ = writeln!(
+                out,
+                "    targets: {} ({})",
+                if r.targets.is_empty() {
+                    "none".to_owned()
+                } else {
+                    r.targets.join(", ")
+                },
+                r.targets_why
+            );
+        }
+        for c in &e.containers {
+            let added = if c.added { " (added)" } else { "" };
+            let _ = writeln!(out, "  container {}{added}:", c.name);
+            for v in &c.env {
+                let _ = writeln!(out, "    {} = {:?}", v.name, v.value);
+                let _ = writeln!(out, "      from {}: {}", v.source, v.detail);
+            }
+        }
+        for s in &e.skipped {
+            let _ = writeln!(
+                out,
+                "  skipped {} ({})",
+                s.language.as_deref().unwrap_or("the pod"),
+                s.reason
+            );
+            for msg in &s.messages {
+                let _ = writeln!(out, "    {msg}");
+            }
+            let _ = writeln!(out, "    fix: {}", s.fix);
+        }
+    }
+    out
+}
