@@ -11,6 +11,8 @@ mod support;
 mod harness;
 mod injection;
 mod languages;
+mod latency;
 mod manifests;
+mod privileges;
 mod routing;
 mod selfcert;
