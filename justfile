@@ -22,13 +22,16 @@ unit: test-deps
 test-deps:
     scripts/test-deps.sh
 
-# End-to-end tests through a real kube-apiserver and etcd built from Go modules.
+# End-to-end tests through a real control plane, controllers, kwok node, collector and agents.
 e2e: controlplane
     cargo test --locked --features e2e --test e2e -- --test-threads=2
 
-# Build (or find in the cache) the kube-apiserver and etcd binaries.
+# Build (or find in the cache) the e2e tools: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok, otelcol (Go modules), and the agent and app images (Maven Central,
+# npm, PyPI; installs bubblewrap when missing).
 controlplane:
-    scripts/e2e-build.sh >/dev/null
+    scripts/e2e-build.sh all >/dev/null
+    scripts/e2e-images.sh >/dev/null
 
 # Start a real control plane and the webhook, inject an annotated pod and print it.
 demo: controlplane

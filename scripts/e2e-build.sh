@@ -1,41 +1,86 @@
 #!/usr/bin/env bash
-# Build the real kube-apiserver (Kubernetes v1.37.2) and etcd from Go modules
-# (module e2e/go.mod) into a per-machine cache, for the end-to-end tests.
+# Build the end-to-end tests' Go tools from Go modules into a per-machine cache:
 #
-#   scripts/e2e-build.sh            # prints the binary directory as the last stdout line
-#   BIN=$(scripts/e2e-build.sh | tail -n1); "$BIN/kube-apiserver" --version
+#   scripts/e2e-build.sh [controlplane]  # etcd v3.7.0, kube-apiserver, kube-controller-manager,
+#                                        # kube-scheduler (Kubernetes v1.37.2), module e2e/
+#   scripts/e2e-build.sh kwok            # kwok v0.8.0 (simulated nodes), module e2e/kwok/
+#   scripts/e2e-build.sh otelcol         # OpenTelemetry Collector v0.161.0 (OTLP receiver,
+#                                        # file exporter), module e2e/otelcol/
+#   scripts/e2e-build.sh all             # the three, one directory per line
 #
-# Cache: ${OTEL_INJECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-injector}/controlplane/<hash>/
-# where <hash> = sha256(e2e/go.mod + e2e/go.sum), first 16 hex digits. If both binaries
-# are there the script exits at once. Otherwise it builds them (a cold build takes many
-# minutes on 2 cores) and moves them into place atomically. Progress goes to stderr.
-# Go's own caches (GOMODCACHE, GOCACHE) are used as configured; they make rebuilds of a
-# changed go.mod cheap. Set E2E_BUILD_VERBOSE=0 to drop `go build -v` package lines.
+# Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
+#
+# Cache: ${OTEL_INJECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-injector}/<tool>/<hash>/
+# where <hash> = sha256 of the module's go.mod, go.sum and *.go files, first 16 hex digits
+# (the versions are pinned there). If every binary is there the script exits at once.
+# Otherwise it builds the missing ones (a cold controlplane build takes many minutes on 2
+# cores) and moves each into place atomically. Progress goes to stderr. Go's own caches
+# (GOMODCACHE, GOCACHE) are used as configured; they make rebuilds of a changed go.mod cheap.
+# Set E2E_BUILD_VERBOSE=0 to drop `go build -v` package lines.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-MOD_DIR="$ROOT/e2e"
-K8S_VERSION="v1.37.2"
-K8S_MAJOR="1"
-K8S_MINOR="37"
+TOOL="${1:-controlplane}"
 
-log() { printf '[e2e-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+if [[ "$TOOL" == all ]]; then
+    for t in controlplane kwok otelcol; do "$0" "$t" | tail -n1; done
+    exit 0
+fi
+
+K8S_VERSION="v1.37.2"
+VERSION_PKG="k8s.io/component-base/version"
+case "$TOOL" in
+controlplane)
+    MOD_DIR="$ROOT/e2e"
+    BINARIES=(
+        "etcd go.etcd.io/etcd/server/v3"
+        "kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver"
+        "kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager"
+        "kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler"
+    )
+    LDFLAGS="-s -w -X $VERSION_PKG.gitVersion=$K8S_VERSION -X $VERSION_PKG.gitMajor=1 -X $VERSION_PKG.gitMinor=37 -X $VERSION_PKG.gitTreeState=clean"
+    ;;
+kwok)
+    MOD_DIR="$ROOT/e2e/kwok"
+    BINARIES=("kwok sigs.k8s.io/kwok/cmd/kwok")
+    LDFLAGS="-s -w"
+    ;;
+otelcol)
+    MOD_DIR="$ROOT/e2e/otelcol"
+    BINARIES=("otelcol .")
+    LDFLAGS="-s -w"
+    ;;
+*)
+    echo "usage: $0 [controlplane|kwok|otelcol|all]" >&2
+    exit 2
+    ;;
+esac
+
+log() { printf '[e2e-build %s %s] %s\n' "$TOOL" "$(date +%H:%M:%S)" "$*" >&2; }
 
 [[ -f "$MOD_DIR/go.mod" && -f "$MOD_DIR/go.sum" ]] || { log "missing $MOD_DIR/go.mod or go.sum"; exit 1; }
 
-HASH="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -c1-16)"
+# The controlplane's hash stays the one of go.mod + go.sum (its tools.go only lists imports).
+if [[ "$TOOL" == controlplane ]]; then
+    HASH="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" | sha256sum | cut -c1-16)"
+else
+    HASH="$(cat "$MOD_DIR/go.mod" "$MOD_DIR/go.sum" "$MOD_DIR"/*.go | sha256sum | cut -c1-16)"
+fi
 CACHE_ROOT="${OTEL_INJECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-injector}"
-OUT="$CACHE_ROOT/controlplane/$HASH"
+OUT="$CACHE_ROOT/$TOOL/$HASH"
 
 link_target() {
-    # Optional convenience link: target/controlplane-bin -> $OUT (never fails the build).
-    local t="$ROOT/target/controlplane-bin"
+    # Optional convenience link: target/<tool>-bin -> $OUT (never fails the build).
+    local t="$ROOT/target/$TOOL-bin"
     if [[ -d "$ROOT/target" && ( -L "$t" || ! -e "$t" ) ]]; then
         ln -sfn "$OUT" "$t" 2>/dev/null || true
     fi
 }
 
-done_already() { [[ -x "$OUT/kube-apiserver" && -x "$OUT/etcd" ]]; }
+done_already() {
+    local b
+    for b in "${BINARIES[@]}"; do [[ -x "$OUT/${b%% *}" ]] || return 1; done
+}
 
 if done_already; then
     link_target
@@ -61,8 +106,6 @@ export GOTOOLCHAIN=local
 export CGO_ENABLED=0   # static binaries, like the official release builds
 GO_FLAGS=(-mod=readonly -trimpath)
 [[ "${E2E_BUILD_VERBOSE:-1}" == "1" ]] && GO_FLAGS+=(-v)
-VERSION_PKG="k8s.io/component-base/version"
-LDFLAGS="-s -w -X $VERSION_PKG.gitVersion=$K8S_VERSION -X $VERSION_PKG.gitMajor=$K8S_MAJOR -X $VERSION_PKG.gitMinor=$K8S_MINOR -X $VERSION_PKG.gitTreeState=clean"
 
 TMP="$(mktemp -d "$OUT/.tmp.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
@@ -83,16 +126,21 @@ build() { # name package
     log "$name done in $((SECONDS - t0)) s"
 }
 
-build etcd go.etcd.io/etcd/server/v3
-build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+for b in "${BINARIES[@]}"; do build ${b}; done
 
 {
     echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "seconds=$((SECONDS - START))"
     echo "go=$(go version)"
-    echo "kube-apiserver=$K8S_VERSION"
-    echo "etcd=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+    case "$TOOL" in
+    controlplane)
+        echo "kubernetes=$K8S_VERSION"
+        echo "etcd=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+        ;;
+    kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
+    otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
+    esac
 } > "$OUT/build-info.txt"
-log "both binaries built in $((SECONDS - START)) s"
+log "built in $((SECONDS - START)) s"
 link_target
 echo "$OUT"

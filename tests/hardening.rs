@@ -279,3 +279,140 @@ fn the_per_target_estimate_is_a_lower_bound() {
         );
     }
 }
+
+#[test]
+fn values_that_cannot_be_written_are_refused_as_invalid() {
+    // A newline in the service name would become its own line in the Apache config.
+    let p = pod(
+        json!({"instrumentation.opentelemetry.io/inject-apache-httpd": "true",
+               "resource.opentelemetry.io/service.name": "shop\nLoadModule evil /x.so"}),
+        json!({"containers": [{"name": "web", "image": "httpd:2.4"}]}),
+    );
+    let (out, r) = run(&p);
+    assert_eq!(out, p);
+    assert_eq!(
+        reasons(&r),
+        [(Some(Language::ApacheHttpd), SkipReason::InvalidValue)]
+    );
+
+    // An exporter TLS Secret whose name cannot be part of a volume name.
+    let dotted = StaticCatalog::from_yaml(
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+         metadata: {name: inst, namespace: shop}\n\
+         spec: {exporter: {endpoint: 'https://c:4317', tls: {secretName: my.tls, ca_file: ca.crt}}}\n",
+    )
+    .unwrap();
+    let p = pod(
+        json!({"instrumentation.opentelemetry.io/inject-java": "true"}),
+        json!({"containers": [{"name": "app"}]}),
+    );
+    let typed: Pod = serde_json::from_value(p).unwrap();
+    let config = EngineConfig::default();
+    let (patch, r) = mutate(&Snapshot::take(&dotted, "shop", &config), &typed);
+    assert!(patch.is_empty());
+    assert_eq!(
+        reasons(&r),
+        [(Some(Language::Java), SkipReason::InvalidValue)]
+    );
+    assert_eq!(
+        r.warnings,
+        ["inject-java: exporter TLS Secret name \"my.tls\" is not a valid DNS label; not injected"]
+    );
+}
+
+#[test]
+fn cross_namespace_references_follow_the_policy() {
+    use otel_injector::engine::CrossNamespace;
+    let catalog = StaticCatalog::from_yaml(
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+         metadata: {name: shared, namespace: platform, annotations: {otel-injector/cross-namespace: allowed}}\n\
+         ---\n\
+         apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+         metadata: {name: private, namespace: platform}\n",
+    )
+    .unwrap();
+    let cases = [
+        (CrossNamespace::All, "platform/private", None),
+        (CrossNamespace::OptIn, "platform/shared", None),
+        (
+            CrossNamespace::OptIn,
+            "platform/private",
+            Some(
+                "inject-sdk: Instrumentation \"platform/private\" is not shared with other namespaces; not injected",
+            ),
+        ),
+        (
+            CrossNamespace::Deny,
+            "platform/shared",
+            Some(
+                "inject-sdk: Instrumentation \"platform/shared\" is not shared with other namespaces; not injected",
+            ),
+        ),
+    ];
+    for (policy, reference, denied) in cases {
+        let p: Pod = serde_json::from_value(pod(
+            json!({"instrumentation.opentelemetry.io/inject-sdk": reference}),
+            json!({"containers": [{"name": "app"}]}),
+        ))
+        .unwrap();
+        let config = EngineConfig {
+            cross_namespace: policy,
+            ..EngineConfig::default()
+        };
+        let (patch, r) = mutate(&Snapshot::take(&catalog, "shop", &config), &p);
+        match denied {
+            None => {
+                assert_eq!(r.injected, [Language::Sdk], "{policy:?} {reference}");
+                assert_eq!(r.instrumentations, [reference]);
+            }
+            Some(warning) => {
+                assert!(patch.is_empty(), "{policy:?} {reference}");
+                assert_eq!(
+                    reasons(&r),
+                    [(Some(Language::Sdk), SkipReason::CrossNamespaceDenied)]
+                );
+                assert_eq!(r.warnings, [warning]);
+            }
+        }
+    }
+}
+
+#[test]
+fn pods_that_ask_for_nothing_are_not_decoded() {
+    let review = |object: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {"uid": "u1", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "namespace": "shop", "operation": "CREATE", "object": object}})
+        .to_string()
+    };
+    let config = EngineConfig::default();
+    // A pod the typed decoder would reject: not decoded at all, so no warning.
+    let broken = json!({"metadata": {"name": "p"}, "spec": {"containers": "not a list"}});
+    let (_, s) =
+        otel_injector::admission::review(review(broken.clone()).as_bytes(), &catalog(), &config)
+            .unwrap();
+    assert!(s.report.warnings.is_empty(), "{:?}", s.report.warnings);
+    assert!(!s.patched && !s.report.requested);
+    // The same pod asking for injection is decoded, and the failure is reported.
+    let mut asking = broken;
+    asking["metadata"]["annotations"] =
+        json!({"instrumentation.opentelemetry.io/inject-java": "true"});
+    let (_, s) =
+        otel_injector::admission::review(review(asking.clone()).as_bytes(), &catalog(), &config)
+            .unwrap();
+    assert_eq!(s.report.warnings.len(), 1);
+    assert!(
+        s.report.warnings[0].starts_with("otel-injector: pod could not be decoded"),
+        "{:?}",
+        s.report.warnings
+    );
+    // A namespace that asks makes every pod in it count, annotated or not.
+    let ns = catalog().with_namespace(
+        "shop",
+        &[("instrumentation.opentelemetry.io/inject-java", "true")],
+    );
+    let plain = json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app"}]}});
+    let (_, s) = otel_injector::admission::review(review(plain).as_bytes(), &ns, &config).unwrap();
+    assert!(s.patched);
+    assert_eq!(s.report.injected, [Language::Java]);
+}

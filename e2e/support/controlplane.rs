@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+use super::controllers::Controllers;
 use super::process::{Janitor, Supervised, free_port, random_hex};
 
 /// The repository root (this crate's manifest dir).
@@ -24,27 +25,14 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
-/// The directory holding `etcd` and `kube-apiserver`: `$E2E_BIN_DIR`, or the last stdout
-/// line of `scripts/e2e-build.sh` (which builds them on first use; progress on stderr).
+/// The directory holding `etcd`, `kube-apiserver`, `kube-controller-manager` and
+/// `kube-scheduler`: `$E2E_BIN_DIR`, or what `scripts/e2e-build.sh controlplane` prints.
 pub fn binaries() -> Result<PathBuf, String> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     BIN.get_or_init(|| {
         let dir = match std::env::var_os("E2E_BIN_DIR") {
             Some(d) => PathBuf::from(d),
-            None => {
-                let script = root().join("scripts/e2e-build.sh");
-                let out = Command::new(&script)
-                    .stdin(Stdio::null())
-                    .stderr(Stdio::inherit())
-                    .output()
-                    .map_err(|e| format!("running {}: {e}", script.display()))?;
-                if !out.status.success() {
-                    return Err(format!("{} failed ({})", script.display(), out.status));
-                }
-                let stdout = String::from_utf8_lossy(&out.stdout);
-                let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
-                PathBuf::from(last.ok_or("scripts/e2e-build.sh printed nothing")?.trim())
-            }
+            None => tool_dir("controlplane")?,
         };
         for b in ["etcd", "kube-apiserver"] {
             if !dir.join(b).is_file() {
@@ -54,6 +42,31 @@ pub fn binaries() -> Result<PathBuf, String> {
         Ok(dir)
     })
     .clone()
+}
+
+/// The directory of a tool built by `scripts/e2e-build.sh TOOL` (`controlplane`, `kwok`,
+/// `otelcol`): the script's last stdout line. It builds on first use (progress on stderr).
+pub fn tool_dir(tool: &str) -> Result<PathBuf, String> {
+    let script = root().join("scripts/e2e-build.sh");
+    let out = Command::new(&script)
+        .arg(tool)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| format!("running {}: {e}", script.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "{} {tool} failed ({})",
+            script.display(),
+            out.status
+        ));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
+    Ok(PathBuf::from(
+        last.ok_or_else(|| format!("scripts/e2e-build.sh {tool} printed nothing"))?
+            .trim(),
+    ))
 }
 
 /// How long the steps took.
@@ -76,6 +89,9 @@ pub struct ControlPlane {
     pub kubeconfig: PathBuf,
     pub config: kube::Config,
     pub timings: Timings,
+    /// kube-controller-manager, kube-scheduler and kwok, once [`Self::start_controllers`]
+    /// has run.
+    pub controllers: Option<Controllers>,
     apiserver: Mutex<Supervised>,
     etcd: Mutex<Supervised>,
     tmp: Option<tempfile::TempDir>,
@@ -256,6 +272,7 @@ impl ControlPlane {
             kubeconfig,
             config,
             timings: Timings::default(),
+            controllers: None,
             apiserver: Mutex::new(apiserver),
             etcd: Mutex::new(etcd),
             tmp,
@@ -311,8 +328,19 @@ impl ControlPlane {
         }
     }
 
-    /// Errors (with both logs' tails) if etcd or kube-apiserver has exited.
+    /// Starts kube-controller-manager, kube-scheduler and kwok with its node (see
+    /// `controllers.rs`); they stop before the apiserver.
+    pub async fn start_controllers(&mut self) -> Result<(), String> {
+        let c = Controllers::start(self).await?;
+        self.controllers = Some(c);
+        Ok(())
+    }
+
+    /// Errors (with the logs' tails) if etcd, kube-apiserver or a controller has exited.
     pub fn check_alive(&self) -> Result<(), String> {
+        if let Some(c) = &self.controllers {
+            c.check_alive()?;
+        }
         for (name, p) in [("etcd", &self.etcd), ("kube-apiserver", &self.apiserver)] {
             let mut p = p.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(st) = p.exited() {
@@ -352,6 +380,9 @@ impl ControlPlane {
 
     /// Stops both servers and removes the temp dir (also done on drop).
     pub fn stop(&mut self) {
+        if let Some(mut c) = self.controllers.take() {
+            c.stop();
+        }
         for p in [&self.apiserver, &self.etcd] {
             p.lock().unwrap_or_else(|e| e.into_inner()).stop();
         }

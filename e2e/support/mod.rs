@@ -5,8 +5,12 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod collector;
+pub mod controllers;
 pub mod controlplane;
 pub mod identity;
+pub mod kubelet;
 pub mod labeler;
 pub mod process;
+pub mod runner;
 pub mod webhook;

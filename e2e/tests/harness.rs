@@ -44,7 +44,8 @@ pub async fn cluster() -> &'static ControlPlane {
     let r = SHARED
         .get_or_init(|| async {
             let t0 = Instant::now();
-            let cp = ControlPlane::start().await?;
+            let mut cp = ControlPlane::start().await?;
+            cp.start_controllers().await?;
             let client = cp.client();
             api::install_crds(&client, &root().join("manifests/crd.yaml")).await?;
             // The apiserver's first write to a new CRD takes about 2 s, once: pay it here,
@@ -72,11 +73,12 @@ pub async fn cluster() -> &'static ControlPlane {
                 t1.elapsed()
             );
             eprintln!(
-                "[e2e] control plane at {} ready in {:?} (binaries found in {:?}), setup \
-                 done after {:?}; dir {}",
+                "[e2e] control plane at {} ready in {:?} (binaries found in {:?}), \
+                 controllers and node ready in {:?}, setup done after {:?}; dir {}",
                 cp.url,
                 cp.timings.ready,
                 cp.timings.binaries,
+                cp.controllers.as_ref().map(|c| c.ready).unwrap_or_default(),
                 t0.elapsed(),
                 cp.dir.display()
             );

@@ -16,3 +16,5 @@ mod manifests;
 mod privileges;
 mod routing;
 mod selfcert;
+mod telemetry;
+mod workloads;

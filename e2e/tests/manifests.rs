@@ -119,6 +119,8 @@ const BASE_ENV: [&str; 3] = [
 
 #[tokio::test]
 async fn manifest_otel_injector_applies_with_read_only_rbac_and_a_metrics_service() {
+    // Its Services must not exist while a test applies a webhook configuration for real.
+    let _shared = CLUSTER_WIDE.read().await;
     product_namespace().await;
     let applied = apply("otel-injector.yaml").await;
     assert_eq!(
@@ -200,6 +202,19 @@ async fn manifest_network_policy_applies_admin_port_only_from_monitoring() {
 async fn webhook_configuration_as_stored(file: &str) -> Value {
     let _alone = CLUSTER_WIDE.write().await;
     let client = cluster().await.client();
+    // Pods made by the controllers meanwhile (a CronJob's, say) still reach it. Without the
+    // Service, the API server cannot resolve where to send them and fails open at once; with
+    // it, it would dial the Service's cluster IP, which leads nowhere here. The tests that
+    // apply the Services hold CLUSTER_WIDE too.
+    for doc in api::read_yaml_docs(&manifest("otel-injector.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .filter(|d| d["kind"] == "Service")
+    {
+        api::delete_doc(&client, doc)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
     let doc = api::read_yaml_docs(&manifest(file))
         .unwrap_or_else(|e| panic!("{e}"))
         .into_iter()

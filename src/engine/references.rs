@@ -1,0 +1,144 @@
+//! Finding the Instrumentation a request names, and the checks on it before any agent runs:
+//! cross-namespace policy, exporter TLS references (valid names, and present when tracked).
+
+use std::sync::Arc;
+
+use super::{CROSS_NAMESPACE_ANNOTATION, CrossNamespace, ObjectKind, SkipReason, Snapshot};
+use crate::agents::Language;
+use crate::agents::exporter_tls::ExporterTls;
+use crate::crd::Instrumentation;
+use crate::pod::select::Request;
+
+pub(super) fn qualified(inst: &Instrumentation) -> String {
+    format!(
+        "{}/{}",
+        inst.metadata.namespace.as_deref().unwrap_or(""),
+        inst.metadata.name.as_deref().unwrap_or("")
+    )
+}
+
+fn by_name(
+    snapshot: &Snapshot<'_>,
+    key: &str,
+    ns: &str,
+    name: &str,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    match snapshot.instrumentations.get(ns, name) {
+        Some(Ok(i)) => Ok(i.clone()),
+        Some(Err(e)) => Err((
+            SkipReason::InstrumentationInvalid,
+            format!("{key}: Instrumentation \"{ns}/{name}\" cannot be read ({e}); not injected"),
+        )),
+        None => Err((
+            SkipReason::InstrumentationNotFound,
+            format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
+        )),
+    }
+}
+
+/// Finds the Instrumentation a request names.
+pub(super) fn resolve(
+    snapshot: &Snapshot<'_>,
+    request: &Request<'_>,
+    lang: Language,
+) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
+    let key = format!("inject-{lang}");
+    let namespace = snapshot.namespace;
+    match *request {
+        Request::No => Err((SkipReason::NoInstrumentation, String::new())),
+        Request::Default => {
+            let all = snapshot.instrumentations.readable_in(namespace);
+            match all.as_slice() {
+                [one] => Ok((*one).clone()),
+                [] => Err((
+                    SkipReason::NoInstrumentation,
+                    format!("{key}: no Instrumentation in namespace {namespace:?}; not injected"),
+                )),
+                many => Err((
+                    SkipReason::MultipleInstrumentations,
+                    format!(
+                        "{key}: {} Instrumentations in namespace {namespace:?}; name one instead of \"true\"",
+                        many.len()
+                    ),
+                )),
+            }
+        }
+        Request::Named(name) => by_name(snapshot, &key, namespace, name),
+        Request::Qualified {
+            namespace: ns,
+            name,
+        } => by_name(snapshot, &key, ns, name),
+    }
+}
+
+/// Why a pod may not use an Instrumentation of another namespace, if that is the case.
+pub(super) fn cross_namespace_denied(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+    lang: Language,
+) -> Option<String> {
+    let home = inst.metadata.namespace.as_deref().unwrap_or("");
+    if home == snapshot.namespace {
+        return None;
+    }
+    let allowed = match snapshot.config.cross_namespace {
+        CrossNamespace::All => true,
+        CrossNamespace::Deny => false,
+        CrossNamespace::OptIn => inst
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
+            .is_some_and(|v| v == "allowed"),
+    };
+    (!allowed).then(|| {
+        format!(
+            "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
+            inst.metadata.name.as_deref().unwrap_or("")
+        )
+    })
+}
+
+/// A Secret or ConfigMap name in `spec.exporter.tls` that cannot be used: its volume would be
+/// named `otel-auto-secret-<name>` (or `-configmap-`), which must be a DNS label, so a name
+/// that is not one (dots included) would make the API server reject the pod.
+pub(super) fn invalid_tls_reference(inst: &Instrumentation) -> Option<(ObjectKind, String)> {
+    let tls = ExporterTls::of(&inst.spec)?;
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    refs.into_iter().find_map(|(kind, name)| {
+        let name = name?;
+        (!is_dns_label(name)).then(|| (kind, name.to_owned()))
+    })
+}
+
+/// RFC 1123 label: lower-case alphanumerics and `-`, alphanumeric at both ends, ≤ 63.
+fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// A Secret or ConfigMap named by `spec.exporter.tls` that the snapshot knows is missing
+/// from the pod's namespace. The pod could not start with its volume mounted, so that
+/// language is not injected (as the Operator does), and the warning says why.
+pub(super) fn missing_tls_reference(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+) -> Option<(ObjectKind, String)> {
+    let tls = ExporterTls::of(&inst.spec)?;
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    refs.into_iter().find_map(|(kind, name)| {
+        let name = name?;
+        (snapshot.object_exists(kind, name) == Some(false)).then(|| (kind, name.to_owned()))
+    })
+}
