@@ -78,13 +78,24 @@ async fn run(hold: bool) -> Result<(), String> {
     api::install_crds(&client, &root().join("manifests/crd.yaml")).await?;
     clock.step("Instrumentation CRD established");
 
-    let mut webhook = Webhook::start(&binary, &cp.kubeconfig).await?;
+    // The webhook runs as the default install's ServiceAccount, with its read-only RBAC.
+    let identity = support::identity::issue(
+        &cp,
+        support::identity::SERVICE_ACCOUNT,
+        &["otel-injector.yaml"],
+        &cp.dir.join("identities"),
+    )
+    .await?;
+    let mut webhook = Webhook::start(&binary, &identity.kubeconfig).await?;
     webhook.wait_ready(Duration::from_secs(30)).await?;
     clock.step(&format!(
-        "otel-injector serving {} and ready (caches synced)",
-        webhook.url()
+        "otel-injector serving {} and ready (caches synced), as {} with the RBAC of \
+         manifests/otel-injector.yaml",
+        webhook.url(),
+        identity.user
     ));
     let config = api::webhook_configuration(&Registration {
+        manifest: &api::webhook_manifest_path(),
         name: "otel-injector",
         url: &webhook.url(),
         ca_pem: &webhook.certs.ca_cert,

@@ -1,6 +1,7 @@
 //! Kubernetes API helpers on top of `kube::Client`: raw requests that keep the response's
 //! `Warning` headers (the typed `Api` drops them), CRDs, webhook configurations built from
-//! `manifests/webhook.yaml`, and server-side apply of manifest files.
+//! `manifests/webhook.yaml` or `webhook-targeted.yaml`, server-side apply of manifest files,
+//! and SubjectAccessReviews.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -293,55 +294,184 @@ pub async fn server_side_apply(
     path: &Path,
     dry_run: bool,
 ) -> Result<Vec<String>, String> {
+    Ok(server_side_apply_each(client, path, |_| dry_run)
+        .await?
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect())
+}
+
+/// [`server_side_apply`], deciding per document whether it is a dry run; returns
+/// `kind/name` and the object as the API server returned it (stored, or as it would be).
+pub async fn server_side_apply_each(
+    client: &Client,
+    path: &Path,
+    dry_run: impl Fn(&Value) -> bool,
+) -> Result<Vec<(String, Value)>, String> {
+    let stem = path
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("manifest");
+    let manager = format!("otel-injector-e2e-{stem}");
     let mut applied = Vec::new();
     for doc in read_yaml_docs(path)? {
-        let api_version = doc["apiVersion"].as_str().unwrap_or_default();
-        let kind = doc["kind"].as_str().unwrap_or_default();
-        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-        let (group, version) = match api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", api_version),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, kind);
-        // Discovery of a just-established CRD can lag by a moment.
-        let mut tries = 0;
-        let (ar, caps) = loop {
-            match kube::discovery::pinned_kind(client, &gvk).await {
-                Ok(found) => break found,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    let _ = e;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => return Err(format!("{}: {api_version} {kind}: {e}", path.display())),
-            }
-        };
-        let api: Api<DynamicObject> = match caps.scope {
-            Scope::Cluster => Api::all_with(client.clone(), &ar),
-            Scope::Namespaced => Api::namespaced_with(
-                client.clone(),
-                doc["metadata"]["namespace"].as_str().unwrap_or("default"),
-                &ar,
-            ),
-        };
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("manifest");
-        let mut params = PatchParams::apply(&format!("otel-injector-e2e-{stem}")).force();
-        if dry_run {
-            params = params.dry_run();
-        }
-        api.patch(name, &params, &Patch::Apply(&doc))
+        let id = format!(
+            "{}/{}",
+            doc["kind"].as_str().unwrap_or_default(),
+            doc["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let stored = apply_doc(client, &manager, &doc, dry_run(&doc))
             .await
-            .map_err(|e| format!("{}: {kind}/{name}: {e}", path.display()))?;
-        applied.push(format!("{kind}/{name}"));
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        applied.push((id, stored));
     }
     Ok(applied)
 }
 
-/// How a webhook configuration made from `manifests/webhook.yaml` differs from it.
+/// The API of a document's kind (discovery), namespaced by its `metadata.namespace`.
+async fn dynamic_api(client: &Client, doc: &Value) -> Result<Api<DynamicObject>, String> {
+    let api_version = doc["apiVersion"].as_str().unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    let (group, version) = match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    };
+    let gvk = GroupVersionKind::gvk(group, version, kind);
+    // Discovery of a just-established CRD can lag by a moment.
+    let mut tries = 0;
+    let (ar, caps) = loop {
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok(found) => break found,
+            Err(_) if tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => return Err(format!("{api_version} {kind}: {e}")),
+        }
+    };
+    Ok(match caps.scope {
+        Scope::Cluster => Api::all_with(client.clone(), &ar),
+        Scope::Namespaced => Api::namespaced_with(
+            client.clone(),
+            doc["metadata"]["namespace"].as_str().unwrap_or("default"),
+            &ar,
+        ),
+    })
+}
+
+/// Server-side apply of one object (forced, as field manager `manager`); returns it as the
+/// API server returned it.
+pub async fn apply_doc(
+    client: &Client,
+    manager: &str,
+    doc: &Value,
+    dry_run: bool,
+) -> Result<Value, String> {
+    let api = dynamic_api(client, doc).await?;
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let mut params = PatchParams::apply(manager).force();
+    if dry_run {
+        params = params.dry_run();
+    }
+    let stored = api
+        .patch(name, &params, &Patch::Apply(doc))
+        .await
+        .map_err(|e| format!("{}/{name}: {e}", doc["kind"].as_str().unwrap_or_default()))?;
+    serde_json::to_value(stored).map_err(|e| e.to_string())
+}
+
+/// Deletes the object a document names, if it exists; waits until it is gone.
+pub async fn delete_doc(client: &Client, doc: &Value) -> Result<(), String> {
+    let api = dynamic_api(client, doc).await?;
+    let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    match api.delete(name, &Default::default()).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(format!("delete {kind}/{name}: {e}")),
+    }
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        match api.get_opt(name).await {
+            Ok(None) => return Ok(()),
+            Ok(Some(_)) if Instant::now() < until => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Ok(Some(_)) => return Err(format!("{kind}/{name} still there 10 s after delete")),
+            Err(e) => return Err(format!("get {kind}/{name}: {e}")),
+        }
+    }
+}
+
+/// What a SubjectAccessReview asks: may this user do `verb` on `resource`?
+#[derive(Clone, Copy, Debug)]
+pub struct Access<'a> {
+    pub verb: &'a str,
+    pub group: &'a str,
+    pub resource: &'a str,
+    /// Empty: every namespace (or a cluster-scoped resource).
+    pub namespace: &'a str,
+    /// Empty: any name.
+    pub name: &'a str,
+}
+
+impl std::fmt::Display for Access<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let group = if self.group.is_empty() {
+            "core"
+        } else {
+            self.group
+        };
+        write!(f, "{} {group}/{}", self.verb, self.resource)?;
+        if !self.name.is_empty() {
+            write!(f, "/{}", self.name)?;
+        }
+        if !self.namespace.is_empty() {
+            write!(f, " in {}", self.namespace)?;
+        }
+        Ok(())
+    }
+}
+
+/// Whether the API server's authorizer allows `access` to `user` with `groups` (a
+/// SubjectAccessReview, sent with `client`'s own rights).
+pub async fn may(
+    client: &Client,
+    user: &str,
+    groups: &[String],
+    access: Access<'_>,
+) -> Result<bool, String> {
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {
+            "user": user, "groups": groups,
+            "resourceAttributes": {
+                "verb": access.verb, "group": access.group, "resource": access.resource,
+                "namespace": access.namespace, "name": access.name,
+            }
+        }
+    });
+    let r = send(
+        client,
+        Method::POST,
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        Some(&review),
+    )
+    .await?;
+    if r.status != 201 {
+        return Err(format!(
+            "SubjectAccessReview ({access}): HTTP {}: {}",
+            r.status, r.body
+        ));
+    }
+    Ok(r.body["status"]["allowed"] == true)
+}
+
+/// How a webhook configuration made from a shipped manifest differs from it.
 pub struct Registration<'a> {
+    /// The manifest whose entries are registered: [`webhook_manifest_path`] or
+    /// [`targeted_webhook_manifest_path`].
+    pub manifest: &'a Path,
     /// Name of the MutatingWebhookConfiguration (configurations run in name order).
     pub name: &'a str,
     /// `https://127.0.0.1:PORT/mutate-v1-pod`.
@@ -354,23 +484,30 @@ pub struct Registration<'a> {
     pub scope: Option<(&'a str, &'a str)>,
 }
 
-/// The manifest the webhook configurations are made from: `$E2E_WEBHOOK_MANIFEST`, or
-/// `manifests/webhook.yaml`.
+/// The default webhook configuration: `$E2E_WEBHOOK_MANIFEST`, or `manifests/webhook.yaml`.
 pub fn webhook_manifest_path() -> std::path::PathBuf {
     std::env::var_os("E2E_WEBHOOK_MANIFEST")
         .map(Into::into)
         .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook.yaml"))
 }
 
-/// The MutatingWebhookConfiguration of `manifests/webhook.yaml` with every one of its
-/// webhook entries (today `pods.…` and `namespaces.…`), each keeping its own name, rules,
-/// matchPolicy, reinvocationPolicy, sideEffects, admissionReviewVersions, namespaceSelector
-/// and matchConditions, pointed at `url` with the test CA, the given failure policy and
-/// timeout, and optionally scoped by a namespace label added to each entry's
-/// namespaceSelector.
+/// The targeted variant's webhook configuration: `$E2E_TARGETED_WEBHOOK_MANIFEST`, or
+/// `manifests/webhook-targeted.yaml`.
+pub fn targeted_webhook_manifest_path() -> std::path::PathBuf {
+    std::env::var_os("E2E_TARGETED_WEBHOOK_MANIFEST")
+        .map(Into::into)
+        .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook-targeted.yaml"))
+}
+
+/// The MutatingWebhookConfiguration of `r.manifest` with every one of its webhook entries
+/// (`pods.…` in the default one; `pods.…` and `namespaces.…` in the targeted one), each
+/// keeping its own name, rules, matchPolicy, reinvocationPolicy, sideEffects,
+/// admissionReviewVersions, namespaceSelector, objectSelector and matchConditions, pointed
+/// at `url` with the test CA, the given failure policy and timeout, and optionally scoped
+/// by a namespace label added to each entry's namespaceSelector.
 pub fn webhook_configuration(r: &Registration<'_>) -> Result<Value, String> {
-    let path = webhook_manifest_path();
-    let doc = read_yaml_docs(&path)?
+    let path = r.manifest;
+    let doc = read_yaml_docs(path)?
         .into_iter()
         .find(|d| d["kind"] == "MutatingWebhookConfiguration")
         .ok_or_else(|| format!("{}: no MutatingWebhookConfiguration", path.display()))?;

@@ -182,6 +182,71 @@ impl Webhook {
         r
     }
 
+    /// POSTs `body` to `/mutate-v1-pod` over TLS (trusting the test CA), as the API server
+    /// would, with `Connection: close`: (status, JSON body). Bounded to 5 s.
+    pub async fn post_review(
+        &self,
+        body: &serde_json::Value,
+    ) -> Result<(u16, serde_json::Value), String> {
+        use rustls_pki_types::pem::PemObject as _;
+        let mut roots = rustls::RootCertStore::empty();
+        for c in rustls_pki_types::CertificateDer::pem_slice_iter(self.certs.ca_cert.as_bytes()) {
+            roots
+                .add(c.map_err(|e| e.to_string())?)
+                .map_err(|e| e.to_string())?;
+        }
+        let tls = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+        let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
+        let payload = body.to_string();
+        let addr = self.addr;
+        let exchange = async {
+            let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+            let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
+            let mut s = connector
+                .connect(name, tcp)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?;
+            s.write_all(
+                format!(
+                    "POST /mutate-v1-pod?timeout=5s HTTP/1.1\r\nHost: {addr}\r\n\
+                     Content-Type: application/json\r\nContent-Length: {}\r\n\
+                     Connection: close\r\n\r\n{payload}",
+                    payload.len()
+                )
+                .as_bytes(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            let mut buf = Vec::new();
+            // A peer that closes without close_notify still gave us its whole answer.
+            let _ = s.read_to_end(&mut buf).await;
+            let text = String::from_utf8_lossy(&buf).into_owned();
+            let (head, body) = text.split_once("\r\n\r\n").ok_or("no header end")?;
+            let status = head
+                .split_whitespace()
+                .nth(1)
+                .and_then(|s| s.parse().ok())
+                .ok_or("no status")?;
+            let chunked = head.lines().any(|l| {
+                l.to_ascii_lowercase()
+                    .starts_with("transfer-encoding: chunked")
+            });
+            let body = if chunked { dechunk(body) } else { body.into() };
+            let json =
+                serde_json::from_str(&body).unwrap_or_else(|_| serde_json::json!({"raw": body}));
+            Ok::<_, String>((status, json))
+        };
+        tokio::time::timeout(Duration::from_secs(5), exchange)
+            .await
+            .map_err(|_| "POST /mutate-v1-pod: no answer in 5 s".to_owned())?
+    }
+
     /// Kills the process and waits for it.
     pub fn stop(&mut self) {
         self.proc.stop();

@@ -2,14 +2,16 @@
 //!
 //! One control plane (etcd + kube-apiserver) is shared by all tests of this process; it is
 //! started by the first test that needs it, with `manifests/crd.yaml` installed. Each test
-//! gets its own [`Env`]: its own `otel-injector serve` process and its own
-//! MutatingWebhookConfiguration (built from `manifests/webhook.yaml`), whose
-//! `namespaceSelector` only matches namespaces labeled `e2e.otel-injector.io/env=<id>`, and
-//! the test creates its namespaces with that label. So tests running side by side never see
-//! each other's webhooks, pods or counters. The shared servers die with the test process
-//! (see `support/process.rs`), also when it is killed.
+//! gets its own [`Env`]: its own `otel-injector serve` process, run as a ServiceAccount
+//! with the RBAC of the shipped manifests ([`Rbac`]), and its own
+//! MutatingWebhookConfiguration (built from `manifests/webhook.yaml` or, for the targeted
+//! variant, `manifests/webhook-targeted.yaml`), whose `namespaceSelector` only matches
+//! namespaces labeled `e2e.otel-injector.io/env=<id>`, and the test creates its namespaces
+//! with that label. So tests running side by side never see each other's webhooks, pods or
+//! counters. The shared servers die with the test process (see `support/process.rs`), also
+//! when it is killed.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,6 +29,7 @@ use otel_injector::engine::{EngineConfig, Report, Snapshot};
 
 use crate::support::api::{self, Registration, Response};
 use crate::support::controlplane::{ControlPlane, root};
+use crate::support::identity::{self, Identity};
 use crate::support::webhook::{Requests, Webhook};
 
 pub const SCOPE_LABEL: &str = "e2e.otel-injector.io/env";
@@ -95,32 +98,124 @@ pub async fn cluster() -> &'static ControlPlane {
 
 /// The tests whose webhook runs the namespace labeler hold this while their webhook runs:
 /// every labeler writes the label on every namespace of the cluster, so with one at a time
-/// the label a test waits for on its namespace was written by its own webhook.
+/// the label a test waits for on its namespace was written by its own webhook. A test that
+/// asserts that nobody labels its namespace holds it too.
 static LABELING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Every [`Env`] holds this shared while it runs; a test that changes what other tests'
+/// webhooks and pods meet cluster-wide holds it exclusively: a real webhook configuration
+/// of the shipped manifests (it would send every test's pods to a Service that does not
+/// run) or an opt-in binding to the manifests' own ServiceAccount (the default identity
+/// would no longer have exactly the default RBAC). Take it before [`LABELING`].
+pub static CLUSTER_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_new(());
+
+/// Which shipped webhook configuration a test's webhook is registered with.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Variant {
+    /// `manifests/webhook.yaml`: every pod but the excluded ones.
+    Default,
+    /// `manifests/webhook-targeted.yaml`: pods that ask, and pods of labeled namespaces.
+    Targeted,
+}
+
+impl Variant {
+    pub fn manifest(self) -> std::path::PathBuf {
+        match self {
+            Variant::Default => api::webhook_manifest_path(),
+            Variant::Targeted => api::targeted_webhook_manifest_path(),
+        }
+    }
+}
+
+/// The RBAC a test's webhook runs with: the shipped manifests' roles bound to a
+/// ServiceAccount whose token the webhook uses (never the admin kubeconfig).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rbac {
+    /// `otel-injector.yaml` as shipped, for its own ServiceAccount `otel-injector`.
+    Default,
+    /// Plus `targeted.yaml` (patch on namespaces), for `e2e-targeted`.
+    Targeted,
+    /// Plus `self-signed.yaml` (the built-in certificate's Secret and caBundle), for
+    /// `e2e-self-signed`.
+    SelfSigned,
+    /// Plus `verify-exporter-tls.yaml` (list/watch Secrets and ConfigMaps), for
+    /// `e2e-verify-exporter-tls`.
+    VerifyExporterTls,
+}
+
+impl Rbac {
+    /// The ServiceAccount and the manifests whose RBAC it gets.
+    fn account(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            Rbac::Default => (identity::SERVICE_ACCOUNT, &["otel-injector.yaml"]),
+            Rbac::Targeted => ("e2e-targeted", &["otel-injector.yaml", "targeted.yaml"]),
+            Rbac::SelfSigned => (
+                "e2e-self-signed",
+                &["otel-injector.yaml", "self-signed.yaml"],
+            ),
+            Rbac::VerifyExporterTls => (
+                "e2e-verify-exporter-tls",
+                &["otel-injector.yaml", "verify-exporter-tls.yaml"],
+            ),
+        }
+    }
+}
+
+static IDENTITIES: tokio::sync::Mutex<BTreeMap<Rbac, Identity>> =
+    tokio::sync::Mutex::const_new(BTreeMap::new());
+
+/// The identity with this RBAC (made once per test process; see `support/identity.rs`).
+pub async fn identity(rbac: Rbac) -> Identity {
+    let cp = cluster().await;
+    let mut made = IDENTITIES.lock().await;
+    if let Some(id) = made.get(&rbac) {
+        return id.clone();
+    }
+    let (sa, manifests) = rbac.account();
+    let id = identity::issue(cp, sa, manifests, &cp.dir.join("identities"))
+        .await
+        .unwrap_or_else(|e| panic!("identity {rbac:?}: {e}"));
+    made.insert(rbac, id.clone());
+    id
+}
 
 /// How a test's webhook is started and registered.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// `failurePolicy` of every entry of the configuration.
     pub failure_policy: &'static str,
-    /// Run the namespace labeler (`--label-namespaces`, on by default in the product). Off
-    /// unless a test is about namespace-level injection: see [`LABELING`].
+    /// The shipped configuration whose entries are registered.
+    pub variant: Variant,
+    /// The RBAC of the webhook's identity.
+    pub rbac: Rbac,
+    /// Run the namespace labeler (`--label-namespaces`, off by default in the product, on in
+    /// the targeted variant). Needs [`Rbac::Targeted`]. See [`LABELING`].
     pub label_namespaces: bool,
+    /// No other test's labeler runs while this webhook runs (implied by
+    /// `label_namespaces`): for a test that asserts its namespaces stay unlabeled.
+    pub exclusive_namespace_labels: bool,
     /// Further `otel-injector serve` flags.
     pub args: Vec<String>,
     /// Register the configuration with the harness's CA as `caBundle` (the webhook serves
     /// the harness's certificate). `false`: an empty `caBundle`, for a webhook that makes
     /// its own certificate and writes the `caBundle` itself (`--certificate-secret`).
     pub register_ca_bundle: bool,
+    /// The configuration's name (an existing one is replaced); default
+    /// `e2e-<id>-a-otel-injector`.
+    pub configuration_name: Option<String>,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             failure_policy: "Ignore",
+            variant: Variant::Default,
+            rbac: Rbac::Default,
             label_namespaces: false,
+            exclusive_namespace_labels: false,
             args: Vec::new(),
             register_ca_bundle: true,
+            configuration_name: None,
         }
     }
 }
@@ -132,33 +227,46 @@ pub struct Env {
     pub webhook: Webhook,
     /// The `serve` flags the webhook got beyond the harness's own (see [`Env::engine_config`]).
     pub args: Vec<String>,
-    /// Declared after `webhook`: the webhook is killed before the lock is released.
+    pub variant: Variant,
+    /// Who the webhook is to the API server.
+    pub identity: Identity,
+    /// The name of the registered MutatingWebhookConfiguration.
+    pub configuration: String,
+    /// Declared after `webhook`: the webhook is killed before the locks are released.
     _labeling: Option<tokio::sync::MutexGuard<'static, ()>>,
+    _cluster_wide: tokio::sync::RwLockReadGuard<'static, ()>,
 }
 
 impl Env {
-    /// A webhook registered with `failurePolicy: Ignore`, without the namespace labeler.
+    /// A webhook with the default install's configuration and RBAC, `failurePolicy:
+    /// Ignore`, without the namespace labeler.
     pub async fn start(id: &str) -> Env {
         Self::start_with(id, Options::default()).await
     }
 
-    pub async fn with_failure_policy(id: &str, failure_policy: &'static str) -> Env {
+    /// [`Env::start`] registered with the targeted variant's configuration (still without
+    /// the labeler, with the default RBAC).
+    pub async fn targeted(id: &str, failure_policy: &'static str) -> Env {
         Self::start_with(
             id,
             Options {
                 failure_policy,
+                variant: Variant::Targeted,
                 ..Options::default()
             },
         )
         .await
     }
 
-    /// A webhook that labels namespaces, as deployed (`--label-namespaces=true`). Waits
-    /// until no other test's labeling webhook runs.
+    /// The targeted variant as deployed: its configuration, its RBAC and the namespace
+    /// labeler (`--label-namespaces=true`). Waits until no other test's labeling webhook
+    /// runs.
     pub async fn labeling(id: &str) -> Env {
         Self::start_with(
             id,
             Options {
+                variant: Variant::Targeted,
+                rbac: Rbac::Targeted,
                 label_namespaces: true,
                 ..Options::default()
             },
@@ -166,22 +274,24 @@ impl Env {
         .await
     }
 
-    /// Starts `otel-injector serve` (waits for `/readyz`: caches synced) and registers it as
-    /// `e2e-<id>-a-otel-injector`: both entries of `manifests/webhook.yaml`, each scoped to
-    /// namespaces labeled with `id`.
+    /// Starts `otel-injector serve` with the identity of `options.rbac` (waits for `/readyz`:
+    /// caches synced) and registers it as `e2e-<id>-a-otel-injector`: every entry of the
+    /// variant's manifest, each scoped to namespaces labeled with `id`.
     pub async fn start_with(id: &str, options: Options) -> Env {
-        let labeling = if options.label_namespaces {
+        let cluster_wide = CLUSTER_WIDE.read().await;
+        let labeling = if options.label_namespaces || options.exclusive_namespace_labels {
             Some(LABELING.lock().await)
         } else {
             None
         };
         let cp = cluster().await;
         let client = cp.client();
+        let identity = identity(options.rbac).await;
         let mut args = vec![format!("--label-namespaces={}", options.label_namespaces)];
         args.extend(options.args);
         let mut webhook = Webhook::start_with(
             Path::new(env!("CARGO_BIN_EXE_otel-injector")),
-            &cp.kubeconfig,
+            &identity.kubeconfig,
             &args,
         )
         .await
@@ -190,8 +300,13 @@ impl Env {
             .wait_ready(Duration::from_secs(30))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+        let name = options
+            .configuration_name
+            .unwrap_or_else(|| format!("e2e-{id}-a-otel-injector"));
+        let manifest = options.variant.manifest();
         let config = api::webhook_configuration(&Registration {
-            name: &format!("e2e-{id}-a-otel-injector"),
+            manifest: &manifest,
+            name: &name,
             url: &webhook.url(),
             ca_pem: if options.register_ca_bundle {
                 &webhook.certs.ca_cert
@@ -203,6 +318,9 @@ impl Env {
             scope: Some((SCOPE_LABEL, id)),
         })
         .unwrap_or_else(|e| panic!("{e}"));
+        api::delete_doc(&client, &config)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
         api::create_webhook_configuration(&client, &config)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
@@ -211,22 +329,26 @@ impl Env {
             client,
             webhook,
             args,
+            variant: options.variant,
+            identity,
+            configuration: name,
             _labeling: labeling,
+            _cluster_wide: cluster_wide,
         }
     }
 
     /// Asserts that this test's MutatingWebhookConfiguration, as stored, has every entry of
-    /// the manifest, each with its own name, rules, matchConditions and namespaceSelector
-    /// expressions, plus the scope label, pointed at this test's webhook. Returns the
-    /// entries' names.
+    /// its variant's manifest, each with its own name, rules, matchConditions, objectSelector
+    /// and namespaceSelector expressions, plus the scope label, pointed at this test's
+    /// webhook. Returns the entries' names.
     pub async fn assert_registered_as_the_manifest(&self) -> Vec<String> {
-        let path = api::webhook_manifest_path();
+        let path = self.variant.manifest();
         let manifest = api::read_yaml_docs(&path)
             .unwrap_or_else(|e| panic!("{e}"))
             .into_iter()
             .find(|d| d["kind"] == "MutatingWebhookConfiguration")
             .expect("a MutatingWebhookConfiguration in the manifest");
-        let name = format!("e2e-{}-a-otel-injector", self.id);
+        let name = &self.configuration;
         let r = api::send(
             &self.client,
             axum::http::Method::GET,
@@ -247,9 +369,21 @@ impl Env {
                 "matchConditions",
                 "sideEffects",
                 "reinvocationPolicy",
+                "matchPolicy",
+                "admissionReviewVersions",
             ] {
                 assert_eq!(g[field], w[field], "{entry}: {field}");
             }
+            // An absent objectSelector is stored as {} (everything).
+            let object_selector = if w["objectSelector"].is_null() {
+                json!({})
+            } else {
+                w["objectSelector"].clone()
+            };
+            assert_eq!(
+                g["objectSelector"], object_selector,
+                "{entry}: objectSelector"
+            );
             assert_eq!(
                 g["namespaceSelector"]["matchExpressions"],
                 w["namespaceSelector"]["matchExpressions"],
@@ -330,8 +464,20 @@ impl Env {
 
     /// Creates namespace `<id>-<suffix>` in this test's scope.
     pub async fn namespace(&self, suffix: &str, annotations: &[(&str, &str)]) -> String {
+        self.namespace_labeled(suffix, &[], annotations).await
+    }
+
+    /// [`Env::namespace`] with further labels.
+    pub async fn namespace_labeled(
+        &self,
+        suffix: &str,
+        labels: &[(&str, &str)],
+        annotations: &[(&str, &str)],
+    ) -> String {
         let name = format!("{}-{suffix}", self.id);
-        api::create_namespace(&self.client, &name, &[(SCOPE_LABEL, &self.id)], annotations)
+        let mut all = vec![(SCOPE_LABEL, self.id.as_str())];
+        all.extend_from_slice(labels);
+        api::create_namespace(&self.client, &name, &all, annotations)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         name
@@ -425,7 +571,8 @@ impl Env {
                 && self.webhook.requests().await.total() == calls_before;
             if never_sent || t0.elapsed() > Duration::from_secs(20) {
                 let calls = self.webhook.requests().await.total() - calls_before;
-                let manifest = std::fs::read_to_string(api::webhook_manifest_path());
+                let manifest_path = self.variant.manifest();
+                let manifest = std::fs::read_to_string(&manifest_path);
                 let mut hint = if manifest.is_ok_and(|m| m.contains("namespaceObject")) {
                     " The manifest's matchConditions use namespaceObject, which kube-apiserver \
                      binds only for admission policies: in webhook matchConditions it is \
@@ -434,17 +581,18 @@ impl Env {
                 } else {
                     String::new()
                 };
-                if calls == 0.0 {
+                if calls == 0.0 && self.variant == Variant::Targeted {
                     let labels = api::get_namespace(&self.client, ns)
                         .await
                         .ok()
                         .flatten()
                         .map(|n| n["metadata"]["labels"].clone());
                     hint.push_str(&format!(
-                        " A pod without inject-* annotations is sent only for a namespace \
-                         labeled {NAMESPACE_LABEL}=true (by the webhook's labeler, which this \
-                         test's webhook runs: {}); the namespace's labels: {labels:?}.",
-                        !self.args.contains(&"--label-namespaces=false".to_owned())
+                        " In the targeted variant a pod without inject-* annotations is sent \
+                         only for a namespace labeled {NAMESPACE_LABEL}=true (by the webhook's \
+                         labeler, which this test's webhook runs: {}); the namespace's labels: \
+                         {labels:?}.",
+                        self.args.contains(&"--label-namespaces=true".to_owned())
                     ));
                 }
                 panic!(
@@ -453,7 +601,7 @@ impl Env {
                      pod: check the namespaceSelector and matchConditions of {}). Last \
                      answer: warnings {:?}, annotations {}, init containers {}.{hint}",
                     t0.elapsed(),
-                    api::webhook_manifest_path().display(),
+                    manifest_path.display(),
                     r.warnings,
                     r.body["metadata"]["annotations"],
                     r.body["spec"]["initContainers"],
@@ -485,6 +633,30 @@ pub fn pod(name: &str, annotations: &[(&str, &str)]) -> Value {
             .into();
     }
     p
+}
+
+/// [`pod`] with these labels.
+pub fn pod_labeled(name: &str, annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Value {
+    let mut p = pod(name, annotations);
+    p["metadata"]["labels"] = labels
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    p
+}
+
+/// The lines of the decision counters (`otel_injector_injections_total`,
+/// `otel_injector_not_injected_total`) in a `/metrics` text.
+pub fn decision_counters(metrics: &str) -> Vec<String> {
+    metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("otel_injector_injections_total")
+                || l.starts_with("otel_injector_not_injected_total")
+        })
+        .map(str::to_owned)
+        .collect()
 }
 
 /// True when the returned or stored pod carries the injection marker.

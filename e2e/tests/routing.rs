@@ -54,8 +54,8 @@ async fn two_instrumentations_and_true_admit_the_pod_unchanged_with_a_warning() 
 }
 
 #[tokio::test]
-async fn pod_without_annotations_in_a_plain_namespace_never_reaches_the_webhook() {
-    let env = Env::start("not-sent").await;
+async fn targeted_pod_without_annotations_in_a_plain_namespace_never_reaches_the_webhook() {
+    let env = Env::targeted("not-sent", "Ignore").await;
     let ns = env.namespace("plain", &[]).await;
     env.await_webhook(&ns).await; // the configuration covers this namespace
 
@@ -96,11 +96,15 @@ async fn webhook_down_with_failure_policy_ignore_admits_pods_unchanged() {
     let p = pod("unserved", &[(INJECT_JAVA, "true")]);
     env.create(&ns, &p).await;
     assert_unchanged(&env.stored(&ns, "unserved").await, &p);
+    // The default configuration sends every pod: one that asks for nothing is admitted too.
+    let plain = pod("plain", &[]);
+    env.create(&ns, &plain).await;
+    assert_unchanged(&env.stored(&ns, "plain").await, &plain);
 }
 
 #[tokio::test]
-async fn webhook_down_with_failure_policy_fail_rejects_only_pods_that_ask() {
-    let mut env = Env::with_failure_policy("down-fail", "Fail").await;
+async fn targeted_webhook_down_with_failure_policy_fail_rejects_only_pods_that_ask() {
+    let mut env = Env::targeted("down-fail", "Fail").await;
     let ns = env.namespace("shop", &[]).await;
     env.await_webhook(&ns).await;
 
@@ -117,7 +121,8 @@ async fn webhook_down_with_failure_policy_fail_rejects_only_pods_that_ask() {
     );
     assert_eq!(api::get_pod(&env.client, &ns, "asks").await.unwrap(), None);
 
-    // matchConditions keep everything else independent of the webhook's health.
+    // The targeted variant's matchConditions keep everything else independent of the
+    // webhook's health (the default configuration, which sends every pod, would reject it).
     let plain = pod("plain", &[]);
     env.create(&ns, &plain).await;
     assert_unchanged(&env.stored(&ns, "plain").await, &plain);

@@ -1,6 +1,9 @@
 //! Built-in certificate mode (`--certificate-secret`): the webhook makes its CA and serving
 //! certificate, keeps them in a Secret, writes the `caBundle` of its own configuration, and
-//! the apiserver then calls it over TLS; a second replica serves the same certificate.
+//! the apiserver then calls it over TLS; a second replica serves the same certificate. Both
+//! run with the RBAC of `manifests/otel-injector.yaml` and `manifests/self-signed.yaml` only,
+//! on the names those grant (Secret `otel-injector/otel-injector-tls`, configuration
+//! `otel-injector`).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -63,17 +66,16 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     let cp = cluster().await;
     let t0 = Instant::now();
     let client = cp.client();
-    // The Secret lives in a namespace outside the webhook's scope.
-    let secret_ns = format!("{id}-certs");
-    api::create_namespace(&client, &secret_ns, &[], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    // The names of manifests/self-signed.yaml, whose RBAC (bound to this webhook's identity
+    // with that of otel-injector.yaml) grants access to these and nothing else.
+    let secret_ns = "otel-injector";
     let secret_name = "otel-injector-tls";
+    let configuration = "otel-injector";
     let args: Vec<String> = [
         "--certificate-secret",
         &format!("{secret_ns}/{secret_name}"),
         "--webhook-configuration",
-        &format!("e2e-{id}-a-otel-injector"),
+        configuration,
         "--certificate-host",
         "127.0.0.1",
     ]
@@ -85,6 +87,8 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
         Options {
             args: args.clone(),
             register_ca_bundle: false,
+            rbac: Rbac::SelfSigned,
+            configuration_name: Some(configuration.to_owned()),
             ..Options::default()
         },
     )
@@ -110,8 +114,13 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     let ca_b64 = secret["data"]["ca.crt"].as_str().unwrap().to_owned();
 
     // Every entry of the configuration gets the caBundle.
+    let manifest_entries = api::read_yaml_docs(&Variant::Default.manifest())
+        .unwrap_or_else(|e| panic!("{e}"))[0]["webhooks"]
+        .as_array()
+        .expect("webhooks")
+        .len();
     let mwc = format!(
-        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/e2e-{id}-a-otel-injector"
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{configuration}"
     );
     let t1 = Instant::now();
     loop {
@@ -120,7 +129,7 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.status, 200, "GET {mwc}: {}", r.body);
         let entries = r.body["webhooks"].as_array().expect("webhooks").clone();
-        assert_eq!(entries.len(), 2, "{}", r.body);
+        assert_eq!(entries.len(), manifest_entries, "{}", r.body);
         if entries
             .iter()
             .all(|w| w["clientConfig"]["caBundle"] == ca_b64.as_str())
@@ -161,7 +170,7 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     let t2 = Instant::now();
     let mut second = Webhook::start_with(
         Path::new(env!("CARGO_BIN_EXE_otel-injector")),
-        &cp.kubeconfig,
+        &env.identity.kubeconfig,
         &[["--label-namespaces=false".to_owned()].as_slice(), &args].concat(),
     )
     .await
@@ -189,7 +198,7 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     );
     eprintln!(
         "[e2e] selfcert: first webhook started and ready (Secret made, certificate swapped) in \
-         {ready_after:?}; caBundle on both entries {bundle_after:?} after registration; \
+         {ready_after:?}; caBundle on every entry {bundle_after:?} after registration; \
          apiserver called the webhook {trusted_after:?} after registration; second replica \
          ready in {second_ready:?}; test (after the shared control plane) {:?}",
         t0.elapsed()

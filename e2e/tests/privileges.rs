@@ -1,0 +1,626 @@
+//! The default install's least privilege, through the real API server (authorizer: RBAC):
+//! the webhook's own identity has exactly the RBAC of `manifests/otel-injector.yaml`, and
+//! with it and the one-entry `manifests/webhook.yaml` a namespace's annotation injects its
+//! pods with no write anywhere, opted-out pods and namespaces are never sent, and a pod that
+//! asks for nothing is answered unchanged without being decoded.
+
+use std::collections::BTreeSet;
+
+use axum::http::Method;
+use otel_injector::cluster::labeler::NAMESPACE_LABEL;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::support::api::{self, Access};
+use crate::support::identity::{Identity, NAMESPACE, SERVICE_ACCOUNT};
+use crate::support::webhook::Requests;
+
+const OPT_OUT: (&str, &str) = ("otel-injector/inject", "disabled");
+
+/// `(apiGroup, resource, resourceName, verb)` of every combination a list of rules allows
+/// (`resourceName` empty: any).
+fn atoms(rules: &Value) -> BTreeSet<(String, String, String, String)> {
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(str::to_owned))
+            .collect()
+    };
+    let mut out = BTreeSet::new();
+    for rule in rules.as_array().into_iter().flatten() {
+        let names = match strings(&rule["resourceNames"]) {
+            n if n.is_empty() => vec![String::new()],
+            n => n,
+        };
+        for g in strings(&rule["apiGroups"]) {
+            for r in strings(&rule["resources"]) {
+                for n in &names {
+                    for v in strings(&rule["verbs"]) {
+                        out.insert((g.clone(), r.clone(), n.clone(), v));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `(url, verb)` of every non-resource rule.
+fn url_atoms(rules: &Value) -> BTreeSet<(String, String)> {
+    let mut out = BTreeSet::new();
+    for rule in rules.as_array().into_iter().flatten() {
+        for u in rule["nonResourceURLs"].as_array().into_iter().flatten() {
+            for v in rule["verbs"].as_array().into_iter().flatten() {
+                out.insert((
+                    u.as_str().unwrap_or("").to_owned(),
+                    v.as_str().unwrap_or("").to_owned(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+async fn get(client: &kube::Client, path: &str) -> Value {
+    let r = api::send(client, Method::GET, path, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+    r.body
+}
+
+/// Every (Cluster)RoleBinding that applies to `id`, as `Kind/namespace/name -> RoleKind/role`.
+async fn bindings_of(client: &kube::Client, id: &Identity) -> BTreeSet<String> {
+    let mut found = BTreeSet::new();
+    for (kind, path) in [
+        (
+            "ClusterRoleBinding",
+            "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+        ),
+        (
+            "RoleBinding",
+            "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+        ),
+    ] {
+        for b in get(client, path).await["items"].as_array().expect("items") {
+            let applies = b["subjects"].as_array().into_iter().flatten().any(|s| {
+                match s["kind"].as_str().unwrap_or("") {
+                    "User" => s["name"] == id.user.as_str(),
+                    "Group" => id.groups.iter().any(|g| s["name"] == g.as_str()),
+                    "ServiceAccount" => s["name"] == SERVICE_ACCOUNT && s["namespace"] == NAMESPACE,
+                    _ => false,
+                }
+            });
+            if applies {
+                found.insert(format!(
+                    "{kind}/{}/{} -> {}/{}",
+                    b["metadata"]["namespace"].as_str().unwrap_or(""),
+                    b["metadata"]["name"].as_str().unwrap_or(""),
+                    b["roleRef"]["kind"].as_str().unwrap_or(""),
+                    b["roleRef"]["name"].as_str().unwrap_or(""),
+                ));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn the_webhook_identity_has_exactly_the_default_rbac() {
+    // No test binds an opt-in role to this ServiceAccount meanwhile.
+    let _shared = CLUSTER_WIDE.read().await;
+    let id = identity(Rbac::Default).await;
+    let admin = cluster().await.client();
+    let own = id.client().await.unwrap_or_else(|e| panic!("{e}"));
+
+    // The token is the ServiceAccount's, with the groups every ServiceAccount gets.
+    let review = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"});
+    let r = api::send(
+        &own,
+        Method::POST,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        Some(&review),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let info = &r.body["status"]["userInfo"];
+    assert_eq!(
+        info["username"],
+        "system:serviceaccount:otel-injector:otel-injector"
+    );
+    assert_eq!(
+        info["groups"],
+        json!([
+            "system:serviceaccounts",
+            "system:serviceaccounts:otel-injector",
+            "system:authenticated"
+        ])
+    );
+
+    // Bound: the manifest's ClusterRole, and what every authenticated user and every
+    // ServiceAccount of any cluster has.
+    let bindings = bindings_of(&admin, &id).await;
+    assert_eq!(
+        bindings,
+        BTreeSet::from(
+            [
+                "ClusterRoleBinding//otel-injector -> ClusterRole/otel-injector",
+                "ClusterRoleBinding//system:basic-user -> ClusterRole/system:basic-user",
+                "ClusterRoleBinding//system:cluster-trust-bundle-discovery -> \
+                 ClusterRole/system:cluster-trust-bundle-discovery",
+                "ClusterRoleBinding//system:discovery -> ClusterRole/system:discovery",
+                "ClusterRoleBinding//system:public-info-viewer -> ClusterRole/system:public-info-viewer",
+                "ClusterRoleBinding//system:service-account-issuer-discovery -> \
+                 ClusterRole/system:service-account-issuer-discovery",
+            ]
+            .map(String::from)
+        )
+    );
+    let manifest = api::read_yaml_docs(
+        &crate::support::controlplane::root().join("manifests/otel-injector.yaml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let role = manifest
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole in otel-injector.yaml");
+    assert_eq!(
+        atoms(&role["rules"]),
+        BTreeSet::from(
+            [
+                ("opentelemetry.io", "instrumentations", "", "get"),
+                ("opentelemetry.io", "instrumentations", "", "list"),
+                ("opentelemetry.io", "instrumentations", "", "watch"),
+                ("", "namespaces", "", "get"),
+                ("", "namespaces", "", "list"),
+                ("", "namespaces", "", "watch"),
+            ]
+            .map(|(g, r, n, v)| (g.into(), r.into(), n.into(), v.into()))
+        ),
+        "the default ClusterRole"
+    );
+    let (mut want, mut want_urls) = (atoms(&role["rules"]), BTreeSet::new());
+    for b in &bindings {
+        let Some(name) = b.strip_prefix("ClusterRoleBinding//system:") else {
+            continue;
+        };
+        let role = name.split(" -> ").next().unwrap_or("");
+        let stored = get(
+            &admin,
+            &format!("/apis/rbac.authorization.k8s.io/v1/clusterroles/system:{role}"),
+        )
+        .await;
+        want.extend(atoms(&stored["rules"]));
+        want_urls.extend(url_atoms(&stored["rules"]));
+    }
+
+    // What the authorizer itself says this identity may do, in its own namespace and in
+    // another one: exactly that.
+    for ns in [NAMESPACE, "default"] {
+        let review = json!({
+            "apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectRulesReview",
+            "spec": {"namespace": ns}
+        });
+        let r = api::send(
+            &own,
+            Method::POST,
+            "/apis/authorization.k8s.io/v1/selfsubjectrulesreviews",
+            Some(&review),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert_eq!(r.body["status"]["incomplete"], false, "{}", r.body);
+        assert_eq!(
+            atoms(&r.body["status"]["resourceRules"]),
+            want,
+            "resource rules in {ns}"
+        );
+        assert_eq!(
+            url_atoms(&r.body["status"]["nonResourceRules"]),
+            want_urls,
+            "non-resource rules in {ns}"
+        );
+    }
+
+    // The questions a reviewer asks, one by one (SubjectAccessReview).
+    let table: &[(bool, &str, &str, &str, &str, &str)] = &[
+        (true, "list", "opentelemetry.io", "instrumentations", "", ""),
+        (
+            true,
+            "watch",
+            "opentelemetry.io",
+            "instrumentations",
+            "",
+            "",
+        ),
+        (
+            true,
+            "get",
+            "opentelemetry.io",
+            "instrumentations",
+            "shop",
+            "x",
+        ),
+        (true, "list", "", "namespaces", "", ""),
+        (true, "watch", "", "namespaces", "", ""),
+        (true, "get", "", "namespaces", "", "default"),
+        (false, "patch", "", "namespaces", "", "default"),
+        (false, "update", "", "namespaces", "", "default"),
+        (false, "create", "", "namespaces", "", ""),
+        (false, "delete", "", "namespaces", "", "default"),
+        (false, "list", "", "secrets", "", ""),
+        (false, "watch", "", "secrets", "", ""),
+        (false, "get", "", "secrets", NAMESPACE, "otel-injector-tls"),
+        (false, "create", "", "secrets", NAMESPACE, ""),
+        (false, "list", "", "configmaps", "", ""),
+        (false, "watch", "", "configmaps", "", ""),
+        (false, "list", "", "pods", "", ""),
+        (false, "create", "", "pods", "default", ""),
+        (
+            false,
+            "create",
+            "opentelemetry.io",
+            "instrumentations",
+            "shop",
+            "",
+        ),
+        (
+            false,
+            "patch",
+            "opentelemetry.io",
+            "instrumentations",
+            "shop",
+            "x",
+        ),
+        (
+            false,
+            "delete",
+            "opentelemetry.io",
+            "instrumentations",
+            "shop",
+            "x",
+        ),
+        (
+            false,
+            "get",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "",
+            "otel-injector",
+        ),
+        (
+            false,
+            "patch",
+            "admissionregistration.k8s.io",
+            "mutatingwebhookconfigurations",
+            "",
+            "otel-injector",
+        ),
+        (false, "impersonate", "", "users", "", ""),
+    ];
+    for &(allowed, verb, group, resource, namespace, name) in table {
+        let access = Access {
+            verb,
+            group,
+            resource,
+            namespace,
+            name,
+        };
+        assert_eq!(
+            api::may(&admin, &id.user, &id.groups, access)
+                .await
+                .unwrap_or_else(|e| panic!("{e}")),
+            allowed,
+            "{access}"
+        );
+    }
+
+    // And what the API server answers the token itself.
+    for (method, path, status) in [
+        (Method::GET, "/api/v1/namespaces", 200),
+        (
+            Method::GET,
+            "/apis/opentelemetry.io/v1alpha1/instrumentations",
+            200,
+        ),
+        (Method::GET, "/api/v1/secrets", 403),
+        (Method::GET, "/api/v1/configmaps", 403),
+    ] {
+        let r = api::send(&own, method.clone(), path, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+    }
+    let label =
+        json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": "privileged"}}});
+    let r = api::merge_patch(&own, "/api/v1/namespaces/default", &label)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 403, "PATCH namespace default: {}", r.body);
+    assert!(
+        r.message().contains(
+            "User \"system:serviceaccount:otel-injector:otel-injector\" cannot patch resource \
+             \"namespaces\""
+        ),
+        "{}",
+        r.message()
+    );
+}
+
+#[tokio::test]
+async fn annotated_namespace_is_injected_without_any_write() {
+    let env = Env::start_with(
+        "no-write",
+        Options {
+            exclusive_namespace_labels: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        env.identity.user,
+        "system:serviceaccount:otel-injector:otel-injector"
+    );
+    assert_eq!(
+        env.assert_registered_as_the_manifest().await,
+        ["pods.otel-injector.opentelemetry.io"]
+    );
+    let ns = env.namespace("team", &[(INJECT_JAVA, "true")]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(&ns, "java", endpoint_spec("http://team.example:4318"))
+        .await;
+    let p = pod("plain", &[]);
+    env.until_dry_run(&ns, &p, "injection from the namespace annotation", |r| {
+        is_injected(&r.body)
+    })
+    .await;
+
+    let before = env.requests().await;
+    let created = env.create(&ns, &p).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    assert_eq!(
+        env.requests().await,
+        Requests {
+            patched: before.patched + 1.0,
+            ..before
+        },
+        "sent once, patched"
+    );
+    let stored = env.stored(&ns, "plain").await;
+    assert_eq!(stored["metadata"]["annotations"], json!({INJECTED: "java"}));
+    assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
+    assert_eq!(
+        env_value(&stored, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "http://team.example:4318"
+    );
+
+    // The namespace kept exactly the labels it was created with (and the one the API server
+    // sets), and nobody but the test wrote it.
+    let stored_ns = env.stored_namespace(&ns).await;
+    assert_eq!(
+        stored_ns["metadata"]["labels"],
+        json!({SCOPE_LABEL: env.id, "kubernetes.io/metadata.name": ns}),
+        "no {NAMESPACE_LABEL} label"
+    );
+    let managers: BTreeSet<&str> = stored_ns["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .filter_map(|m| m["manager"].as_str())
+        .collect();
+    assert!(!managers.contains("otel-injector"), "{managers:?}");
+    // It could not have: the webhook's identity may not patch namespaces.
+    let patch = Access {
+        verb: "patch",
+        group: "",
+        resource: "namespaces",
+        namespace: "",
+        name: &ns,
+    };
+    assert!(
+        !api::may(&env.client, &env.identity.user, &env.identity.groups, patch)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    );
+    assert!(
+        !env.webhook.log().contains("namespace label"),
+        "the labeler ran:\n{}",
+        env.webhook.log()
+    );
+}
+
+#[tokio::test]
+async fn opted_out_pods_and_namespaces_are_never_sent() {
+    let env = Env::start("opt-out").await;
+    let ns = env.namespace("shop", &[(INJECT_JAVA, "true")]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(&ns, "java", endpoint_spec("http://shop.example:4318"))
+        .await;
+    // This namespace's pods are injected, the webhook's cache is current...
+    env.until_dry_run(&ns, &pod("probe", &[]), "injection", |r| {
+        is_injected(&r.body)
+    })
+    .await;
+
+    // ... but a pod labeled otel-injector/inject=disabled is not sent, though it asks.
+    let before = env.requests().await;
+    let labeled = pod_labeled("opted-out", &[(INJECT_JAVA, "true")], &[OPT_OUT]);
+    let created = env.create(&ns, &labeled).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    assert_eq!(env.requests().await, before, "the labeled pod was not sent");
+    let stored = env.stored(&ns, "opted-out").await;
+    assert_unchanged(&stored, &labeled);
+    assert_eq!(stored["metadata"]["labels"], json!({OPT_OUT.0: OPT_OUT.1}));
+
+    // A namespace labeled so, annotated and with an Instrumentation: none of its pods is sent.
+    let off = env
+        .namespace_labeled("off", &[OPT_OUT], &[(INJECT_JAVA, "true")])
+        .await;
+    env.instrumentation(&off, "java", endpoint_spec("http://off.example:4318"))
+        .await;
+    for p in [pod("asks", &[(INJECT_JAVA, "true")]), pod("inherits", &[])] {
+        let created = env.create(&off, &p).await;
+        assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+        let name = p["metadata"]["name"].as_str().unwrap();
+        assert_unchanged(&env.stored(&off, name).await, &p);
+    }
+    assert_eq!(
+        env.requests().await,
+        before,
+        "no pod of the opted-out namespace was sent"
+    );
+
+    // The same pod without the label, in the first namespace, is sent and injected.
+    env.create(&ns, &pod("opted-in", &[(INJECT_JAVA, "true")]))
+        .await;
+    assert_eq!(
+        env.requests().await,
+        Requests {
+            patched: before.patched + 1.0,
+            ..before
+        }
+    );
+    assert!(is_injected(&env.stored(&ns, "opted-in").await));
+}
+
+#[tokio::test]
+async fn pod_that_asks_for_nothing_is_answered_unchanged_without_being_decoded() {
+    let env = Env::start("fast-path").await;
+    let ns = env.namespace("plain", &[]).await;
+    env.await_webhook(&ns).await;
+
+    // Through the API server: sent (the default configuration sends every pod), answered
+    // unchanged, no warning, no decision counted.
+    let before = env.requests().await;
+    let counters = decision_counters(&env.webhook.metrics().await);
+    let p = pod("quiet", &[]);
+    let created = env.create(&ns, &p).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    assert_eq!(
+        env.requests().await,
+        Requests {
+            unchanged: before.unchanged + 1.0,
+            ..before
+        },
+        "sent once, answered unchanged"
+    );
+    assert_unchanged(&env.stored(&ns, "quiet").await, &p);
+    assert_eq!(decision_counters(&env.webhook.metrics().await), counters);
+
+    // Not decoded: a review whose object is no Pod at all (`containers` is not a list) is
+    // answered like any pod that asks for nothing; with an inject-* key in it, the pod is
+    // decoded, fails, and the answer says so.
+    let review = |annotations: Value| {
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "0f6c1a57-3c1e-4b4e-9d55-7c1c2b3a4d5e",
+                "kind": {"group": "", "version": "v1", "kind": "Pod"},
+                "resource": {"group": "", "version": "v1", "resource": "pods"},
+                "namespace": ns, "operation": "CREATE",
+                "userInfo": {"username": "e2e"},
+                "object": {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": "odd", "annotations": annotations},
+                    "spec": {"containers": "not a list"}}
+            }
+        })
+    };
+    let (status, body) = env
+        .webhook
+        .post_review(&review(json!({"team": "shop"})))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        body,
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": "0f6c1a57-3c1e-4b4e-9d55-7c1c2b3a4d5e", "allowed": true}
+        })
+    );
+    let (status, body) = env
+        .webhook
+        .post_review(&review(json!({INJECT_JAVA: "true"})))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["response"]["allowed"], true, "{body}");
+    assert!(body["response"]["patch"].is_null(), "{body}");
+    let warnings = body["response"]["warnings"].as_array().expect("warnings");
+    assert_eq!(warnings.len(), 1, "{body}");
+    assert!(
+        warnings[0]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("otel-injector: pod could not be decoded ("),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn exporter_tls_verification_works_with_the_rbac_of_its_overlay() {
+    // Ready means the Secret and ConfigMap name caches have synced: with the list/watch of
+    // manifests/verify-exporter-tls.yaml and nothing more.
+    let env = Env::start_with(
+        "verify-tls",
+        Options {
+            rbac: Rbac::VerifyExporterTls,
+            args: vec!["--verify-exporter-tls=true".to_owned()],
+            ..Options::default()
+        },
+    )
+    .await;
+    assert_eq!(
+        env.identity.user,
+        "system:serviceaccount:otel-injector:e2e-verify-exporter-tls"
+    );
+    let ns = env.namespace("shop", &[]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(
+        &ns,
+        "java",
+        json!({"exporter": {"endpoint": "https://collector.example:4318",
+                            "tls": {"secretName": "collector-client", "ca_file": "ca.crt"}}}),
+    )
+    .await;
+    let p = pod("tls", &[(INJECT_JAVA, "true")]);
+    let missing = format!(
+        "inject-java: exporter TLS Secret \"collector-client\" not found in namespace \
+         \"{ns}\"; not injected"
+    );
+    let r = env
+        .until_dry_run(&ns, &p, "the missing Secret's warning", |r| {
+            r.warnings.contains(&missing)
+        })
+        .await;
+    assert_eq!(r.warnings, [missing]);
+    assert!(!is_injected(&r.body));
+
+    let secret = json!({"apiVersion": "v1", "kind": "Secret",
+                        "metadata": {"name": "collector-client", "namespace": ns},
+                        "data": {"ca.crt": "Y2E="}});
+    let created = api::send(
+        &env.client,
+        Method::POST,
+        &format!("/api/v1/namespaces/{ns}/secrets"),
+        Some(&secret),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(created.status, 201, "{}", created.body);
+    env.until_dry_run(&ns, &p, "injection once the Secret exists", |r| {
+        is_injected(&r.body)
+    })
+    .await;
+    let created = env.create(&ns, &p).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    let stored = env.stored(&ns, "tls").await;
+    assert_eq!(
+        stored["spec"]["volumes"][1],
+        json!({"name": "otel-auto-secret-collector-client",
+               "secret": {"secretName": "collector-client", "defaultMode": 420}})
+    );
+}
