@@ -39,6 +39,9 @@ pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: Lang
     })
 }
 
+/// The label value that opts a namespace (or pod) out of the webhook.
+pub const DISABLED: &str = "disabled";
+
 fn has_label(ns: &PartialObjectMeta<Namespace>) -> bool {
     ns.metadata
         .labels
@@ -50,6 +53,15 @@ fn has_label(ns: &PartialObjectMeta<Namespace>) -> bool {
 /// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
 /// remove.
 pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Option<bool> {
+    // A namespace its owner opted out (`otel-injector/inject=disabled`) is never relabeled.
+    let label = ns
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(NAMESPACE_LABEL));
+    if label.is_some_and(|v| v == DISABLED) {
+        return None;
+    }
     let want = wants_label(ns.metadata.annotations.as_ref(), enabled);
     (want != has_label(ns)).then_some(want)
 }
@@ -188,5 +200,13 @@ mod tests {
         let go = "instrumentation.opentelemetry.io/inject-go";
         assert_eq!(change_for(&ns(&[(go, "true")], false), no_go), None);
         assert_eq!(change_for(&ns(&[(go, "true")], true), no_go), Some(false));
+    }
+
+    #[test]
+    fn an_opted_out_namespace_is_never_relabeled() {
+        let java = "instrumentation.opentelemetry.io/inject-java";
+        let mut n = ns(&[(java, "true")], false);
+        n.metadata.labels = Some(BTreeMap::from([(NAMESPACE_LABEL.into(), DISABLED.into())]));
+        assert_eq!(change_for(&n, LanguageSet::all()), None);
     }
 }

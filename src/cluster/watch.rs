@@ -286,6 +286,12 @@ async fn drive<K, S>(
                     }
                     watcher::Error::InitialListFailed(kube::Error::Api(s))
                     | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                        if s.code == 403 && matches!(name, "secrets" | "configmaps") =>
+                    {
+                        " (--verify-exporter-tls needs the ClusterRole in manifests/verify-exporter-tls.yaml)"
+                    }
+                    watcher::Error::InitialListFailed(kube::Error::Api(s))
+                    | watcher::Error::WatchStartFailed(kube::Error::Api(s))
                         if s.code == 403 =>
                     {
                         " (check the ClusterRole in manifests/otel-injector.yaml)"
