@@ -12,6 +12,12 @@
 //!   with the object's keys as files (or its `items`), read from the apiserver. Each
 //!   `volumeMount` is bound at its `mountPath`, read-only when asked (secrets and ConfigMaps
 //!   always), `subPath` (created when missing, as the kubelet does for an emptyDir) supported.
+//!   `image` (KEP-4639, the agent delivery `image-volume`): `image.reference` names one of
+//!   [`Images`] and the volume *is* that image's root directory, bound read-only whatever the
+//!   mount says (image volumes are read-only); a `subPath` must exist in the image, as the
+//!   kubelet requires. Nothing is created or copied for it: the pod's directory does not
+//!   grow. `pullPolicy` does not matter (every image is local); `noexec`, which some runtimes
+//!   set on image volumes, is not modelled.
 //! - Init containers run one after the other, each to completion (exit 0 required), then the
 //!   app containers start, each under the watchdog of `process.rs`.
 //! - Environment and command line: the kubelet's rules (`kubelet.rs`), over the image's env
@@ -19,6 +25,10 @@
 //!
 //! Not done: probes, restarts, resource limits, security contexts (everything runs as root),
 //! service-link variables, other volume types (an error names them).
+//!
+//! [`RunningPod::started`] is when `run` began (before any volume was made) and
+//! [`RunningPod::volumes_dir`] holds every volume the runner made: the measurements of
+//! `tests/delivery_cost.rs` (start to first served request, bytes written) use both.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -128,6 +138,8 @@ impl Images {
 /// A running pod: its app containers (killed on drop) and its volumes' directory.
 pub struct RunningPod {
     pub name: String,
+    /// When [`run`] was called: the pod's start, before volumes and init containers.
+    pub started: Instant,
     pub containers: BTreeMap<String, Supervised>,
     /// Each container's environment as it was started (init containers too).
     pub envs: BTreeMap<String, Vec<(String, String)>>,
@@ -139,6 +151,12 @@ impl RunningPod {
     /// A container's output so far.
     pub fn log(&self, container: &str) -> String {
         std::fs::read_to_string(self.dir.join(format!("{container}.log"))).unwrap_or_default()
+    }
+
+    /// The directory of the volumes the runner made for the pod (`emptyDir`, `secret`,
+    /// `configMap`: one directory each); image volumes are not in it.
+    pub fn volumes_dir(&self) -> PathBuf {
+        self.dir.join("volumes")
     }
 
     /// Every container's log tail, for a failure message.
@@ -180,6 +198,7 @@ pub async fn run(
     images: &Images,
     parent: &Path,
 ) -> Result<RunningPod, String> {
+    let started = Instant::now();
     let name = pod["metadata"]["name"].as_str().unwrap_or("").to_owned();
     let ns = pod["metadata"]["namespace"].as_str().unwrap_or("");
     let node = pod["spec"]["nodeName"]
@@ -193,9 +212,10 @@ pub async fn run(
         .tempdir_in(parent)
         .map_err(|e| format!("temp dir: {e}"))?;
     let dir = tmp.path().to_owned();
-    let volumes = volumes(pod, &dir.join("volumes"), &sources)?;
+    let volumes = volumes(pod, &dir.join("volumes"), &sources, images)?;
     let mut running = RunningPod {
         name: name.clone(),
+        started,
         containers: BTreeMap::new(),
         envs: BTreeMap::new(),
         dir: dir.clone(),
@@ -335,6 +355,14 @@ fn sandbox(
         if let Some(sub) = m["subPath"].as_str().filter(|s| !s.is_empty()) {
             src = src.join(sub);
             if !src.exists() {
+                if v.image {
+                    // Nothing can be created in an image: the kubelet fails the container.
+                    return Err(format!(
+                        "container {cname}: subPath {sub} not found in the image of volume \
+                         {vname} ({})",
+                        v.dir.display()
+                    ));
+                }
                 std::fs::create_dir_all(&src).map_err(|e| format!("subPath {sub}: {e}"))?;
             }
         }
@@ -375,16 +403,37 @@ fn sandbox(
 struct Volume {
     dir: PathBuf,
     read_only: bool,
+    /// An image volume: `dir` is the image's root (shared, never written).
+    image: bool,
 }
 
 fn volumes(
     pod: &Value,
     base: &Path,
     sources: &Sources,
+    images: &Images,
 ) -> Result<BTreeMap<String, Volume>, String> {
     let mut out = BTreeMap::new();
+    std::fs::create_dir_all(base).map_err(|e| format!("{}: {e}", base.display()))?;
     for v in pod["spec"]["volumes"].as_array().into_iter().flatten() {
         let name = v["name"].as_str().unwrap_or("");
+        if v["image"].is_object() {
+            let reference = v["image"]["reference"].as_str().unwrap_or("");
+            let image = images
+                .0
+                .get(reference)
+                .ok_or_else(|| format!("volume {name}: no local image for {reference}"))?;
+            let dir = image.root.clone();
+            out.insert(
+                name.to_owned(),
+                Volume {
+                    dir,
+                    read_only: true,
+                    image: true,
+                },
+            );
+            continue;
+        }
         let dir = base.join(name);
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let (data, read_only) = if v["emptyDir"].is_object() {
@@ -436,7 +485,14 @@ fn volumes(
                 std::fs::write(&file, value).map_err(|e| format!("{}: {e}", file.display()))?;
             }
         }
-        out.insert(name.to_owned(), Volume { dir, read_only });
+        out.insert(
+            name.to_owned(),
+            Volume {
+                dir,
+                read_only,
+                image: false,
+            },
+        );
     }
     Ok(out)
 }
@@ -486,4 +542,25 @@ async fn get(client: &Client, path: &str) -> Result<Value, String> {
         return Err(format!("GET {path}: HTTP {}: {}", r.status, r.body));
     }
     Ok(r.body)
+}
+
+/// The bytes `dir`'s content takes on disk (`du -s --block-size=1` of what is inside it,
+/// not counting `dir` itself, symbolic links not followed): 0 for an empty directory.
+pub fn disk_usage(dir: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt as _;
+    let mut total = 0;
+    for e in std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap_or_else(|e| panic!("{}: {e}", dir.display())))
+    {
+        let meta = e
+            .path()
+            .symlink_metadata()
+            .unwrap_or_else(|err| panic!("{}: {err}", e.path().display()));
+        total += meta.blocks() * 512;
+        if meta.is_dir() {
+            total += disk_usage(&e.path());
+        }
+    }
+    total
 }

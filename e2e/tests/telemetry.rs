@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use crate::harness::{Env, cluster, env_value, is_injected};
+use rstest::rstest;
+
+use crate::harness::{Env, Options, cluster, env_value, is_injected};
 use crate::support::collector::{Collector, Span};
 use crate::support::controllers::NODE;
 use crate::support::process::free_port;
-use crate::support::runner::{self, Images, RunningPod};
+use crate::support::runner::{self, Images, RunningPod, disk_usage};
 use crate::support::webhook::http_get;
 use crate::workloads::{create, running_pods, template};
 
@@ -38,6 +40,135 @@ pub async fn collector() -> &'static Collector {
 
 pub fn images() -> Images {
     Images::e2e().unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// How the agents reach the pod: the webhook's `--agent-delivery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Delivery {
+    /// `init-container`: an init container copies the agent into an emptyDir.
+    Copy,
+    /// `image-volume`: the agent image is mounted read-only, nothing is copied.
+    ImageVolume,
+}
+
+impl Delivery {
+    pub fn flag(self) -> &'static str {
+        match self {
+            Delivery::Copy => "init-container",
+            Delivery::ImageVolume => "image-volume",
+        }
+    }
+
+    /// A webhook started with `--agent-delivery=<this>`, its id `id` plus the mode.
+    pub async fn env(self, id: &str) -> Env {
+        let id = match self {
+            Delivery::Copy => format!("{id}-copy"),
+            Delivery::ImageVolume => format!("{id}-iv"),
+        };
+        Env::start_with(
+            &id,
+            Options {
+                args: vec![format!("--agent-delivery={}", self.flag())],
+                ..Options::default()
+            },
+        )
+        .await
+    }
+
+    /// Asserts how `lang`'s agent reached the app container `container` of `r`: in the
+    /// stored pod (the volume, the mount, the init container) and on the pod runner's disk
+    /// (the agent's files copied into the emptyDir, or nothing written at all). Returns the
+    /// bytes written under the pod's volumes.
+    pub fn assert_delivered(self, r: &Running, lang: &str, container: &str) -> u64 {
+        let (image, mount_path, sub_path, file) = match lang {
+            "java" => (
+                runner::JAVA_AGENT,
+                format!("/otel-auto-instrumentation-java-{container}"),
+                None,
+                "javaagent.jar",
+            ),
+            "nodejs" => (
+                runner::NODEJS_AGENT,
+                "/otel-auto-instrumentation-nodejs".to_owned(),
+                Some("autoinstrumentation"),
+                "autoinstrumentation.js",
+            ),
+            "python" => (
+                runner::PYTHON_AGENT,
+                "/otel-auto-instrumentation-python".to_owned(),
+                Some("autoinstrumentation"),
+                "opentelemetry/instrumentation/auto_instrumentation/sitecustomize.py",
+            ),
+            _ => panic!("no agent delivery for {lang}"),
+        };
+        let volume = format!("opentelemetry-auto-instrumentation-{lang}");
+        let spec = &r.pod["spec"];
+        let find = |list: &Value, what: &str| {
+            list.as_array()
+                .into_iter()
+                .flatten()
+                .find(|v| v["name"] == volume)
+                .unwrap_or_else(|| panic!("{self:?}: no {what} {volume}: {}", r.pod))
+                .clone()
+        };
+        let app = spec["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == container)
+            .unwrap_or_else(|| panic!("no container {container}"));
+        let mount = find(&app["volumeMounts"], "mount");
+        let written = disk_usage(&r.run.volumes_dir());
+        let agent_file = images().0[image]
+            .root
+            .join(sub_path.unwrap_or(""))
+            .join(file);
+        let agent_size = std::fs::metadata(&agent_file)
+            .unwrap_or_else(|e| panic!("{}: {e}", agent_file.display()))
+            .len();
+        match self {
+            Delivery::Copy => {
+                assert_eq!(
+                    find(&spec["volumes"], "volume"),
+                    json!({"name": volume, "emptyDir": {"sizeLimit": "200Mi"}})
+                );
+                assert_eq!(mount, json!({"name": volume, "mountPath": mount_path}));
+                let init = find(&spec["initContainers"], "init container");
+                assert_eq!(init["image"], image);
+                // The init container copied the agent into the pod's emptyDir.
+                let copied = r.run.volumes_dir().join(&volume).join(file);
+                assert_eq!(
+                    std::fs::metadata(&copied)
+                        .unwrap_or_else(|e| panic!("{}: {e}", copied.display()))
+                        .len(),
+                    agent_size
+                );
+                assert!(written >= agent_size, "{written} < {agent_size}");
+            }
+            Delivery::ImageVolume => {
+                assert!(spec["initContainers"].is_null(), "{}", r.pod);
+                assert_eq!(
+                    find(&spec["volumes"], "volume"),
+                    json!({"name": volume,
+                           "image": {"reference": image, "pullPolicy": "IfNotPresent"}})
+                );
+                let mut expected = json!({"name": volume, "mountPath": mount_path,
+                                          "readOnly": true});
+                if let Some(sub) = sub_path {
+                    expected["subPath"] = json!(sub);
+                }
+                assert_eq!(mount, expected);
+                // Nothing made, nothing written: the agent is read from its image.
+                let made: Vec<_> = std::fs::read_dir(r.run.volumes_dir())
+                    .unwrap()
+                    .map(|e| e.unwrap().file_name())
+                    .collect();
+                assert!(made.is_empty(), "{made:?}");
+                assert_eq!(written, 0);
+            }
+        }
+        written
+    }
 }
 
 /// Common settings of the tests' Instrumentations: export each span at once, no metrics or
@@ -172,22 +303,33 @@ pub async fn deploy_in(
 /// GET `path` from the app on `port` until it answers (at most 120 s: a JVM with the agent
 /// starts slowly on a busy machine); returns (status, body).
 pub async fn request(r: &mut Running, port: u16, path: &str) -> (u16, String) {
+    let (status, body, _) = first_answer(r, port, path).await;
+    (status, body)
+}
+
+/// [`request`], trying every 20 ms, and the time from the pod's start (the pod runner's
+/// [`RunningPod::started`]) to the answer.
+pub async fn first_answer(r: &mut Running, port: u16, path: &str) -> (u16, String, Duration) {
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let t0 = Instant::now();
     loop {
         if let Err(e) = r.run.check_alive() {
             panic!("{e}");
         }
-        if let Ok(answer) = http_get(addr, path).await {
-            eprintln!("[e2e] GET {path} answered after {:?}", t0.elapsed());
-            return answer;
+        if let Ok((status, body)) = http_get(addr, path).await {
+            let since_start = r.run.started.elapsed();
+            eprintln!(
+                "[e2e] GET {path} answered after {:?} ({since_start:?} after the pod's start)",
+                t0.elapsed()
+            );
+            return (status, body, since_start);
         }
         assert!(
             t0.elapsed() < Duration::from_secs(120),
             "the app on {addr} did not answer within 120 s:\n{}",
             r.run.logs()
         );
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -241,10 +383,16 @@ pub fn assert_resource(span: &Span, r: &Running, container: &str, service: &str)
     }
 }
 
+/// Both delivery modes: the same environment, the same span, the same resource.
+#[rstest]
+#[case::copy(Delivery::Copy)]
+#[case::image_volume(Delivery::ImageVolume)]
 #[tokio::test]
-async fn java_deployment_sends_a_server_span_with_the_promised_resource() {
+async fn java_deployment_sends_a_server_span_with_the_promised_resource(
+    #[case] delivery: Delivery,
+) {
     let c = collector().await;
-    let env = Env::start("java-span").await;
+    let env = delivery.env("java-span").await;
     let port = free_port();
     let mut r = deploy(
         &env,
@@ -258,6 +406,7 @@ async fn java_deployment_sends_a_server_span_with_the_promised_resource() {
         env_value(&r.pod, 0, "JAVA_TOOL_OPTIONS"),
         " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar"
     );
+    delivery.assert_delivered(&r, "java", "app");
     let (status, body) = request(&mut r, port, "/hello").await;
     assert_eq!((status, body.as_str()), (200, "java /hello"));
     let span = the_server_span(c, &r, "checkout").await;
@@ -281,16 +430,18 @@ async fn java_deployment_sends_a_server_span_with_the_promised_resource() {
 }
 
 /// One app container of `image` with the given extra env, `inject-<lang>: "true"`, one
-/// request to `/hello`: returns what ran and the one server span.
+/// request to `/hello`, the agent delivered by `delivery` (asserted unless `lang` has no
+/// agent): returns what ran and the one server span.
 async fn one_language(
     id: &str,
     lang: &str,
     image: &str,
     extra_env: Value,
     answer: &str,
+    delivery: Delivery,
 ) -> (Running, Span) {
     let c = collector().await;
-    let env = Env::start(id).await;
+    let env = delivery.env(id).await;
     let port = free_port();
     let mut container = app("app", image, port);
     for e in extra_env.as_array().into_iter().flatten() {
@@ -304,6 +455,9 @@ async fn one_language(
         json!([container]),
     )
     .await;
+    if lang != "sdk" {
+        delivery.assert_delivered(&r, lang, "app");
+    }
     let (status, body) = request(&mut r, port, "/hello").await;
     assert_eq!((status, body.as_str()), (200, answer));
     let span = the_server_span(c, &r, "checkout").await;
@@ -317,14 +471,20 @@ async fn one_language(
     (r, span)
 }
 
+#[rstest]
+#[case::copy(Delivery::Copy)]
+#[case::image_volume(Delivery::ImageVolume)]
 #[tokio::test]
-async fn nodejs_deployment_sends_a_server_span_with_the_promised_resource() {
+async fn nodejs_deployment_sends_a_server_span_with_the_promised_resource(
+    #[case] delivery: Delivery,
+) {
     let (r, span) = one_language(
         "node-span",
         "nodejs",
         runner::NODEJS_APP,
         json!([]),
         "nodejs /hello",
+        delivery,
     )
     .await;
     assert_eq!(
@@ -348,14 +508,20 @@ async fn nodejs_deployment_sends_a_server_span_with_the_promised_resource() {
     assert_eq!(span.res("process.runtime.name"), "nodejs");
 }
 
+#[rstest]
+#[case::copy(Delivery::Copy)]
+#[case::image_volume(Delivery::ImageVolume)]
 #[tokio::test]
-async fn python_deployment_sends_a_server_span_with_the_promised_resource() {
+async fn python_deployment_sends_a_server_span_with_the_promised_resource(
+    #[case] delivery: Delivery,
+) {
     let (r, span) = one_language(
         "python-span",
         "python",
         runner::PYTHON_APP,
         json!([{"name": "PYTHONPATH", "value": "/app/lib"}]),
         "python /hello",
+        delivery,
     )
     .await;
     // The user's PYTHONPATH (the app's libraries) between the agent's two directories.
@@ -381,6 +547,8 @@ async fn sdk_only_python_app_configured_by_the_injected_env_sends_its_span() {
         runner::PYTHON_SDK_APP,
         json!([{"name": "PYTHONPATH", "value": "/app/lib"}]),
         "python-sdk /hello",
+        // No agent: the delivery mode has nothing to deliver.
+        Delivery::ImageVolume,
     )
     .await;
     // No agent: no init container, no volume; the app's own PYTHONPATH untouched.
