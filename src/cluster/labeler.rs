@@ -62,7 +62,9 @@ pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Op
     if label.is_some_and(|v| v == DISABLED) {
         return None;
     }
-    let want = wants_label(ns.metadata.annotations.as_ref(), enabled);
+    // The injection keys may be labels too (a label wins over an annotation).
+    let want = wants_label(ns.metadata.labels.as_ref(), enabled)
+        || wants_label(ns.metadata.annotations.as_ref(), enabled);
     (want != has_label(ns)).then_some(want)
 }
 
