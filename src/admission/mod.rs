@@ -145,6 +145,68 @@ pub struct Summary {
     pub report: Report,
 }
 
+/// Objects up to this size are decoded without counting their containers first: even all
+/// tiny containers, they decode to a few MiB at most.
+const COUNT_CONTAINERS_ABOVE: usize = 64 * 1024;
+/// Decoding may take at most this many times the object's size.
+const MAX_DECODE_FACTOR: usize = 16;
+
+/// Whether decoding `object` would take more than [`MAX_DECODE_FACTOR`] times its size, by
+/// the containers it lists (counted without allocating).
+fn too_many_containers(object: &str) -> bool {
+    if object.len() <= COUNT_CONTAINERS_ABOVE {
+        return false;
+    }
+    let Ok(count) = serde_json::from_str::<CountPod>(object) else {
+        return false; // the decode reports it
+    };
+    let containers = count.spec.map_or(0, |s| s.containers.0 + s.init_containers.0);
+    containers.saturating_mul(std::mem::size_of::<k8s_openapi::api::core::v1::Container>())
+        > object.len().saturating_mul(MAX_DECODE_FACTOR)
+}
+
+#[derive(Deserialize)]
+struct CountPod {
+    #[serde(default)]
+    spec: Option<CountSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct CountSpec {
+    #[serde(default)]
+    containers: Count,
+    #[serde(default)]
+    init_containers: Count,
+}
+
+/// The length of a JSON array, every element skipped unread.
+#[derive(Default)]
+struct Count(usize);
+
+impl<'de> Deserialize<'de> for Count {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Count;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a list")
+            }
+            fn visit_unit<E>(self) -> Result<Count, E> {
+                Ok(Count(0))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+                let mut n = 0;
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
+                    n += 1;
+                }
+                Ok(Count(n))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
 /// The engine's decision for `pod` as the patch the webhook answers with, and its report.
 /// A patch that would grow the pod past `snapshot.config.max_pod_bytes` is dropped: the pod
 /// is admitted unchanged with a warning.
@@ -230,6 +292,20 @@ pub fn review(
                 .namespace_info
                 .as_ref()
                 .is_some_and(|n| n.annotations.keys().any(|k| k.starts_with(INJECT_PREFIX)));
+        // Decoding costs about the size of a `Container` per container, far more than the
+        // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
+        if asks && too_many_containers(object) {
+            s.report.skip(
+                None,
+                SkipReason::PodTooLarge,
+                format!(
+                    "otel-injector: the pod has too many containers for its size ({} bytes); not injected",
+                    object.len()
+                ),
+            );
+            s.report.requested = true;
+        }
+        let asks = asks && s.report.skipped.is_empty();
         match asks.then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);

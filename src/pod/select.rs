@@ -1,7 +1,7 @@
 //! Reading the injection annotations: namespace-vs-pod precedence, instance selection and
 //! container targeting, as the OpenTelemetry Operator does.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use k8s_openapi::api::core::v1::Pod;
 
@@ -149,17 +149,19 @@ pub fn split_names(value: Option<&str>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// Finds a container by name: app containers first, then init containers.
-pub fn find_slot(pod: &Pod, name: &str) -> Option<Slot> {
-    let spec = pod.spec.as_ref()?;
-    if let Some(i) = spec.containers.iter().position(|c| c.name == name) {
-        return Some(Slot::App(i));
+
+/// Every container's slot by name: the first app container of that name, else the first init
+/// container.
+fn slots_by_name(pod: &Pod) -> HashMap<&str, Slot> {
+    let mut map = HashMap::new();
+    if let Some(spec) = pod.spec.as_ref() {
+        let apps = spec.containers.iter().enumerate().map(|(i, c)| (c, Slot::App(i)));
+        let inits = spec.init_containers.iter().flatten().enumerate();
+        for (c, slot) in apps.chain(inits.map(|(i, c)| (c, Slot::Init(i)))) {
+            map.entry(c.name.as_str()).or_insert(slot);
+        }
     }
-    spec.init_containers
-        .as_ref()?
-        .iter()
-        .position(|c| c.name == name)
-        .map(Slot::Init)
+    map
 }
 
 /// Resolves names to slots: init containers first (in pod order), then app containers (in
@@ -169,18 +171,19 @@ pub fn resolve_targets(pod: &Pod, names: &[&str]) -> Result<Vec<Slot>, TargetErr
         let has_app = pod.spec.as_ref().is_some_and(|s| !s.containers.is_empty());
         return Ok(if has_app { vec![Slot::App(0)] } else { vec![] });
     }
-    let mut seen: Vec<&str> = Vec::with_capacity(names.len());
+    // Hashed, so a pod listing thousands of containers costs linear time.
+    let mut seen: HashSet<&str> = HashSet::with_capacity(names.len());
+    let slots = slots_by_name(pod);
     let mut inits = Vec::new();
     let mut apps = Vec::new();
     for &n in names {
         if n.is_empty() {
             return Err(TargetError::Empty);
         }
-        if seen.contains(&n) {
+        if !seen.insert(n) {
             return Err(TargetError::Duplicate(n.to_owned()));
         }
-        seen.push(n);
-        match find_slot(pod, n) {
+        match slots.get(n).copied() {
             Some(s @ Slot::Init(_)) => inits.push(s),
             Some(s @ Slot::App(_)) => apps.push(s),
             None => return Err(TargetError::Unknown(n.to_owned())),
