@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::pod::valid;
 use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
+use otel_injector::pod::valid;
 use serde_json::{Value, json};
 
 pub use langs::*;
