@@ -1,7 +1,9 @@
 //! The real binary, default flags, against hostile clients on 127.0.0.1: a 2,000-connection
 //! slowloris, a reconnecting flood, a flood of half-sent admin requests, absurd `?timeout=`
 //! values and pods of thousands of targeted containers. Each test is bounded in time and in
-//! connections and stops its clients itself.
+//! connections and stops its clients itself; each raises the open-file limit it needs (the
+//! server inherits it). The numbers are printed (`--nocapture`); `TEST_SERVER_BIN` runs
+//! them against another build of the server, e.g. a release one.
 
 mod support;
 

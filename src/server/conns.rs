@@ -5,7 +5,7 @@
 //! when the phase began, so trickled bytes never extend one: a request head must be complete
 //! within the header timeout of its first byte, however slowly the rest arrives. When the
 //! listener is at its cap, a new connection closes the oldest one that is not serving a
-//! request (see [`Tracker::shed_oldest`]) instead of waiting for a slot.
+//! request (see [`Tracker::admit`]) instead of waiting for a slot.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;

@@ -641,7 +641,7 @@ impl Builder {
             let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let out = std::fs::File::create(&log).unwrap();
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_otel-injector"));
+            let mut cmd = Command::new(server_binary());
             for (k, _) in std::env::vars_os() {
                 if k.to_string_lossy().starts_with("OTEL_INJECTOR_") {
                     cmd.env_remove(&k);
@@ -683,6 +683,14 @@ impl Builder {
         }
         unreachable!("five port clashes in a row")
     }
+}
+
+/// The binary to spawn: this build's, or the one named by `TEST_SERVER_BIN` (to measure a
+/// release build: `TEST_SERVER_BIN=target/release/otel-injector cargo test --test hostile`).
+fn server_binary() -> PathBuf {
+    std::env::var_os("TEST_SERVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
 }
 
 /// Kills a child that is not (yet) owned by a [`Server`].
