@@ -90,6 +90,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let catalog = caches.catalog();
     let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
+    let (webhook_limits, admin_limits) = connection_limits(&args);
 
     // 2. Bind both listeners before anything waits on the API server.
     let admin_listener = args.admin.bind().await?;
@@ -106,7 +107,12 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         cert.ready_at_start(),
     );
     let certificate_ready = health.certificate_ready.clone();
-    let admin = tokio::spawn(admin::serve(admin_listener, health, drain.clone()));
+    let admin = tokio::spawn(admin::serve(
+        admin_listener,
+        health,
+        admin_limits,
+        drain.clone(),
+    ));
     let router = server::router(Arc::new(server::Webhook {
         catalog,
         config: engine.clone(),
@@ -116,7 +122,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         webhook_listener,
         acceptor,
         router,
-        args.server.limits(),
+        webhook_limits,
+        metrics.clone(),
         drain,
     ));
 
@@ -170,6 +177,34 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
     Ok(())
+}
+
+/// Both listeners' connection limits, their caps fitted under the open-file limit (raised
+/// to its hard maximum first).
+fn connection_limits(args: &ServeArgs) -> (server::ConnLimits, server::ConnLimits) {
+    let mut webhook = args.server.limits();
+    let mut admin = args.admin.limits(&webhook);
+    match server::fds::raise_nofile_limit() {
+        Ok(Some(limit)) => {
+            let asked = (webhook.max_connections, admin.max_connections);
+            if server::fds::fit_caps(
+                limit,
+                &mut webhook.max_connections,
+                &mut admin.max_connections,
+            ) {
+                tracing::warn!(
+                    open_files = limit,
+                    asked = ?asked,
+                    max_connections = webhook.max_connections,
+                    admin_max_connections = admin.max_connections,
+                    "the open-file limit cannot hold the connection caps; lowered them"
+                );
+            }
+        }
+        Ok(None) => {}
+        Err(e) => tracing::warn!(error = %e, "could not raise the open-file limit"),
+    }
+    (webhook, admin)
 }
 
 /// `otel-injector dev-certs`.

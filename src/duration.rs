@@ -49,4 +49,42 @@ mod tests {
         assert_eq!(parse("5d"), None);
         assert_eq!(parse("99999999999999999999h"), None);
     }
+
+    /// Values only an attacker sends: every one is `None` or a plain value, never a panic.
+    #[test]
+    fn absurd_values_do_not_overflow() {
+        let max = Duration::from_secs(u64::MAX);
+        assert_eq!(parse("18446744073709551615s"), Some(max));
+        assert_eq!(parse("18446744073709551615s1s"), None);
+        assert_eq!(parse("18446744073709551616s"), None);
+        assert_eq!(
+            parse("18446744073709551615s999ms"),
+            Some(max + Duration::from_millis(999))
+        );
+        assert_eq!(parse("18446744073709551615s1000ms"), None);
+        assert_eq!(
+            parse("18446744073709551615ms"),
+            Some(Duration::from_millis(u64::MAX))
+        );
+        assert_eq!(
+            parse("5124095576030431h"),
+            Some(Duration::from_secs(5124095576030431 * 3600))
+        );
+        assert_eq!(parse("5124095576030432h"), None);
+        assert_eq!(
+            parse("307445734561825860m"),
+            Some(Duration::from_secs(307445734561825860 * 60))
+        );
+        assert_eq!(parse("307445734561825861m"), None);
+        assert_eq!(parse("5124095576030431h59m59s"), None);
+        for junk in [
+            "-1s", "1.5s", "1e3s", "+1s", "1s-", "1µs", "1 s", "٣s", "s1", "1ss", "ms",
+        ] {
+            assert_eq!(parse(junk), None, "{junk}");
+        }
+        let long = "9".repeat(10_000) + "s";
+        assert_eq!(parse(&long), None);
+        let many = "1s".repeat(10_000);
+        assert_eq!(parse(&many), Some(Duration::from_secs(10_000)));
+    }
 }

@@ -81,6 +81,44 @@ impl ReloadResult {
     }
 }
 
+/// Why the server closed a connection before the client did.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ConnClose {
+    /// The listener was full and this connection had no request in progress.
+    Shed,
+    /// The TLS handshake did not finish in time.
+    HandshakeTimeout,
+    /// A request head did not complete in time after its first byte.
+    HeaderTimeout,
+    /// No request started in time on a new or keep-alive connection.
+    IdleTimeout,
+    /// A request's answer was not written out in time.
+    RequestTimeout,
+}
+
+impl ConnClose {
+    pub const ALL: [ConnClose; 5] = [
+        ConnClose::Shed,
+        ConnClose::HandshakeTimeout,
+        ConnClose::HeaderTimeout,
+        ConnClose::IdleTimeout,
+        ConnClose::RequestTimeout,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConnClose::Shed => "shed",
+            ConnClose::HandshakeTimeout => "handshake_timeout",
+            ConnClose::HeaderTimeout => "header_timeout",
+            ConnClose::IdleTimeout => "idle_timeout",
+            ConnClose::RequestTimeout => "request_timeout",
+        }
+    }
+}
+
+/// The listeners, as the `listener` label spells them.
+pub const LISTENERS: [&str; 2] = ["webhook", "admin"];
+
 // Label sets hold the values as `&'static str`: bounded by construction, and written as
 // they are (the derive would spell an enum variant's name).
 
@@ -106,8 +144,32 @@ pub struct StoreLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ListenerLabels {
+    pub listener: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DroppedLabels {
+    pub listener: &'static str,
+    pub reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     pub result: &'static str,
+}
+
+/// One listener's connection series (see [`Metrics::connections`]).
+#[derive(Clone, Debug)]
+pub struct ConnMetrics {
+    pub open: Gauge,
+    dropped: [Counter; ConnClose::ALL.len()],
+}
+
+impl ConnMetrics {
+    pub fn dropped(&self, reason: ConnClose) {
+        self.dropped[reason as usize].inc();
+    }
 }
 
 /// Every metric the webhook exports.
@@ -121,6 +183,8 @@ pub struct Metrics {
     pub store_objects: Family<StoreLabels, Gauge>,
     pub store_synced: Family<StoreLabels, Gauge>,
     pub cert_reloads: Family<ReloadLabels, Counter>,
+    pub connections_open: Family<ListenerLabels, Gauge>,
+    pub connections_dropped: Family<DroppedLabels, Counter>,
 }
 
 /// Request duration buckets: mutation itself takes tens of microseconds.
@@ -146,6 +210,8 @@ impl Metrics {
             store_objects: Family::default(),
             store_synced: Family::default(),
             cert_reloads: Family::default(),
+            connections_open: Family::default(),
+            connections_dropped: Family::default(),
             registry: Registry::default(),
         };
         {
@@ -189,6 +255,19 @@ impl Metrics {
             "Serving certificate reloads by result",
             m.cert_reloads.clone(),
         );
+        {
+            let conns = registry.sub_registry_with_prefix("connections");
+            conns.register(
+                "open",
+                "Connections open on each listener",
+                m.connections_open.clone(),
+            );
+            conns.register(
+                "dropped",
+                "Connections the server closed before the client did, by listener and reason",
+                m.connections_dropped.clone(),
+            );
+        }
         // Pre-create every bounded series so dashboards see zeros, not gaps.
         for outcome in RequestOutcome::ALL {
             let _ = m.requests.get_or_create(&OutcomeLabels {
@@ -204,6 +283,17 @@ impl Metrics {
             let _ = m.cert_reloads.get_or_create(&ReloadLabels {
                 result: result.as_str(),
             });
+        }
+        for listener in LISTENERS {
+            let _ = m
+                .connections_open
+                .get_or_create(&ListenerLabels { listener });
+            for reason in ConnClose::ALL {
+                let _ = m.connections_dropped.get_or_create(&DroppedLabels {
+                    listener,
+                    reason: reason.as_str(),
+                });
+            }
         }
         Metrics { registry, ..m }
     }
@@ -250,6 +340,24 @@ impl Metrics {
             .inc();
     }
 
+    /// One listener's connection series, as handles that update without a lookup.
+    pub fn connections(&self, listener: &'static str) -> ConnMetrics {
+        ConnMetrics {
+            open: self
+                .connections_open
+                .get_or_create(&ListenerLabels { listener })
+                .clone(),
+            dropped: ConnClose::ALL.map(|reason| {
+                self.connections_dropped
+                    .get_or_create(&DroppedLabels {
+                        listener,
+                        reason: reason.as_str(),
+                    })
+                    .clone()
+            }),
+        }
+    }
+
     /// The OpenMetrics text exposition of every metric.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -270,6 +378,12 @@ mod tests {
         m.duration.observe(0.00004);
         m.injection(Language::Java, InjectionOutcome::Injected);
         m.store("instrumentations", 3, true);
+        let conns = m.connections("admin");
+        conns.open.inc();
+        conns.dropped(ConnClose::HeaderTimeout);
+        for (i, reason) in ConnClose::ALL.into_iter().enumerate() {
+            assert_eq!(reason as usize, i, "ConnClose::ALL is in declaration order");
+        }
         let text = m.encode();
         for needle in [
             "otel_injector_admission_requests_total{outcome=\"patched\"} 1",
@@ -280,6 +394,10 @@ mod tests {
             "otel_injector_store_objects{store=\"instrumentations\"} 3",
             "otel_injector_store_synced{store=\"instrumentations\"} 1",
             "otel_injector_certificate_reloads_total{result=\"error\"} 0",
+            "otel_injector_connections_open{listener=\"admin\"} 1",
+            "otel_injector_connections_open{listener=\"webhook\"} 0",
+            "otel_injector_connections_dropped_total{listener=\"admin\",reason=\"header_timeout\"} 1",
+            "otel_injector_connections_dropped_total{listener=\"webhook\",reason=\"shed\"} 0",
             "# EOF",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");

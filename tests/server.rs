@@ -397,30 +397,128 @@ async fn a_stalled_body_is_answered_408_before_the_deadline() {
     );
 }
 
+/// Reads until the server closes the connection; returns how long that took from `since`.
+async fn closed_after<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut support::Conn<S>,
+    since: Instant,
+) -> Duration {
+    let end = within(Duration::from_secs(10), "server close", c.read_some()).await;
+    assert!(matches!(end, Ok(0)) || end.is_err(), "{end:?}");
+    since.elapsed()
+}
+
+/// Sends `bytes` one every `every` until the server closes the connection; returns how
+/// long after the first byte that was.
+async fn trickle<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    c: &mut support::Conn<S>,
+    bytes: &[u8],
+    every: Duration,
+) -> Duration {
+    let first = Instant::now();
+    for b in bytes {
+        if c.send(&[*b]).await.is_err() {
+            return first.elapsed();
+        }
+        tokio::select! {
+            end = c.read_some() => {
+                assert!(matches!(end, Ok(0)) || end.is_err(), "{end:?}");
+                return first.elapsed();
+            }
+            () = tokio::time::sleep(every) => {}
+        }
+    }
+    panic!("a head trickled over {:?} was accepted", first.elapsed());
+}
+
+/// A request head must be complete within `--header-timeout` of its first byte, however
+/// its bytes trickle in, on a new connection and on a keep-alive one, on both listeners;
+/// waiting for the first byte is bounded by `--idle-timeout` instead.
 #[tokio::test]
-async fn slow_headers_are_cut_off_by_the_idle_timeout() {
+async fn request_heads_have_a_total_deadline_apart_from_the_idle_timeout() {
     let _serial = serial().await;
     let server = Server::builder()
-        .args(["--idle-timeout", "1s"])
+        .args(["--header-timeout", "1s", "--idle-timeout", "3s"])
         .start()
         .await;
+    let review = fixture("pod-create.json");
+    let body = serde_json::to_vec(&review).unwrap();
+    let slow: &[u8] =
+        b"POST /mutate-v1-pod?timeout=10s HTTP/1.1\r\nHost: otel-injector.test\r\nContent-Type: application/json\r\n\r\n";
+    let every = Duration::from_millis(200);
+    let cut_at_header_deadline = Duration::from_millis(900)..Duration::from_millis(1500);
+
+    // A new connection that sends nothing lives until the idle timeout.
+    let mut silent = server.connect().await;
+    let silent = tokio::spawn(async move {
+        let since = Instant::now();
+        closed_after(&mut silent, since).await
+    });
+
+    // A trickled head on a new connection.
     let mut c = server.connect().await;
-    let started = Instant::now();
-    c.send(b"POST /mutate-v1-pod?timeout=10s HTTP/1.1\r\nHost: otel-injector.test\r\n")
+    let first = trickle(&mut c, slow, every).await;
+
+    // A keep-alive connection idle past the header timeout still serves; a head trickled
+    // on it later is cut like the first.
+    let mut ka = server.connect().await;
+    let r = within(
+        IO_TIMEOUT,
+        "first",
+        ka.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let r = within(
+        IO_TIMEOUT,
+        "second",
+        ka.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .expect("a keep-alive connection idle for 1.5 s, past the header timeout");
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let keep_alive = trickle(&mut ka, slow, every).await;
+
+    // A half-sent request on the admin listener.
+    let mut admin = support::Conn::new(tokio::net::TcpStream::connect(server.admin).await.unwrap());
+    admin
+        .send(b"GET /metrics HTTP/1.1\r\nHost: otel-injector.test\r\n")
         .await
         .unwrap();
-    let end = within(Duration::from_secs(10), "header timeout", c.read_some()).await;
-    let took = started.elapsed();
-    eprintln!("incomplete headers: connection ended ({end:?}) after {took:?}");
-    assert!(matches!(end, Ok(0)) || end.is_err(), "{end:?}");
-    assert!(took >= Duration::from_millis(900), "closed after {took:?}");
-    assert!(took < Duration::from_secs(3), "closed after {took:?}");
-    // Other connections are unaffected.
-    let review = fixture("pod-create.json");
-    assert_eq!(
-        review_of(&server.review(&review).await).uid,
-        uid_of(&review)
+    let admin_cut = closed_after(&mut admin, Instant::now()).await;
+
+    let silent = silent.await.unwrap();
+    eprintln!(
+        "header deadline 1 s, idle 3 s: trickled head cut after {first:?}, on a keep-alive \
+         connection after {keep_alive:?}, admin half-sent request after {admin_cut:?}; \
+         silent connection closed after {silent:?}"
     );
+    for (what, took) in [
+        ("new connection", first),
+        ("keep-alive connection", keep_alive),
+        ("admin", admin_cut),
+    ] {
+        assert!(
+            cut_at_header_deadline.contains(&took),
+            "{what}: trickled head cut after {took:?}"
+        );
+    }
+    assert!(
+        (Duration::from_millis(2900)..Duration::from_millis(3600)).contains(&silent),
+        "silent connection closed after {silent:?}"
+    );
+    let text = server.metrics().await;
+    for (series, want) in [
+        ("{listener=\"webhook\",reason=\"header_timeout\"}", 2.0),
+        ("{listener=\"webhook\",reason=\"idle_timeout\"}", 1.0),
+        ("{listener=\"admin\",reason=\"header_timeout\"}", 1.0),
+        ("{listener=\"webhook\",reason=\"shed\"}", 0.0),
+    ] {
+        let series = format!("otel_injector_connections_dropped_total{series}");
+        assert_eq!(support::metric(&text, &series), Some(want), "{series}");
+    }
 }
 
 /// The API server keeps idle webhook connections for up to 90 s and reuses them; a server

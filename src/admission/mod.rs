@@ -160,7 +160,9 @@ fn too_many_containers(object: &str) -> bool {
     let Ok(count) = serde_json::from_str::<CountPod>(object) else {
         return false; // the decode reports it
     };
-    let containers = count.spec.map_or(0, |s| s.containers.0 + s.init_containers.0);
+    let containers = count
+        .spec
+        .map_or(0, |s| s.containers.0 + s.init_containers.0);
     containers.saturating_mul(std::mem::size_of::<k8s_openapi::api::core::v1::Container>())
         > object.len().saturating_mul(MAX_DECODE_FACTOR)
 }
@@ -195,7 +197,10 @@ impl<'de> Deserialize<'de> for Count {
             fn visit_unit<E>(self) -> Result<Count, E> {
                 Ok(Count(0))
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Count, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<Count, A::Error> {
                 let mut n = 0;
                 while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
                     n += 1;

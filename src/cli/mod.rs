@@ -174,8 +174,20 @@ mod tests {
         };
         assert_eq!(args.shutdown.shutdown_delay, Duration::from_secs(90));
         assert_eq!(args.shutdown.shutdown_timeout, Duration::from_secs(20));
-        assert_eq!(args.server.limits().idle, Duration::from_millis(500));
-        assert_eq!(args.server.limits().max_connections, 1024);
+        let limits = args.server.limits();
+        assert_eq!(limits.idle, Duration::from_millis(500));
+        assert_eq!(
+            limits,
+            crate::server::ConnLimits {
+                idle: Duration::from_millis(500),
+                ..Default::default()
+            }
+        );
+        assert_eq!(limits.header, Duration::from_secs(5));
+        assert_eq!(limits.max_connections, 512);
+        let admin = args.admin.limits(&limits);
+        assert_eq!(admin.max_connections, 64);
+        assert_eq!((admin.header, admin.idle), (limits.header, limits.idle));
         assert!(Cli::try_parse_from(["otel-injector", "serve", "--shutdown-delay", "5"]).is_err());
     }
 }

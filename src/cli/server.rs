@@ -8,6 +8,9 @@ use clap::Args;
 use tokio::net::TcpListener;
 
 use super::duration;
+use crate::server::listener::{
+    DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
+};
 use crate::server::{ConnLimits, Drain, Shutdown, shutdown};
 
 /// The webhook's HTTPS listener and its connection limits.
@@ -26,30 +29,40 @@ pub struct ServerArgs {
     #[arg(long, env = "OTEL_INJECTOR_HANDSHAKE_TIMEOUT", default_value = "10s", value_parser = duration)]
     pub handshake_timeout: Duration,
 
-    /// A keep-alive connection idle this long is closed, and so is one whose request
-    /// headers have not all arrived within it. Keep it above the API server's 90 s idle
-    /// timeout, so the API server (not this server) closes idle connections.
+    /// A request's headers must all arrive within this of their first byte, however they
+    /// trickle in; the connection is closed otherwise. Both listeners.
+    #[arg(long, env = "OTEL_INJECTOR_HEADER_TIMEOUT", default_value = "5s", value_parser = duration)]
+    pub header_timeout: Duration,
+
+    /// A connection may wait this long for the first byte of a request: a new one, or a
+    /// keep-alive one between requests. Keep it above the API server's 90 s idle timeout,
+    /// so the API server (not this server) closes idle connections. Both listeners.
     #[arg(long, env = "OTEL_INJECTOR_IDLE_TIMEOUT", default_value = "120s", value_parser = duration)]
     pub idle_timeout: Duration,
 
-    /// Most webhook connections open at once; further ones wait to be accepted.
-    #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTIONS", default_value_t = 1024)]
+    /// Most webhook connections open at once. A new connection beyond it closes the oldest
+    /// one without a request in progress (first those that have not completed a request
+    /// head, then idle keep-alive ones); it waits only if every connection is in a request.
+    /// Lowered at start if the open-file limit cannot hold it.
+    #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
 }
 
 impl ServerArgs {
-    /// The connection limits.
+    /// The webhook listener's connection limits.
     pub fn limits(&self) -> ConnLimits {
         ConnLimits {
             handshake: self.handshake_timeout,
+            header: self.header_timeout,
             idle: self.idle_timeout,
+            request: REQUEST_TIMEOUT,
             max_connections: self.max_connections,
         }
     }
 
     /// Binds the webhook listener.
     pub async fn bind(&self) -> anyhow::Result<TcpListener> {
-        TcpListener::bind(self.webhook_addr).await.with_context(|| {
+        crate::server::listener::bind(self.webhook_addr).with_context(|| {
             format!(
                 "failed to bind the webhook listener on {}",
                 self.webhook_addr
@@ -65,13 +78,27 @@ pub struct AdminArgs {
     /// Address of the plain-HTTP admin listener (/metrics, /livez, /readyz).
     #[arg(long, env = "OTEL_INJECTOR_ADMIN_ADDR", default_value = "0.0.0.0:8080")]
     pub admin_addr: SocketAddr,
+
+    /// Most admin connections open at once; beyond it, as for --max-connections, a new
+    /// connection closes the oldest one without a request in progress. The header and
+    /// idle timeouts are the webhook listener's.
+    #[arg(long, env = "OTEL_INJECTOR_ADMIN_MAX_CONNECTIONS", default_value_t = DEFAULT_ADMIN_MAX_CONNECTIONS)]
+    pub admin_max_connections: usize,
 }
 
 impl AdminArgs {
+    /// The admin listener's connection limits: the webhook listener's timeouts, its own
+    /// cap.
+    pub fn limits(&self, webhook: &ConnLimits) -> ConnLimits {
+        ConnLimits {
+            max_connections: self.admin_max_connections,
+            ..*webhook
+        }
+    }
+
     /// Binds the admin listener.
     pub async fn bind(&self) -> anyhow::Result<TcpListener> {
-        TcpListener::bind(self.admin_addr)
-            .await
+        crate::server::listener::bind(self.admin_addr)
             .with_context(|| format!("failed to bind the admin listener on {}", self.admin_addr))
     }
 }

@@ -149,13 +149,16 @@ pub fn split_names(value: Option<&str>) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-
 /// Every container's slot by name: the first app container of that name, else the first init
 /// container.
 fn slots_by_name(pod: &Pod) -> HashMap<&str, Slot> {
     let mut map = HashMap::new();
     if let Some(spec) = pod.spec.as_ref() {
-        let apps = spec.containers.iter().enumerate().map(|(i, c)| (c, Slot::App(i)));
+        let apps = spec
+            .containers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c, Slot::App(i)));
         let inits = spec.init_containers.iter().flatten().enumerate();
         for (c, slot) in apps.chain(inits.map(|(i, c)| (c, Slot::Init(i)))) {
             map.entry(c.name.as_str()).or_insert(slot);

@@ -11,6 +11,7 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
+use super::listener::{ConnLimits, serve_plain};
 use super::shutdown::Drain;
 use crate::engine::Catalog;
 use crate::metrics::Metrics;
@@ -45,14 +46,12 @@ impl Health {
 }
 
 /// Serves the admin endpoints on `listener` until `drain` closes, then finishes the open
-/// requests (the caller bounds how long it waits for that).
-pub async fn serve(listener: TcpListener, health: Arc<Health>, mut drain: Drain) {
-    let served = axum::serve(listener, router(health))
-        .with_graceful_shutdown(async move { drain.closing().await })
-        .await;
-    if let Err(e) = served {
-        tracing::error!(error = %e, "admin listener failed");
-    }
+/// requests (the caller bounds how long it waits for that). The same connection handling
+/// as the webhook's, with its own cap: half-sent requests are cut at the header deadline,
+/// and at the cap a new connection (a probe) displaces the oldest one without a request.
+pub async fn serve(listener: TcpListener, health: Arc<Health>, limits: ConnLimits, drain: Drain) {
+    let metrics = health.metrics.clone();
+    serve_plain(listener, router(health), limits, metrics, drain).await;
 }
 
 pub fn router(health: Arc<Health>) -> Router {

@@ -1,29 +1,64 @@
-//! The webhook's HTTPS listener: rustls (HTTP/1.1 only), handshake and header timeouts for
-//! slow clients, a cap on open connections, and a graceful drain.
+//! Serving a router on a listener, for both listeners: the webhook's over rustls (HTTP/1.1
+//! only), the admin one in plain HTTP. Per-phase deadlines for slow clients, a cap on open
+//! connections at which the oldest connection without a request gives way, and a graceful
+//! drain.
 
+use std::future::Future;
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
+use super::conns::{Phase, TrackedIo, TrackedService, Tracker};
 use super::shutdown::Drain;
+use crate::metrics::Metrics;
 
-/// Timeouts for the connection layer.
-#[derive(Clone, Copy, Debug)]
+/// Default `--header-timeout`.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default `--idle-timeout`: above the API server's 90 s idle timeout.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default `--max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default `--admin-max-connections`.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 64;
+/// From a complete request head to the answer written out: the longest request deadline
+/// the webhook accepts ([`super::webhook::MAX_DEADLINE`]) plus time to decide and write.
+/// Past it the caller has long given up; a client that does not read its answer cannot
+/// hold a slot for longer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
+/// Connections the kernel completes and queues before we accept them: `listen(2)` lowers
+/// this to `net.core.somaxconn` (4096 by default since Linux 5.4, per network namespace),
+/// as Go's listeners do. The standard library's 128 overflows at once when clients that
+/// are shed reconnect, and a full queue drops SYNs, legitimate ones included, which costs
+/// their clients a 1 s retransmit.
+const BACKLOG: u32 = 65535;
+/// hyper's read and write buffers: a request head must fit (the API server's are well
+/// under 1 KiB), and this bounds what one connection can make the server hold. hyper's
+/// own default lets each connection grow its buffer to 408 KiB.
+const MAX_BUF_SIZE: usize = 16 * 1024;
+
+/// The connection layer's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnLimits {
     /// A TLS handshake must finish within this.
     pub handshake: Duration,
-    /// Idle keep-alive connections, and requests whose headers are incomplete, are closed
-    /// after this (hyper runs one timer for both).
+    /// A request head must be complete within this of its first byte.
+    pub header: Duration,
+    /// A connection may wait this long for the first byte of a request, on a new
+    /// connection or between requests on a keep-alive one.
     pub idle: Duration,
-    /// Connections served at once.
+    /// From a complete request head to the response written out.
+    pub request: Duration,
+    /// Connections open at once. At the cap, a new connection closes the oldest one
+    /// without a request in progress.
     pub max_connections: usize,
 }
 
@@ -31,31 +66,84 @@ impl Default for ConnLimits {
     fn default() -> Self {
         ConnLimits {
             handshake: Duration::from_secs(10),
-            idle: Duration::from_secs(120),
-            max_connections: 1024,
+            header: DEFAULT_HEADER_TIMEOUT,
+            idle: DEFAULT_IDLE_TIMEOUT,
+            request: REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
 
-/// Serves `router` over TLS on `listener` until `drain` closes, then stops accepting, lets
-/// in-flight requests finish, closes idle keep-alive connections and returns once every
-/// connection is gone or the drain's timeout has passed.
+/// Binds a listener with the deepest accept queue the system allows ([`BACKLOG`]).
+pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// Serves `router` over TLS on `listener` until `drain` closes; see [`serve`].
 pub async fn serve_tls(
     listener: TcpListener,
     acceptor: TlsAcceptor,
     router: Router,
     limits: ConnLimits,
-    mut drain: Drain,
+    metrics: Arc<Metrics>,
+    drain: Drain,
 ) {
+    let tracker = Tracker::new("webhook", limits, metrics);
+    serve(
+        listener,
+        Phase::Handshake,
+        move |tcp| acceptor.accept(tcp),
+        router,
+        tracker,
+        drain,
+    )
+    .await;
+}
+
+/// Serves `router` in plain HTTP on `listener` until `drain` closes; see [`serve`].
+pub async fn serve_plain(
+    listener: TcpListener,
+    router: Router,
+    limits: ConnLimits,
+    metrics: Arc<Metrics>,
+    drain: Drain,
+) {
+    let tracker = Tracker::new("admin", limits, metrics);
+    serve(
+        listener,
+        Phase::Fresh,
+        |tcp| std::future::ready(Ok(tcp)),
+        router,
+        tracker,
+        drain,
+    )
+    .await;
+}
+
+/// Accepts connections until `drain` closes, each set up by `handshake` (starting in
+/// phase `first`) and then served HTTP/1.1 by `router`. Then stops accepting, lets
+/// in-flight requests finish, closes idle connections and returns once every connection is
+/// gone or the drain's timeout has passed.
+async fn serve<H, F, S>(
+    listener: TcpListener,
+    first: Phase,
+    handshake: H,
+    router: Router,
+    tracker: Arc<Tracker>,
+    mut drain: Drain,
+) where
+    H: Fn(TcpStream) -> F,
+    F: Future<Output = io::Result<S>> + Send + 'static,
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections.max(1)));
     loop {
-        let permit = tokio::select! {
-            biased;
-            _ = drain.closing() => break,
-            p = slots.clone().acquire_owned() => p,
-        };
-        let Ok(permit) = permit else { break };
         let accepted = tokio::select! {
             biased;
             _ = drain.closing() => break,
@@ -70,51 +158,67 @@ pub async fn serve_tls(
                 continue;
             }
         };
+        // At the cap, the oldest connection without a request gives way; only if every
+        // connection is in a request does the new one wait.
+        let admitted = tokio::select! {
+            biased;
+            _ = drain.closing() => false,
+            () = tracker.admit() => true,
+        };
+        if !admitted {
+            break;
+        }
         let _ = tcp.set_nodelay(true);
-        let acceptor = acceptor.clone();
+        let conn = tracker.register(first);
+        let handle = conn.clone();
+        let setup = handshake(tcp);
         let router = router.clone();
         let watcher = graceful.watcher();
         let mut drain = drain.clone();
-        tokio::spawn(
-            async move {
-                let tls = tokio::select! {
-                    r = tokio::time::timeout(limits.handshake, acceptor.accept(tcp)) => r,
-                    _ = drain.closing() => return,
-                };
-                let tls = match tls {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!("TLS handshake timed out");
-                        return;
-                    }
-                };
-                let service = TowerToHyperService::new(router);
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(TokioTimer::new())
-                    .header_read_timeout(limits.idle)
-                    .keep_alive(true)
-                    .serve_connection(TokioIo::new(tls), service);
-                if let Err(e) = watcher.watch(conn).await {
-                    tracing::debug!(error = %e, "connection ended with an error");
+        let work = async move {
+            let io = tokio::select! {
+                r = setup => r,
+                _ = drain.closing() => return,
+            };
+            let io = match io {
+                Ok(io) => io,
+                Err(e) => {
+                    tracing::debug!(error = %e, "handshake failed");
+                    return;
                 }
-                drop(permit);
+            };
+            conn.set(Phase::Fresh);
+            let service = TrackedService::new(router, conn.clone());
+            let http = hyper::server::conn::http1::Builder::new()
+                .max_buf_size(MAX_BUF_SIZE)
+                // Deadlines are the tracker's: hyper's would also count the idle wait.
+                .header_read_timeout(None)
+                .keep_alive(true)
+                .serve_connection(TokioIo::new(TrackedIo::new(io, conn)), service);
+            if let Err(e) = watcher.watch(http).await {
+                tracing::debug!(error = %e, "connection ended with an error");
             }
-            .instrument(tracing::debug_span!("conn", %peer)),
+        };
+        tokio::spawn(
+            handle
+                .run(work)
+                .instrument(tracing::debug_span!("conn", %peer)),
         );
     }
     drop(listener);
     let open = graceful.count();
     let timeout = drain.timeout();
-    tracing::info!(open, "webhook listener closed; draining connections");
+    tracing::info!(
+        listener = tracker.name(),
+        open,
+        "listener closed; draining connections"
+    );
     if tokio::time::timeout(timeout, graceful.shutdown())
         .await
         .is_err()
     {
         tracing::warn!(
+            listener = tracker.name(),
             drain = ?timeout,
             "connections still open after the drain period; closing them"
         );

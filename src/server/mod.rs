@@ -1,12 +1,15 @@
 //! The servers and their lifecycle: the webhook's route ([`webhook`]) served over TLS
-//! ([`listener`]), the admin endpoints ([`admin`]), and the signal-driven drain of both
-//! ([`shutdown`]).
+//! ([`listener`], with the per-connection deadlines and the cap of [`conns`], and the
+//! file-descriptor limit of [`fds`]), the admin endpoints ([`admin`]), and the
+//! signal-driven drain of both ([`shutdown`]).
 
 pub mod admin;
+pub mod conns;
+pub mod fds;
 pub mod listener;
 pub mod shutdown;
 pub mod webhook;
 
-pub use listener::{ConnLimits, serve_tls};
+pub use listener::{ConnLimits, serve_plain, serve_tls};
 pub use shutdown::{Aborted, Drain, Shutdown};
-pub use webhook::{DEFAULT_DEADLINE, MAX_BODY_BYTES, Webhook, router};
+pub use webhook::{DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_DEADLINE, Webhook, router};

@@ -23,6 +23,8 @@ use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Deadline when the API server sends no `?timeout=` (its default `timeoutSeconds`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
+/// Longest `?timeout=` taken as it is: the API server's largest `timeoutSeconds`.
+pub const MAX_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What the webhook handler needs.
 pub struct Webhook {
@@ -39,7 +41,10 @@ pub fn router(state: Arc<Webhook>) -> Router {
 }
 
 /// The request's deadline: the API server's `?timeout=` (Go duration syntax), else
-/// [`DEFAULT_DEADLINE`].
+/// [`DEFAULT_DEADLINE`]. A value the API server never sends (zero, over [`MAX_DEADLINE`],
+/// unparsable or overflowing) also gets the default: no client can make the server wait
+/// longer for a body than the API server could, and no deadline can get near the end of
+/// the clock (tokio panics on an `Instant` that overflows).
 fn deadline_of(req: &Request) -> Duration {
     req.uri()
         .query()
@@ -47,7 +52,7 @@ fn deadline_of(req: &Request) -> Duration {
         .flat_map(|q| q.split('&'))
         .find_map(|kv| kv.strip_prefix("timeout="))
         .and_then(duration::parse)
-        .filter(|d| !d.is_zero())
+        .filter(|d| !d.is_zero() && *d <= MAX_DEADLINE)
         .unwrap_or(DEFAULT_DEADLINE)
 }
 
@@ -225,13 +230,29 @@ mod tests {
             Duration::from_secs(3)
         );
         assert_eq!(
-            deadline_of(&req("/mutate-v1-pod?x=1&timeout=1m0s")),
-            Duration::from_secs(60)
+            deadline_of(&req("/mutate-v1-pod?x=1&timeout=0m25s")),
+            Duration::from_secs(25)
+        );
+        assert_eq!(
+            deadline_of(&req("/mutate-v1-pod?timeout=30s")),
+            MAX_DEADLINE
         );
         for default in [
             "/mutate-v1-pod",
             "/mutate-v1-pod?timeout=0s",
             "/m?timeout=ten",
+            "/m?timeout=30s1ms",
+            "/m?timeout=1m0s",
+            "/m?timeout=1h",
+            "/m?timeout=18446744073709551615s1s",
+            "/m?timeout=18446744073709551615s",
+            "/m?timeout=18446744073709551615s999ms",
+            "/m?timeout=9223372036854775807s",
+            "/m?timeout=99999999999999999999999s",
+            "/m?timeout=5124095576030431h",
+            "/m?timeout=-1s",
+            "/m?timeout=1.5s",
+            "/m?timeout=%31%30s",
         ] {
             assert_eq!(deadline_of(&req(default)), DEFAULT_DEADLINE, "{default}");
         }

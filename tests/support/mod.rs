@@ -108,6 +108,33 @@ pub fn hosts() -> Vec<String> {
     vec!["127.0.0.1".to_owned(), "localhost".to_owned()]
 }
 
+/// Raises this process's soft open-file limit (inherited by the servers it spawns) so that
+/// it holds `need` descriptors, whatever the shell set; fails the test if the hard limit
+/// cannot. Returns the soft limit now in force.
+pub fn raise_fd_limit(need: u64) -> u64 {
+    let soft = otel_injector::server::fds::raise_nofile_limit()
+        .expect("raise the open-file limit")
+        .unwrap_or(u64::MAX);
+    assert!(
+        soft >= need,
+        "this test needs {need} open files; the hard limit (ulimit -Hn) is {soft}"
+    );
+    soft
+}
+
+/// A `kB` field of `/proc/<pid>/status` (`VmRSS`, `VmHWM`), in bytes.
+pub fn proc_status_bytes(pid: u32, field: &str) -> u64 {
+    let path = format!("/proc/{pid}/status");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.trim().strip_suffix(" kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {field} in {path}"));
+    kb * 1024
+}
+
 /// A free local port (it may be taken again before the server binds it; `start` retries).
 pub fn free_port() -> u16 {
     StdListener::bind("127.0.0.1:0")
@@ -614,7 +641,7 @@ impl Builder {
             let webhook: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
             let out = std::fs::File::create(&log).unwrap();
-            let mut cmd = Command::new(env!("CARGO_BIN_EXE_otel-injector"));
+            let mut cmd = Command::new(server_binary());
             for (k, _) in std::env::vars_os() {
                 if k.to_string_lossy().starts_with("OTEL_INJECTOR_") {
                     cmd.env_remove(&k);
@@ -656,6 +683,14 @@ impl Builder {
         }
         unreachable!("five port clashes in a row")
     }
+}
+
+/// The binary to spawn: this build's, or the one named by `TEST_SERVER_BIN` (to measure a
+/// release build: `TEST_SERVER_BIN=target/release/otel-injector cargo test --test hostile`).
+fn server_binary() -> PathBuf {
+    std::env::var_os("TEST_SERVER_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
 }
 
 /// Kills a child that is not (yet) owned by a [`Server`].

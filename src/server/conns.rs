@@ -1,0 +1,684 @@
+//! The open connections of one listener: what each is doing, the deadline that allows, and
+//! which one gives way when the listener is full.
+//!
+//! A connection is always in one [`Phase`]. Each phase has its own deadline, counted from
+//! when the phase began, so trickled bytes never extend one: a request head must be complete
+//! within the header timeout of its first byte, however slowly the rest arrives. When the
+//! listener is at its cap, a new connection closes the oldest one that is not serving a
+//! request (see [`Tracker::admit`]) instead of waiting for a slot.
+
+use std::collections::{BTreeMap, HashMap};
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http;
+use hyper::body::{Frame, Incoming, SizeHint};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::listener::ConnLimits;
+use crate::metrics::{ConnClose, ConnMetrics, Metrics};
+
+/// Connections chosen to give way and not closed yet beyond which a listener waits before
+/// accepting more: how far open connections may briefly exceed the cap.
+pub const MAX_SHEDDING: usize = 32;
+
+/// What a connection is doing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Phase {
+    /// The TLS handshake.
+    Handshake,
+    /// Connected, no byte of a request yet.
+    Fresh,
+    /// Part of a request head has arrived.
+    Head,
+    /// From a complete request head until the response is written out.
+    Request,
+    /// Between requests on a keep-alive connection.
+    Idle,
+}
+
+impl Phase {
+    const ALL: [Phase; 5] = [
+        Phase::Handshake,
+        Phase::Fresh,
+        Phase::Head,
+        Phase::Request,
+        Phase::Idle,
+    ];
+
+    fn from_u8(v: u8) -> Phase {
+        Phase::ALL[usize::from(v)]
+    }
+
+    /// Order in which connections at the cap give way: never a request in progress; first
+    /// those that have not sent a request yet (handshake, silent, slow head), then idle
+    /// keep-alive connections.
+    fn shed_class(self) -> Option<u8> {
+        match self {
+            Phase::Handshake | Phase::Fresh | Phase::Head => Some(0),
+            Phase::Idle => Some(1),
+            Phase::Request => None,
+        }
+    }
+
+    /// Why a connection whose phase outlived its deadline is closed.
+    fn timed_out(self) -> ConnClose {
+        match self {
+            Phase::Handshake => ConnClose::HandshakeTimeout,
+            Phase::Head => ConnClose::HeaderTimeout,
+            Phase::Fresh | Phase::Idle => ConnClose::IdleTimeout,
+            Phase::Request => ConnClose::RequestTimeout,
+        }
+    }
+}
+
+/// How long `phase` may last.
+fn timeout(limits: &ConnLimits, phase: Phase) -> Duration {
+    match phase {
+        Phase::Handshake => limits.handshake,
+        Phase::Head => limits.header,
+        Phase::Fresh | Phase::Idle => limits.idle,
+        Phase::Request => limits.request,
+    }
+}
+
+/// The open connections of one listener.
+pub struct Tracker {
+    listener: &'static str,
+    limits: ConnLimits,
+    metrics: ConnMetrics,
+    registry: Mutex<Registry>,
+    /// Signaled when a connection leaves or becomes one that could give way.
+    changed: Notify,
+}
+
+#[derive(Default)]
+struct Registry {
+    next: u64,
+    conns: HashMap<u64, Slot>,
+    /// Connections that may be shed, by (class, when they entered it): oldest first.
+    queue: BTreeMap<(u8, u64), u64>,
+    /// Connections chosen to give way whose task has not ended yet.
+    shedding: usize,
+}
+
+struct Slot {
+    conn: Arc<Shared>,
+    phase: Phase,
+    since: Instant,
+    key: Option<(u8, u64)>,
+}
+
+/// One connection's shared state: read by its task, updated from the I/O and the service.
+struct Shared {
+    id: u64,
+    tracker: Arc<Tracker>,
+    /// The phase, readable without the registry lock.
+    phase: AtomicU8,
+    /// The response body has been handed to hyper; the next completed flush ends the
+    /// request.
+    answered: AtomicBool,
+    /// Chosen to give way.
+    shed: AtomicBool,
+    /// Wakes the connection's task: a new phase (and deadline), or shed.
+    wake: Notify,
+}
+
+impl Tracker {
+    pub fn new(listener: &'static str, limits: ConnLimits, metrics: Arc<Metrics>) -> Arc<Self> {
+        Arc::new(Tracker {
+            listener,
+            limits,
+            metrics: metrics.connections(listener),
+            registry: Mutex::new(Registry::default()),
+            changed: Notify::new(),
+        })
+    }
+
+    fn registry(&self) -> MutexGuard<'_, Registry> {
+        // Nothing panics while holding the lock; a poisoned one still holds valid data.
+        self.registry.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new connection in `phase`.
+    pub fn register(self: &Arc<Self>, phase: Phase) -> Conn {
+        let mut reg = self.registry();
+        reg.next += 1;
+        let id = reg.next;
+        let shared = Arc::new(Shared {
+            id,
+            tracker: self.clone(),
+            phase: AtomicU8::new(phase as u8),
+            answered: AtomicBool::new(false),
+            shed: AtomicBool::new(false),
+            wake: Notify::new(),
+        });
+        reg.conns.insert(
+            id,
+            Slot {
+                conn: shared.clone(),
+                phase,
+                since: Instant::now(),
+                key: None,
+            },
+        );
+        reg.enter(id, phase);
+        drop(reg);
+        self.metrics.open.inc();
+        Conn(shared)
+    }
+
+    /// The listener's name in logs and metrics.
+    pub fn name(&self) -> &'static str {
+        self.listener
+    }
+
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.registry().conns.len()
+    }
+
+    /// Returns once a new connection may be registered: below the cap, counting the
+    /// connections already chosen to give way as gone; at the cap, once the oldest
+    /// connection without a request has been chosen ([`Tracker::shed_oldest`]). It waits
+    /// only while every connection is in a request, or while [`MAX_SHEDDING`] chosen ones
+    /// have not closed yet (they close as soon as their tasks run next; if the runtime is
+    /// too busy to run them, accepting slows down with it).
+    ///
+    /// It does not wait for the chosen connection to close, so the accept loop keeps
+    /// draining the kernel's queue during a flood.
+    pub async fn admit(&self) {
+        loop {
+            if self.try_admit() {
+                return;
+            }
+            self.changed.notified().await;
+        }
+    }
+
+    fn try_admit(&self) -> bool {
+        let cap = self.limits.max_connections.max(1);
+        let mut reg = self.registry();
+        if reg.conns.len() - reg.shedding < cap {
+            return true;
+        }
+        if reg.shedding >= MAX_SHEDDING {
+            return false;
+        }
+        let victim = reg.shed_oldest();
+        drop(reg);
+        victim.is_some_and(|conn| {
+            conn.wake.notify_one();
+            true
+        })
+    }
+
+    /// Closes the connection that has waited longest without a request in progress: the
+    /// oldest that has not completed a request head yet (in its handshake, silent, or
+    /// sending its head), else the longest idle keep-alive one. `false` if every
+    /// connection is in a request. The connection closes as soon as its task runs next.
+    pub fn shed_oldest(&self) -> bool {
+        let victim = self.registry().shed_oldest();
+        victim.is_some_and(|conn| {
+            conn.wake.notify_one();
+            true
+        })
+    }
+}
+
+impl Registry {
+    /// Takes the first connection of the shedding queue out of it and counts it as
+    /// shedding.
+    fn shed_oldest(&mut self) -> Option<Arc<Shared>> {
+        let (_, id) = self.queue.pop_first()?;
+        let slot = self.conns.get_mut(&id)?;
+        slot.key = None;
+        let conn = slot.conn.clone();
+        // Under the lock, so that the connection's unregistering counts it out.
+        conn.shed.store(true, Ordering::Release);
+        self.shedding += 1;
+        Some(conn)
+    }
+
+    /// Puts connection `id` in the shedding queue if `phase` allows, at the end.
+    fn enter(&mut self, id: u64, phase: Phase) -> bool {
+        let Some(class) = phase.shed_class() else {
+            return false;
+        };
+        self.next += 1;
+        let key = (class, self.next);
+        self.queue.insert(key, id);
+        if let Some(slot) = self.conns.get_mut(&id) {
+            slot.key = Some(key);
+        }
+        true
+    }
+}
+
+/// A handle on one registered connection. The connection's task holds a [`Registration`]
+/// (from [`Conn::registration`]), which unregisters it when the task ends.
+#[derive(Clone)]
+pub struct Conn(Arc<Shared>);
+
+impl Conn {
+    pub fn phase(&self) -> Phase {
+        Phase::from_u8(self.0.phase.load(Ordering::Acquire))
+    }
+
+    /// Moves the connection to `phase`, restarting its deadline.
+    pub fn set(&self, phase: Phase) {
+        let tracker = &self.0.tracker;
+        let mut reg = tracker.registry();
+        let Some(slot) = reg.conns.get_mut(&self.0.id) else {
+            return;
+        };
+        let old = slot.key.take();
+        slot.phase = phase;
+        slot.since = Instant::now();
+        if let Some(key) = old {
+            reg.queue.remove(&key);
+        }
+        // A connection already chosen to give way stays out of the queue.
+        let sheddable = !self.0.shed.load(Ordering::Acquire) && reg.enter(self.0.id, phase);
+        self.0.phase.store(phase as u8, Ordering::Release);
+        drop(reg);
+        if sheddable {
+            tracker.changed.notify_one();
+        }
+        self.0.wake.notify_one();
+    }
+
+    /// When the current phase runs out, and which phase that is.
+    fn deadline(&self) -> Option<(Phase, Instant)> {
+        let tracker = &self.0.tracker;
+        let reg = tracker.registry();
+        let slot = reg.conns.get(&self.0.id)?;
+        Some((
+            slot.phase,
+            slot.since + timeout(&tracker.limits, slot.phase),
+        ))
+    }
+
+    /// Plaintext bytes arrived: the first of a request head starts its deadline.
+    fn bytes_read(&self) {
+        if matches!(self.phase(), Phase::Fresh | Phase::Idle) {
+            self.set(Phase::Head);
+        }
+    }
+
+    /// Everything written so far is flushed: a written answer ends the request.
+    fn flushed(&self) {
+        if self.0.answered.swap(false, Ordering::AcqRel) {
+            self.set(Phase::Idle);
+        }
+    }
+
+    /// Drives `work` (the connection's handshake and HTTP) until it ends, its phase runs
+    /// out of time, or the connection is shed; then unregisters it. Returns why it was
+    /// closed early, if it was.
+    pub async fn run(self, work: impl Future<Output = ()>) -> Option<ConnClose> {
+        let _registered = Registration(self.clone());
+        tokio::pin!(work);
+        let closed = loop {
+            let Some((phase, deadline)) = self.deadline() else {
+                break None;
+            };
+            tokio::select! {
+                biased;
+                () = &mut work => break None,
+                () = self.0.wake.notified() => {
+                    if self.0.shed.load(Ordering::Acquire) {
+                        break Some(ConnClose::Shed);
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    // The phase may have changed without the task noticing yet.
+                    if self.deadline().is_some_and(|(p, d)| p == phase && d <= Instant::now()) {
+                        break Some(phase.timed_out());
+                    }
+                }
+            }
+        };
+        if let Some(reason) = closed {
+            tracing::debug!(
+                listener = self.0.tracker.listener,
+                reason = reason.as_str(),
+                "connection closed"
+            );
+            self.0.tracker.metrics.dropped(reason);
+        }
+        closed
+    }
+}
+
+/// Unregisters the connection when dropped.
+struct Registration(Conn);
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let shared = &(self.0).0;
+        let mut reg = shared.tracker.registry();
+        if let Some(slot) = reg.conns.remove(&shared.id) {
+            if let Some(key) = slot.key {
+                reg.queue.remove(&key);
+            }
+            if shared.shed.load(Ordering::Acquire) {
+                reg.shedding -= 1;
+            }
+        }
+        drop(reg);
+        shared.tracker.changed.notify_one();
+        shared.tracker.metrics.open.dec();
+    }
+}
+
+// === I/O ===
+
+/// The connection's stream as hyper sees it: reads mark the start of a request head,
+/// completed flushes the end of an answer.
+pub struct TrackedIo<T> {
+    inner: T,
+    conn: Conn,
+}
+
+impl<T> TrackedIo<T> {
+    pub fn new(inner: T, conn: Conn) -> Self {
+        TrackedIo { inner, conn }
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for TrackedIo<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.conn.bytes_read();
+        }
+        r
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let r = Pin::new(&mut self.inner).poll_flush(cx);
+        if matches!(r, Poll::Ready(Ok(()))) {
+            self.conn.flushed();
+        }
+        r
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+// === the service ===
+
+/// The router as hyper calls it: a request head marks the start of a request, the end of
+/// the response body its answer.
+#[derive(Clone)]
+pub struct TrackedService {
+    inner: TowerToHyperService<Router>,
+    conn: Conn,
+}
+
+impl TrackedService {
+    pub fn new(router: Router, conn: Conn) -> Self {
+        TrackedService {
+            inner: TowerToHyperService::new(router),
+            conn,
+        }
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
+    type Response = http::Response<TrackedBody>;
+    type Error = Infallible;
+    type Future = BoxFuture<Result<Self::Response, Infallible>>;
+
+    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+        self.conn.set(Phase::Request);
+        let answered = Answered(self.conn.clone());
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let Ok(response) = response.await;
+            Ok(response.map(|inner| TrackedBody {
+                inner,
+                _answered: answered,
+            }))
+        })
+    }
+}
+
+/// Marks the answer as handed over when the response body is dropped: hyper drops it once
+/// it has taken all of it (or given up on the connection).
+struct Answered(Conn);
+
+impl Drop for Answered {
+    fn drop(&mut self) {
+        (self.0).0.answered.store(true, Ordering::Release);
+    }
+}
+
+/// A response body that reports when hyper is done with it.
+pub struct TrackedBody {
+    inner: Body,
+    _answered: Answered,
+}
+
+impl hyper::body::Body for TrackedBody {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tracker() -> Arc<Tracker> {
+        Tracker::new(
+            "test",
+            ConnLimits {
+                max_connections: 4,
+                ..ConnLimits::default()
+            },
+            Arc::new(Metrics::new()),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_oldest_connection_without_a_request_gives_way_first() {
+        let t = tracker();
+        let idle = t.register(Phase::Fresh);
+        idle.set(Phase::Request);
+        idle.set(Phase::Idle);
+        let busy = t.register(Phase::Fresh);
+        busy.set(Phase::Request);
+        let silent = t.register(Phase::Fresh);
+        let handshaking = t.register(Phase::Handshake);
+        let slow_head = t.register(Phase::Fresh);
+        slow_head.bytes_read();
+        assert_eq!(slow_head.phase(), Phase::Head);
+        // A later idle connection comes after the older fresh ones but before none.
+        let order: Vec<u64> = t.registry().queue.values().copied().collect();
+        let ids = |c: &[&Conn]| c.iter().map(|c| c.0.id).collect::<Vec<_>>();
+        assert_eq!(order, ids(&[&silent, &handshaking, &slow_head, &idle]));
+
+        for want in [&silent, &handshaking, &slow_head, &idle] {
+            assert!(t.shed_oldest());
+            assert!(want.0.shed.load(Ordering::Acquire), "{:?}", want.phase());
+        }
+        assert!(!busy.0.shed.load(Ordering::Acquire));
+        assert!(!t.shed_oldest(), "a request in progress never gives way");
+        // A shed connection is not queued again by a later phase change.
+        silent.set(Phase::Idle);
+        assert!(!t.shed_oldest());
+    }
+
+    #[tokio::test]
+    async fn deadlines_follow_the_phase_and_trickled_bytes_do_not_move_them() {
+        let t = tracker();
+        let c = t.register(Phase::Fresh);
+        let (p, fresh) = c.deadline().unwrap();
+        assert_eq!(p, Phase::Fresh);
+        c.bytes_read();
+        let (p, head) = c.deadline().unwrap();
+        assert_eq!(p, Phase::Head);
+        assert!(head < fresh);
+        c.bytes_read();
+        assert_eq!(c.deadline().unwrap(), (Phase::Head, head));
+        c.set(Phase::Request);
+        // The answer counts as given only once it is flushed after the body is handed over.
+        c.flushed();
+        assert_eq!(c.phase(), Phase::Request);
+        drop(Answered(c.clone()));
+        assert_eq!(c.phase(), Phase::Request);
+        c.flushed();
+        assert_eq!(c.phase(), Phase::Idle);
+        let (p, idle) = c.deadline().unwrap();
+        assert_eq!(p, Phase::Idle);
+        assert!(idle - head >= Duration::from_secs(115));
+    }
+
+    #[tokio::test]
+    async fn at_the_cap_a_new_connection_is_admitted_at_once_unless_all_are_in_requests() {
+        let t = tracker();
+        let conns: Vec<Conn> = (0..4).map(|_| t.register(Phase::Fresh)).collect();
+        let tasks: Vec<_> = conns
+            .iter()
+            .map(|c| tokio::spawn(c.clone().run(std::future::pending())))
+            .collect();
+        // Full: the oldest is chosen, and the new one need not wait for it to close.
+        t.admit().await;
+        assert!(conns[0].0.shed.load(Ordering::Acquire));
+        assert_eq!(t.registry().shedding, 1);
+        let fifth = t.register(Phase::Fresh);
+        let fifth_task = tokio::spawn(fifth.clone().run(std::future::pending()));
+        let mut tasks = tasks.into_iter();
+        let first = tasks.next().unwrap().await.unwrap();
+        assert_eq!(first, Some(ConnClose::Shed));
+        assert_eq!((t.open(), t.registry().shedding), (4, 0));
+        // All in requests: the next one waits until one of them leaves.
+        for c in conns.iter().skip(1).chain([&fifth]) {
+            c.set(Phase::Request);
+        }
+        let admit = tokio::spawn({
+            let t = t.clone();
+            async move { t.admit().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!admit.is_finished());
+        fifth_task.abort();
+        let _ = fifth_task.await;
+        tokio::time::timeout(Duration::from_secs(5), admit)
+            .await
+            .expect("admitted once a connection left")
+            .unwrap();
+        assert_eq!(t.open(), 3);
+        // …or until one of them becomes idle, which may then give way.
+        let sixth = t.register(Phase::Request);
+        let admit = tokio::spawn({
+            let t = t.clone();
+            async move { t.admit().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!admit.is_finished());
+        conns[1].set(Phase::Idle);
+        tokio::time::timeout(Duration::from_secs(5), admit)
+            .await
+            .expect("admitted once a connection became idle")
+            .unwrap();
+        assert!(conns[1].0.shed.load(Ordering::Acquire));
+        assert!(!sixth.0.shed.load(Ordering::Acquire));
+        for t in tasks {
+            t.abort();
+        }
+    }
+
+    #[tokio::test]
+    async fn a_phase_that_outlives_its_deadline_closes_the_connection() {
+        let t = Tracker::new(
+            "test",
+            ConnLimits {
+                header: Duration::from_millis(200),
+                idle: Duration::from_millis(600),
+                ..ConnLimits::default()
+            },
+            Arc::new(Metrics::new()),
+        );
+        // Idle for 300 ms (within the idle timeout), then a head that never completes:
+        // closed 200 ms after its first byte, earlier than the idle deadline it replaced.
+        let c = t.register(Phase::Fresh);
+        let task = tokio::spawn(c.clone().run(std::future::pending()));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let first_byte = Instant::now();
+        c.bytes_read();
+        let closed = task.await.unwrap();
+        let took = first_byte.elapsed();
+        assert_eq!(closed, Some(ConnClose::HeaderTimeout));
+        assert!(
+            (Duration::from_millis(200)..Duration::from_millis(290)).contains(&took),
+            "{took:?}"
+        );
+        assert_eq!(t.open(), 0);
+        // A silent one is closed at the idle timeout.
+        let c = t.register(Phase::Fresh);
+        let started = Instant::now();
+        let closed = c.run(std::future::pending()).await;
+        assert_eq!(closed, Some(ConnClose::IdleTimeout));
+        assert!(started.elapsed() >= Duration::from_millis(600));
+    }
+}
