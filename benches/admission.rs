@@ -76,9 +76,9 @@ fn container(i: usize, env: usize) -> Value {
     })
 }
 
-/// The `fieldsV1` the API server records for these containers (one `k:` entry per
-/// container and env var, as in real pods).
-fn managed_fields(containers: &[Value]) -> Value {
+/// `managedFields` as the API server records them: one `f:` entry per annotation the creator
+/// set, and one `k:` entry per container and env var, as in real pods.
+fn managed_fields(containers: &[Value], annotations: &Value) -> Value {
     let mut cs = serde_json::Map::new();
     for c in containers {
         let mut env = serde_json::Map::new();
@@ -107,6 +107,10 @@ fn managed_fields(containers: &[Value]) -> Value {
             }),
         );
     }
+    let mut annotation_fields = json!({".": {}});
+    for key in annotations.as_object().into_iter().flatten().map(|(k, _)| k) {
+        annotation_fields[format!("f:{key}")] = json!({});
+    }
     json!([{
         "manager": "kube-controller-manager",
         "operation": "Update",
@@ -115,7 +119,7 @@ fn managed_fields(containers: &[Value]) -> Value {
         "fieldsType": "FieldsV1",
         "fieldsV1": {
             "f:metadata": {
-                "f:annotations": {".": {}, "f:instrumentation.opentelemetry.io/inject-java": {}},
+                "f:annotations": annotation_fields,
                 "f:generateName": {},
                 "f:labels": {".": {}, "f:app.kubernetes.io/name": {}, "f:pod-template-hash": {}},
                 "f:ownerReferences": {".": {}, "k:{\"uid\":\"c2a5e7d1-8f4b-4e3a-b6d9-1a0f2e3c4b5d\"}": {}}
@@ -159,7 +163,7 @@ fn review(containers: usize, env: usize, inject: bool, deployment: bool) -> Vec<
         "enableServiceLinks": true,
         "preemptionPolicy": "PreemptLowerPriority"
     });
-    let managed = managed_fields(spec["containers"].as_array().unwrap());
+    let managed = managed_fields(spec["containers"].as_array().unwrap(), &annotations);
     let (gvk, resource, object) = if deployment {
         (
             json!({"group": "apps", "version": "v1", "kind": "Deployment"}),
