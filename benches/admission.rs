@@ -108,7 +108,12 @@ fn managed_fields(containers: &[Value], annotations: &Value) -> Value {
         );
     }
     let mut annotation_fields = json!({".": {}});
-    for key in annotations.as_object().into_iter().flatten().map(|(k, _)| k) {
+    for key in annotations
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+    {
         annotation_fields[format!("f:{key}")] = json!({});
     }
     json!([{
