@@ -624,3 +624,30 @@ async fn exporter_tls_verification_works_with_the_rbac_of_its_overlay() {
                "secret": {"secretName": "collector-client", "defaultMode": 420}})
     );
 }
+
+#[tokio::test]
+async fn a_pod_asking_by_label_is_injected_with_the_default_configuration() {
+    // Labels as the opt-in (the Operator's v1beta1 design): the default configuration sends
+    // every pod, and a label is read like the annotation of the same key.
+    let env = Env::start_with("by-label", Options::default()).await;
+    let ns = env.namespace("team", &[]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(&ns, "java", endpoint_spec("http://team.example:4318"))
+        .await;
+    let p = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "labeled", "labels": {INJECT_JAVA: "true"}},
+        "spec": {"containers": [{"name": "app", "image": "shop/app:1"}]}});
+    env.until_dry_run(&ns, &p, "injection from the pod label", |r| {
+        is_injected(&r.body)
+    })
+    .await;
+    let created = env.create(&ns, &p).await;
+    assert!(created.warnings.is_empty(), "{:?}", created.warnings);
+    let stored = env.stored(&ns, "labeled").await;
+    assert_eq!(stored["metadata"]["annotations"], json!({INJECTED: "java"}));
+    assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
+    assert_eq!(
+        env_value(&stored, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+        "http://team.example:4318"
+    );
+}
