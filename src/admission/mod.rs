@@ -299,7 +299,9 @@ pub fn review(
                 .is_some_and(|n| n.annotations.keys().any(|k| k.starts_with(INJECT_PREFIX)));
         // Decoding costs about the size of a `Container` per container, far more than the
         // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
-        if asks && too_many_containers(object) {
+        let too_many = asks && too_many_containers(object);
+        if too_many {
+            s.report.requested = true;
             s.report.skip(
                 None,
                 SkipReason::PodTooLarge,
@@ -308,10 +310,8 @@ pub fn review(
                     object.len()
                 ),
             );
-            s.report.requested = true;
         }
-        let asks = asks && s.report.skipped.is_empty();
-        match asks.then(|| serde_json::from_str::<PodIn>(object)) {
+        match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
                 let (ops, report) = mutate(&snapshot, &pod);

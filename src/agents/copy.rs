@@ -103,12 +103,11 @@ pub trait CopyAgent: Agent {
     /// image, plus any the agent adds (Java's extensions).
     fn images(
         &self,
-        spec: &InstrumentationSpec,
+        _spec: &InstrumentationSpec,
         image: &str,
         mount: &str,
         variant: &Self::Variant,
     ) -> Vec<AgentImage> {
-        let _ = spec;
         vec![AgentImage {
             volume: self.layout().volume.to_owned(),
             reference: image.to_owned(),

@@ -61,9 +61,7 @@ pub struct Instrumentations {
 impl Instrumentations {
     /// Adds (or replaces) one, keyed by its metadata; returns whether it replaced another.
     pub fn insert(&mut self, inst: Instrumentation) -> bool {
-        let namespace = inst.metadata.namespace.clone().unwrap_or_default();
-        let name = inst.metadata.name.clone().unwrap_or_default();
-        self.insert_entry(namespace, name, Ok(Arc::new(inst)))
+        self.insert_shared(Arc::new(inst))
     }
 
     /// Adds (or replaces) one already shared.
