@@ -190,7 +190,8 @@ pub struct Metrics {
 
 /// Request duration buckets: mutation itself takes tens of microseconds; the top ones put
 /// bounds at the latency alert's thresholds, half (2.5 s) and 80 % (4 s) of the webhook
-/// configuration's 5 s `timeoutSeconds`, so the p99 is read there exactly.
+/// configuration's 5 s `timeoutSeconds`, so the p99 is over a threshold exactly when more
+/// than 1 % of the reviews took longer (not by interpolation across a wide bucket).
 const DURATION_BUCKETS: [f64; 17] = [
     0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1,
     0.5, 1.0, 2.5, 4.0, 5.0,
