@@ -14,9 +14,14 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --locked --all-targets --all-features -- -D warnings
 
-# Unit and integration tests (no cluster needed).
-unit: test-deps
+# Unit and integration tests (no cluster needed; tests/monitoring.rs runs promtool).
+unit: test-deps promtool
     cargo test --locked
+
+# Build (or find in the cache) promtool and promql-metrics from tools/promtool/ (the alert
+# and dashboard checks of tests/monitoring.rs).
+promtool:
+    scripts/e2e-build.sh promtool >/dev/null
 
 # Debian packages the tests use: bubblewrap and busybox (the web-server script tests).
 test-deps:

@@ -7,6 +7,9 @@
 #   scripts/e2e-build.sh otelcol         # OpenTelemetry Collector v0.161.0 (OTLP receiver,
 #                                        # file exporter), module e2e/otelcol/
 #   scripts/e2e-build.sh all             # the three, one directory per line
+#   scripts/e2e-build.sh promtool        # promtool (Prometheus v3.16.0, Go module v0.316.0) and
+#                                        # promql-metrics (module tools/promtool/): the alert
+#                                        # and dashboard checks of tests/monitoring.rs
 #
 # Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
 #
@@ -50,8 +53,16 @@ otelcol)
     BINARIES=("otelcol .")
     LDFLAGS="-s -w"
     ;;
+promtool)
+    MOD_DIR="$ROOT/tools/promtool"
+    BINARIES=(
+        "promtool github.com/prometheus/prometheus/cmd/promtool"
+        "promql-metrics ."
+    )
+    LDFLAGS="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Branch=v0.316.0"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|promtool|all]" >&2
     exit 2
     ;;
 esac
@@ -139,6 +150,7 @@ for b in "${BINARIES[@]}"; do build ${b}; done
         ;;
     kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
     otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
+    promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"

@@ -85,6 +85,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // 1. Everything that can be checked locally fails fast, before binding.
     let metrics = Arc::new(Metrics::new());
     let cert = args.tls.build()?;
+    metrics.certificate_served(cert.not_after());
     let acceptor = cert.acceptor()?;
     let caches = args.cluster.build(&metrics)?;
     let catalog = caches.catalog();

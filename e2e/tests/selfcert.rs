@@ -196,6 +196,16 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
             .any(|l| l == "otel_injector_certificate_reloads_total{result=\"success\"} 1"),
         "one certificate swap counted: {metrics}"
     );
+    // The expiry gauge is the served certificate's, the one the Secret's annotation records.
+    let not_after = &secret["metadata"]["annotations"][otel_injector::certs::bundle::NOT_AFTER];
+    let expiry = format!(
+        "otel_injector_certificate_expiry_timestamp_seconds {}",
+        not_after.as_str().unwrap()
+    );
+    assert!(
+        metrics.lines().any(|l| l == expiry),
+        "{expiry:?} in {metrics}"
+    );
     eprintln!(
         "[e2e] selfcert: first webhook started and ready (Secret made, certificate swapped) in \
          {ready_after:?}; caBundle on every entry {bundle_after:?} after registration; \

@@ -201,6 +201,7 @@ pub async fn run(
                 Ok(true) => {
                     tracing::info!(%secret, "serving the certificate from the Secret");
                     metrics.cert_reload(ReloadResult::Success);
+                    metrics.certificate_served(cert.not_after());
                     ready.store(true, Ordering::Release);
                 }
                 Ok(false) => ready.store(true, Ordering::Release),

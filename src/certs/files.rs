@@ -46,6 +46,11 @@ pub enum TlsError {
         key: PathBuf,
         source: rustls::Error,
     },
+    #[error("cannot read the validity (notAfter) of the certificate in {path}: {source}")]
+    Validity {
+        path: PathBuf,
+        source: yasna::ASN1Error,
+    },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
 }
@@ -62,14 +67,22 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
     })
 }
 
-/// Parses a PEM certificate chain and key and checks that they match.
+/// A pair that can be served, and the end of its certificate's validity (unix seconds).
+#[derive(Debug)]
+pub struct Served {
+    pub key: Arc<CertifiedKey>,
+    pub not_after: i64,
+}
+
+/// Parses a PEM certificate chain and key and checks that they match and that the first
+/// certificate's validity can be read.
 pub fn certified_key(
     cert_pem: &[u8],
     key_pem: &[u8],
     cert_path: &Path,
     key_path: &Path,
     provider: &CryptoProvider,
-) -> Result<CertifiedKey, TlsError> {
+) -> Result<Served, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| TlsError::BadCertificate {
@@ -96,7 +109,15 @@ pub fn certified_key(
         key: key_path.to_owned(),
         source,
     })?;
-    Ok(ck)
+    let not_after =
+        super::validity::not_after(&ck.cert[0]).map_err(|source| TlsError::Validity {
+            path: cert_path.to_owned(),
+            source,
+        })?;
+    Ok(Served {
+        key: Arc::new(ck),
+        not_after,
+    })
 }
 
 /// Names for a pair held in memory, used in error messages.
@@ -113,7 +134,7 @@ pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
-    current: RwLock<Arc<CertifiedKey>>,
+    current: RwLock<Served>,
     /// The file contents last seen, to notice changes cheaply.
     seen: RwLock<(Vec<u8>, Vec<u8>)>,
     /// The last read error, so a missing file is reported once, not on every poll.
@@ -130,7 +151,7 @@ impl ReloadingCert {
             cert_path: cert_path.to_owned(),
             key_path: key_path.to_owned(),
             provider,
-            current: RwLock::new(Arc::new(ck)),
+            current: RwLock::new(ck),
             seen: RwLock::new((c, k)),
             read_error: RwLock::new(None),
         }))
@@ -146,7 +167,7 @@ impl ReloadingCert {
             cert_path,
             key_path,
             provider,
-            current: RwLock::new(Arc::new(ck)),
+            current: RwLock::new(ck),
             seen: RwLock::new((cert_pem.to_vec(), key_pem.to_vec())),
             read_error: RwLock::new(None),
         }))
@@ -168,7 +189,7 @@ impl ReloadingCert {
             &self.key_path,
             &self.provider,
         )?;
-        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ck);
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = ck;
         *self.seen.write().unwrap_or_else(|e| e.into_inner()) =
             (cert_pem.to_vec(), key_pem.to_vec());
         Ok(true)
@@ -203,8 +224,16 @@ impl ReloadingCert {
         // retried when the files change again.
         *self.seen.write().unwrap_or_else(|e| e.into_inner()) = (c, k);
         Some(result.map(|ck| {
-            *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(ck);
+            *self.current.write().unwrap_or_else(|e| e.into_inner()) = ck;
         }))
+    }
+
+    /// The `notAfter` (unix seconds) of the certificate served now.
+    pub fn not_after(&self) -> i64 {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .not_after
     }
 
     /// Polls the files every `interval` until the task is dropped.
@@ -220,6 +249,7 @@ impl ReloadingCert {
                 Ok(Some(Ok(()))) => {
                     tracing::info!(cert = %self.cert_path.display(), "serving certificate reloaded");
                     metrics.cert_reload(ReloadResult::Success);
+                    metrics.certificate_served(self.not_after());
                 }
                 Ok(Some(Err(e))) => {
                     tracing::warn!(error = %e, "serving certificate not reloaded; keeping the current one");
@@ -249,6 +279,7 @@ impl ResolvesServerCert for ReloadingCert {
             self.current
                 .read()
                 .unwrap_or_else(|e| e.into_inner())
+                .key
                 .clone(),
         )
     }
@@ -271,7 +302,7 @@ mod tests {
         first.write_to(dir.path()).unwrap();
         let (c, k) = pair(dir.path());
         let cert = ReloadingCert::load(&c, &k).unwrap();
-        let served = |r: &ReloadingCert| r.current.read().unwrap().cert[0].clone();
+        let served = |r: &ReloadingCert| r.current.read().unwrap().key.cert[0].clone();
         let before = served(&cert);
 
         assert!(cert.reload().is_none(), "unchanged files");

@@ -1,12 +1,13 @@
 //! Certificates: generating them (development CA, serving pairs), loading and hot-reloading
 //! the served pair from files, and the built-in mode that keeps a CA and serving pair in a
 //! Secret and the webhook configuration's `caBundle` current. [`ServingCert`] is the served
-//! pair together with whichever of those keeps it current.
+//! pair together with whichever of those keeps it current; [`validity`] reads its expiry.
 
 pub mod builtin;
 pub mod bundle;
 pub mod files;
 pub mod generate;
+pub mod validity;
 
 use std::future::Future;
 use std::path::Path;
@@ -55,6 +56,11 @@ impl ServingCert {
             cert: ReloadingCert::from_pem(crt.as_bytes(), key.as_bytes(), &label)?,
             keeper: Keeper::Builtin(config),
         })
+    }
+
+    /// The `notAfter` (unix seconds) of the certificate served now.
+    pub fn not_after(&self) -> i64 {
+        self.cert.not_after()
     }
 
     /// Whether the pair served from the start is the one to serve: not in built-in mode,
