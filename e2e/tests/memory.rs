@@ -48,7 +48,7 @@ fn applied(mut object: Value) -> Value {
 fn namespace(i: usize) -> Value {
     let name = format!("mem-{i:05}");
     let mut annotations = json!({"owner": format!("team-{}@example.com", i % 97)});
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         annotations[INJECT_JAVA] = json!("true");
     }
     applied(json!({
