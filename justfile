@@ -58,6 +58,11 @@ fuzz target="review" *ARGS:
 bench:
     cargo bench --locked --bench admission
 
+# Server CPU per review under wrk (release build): a Deployment (the floor), a pod that asks
+# for nothing, a pod injected with Java; their ratios to the floor. E.g. `just load --rounds 5`.
+load *ARGS:
+    scripts/load.sh {{ARGS}}
+
 # Build the container image (needs a container engine).
 image tag="otel-injector:dev":
     docker build -t {{tag}} .

@@ -180,8 +180,9 @@ fn admin_get(admin: SocketAddr, path: &str) -> Option<String> {
     head.starts_with("HTTP/1.1 200").then(|| body.to_owned())
 }
 
-fn livez(admin: SocketAddr) -> bool {
-    admin_get(admin, "/livez").is_some()
+/// `/readyz` answers 200: the server has read its Instrumentation file.
+fn ready(admin: SocketAddr) -> bool {
+    admin_get(admin, "/readyz").is_some()
 }
 
 /// The server's own `otel_injector_admission_duration_seconds` (sum in seconds, count):
@@ -243,10 +244,10 @@ fn start(bin: &Path, dir: &Path, log_level: &str) -> anyhow::Result<(Server, Tls
             admin,
         };
         let until = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < until && server.child.try_wait()?.is_none() && !livez(admin) {
+        while Instant::now() < until && server.child.try_wait()?.is_none() && !ready(admin) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        if livez(admin) {
+        if ready(admin) {
             let mut roots = rustls::RootCertStore::empty();
             roots.add(CertificateDer::from_pem_slice(certs.ca_cert.as_bytes())?)?;
             let provider = Arc::new(rustls::crypto::ring::default_provider());

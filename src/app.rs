@@ -82,12 +82,13 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     // The kube client's rustls needs a process-wide provider; ours is passed explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
 
-    // 1. Everything that can be checked locally fails fast, before binding.
+    // 1. Everything that can be checked locally fails fast, before binding; nothing here
+    // reads more than the certificate files.
     let metrics = Arc::new(Metrics::new());
     let cert = args.tls.build()?;
     metrics.certificate_served(cert.not_after());
     let acceptor = cert.acceptor()?;
-    let caches = args.cluster.build(&metrics)?;
+    let caches = args.cluster.build();
     let catalog = caches.catalog();
     let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
@@ -128,11 +129,14 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         drain,
     ));
 
-    // 3. Then the background parts; readiness follows the watches' sync. They share one
-    // client, built (with retries) only if one of them needs it.
+    // 3. Then the background parts; readiness follows the files' read or the watches'
+    // sync. The watches share one client, built (with retries) only if one of them needs it.
     let client = cluster::connect(args.cluster.kubeconfig.clone()).shared();
     let mut background = JoinSet::new();
     background.spawn(cert.keep(client.clone(), certificate_ready, metrics.clone()));
+    if let Caches::Files(files) = &caches {
+        load_files(files.clone(), &metrics).await?;
+    }
     if let Caches::Watched(catalog, writers) = caches {
         if args.cluster.label_namespaces {
             let labeler = Labeler::new(&catalog, engine.enabled);
@@ -177,6 +181,22 @@ fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
+    Ok(())
+}
+
+/// Reads the Instrumentation files (off the runtime's workers): the catalog is ready when it
+/// returns `Ok`; an unreadable file ends `serve` with its error.
+async fn load_files(files: Arc<cluster::FileCatalog>, metrics: &Metrics) -> anyhow::Result<()> {
+    let count = files.paths().len();
+    metrics.store("instrumentations", 0, false);
+    let read = files.clone();
+    let n = tokio::task::spawn_blocking(move || read.load()).await??;
+    tracing::info!(
+        instrumentations = n,
+        files = count,
+        "Instrumentations loaded from files; not watching the cluster"
+    );
+    metrics.store("instrumentations", n, true);
     Ok(())
 }
 

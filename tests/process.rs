@@ -516,3 +516,79 @@ current-context: down
     let r = review_of(&server.review(&review).await);
     assert_eq!(r.patch, None);
 }
+
+/// Writes `text` into the FIFO at `path` (blocks until the server opens it for reading).
+async fn write_fifo(path: std::path::PathBuf, text: &'static str) {
+    within(
+        Duration::from_secs(10),
+        "writing the instrumentation FIFO",
+        tokio::task::spawn_blocking(move || std::fs::write(path, text)),
+    )
+    .await
+    .unwrap()
+    .expect("write the FIFO");
+}
+
+#[tokio::test]
+async fn listeners_bind_before_the_instrumentation_file_is_read() {
+    let _serial = serial().await;
+    // The file is a named pipe: the server's read of it blocks until the test writes, so
+    // everything answered before that was answered before the file was read.
+    let server = Server::builder().instrumentation_fifo().start().await;
+    assert_eq!(server.admin_get("/livez").await.status, 200);
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("otel_injector_store_synced{store=\"instrumentations\"} 0"),
+        "{metrics}"
+    );
+    let readyz = server.admin_get("/readyz").await;
+    assert_eq!(readyz.status, 503);
+    let review = fixture("pod-create-inject-java.json");
+    let r = review_of(&server.review(&review).await);
+    assert!(r.allowed);
+    assert_eq!(r.patch, None);
+    assert!(
+        r.warnings.len() == 1 && r.warnings[0].contains("cache not synced"),
+        "{:?}",
+        r.warnings
+    );
+
+    write_fifo(server.instrumentation_file(), support::INSTRUMENTATIONS).await;
+    wait_readyz(&server, 200, Duration::from_secs(10)).await;
+    assert!(
+        server
+            .metrics()
+            .await
+            .contains("otel_injector_store_synced{store=\"instrumentations\"} 1")
+    );
+    let r = review_of(&server.review(&review).await);
+    assert!(r.patch.is_some(), "{:?}", r.warnings);
+    assert!(
+        server
+            .log()
+            .contains("Instrumentations loaded from files; not watching the cluster"),
+        "{}",
+        server.log()
+    );
+}
+
+#[tokio::test]
+async fn an_unreadable_instrumentation_file_ends_serve_after_binding() {
+    let _serial = serial().await;
+    let mut server = Server::builder().instrumentation_fifo().start().await;
+    assert_eq!(server.admin_get("/livez").await.status, 200);
+    write_fifo(server.instrumentation_file(), "kind: [not, an, object\n").await;
+    let status = server
+        .wait_exit(Duration::from_secs(10))
+        .await
+        .expect("serve still running after reading a bad file");
+    assert_eq!(status.code(), Some(1), "{}", server.log());
+    let log = server.log();
+    assert!(
+        log.contains(&format!(
+            "instrumentation file {}",
+            server.instrumentation_file().display()
+        )),
+        "{log}"
+    );
+}

@@ -14,6 +14,7 @@ mod injection;
 mod languages;
 mod latency;
 mod manifests;
+mod memory;
 mod privileges;
 mod routing;
 mod selfcert;

@@ -8,7 +8,7 @@ use base64::Engine as _;
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::engine::{self, Catalog, EngineConfig, Report, SkipReason, Snapshot};
@@ -110,27 +110,6 @@ pub enum ReviewError {
     NoUid,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: ResponseOut<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
 /// What the webhook did with one review, for logs and metrics.
 #[derive(Debug, Default)]
 pub struct Summary {
@@ -212,16 +191,29 @@ impl<'de> Deserialize<'de> for Count {
     }
 }
 
-/// The engine's decision for `pod` as the patch the webhook answers with, and its report.
-/// A patch that would grow the pod past `snapshot.config.max_pod_bytes` is dropped: the pod
-/// is admitted unchanged with a warning.
-pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
+/// The engine's decision for `pod` as the patch the webhook answers with (JSON text), and
+/// its report. A patch that would grow the pod past `snapshot.config.max_pod_bytes` is
+/// dropped: the pod is admitted unchanged with a warning.
+pub fn mutate_json(snapshot: &Snapshot<'_>, pod: &Pod) -> (Option<Vec<u8>>, Report) {
     let mut decision = engine::decide(snapshot, pod);
-    let ops = decision.plan.as_ref().map(patch::build).unwrap_or_default();
+    let built = decision.plan.as_ref().map(patch::build).transpose();
+    let report = &mut decision.report;
+    let text = match built {
+        Ok(text) => text.flatten(),
+        Err(e) => {
+            report.injected.clear();
+            report.instrumentations.clear();
+            report.warnings.push(shorten(format!(
+                "otel-injector: the patch could not be encoded ({e}); not injected"
+            )));
+            return (None, decision.report);
+        }
+    };
     let max = snapshot.config.max_pod_bytes;
-    let grown = snapshot.pod_bytes.saturating_add(json_len(&ops));
-    if !ops.is_empty() && grown > max {
-        let report = &mut decision.report;
+    let grown = snapshot
+        .pod_bytes
+        .saturating_add(text.as_ref().map_or(0, Vec::len));
+    if text.is_some() && grown > max {
         report.injected.clear();
         report.instrumentations.clear();
         report.skip(
@@ -229,28 +221,19 @@ pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Repor
             SkipReason::PodTooLarge,
             engine::too_large_warning(grown, max),
         );
-        return (Vec::new(), decision.report);
+        return (None, decision.report);
     }
-    (ops, decision.report)
+    (text, decision.report)
 }
 
-/// The length of `value` as JSON, without building the text.
-fn json_len(value: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing into a counter cannot fail; a serializer error would leave a short count,
-    // which the API server's own limit still catches.
-    let _ = serde_json::to_writer(&mut count, value);
-    count.0
+/// [`mutate_json`] with the patch as typed operations (to apply it to a document).
+pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
+    let (text, report) = mutate_json(snapshot, pod);
+    // The text was written from these very types, so it reads back.
+    let ops = text
+        .and_then(|t| patch::operations(&t).ok())
+        .unwrap_or_default();
+    (ops, report)
 }
 
 /// Reads a review, decides, and returns the response body. `Err` only for a body that is
@@ -314,8 +297,8 @@ pub fn review(
         match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
-                let (ops, report) = mutate(&snapshot, &pod);
-                patch = (!ops.is_empty()).then_some(ops);
+                let (text, report) = mutate_json(&snapshot, &pod);
+                patch = text;
                 s.report = report;
             }
             Some(Err(e)) => s.report.warnings.push(shorten(format!(
@@ -328,21 +311,64 @@ pub fn review(
     Ok((response(&s.uid, patch.as_deref(), &s.report.warnings), s))
 }
 
-fn response(uid: &str, patch: Option<&[PatchOperation]>, warnings: &[String]) -> Vec<u8> {
-    let patch = patch.map(|ops| {
-        let bytes = serde_json::to_vec(ops).unwrap_or_default();
-        base64::engine::general_purpose::STANDARD.encode(bytes)
-    });
-    let out = ReviewOut {
-        api_version: API_VERSION,
-        kind: KIND,
-        response: ResponseOut {
-            uid,
-            allowed: true,
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
-            warnings,
-        },
-    };
-    serde_json::to_vec(&out).unwrap_or_default()
+/// The response body: `{"apiVersion","kind","response":{"uid","allowed","patchType",
+/// "patch","warnings"}}`, the patch base64-encoded straight into the body.
+fn response(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Vec<u8> {
+    use base64::engine::general_purpose::STANDARD;
+    let patch_len = patch.map_or(0, |p| p.len().div_ceil(3) * 4);
+    let mut out = Vec::with_capacity(160 + uid.len() + patch_len);
+    out.extend_from_slice(
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
+    );
+    // Strings and string lists always serialize.
+    let _ = serde_json::to_writer(&mut out, uid);
+    out.extend_from_slice(br#","allowed":true"#);
+    if let Some(p) = patch {
+        out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
+        let start = out.len();
+        out.resize(start + patch_len, 0);
+        let written = STANDARD.encode_slice(p, &mut out[start..]).unwrap_or(0);
+        out.truncate(start + written);
+        out.push(b'"');
+    }
+    if !warnings.is_empty() {
+        out.extend_from_slice(br#","warnings":"#);
+        let _ = serde_json::to_writer(&mut out, warnings);
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_response_is_written_as_the_api_server_reads_it() {
+        let patch = br#"[{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]"#;
+        let body = response(r#"u"1\"#, Some(patch), &["w \"1\"".to_owned()]);
+        let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let encoded = base64::engine::general_purpose::STANDARD.encode(patch);
+        assert_eq!(
+            v,
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                "response": {"uid": "u\"1\\", "allowed": true, "patchType": "JSONPatch",
+                    "patch": encoded, "warnings": ["w \"1\""]}})
+        );
+        assert_eq!(
+            String::from_utf8(response("u", None, &[])).unwrap(),
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"u","allowed":true}}"#
+        );
+        // Every patch length, padded or not.
+        for n in 0..5 {
+            let p = vec![b'x'; n];
+            let v: serde_json::Value =
+                serde_json::from_slice(&response("u", Some(&p), &[])).unwrap();
+            assert_eq!(
+                v["response"]["patch"],
+                base64::engine::general_purpose::STANDARD.encode(&p)
+            );
+        }
+    }
 }

@@ -2,90 +2,155 @@
 //! index, parents created when missing, keys escaped. Objects the user wrote are never
 //! re-serialized, so fields unknown to this build's API types survive the patch.
 
-use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, MoveOperation, PatchOperation};
+use json_patch::PatchOperation;
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
 
-fn ptr(tokens: &[&str]) -> PointerBuf {
-    PointerBuf::from_tokens(tokens.iter().copied())
+/// The patch as JSON text, written as it is built from the typed objects: no `Value` tree
+/// is made of any of them.
+#[derive(Debug, Default)]
+struct JsonPatch {
+    buf: Vec<u8>,
+    ops: usize,
+    pointer: String,
+    failed: Option<serde_json::Error>,
 }
 
-fn to_value<T: Serialize>(v: &T) -> Value {
-    // The k8s-openapi types serialize infallibly to a Value.
-    serde_json::to_value(v).unwrap_or(Value::Null)
+impl JsonPatch {
+    /// An empty patch whose text will take about `capacity` bytes.
+    fn with_capacity(capacity: usize) -> Self {
+        JsonPatch {
+            buf: Vec::with_capacity(capacity),
+            ..JsonPatch::default()
+        }
+    }
+
+    /// The JSON array, `None` if no operation was written.
+    fn finish(mut self) -> Result<Option<Vec<u8>>, serde_json::Error> {
+        if let Some(e) = self.failed {
+            return Err(e);
+        }
+        if self.ops == 0 {
+            return Ok(None);
+        }
+        self.buf.push(b']');
+        Ok(Some(self.buf))
+    }
+
+    fn start(&mut self, op: &str) {
+        self.buf.push(if self.ops == 0 { b'[' } else { b',' });
+        self.ops += 1;
+        self.buf.extend_from_slice(br#"{"op":""#);
+        self.buf.extend_from_slice(op.as_bytes());
+        self.buf.push(b'"');
+    }
+
+    /// Writes `,"<key>":"<pointer>"`, the tokens escaped as RFC 6901 and the whole as JSON.
+    fn pointer(&mut self, key: &str, tokens: &[&str]) {
+        self.pointer.clear();
+        for t in tokens {
+            self.pointer.push('/');
+            for c in t.chars() {
+                match c {
+                    '~' => self.pointer.push_str("~0"),
+                    '/' => self.pointer.push_str("~1"),
+                    c => self.pointer.push(c),
+                }
+            }
+        }
+        self.buf.extend_from_slice(b",\"");
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"\":");
+        let pointer = std::mem::take(&mut self.pointer);
+        self.write(pointer.as_str());
+        self.pointer = pointer;
+    }
+
+    fn write<T: Serialize + ?Sized>(&mut self, value: &T) {
+        if let Err(e) = serde_json::to_writer(&mut self.buf, value) {
+            self.failed.get_or_insert(e);
+        }
+    }
 }
 
-fn add(path: PointerBuf, value: Value) -> PatchOperation {
-    PatchOperation::Add(AddOperation { path, value })
+impl JsonPatch {
+    fn add<T: Serialize + ?Sized>(&mut self, path: &[&str], value: &T) {
+        self.start("add");
+        self.pointer("path", path);
+        self.buf.extend_from_slice(br#","value":"#);
+        self.write(value);
+        self.buf.push(b'}');
+    }
+
+    fn remove(&mut self, path: &[&str]) {
+        self.start("remove");
+        self.pointer("path", path);
+        self.buf.push(b'}');
+    }
+
+    fn moved(&mut self, from: &[&str], path: &[&str]) {
+        self.start("move");
+        self.pointer("from", from);
+        self.pointer("path", path);
+        self.buf.push(b'}');
+    }
 }
 
 /// Appends `items` to the array at `base`, creating the array when the pod has none.
-fn append_all<T: Serialize>(
-    ops: &mut Vec<PatchOperation>,
-    base: &[&str],
-    exists: bool,
-    items: &[T],
-) {
+fn append_all<T: Serialize>(ops: &mut JsonPatch, base: &[&str], exists: bool, items: &[T]) {
     if items.is_empty() {
         return;
     }
     if !exists {
-        ops.push(add(
-            ptr(base),
-            Value::Array(items.iter().map(to_value).collect()),
-        ));
+        ops.add(base, items);
         return;
     }
     let mut path = base.to_vec();
     path.push("-");
     for item in items {
-        ops.push(add(ptr(&path), to_value(item)));
+        ops.add(&path, item);
     }
 }
 
-fn container_ops(ops: &mut Vec<PatchOperation>, list: &str, index: usize, c: &ContainerPlan<'_>) {
+/// `base` followed by `rest`.
+fn joined<'a>(base: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
+    let mut p = Vec::with_capacity(base.len() + rest.len());
+    p.extend_from_slice(base);
+    p.extend_from_slice(rest);
+    p
+}
+
+fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPlan<'_>) {
     let idx = index.to_string();
     let base = ["spec", list, idx.as_str()];
-    let env = &c.env;
-    let env_path = |rest: &[&str]| {
-        let mut p = base.to_vec();
-        p.push("env");
-        p.extend_from_slice(rest);
-        ptr(&p)
-    };
-    if env.original().is_empty() && c.container.env.is_none() {
+    let env_plan = &c.env;
+    let env = ["spec", list, idx.as_str(), "env"];
+    let env_path = |rest: &[&'static str]| joined(&env, rest);
+    if env_plan.original().is_empty() && c.container.env.is_none() {
         // No env list yet: one add with the whole list (prepends and appends both land here).
-        let all = env.to_vec();
+        let all = env_plan.to_vec();
         if !all.is_empty() {
-            ops.push(add(env_path(&[]), to_value(&all)));
+            ops.add(&env, &all);
         }
     } else {
         // Edits address original indices, so they go first; prepends shift everything, so
         // they go last.
         // `add`, not `replace`: the API server omits empty values, so the entry may have
         // no `value` member, and RFC 6902 `replace` requires one.
-        for (i, value) in env.replaced() {
+        for (i, value) in env_plan.replaced() {
             let i = i.to_string();
-            ops.push(add(
-                env_path(&[i.as_str(), "value"]),
-                Value::String(value.clone()),
-            ));
+            ops.add(&joined(&env, &[i.as_str(), "value"]), value);
         }
-        for e in env.appended() {
-            ops.push(add(env_path(&["-"]), to_value(e)));
+        for e in env_plan.appended() {
+            ops.add(&env_path(&["-"]), e);
         }
-        if let Some(i) = env.moved_to_end() {
+        if let Some(i) = env_plan.moved_to_end() {
             let i = i.to_string();
-            ops.push(PatchOperation::Move(MoveOperation {
-                from: env_path(&[i.as_str()]),
-                path: env_path(&["-"]),
-            }));
+            ops.moved(&joined(&env, &[i.as_str()]), &env_path(&["-"]));
         }
-        for e in env.prepended().iter().rev() {
-            ops.push(add(env_path(&["0"]), to_value(e)));
+        for e in env_plan.prepended().iter().rev() {
+            ops.add(&env_path(&["0"]), e);
         }
     }
     let mut mounts = base.to_vec();
@@ -96,9 +161,7 @@ fn container_ops(ops: &mut Vec<PatchOperation>, list: &str, index: usize, c: &Co
         let i = i.to_string();
         let mut p = mounts.clone();
         p.push(i.as_str());
-        ops.push(PatchOperation::Remove(json_patch::RemoveOperation {
-            path: ptr(&p),
-        }));
+        ops.remove(&p);
     }
     append_all(
         ops,
@@ -108,26 +171,39 @@ fn container_ops(ops: &mut Vec<PatchOperation>, list: &str, index: usize, c: &Co
     );
 }
 
-/// The JSON patch that turns the plan's pod into the planned pod. Empty when nothing changes.
-pub fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
-    let mut ops = Vec::new();
+/// The JSON patch (text) that turns the plan's pod into the planned pod. `Ok(None)` when
+/// nothing changes; `Err` if an object could not be serialized (no k8s-openapi type fails
+/// to, but a half-written patch must never reach the API server).
+pub fn build(plan: &PodPlan<'_>) -> Result<Option<Vec<u8>>, serde_json::Error> {
+    let mut json = JsonPatch::with_capacity(4096);
+    write(plan, &mut json);
+    json.finish()
+}
+
+/// The same patch as typed operations (to apply it to a document).
+pub fn operations(patch: &[u8]) -> Result<Vec<PatchOperation>, serde_json::Error> {
+    serde_json::from_slice(patch)
+}
+
+/// Writes the operations that turn the plan's pod into the planned pod.
+fn write(plan: &PodPlan<'_>, ops: &mut JsonPatch) {
     if !plan.is_changed() {
-        return ops;
+        return;
     }
     let spec = plan.pod.spec.as_ref();
 
     // Container edits use original indices: emit them before any insertion.
     for (slot, c) in plan.containers() {
         match slot {
-            Slot::Init(i) => container_ops(&mut ops, "initContainers", i, c),
-            Slot::App(i) => container_ops(&mut ops, "containers", i, c),
+            Slot::Init(i) => container_ops(ops, "initContainers", i, c),
+            Slot::App(i) => container_ops(ops, "containers", i, c),
         }
     }
 
     let inits = spec.and_then(|s| s.init_containers.as_ref());
     if inits.is_none() {
         let all: Vec<_> = plan.new_init_containers.iter().map(|(_, c)| c).collect();
-        append_all(&mut ops, &["spec", "initContainers"], false, &all);
+        append_all(ops, &["spec", "initContainers"], false, &all);
     } else {
         let at_end: Vec<_> = plan
             .new_init_containers
@@ -135,7 +211,7 @@ pub fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
             .filter(|(p, _)| *p == InitPosition::End)
             .map(|(_, c)| c)
             .collect();
-        append_all(&mut ops, &["spec", "initContainers"], true, &at_end);
+        append_all(ops, &["spec", "initContainers"], true, &at_end);
         // Inserts from the highest anchor down, so lower anchors keep their indices.
         let mut anchored: Vec<(usize, usize)> = plan
             .new_init_containers
@@ -154,51 +230,33 @@ pub fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
             while k < anchored.len() && anchored[k].0 == anchor {
                 let at = (anchor + offset).to_string();
                 let c = &plan.new_init_containers[anchored[k].1].1;
-                ops.push(add(
-                    ptr(&["spec", "initContainers", at.as_str()]),
-                    to_value(c),
-                ));
+                ops.add(&["spec", "initContainers", at.as_str()], c);
                 offset += 1;
                 k += 1;
             }
         }
     }
 
+    append_all(ops, &["spec", "containers"], true, &plan.new_containers);
     append_all(
-        &mut ops,
-        &["spec", "containers"],
-        true,
-        &plan.new_containers,
-    );
-    append_all(
-        &mut ops,
+        ops,
         &["spec", "volumes"],
         spec.is_some_and(|s| s.volumes.is_some()),
         &plan.new_volumes,
     );
     if plan.share_process_namespace && spec.and_then(|s| s.share_process_namespace) != Some(true) {
-        ops.push(add(
-            ptr(&["spec", "shareProcessNamespace"]),
-            Value::Bool(true),
-        ));
+        ops.add(&["spec", "shareProcessNamespace"], &true);
     }
 
     if !plan.new_annotations.is_empty() {
         if plan.pod.metadata.annotations.is_none() {
-            ops.push(add(
-                ptr(&["metadata", "annotations"]),
-                to_value(&plan.new_annotations),
-            ));
+            ops.add(&["metadata", "annotations"], &plan.new_annotations);
         } else {
             for (k, v) in &plan.new_annotations {
-                ops.push(add(
-                    ptr(&["metadata", "annotations", k.as_str()]),
-                    Value::String(v.clone()),
-                ));
+                ops.add(&["metadata", "annotations", k.as_str()], v);
             }
         }
     }
-    ops
 }
 
 #[cfg(test)]
@@ -206,7 +264,22 @@ mod tests {
     use super::*;
     use crate::pod::env::literal;
     use k8s_openapi::api::core::v1::{Container, Pod};
-    use serde_json::json;
+    use serde_json::{Value, json};
+
+    /// The patch as typed operations, after checking that its text is exactly what
+    /// serde_json makes of them (key order included).
+    fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
+        let Some(text) = super::build(plan).unwrap() else {
+            return Vec::new();
+        };
+        let ops = operations(&text).unwrap();
+        assert!(!ops.is_empty());
+        assert_eq!(
+            String::from_utf8(text).unwrap(),
+            serde_json::to_string(&ops).unwrap()
+        );
+        ops
+    }
 
     fn pod(v: Value) -> Pod {
         serde_json::from_value(v).unwrap()
@@ -303,6 +376,30 @@ mod tests {
                 {"name": "C", "value": "3"},
                 {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "k=v,a=b"}
             ])
+        );
+    }
+
+    #[test]
+    fn mounts_are_removed_from_the_highest_index_down() {
+        let j = json!({"spec": {"containers": [{"name": "app", "volumeMounts": [
+            {"name": "a", "mountPath": "/a"}, {"name": "b", "mountPath": "/b"},
+            {"name": "c", "mountPath": "/c"}
+        ]}]}});
+        let p = pod(j.clone());
+        let mut plan = PodPlan::new(&p);
+        let c = plan.container(Slot::App(0)).unwrap();
+        c.removed_mounts = vec![0, 2];
+        let ops = build(&plan);
+        assert_eq!(
+            serde_json::to_value(&ops).unwrap(),
+            json!([
+                {"op": "remove", "path": "/spec/containers/0/volumeMounts/2"},
+                {"op": "remove", "path": "/spec/containers/0/volumeMounts/0"}
+            ])
+        );
+        assert_eq!(
+            apply(&j, ops)["spec"]["containers"][0]["volumeMounts"],
+            json!([{"name": "b", "mountPath": "/b"}])
         );
     }
 

@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use crate::cluster::{Caches, StaticCatalog};
-use crate::metrics::Metrics;
+use crate::cluster::{Caches, FileCatalog};
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Cluster")]
@@ -13,6 +12,8 @@ pub struct ClusterArgs {
     /// Read Instrumentations from this YAML file (one or more documents) instead of watching
     /// the cluster. Repeatable (comma-separated in the env var). With it the webhook makes
     /// no Kubernetes API call at all, so namespace-level inject annotations do not apply.
+    /// The files are read once the listeners are bound (not ready until then); one that
+    /// cannot be read or parsed ends the process with an error.
     #[arg(
         long,
         env = "OTEL_INJECTOR_INSTRUMENTATION_FILE",
@@ -54,19 +55,14 @@ pub struct ClusterArgs {
 }
 
 impl ClusterArgs {
-    /// The caches: Instrumentations read from the files now (a bad file fails here), or
-    /// empty stores that the watches fill once started.
-    pub fn build(&self, metrics: &Metrics) -> anyhow::Result<Caches> {
+    /// The caches, empty: the Instrumentation files to read once the listeners are bound,
+    /// or the stores that the watches fill once started.
+    pub fn build(&self) -> Caches {
         if self.instrumentation_file.is_empty() {
-            return Ok(Caches::watched(self.verify_exporter_tls));
+            return Caches::watched(self.verify_exporter_tls);
         }
-        let catalog = StaticCatalog::load(&self.instrumentation_file)?;
-        tracing::info!(
-            instrumentations = catalog.len(),
-            files = self.instrumentation_file.len(),
-            "Instrumentations loaded from files; not watching the cluster"
-        );
-        metrics.store("instrumentations", catalog.len(), true);
-        Ok(Caches::Files(std::sync::Arc::new(catalog)))
+        Caches::Files(std::sync::Arc::new(FileCatalog::new(
+            self.instrumentation_file.clone(),
+        )))
     }
 }

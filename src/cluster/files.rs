@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use crate::crd::{Instrumentation, parse_instrumentations};
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
@@ -187,5 +187,55 @@ impl Catalog for StaticCatalog {
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
+    }
+}
+
+/// Instrumentation files that `serve` reads once its listeners are bound: not ready, and
+/// empty, until [`FileCatalog::load`] has read them all.
+#[derive(Debug)]
+pub struct FileCatalog {
+    paths: Vec<PathBuf>,
+    loaded: OnceLock<StaticCatalog>,
+}
+
+impl FileCatalog {
+    /// A catalog of these files, none read yet.
+    pub fn new(paths: Vec<PathBuf>) -> Self {
+        FileCatalog {
+            paths,
+            loaded: OnceLock::new(),
+        }
+    }
+
+    pub fn paths(&self) -> &[PathBuf] {
+        &self.paths
+    }
+
+    /// Reads every file (blocking); the catalog is ready once this returns `Ok`. Returns the
+    /// number of Instrumentations read. A second call reads nothing.
+    pub fn load(&self) -> Result<usize, FileCatalogError> {
+        if let Some(c) = self.loaded.get() {
+            return Ok(c.len());
+        }
+        let catalog = StaticCatalog::load(&self.paths)?;
+        let n = catalog.len();
+        let _ = self.loaded.set(catalog);
+        Ok(n)
+    }
+}
+
+impl Catalog for FileCatalog {
+    fn ready(&self) -> bool {
+        self.loaded.get().is_some_and(StaticCatalog::ready)
+    }
+
+    fn instrumentations(&self) -> Arc<Instrumentations> {
+        self.loaded
+            .get()
+            .map_or_else(Arc::default, StaticCatalog::instrumentations)
+    }
+
+    fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
+        self.loaded.get()?.namespace(name)
     }
 }

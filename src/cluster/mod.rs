@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
-pub use files::{FileCatalogError, StaticCatalog};
+pub use files::{FileCatalog, FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 
@@ -24,8 +24,9 @@ pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
 
 /// Where the engine's Instrumentations and namespaces come from.
 pub enum Caches {
-    /// Instrumentations read from files once; no API call at all.
-    Files(Arc<StaticCatalog>),
+    /// Instrumentations read from files once, after the listeners are bound; no API call
+    /// at all.
+    Files(Arc<FileCatalog>),
     /// The cluster's, kept current by the writers' watches once they run.
     Watched(Arc<KubeCatalog>, Box<CatalogWriters>),
 }

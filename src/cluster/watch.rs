@@ -3,12 +3,13 @@
 //! The stores only read the cluster; a writer that follows a store (the namespace labeler)
 //! subscribes to its changes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
@@ -17,6 +18,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::broadcast;
 
 use super::POD_SECURITY_ENFORCE;
+use super::labeler::NAMESPACE_LABEL;
 use crate::agents::ANNOTATION_PREFIX;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
@@ -54,6 +56,9 @@ where
 }
 
 type Meta<K> = PartialObjectMeta<K>;
+
+/// kubectl's copy of the last applied object, kept as an annotation.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Reflector stores kept current by watches; the readers exist before any client does, so
 /// the webhook can answer (not ready) before the API server is reachable.
@@ -383,6 +388,40 @@ fn typed_event(
     }))
 }
 
+/// What the namespace store keeps of a namespace: its name, and the annotations and labels
+/// that the engine and the labeler read (the injection keys, the Pod Security level, the
+/// labeler's own label). Everything else, managed fields and kubectl's copy of the last
+/// applied object above all, is dropped as each event arrives.
+fn trim_namespace(o: &mut PartialObjectMeta<Namespace>) {
+    fn kept(
+        map: Option<BTreeMap<String, String>>,
+        keep: impl Fn(&str) -> bool,
+    ) -> Option<BTreeMap<String, String>> {
+        let mut map = map?;
+        map.retain(|k, _| keep(k));
+        (!map.is_empty()).then_some(map)
+    }
+    let m = &mut o.metadata;
+    let engine_key = |k: &str| k.starts_with(ANNOTATION_PREFIX);
+    *m = ObjectMeta {
+        name: m.name.take(),
+        annotations: kept(m.annotations.take(), engine_key),
+        labels: kept(m.labels.take(), |k| {
+            engine_key(k) || k == POD_SECURITY_ENFORCE || k == NAMESPACE_LABEL
+        }),
+        ..ObjectMeta::default()
+    };
+}
+
+/// What the store keeps of an Instrumentation: all but its managed fields and kubectl's
+/// copy of the last applied object (a second copy of the whole spec).
+fn trim_instrumentation(o: &mut DynamicObject) {
+    o.metadata.managed_fields = None;
+    if let Some(a) = o.metadata.annotations.as_mut() {
+        a.remove(LAST_APPLIED);
+    }
+}
+
 /// Watches one kind of object's metadata into a store, without the fields the engine never
 /// reads (managed fields, annotations and labels make up most of their size).
 async fn watch_names<K>(
@@ -431,6 +470,7 @@ impl CatalogWriters {
             cfg.clone(),
         )
         .default_backoff()
+        .modify(trim_instrumentation)
         .filter_map(move |ev| std::future::ready(typed_event(ev, &broken, &mut pending)))
         .reflect(iw)
         .inspect(move |ev| {
@@ -444,7 +484,7 @@ impl CatalogWriters {
         let changes = self.namespace_changes;
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
             .default_backoff()
-            .modify(|o| o.metadata.managed_fields = None)
+            .modify(trim_namespace)
             .reflect(nw)
             .inspect(move |ev| {
                 // After `reflect`: a subscriber that reads the store sees this change. (Objects
@@ -502,6 +542,83 @@ mod tests {
             Some(Err(_)) => "error",
             None => "dropped",
         }
+    }
+
+    #[test]
+    fn the_namespace_store_keeps_only_what_the_engine_and_the_labeler_read() {
+        let mut ns: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {
+                "name": "shop", "uid": "6f1c", "resourceVersion": "812",
+                "creationTimestamp": "2026-11-30T08:00:00Z",
+                "labels": {
+                    "kubernetes.io/metadata.name": "shop", "team": "payments",
+                    "instrumentation.opentelemetry.io/inject-python": "true",
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                    "otel-injector/inject": "true"
+                },
+                "annotations": {
+                    "instrumentation.opentelemetry.io/inject-java": "true",
+                    "instrumentation.opentelemetry.io/container-names": "app",
+                    "kubectl.kubernetes.io/last-applied-configuration": "{\"apiVersion\":\"v1\"}",
+                    "owner": "payments@example.com"
+                },
+                "managedFields": [{"manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {}}}],
+                "finalizers": ["example.com/keep"]
+            }
+        }))
+        .unwrap();
+        trim_namespace(&mut ns);
+        assert_eq!(
+            serde_json::to_value(&ns.metadata).unwrap(),
+            json!({
+                "name": "shop",
+                "labels": {
+                    "instrumentation.opentelemetry.io/inject-python": "true",
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "otel-injector/inject": "true"
+                },
+                "annotations": {
+                    "instrumentation.opentelemetry.io/inject-java": "true",
+                    "instrumentation.opentelemetry.io/container-names": "app"
+                }
+            })
+        );
+
+        let mut plain: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
+            "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
+            "metadata": {"name": "plain", "labels": {"kubernetes.io/metadata.name": "plain"},
+                         "annotations": {"owner": "x"}}
+        }))
+        .unwrap();
+        trim_namespace(&mut plain);
+        assert_eq!(
+            serde_json::to_value(&plain.metadata).unwrap(),
+            json!({"name": "plain"})
+        );
+    }
+
+    #[test]
+    fn the_instrumentation_store_drops_managed_fields_and_the_last_applied_copy() {
+        let mut o = dynamic("java", json!({"exporter": {"endpoint": "http://c:4318"}}));
+        o.metadata.managed_fields = Some(vec![Default::default()]);
+        o.metadata.annotations = Some(BTreeMap::from([
+            (LAST_APPLIED.to_owned(), "{\"spec\":{}}".to_owned()),
+            (
+                crate::engine::CROSS_NAMESPACE_ANNOTATION.to_owned(),
+                "allowed".to_owned(),
+            ),
+        ]));
+        trim_instrumentation(&mut o);
+        assert_eq!(o.metadata.managed_fields, None);
+        assert_eq!(
+            o.metadata.annotations,
+            Some(BTreeMap::from([(
+                crate::engine::CROSS_NAMESPACE_ANNOTATION.to_owned(),
+                "allowed".to_owned()
+            )]))
+        );
     }
 
     #[test]

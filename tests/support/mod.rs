@@ -447,6 +447,8 @@ pub fn metric(text: &str, series: &str) -> Option<f64> {
 pub struct Builder {
     args: Vec<String>,
     instrumentations: bool,
+    /// The instrumentation file is a FIFO that the test writes [`INSTRUMENTATIONS`] into.
+    fifo: bool,
     kubeconfig: Option<String>,
 }
 
@@ -462,7 +464,8 @@ pub struct Server {
     pub connector: TlsConnector,
     /// When the process was spawned.
     pub spawned_at: Instant,
-    /// From spawn to the first `/livez` answer.
+    /// From spawn to the first `/livez` answer (`start` also waits for `/readyz` when the
+    /// server reads an Instrumentation file).
     pub up_after: Duration,
     log: PathBuf,
 }
@@ -472,6 +475,7 @@ impl Server {
         Builder {
             args: Vec::new(),
             instrumentations: true,
+            fifo: false,
             kubeconfig: None,
         }
     }
@@ -511,6 +515,11 @@ impl Server {
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// The `--instrumentation-file` path (when the builder wrote one).
+    pub fn instrumentation_file(&self) -> PathBuf {
+        self.dir.path().join("instrumentations.yaml")
     }
 
     pub async fn connect(&self) -> Conn<TlsStream<TcpStream>> {
@@ -599,6 +608,13 @@ impl Builder {
         self
     }
 
+    /// Make `--instrumentation-file` a named pipe (`Server::instrumentation_file`): the server
+    /// blocks reading it until the test writes it.
+    pub fn instrumentation_fifo(mut self) -> Self {
+        self.fifo = true;
+        self
+    }
+
     /// Write this kubeconfig and pass `--kubeconfig`.
     pub fn kubeconfig(mut self, yaml: String) -> Self {
         self.kubeconfig = Some(yaml);
@@ -624,7 +640,12 @@ impl Builder {
         ];
         if self.instrumentations {
             let path = dir.path().join("instrumentations.yaml");
-            std::fs::write(&path, INSTRUMENTATIONS).unwrap();
+            if self.fifo {
+                let st = Command::new("mkfifo").arg(&path).status().expect("mkfifo");
+                assert!(st.success(), "mkfifo {}", path.display());
+            } else {
+                std::fs::write(&path, INSTRUMENTATIONS).unwrap();
+            }
             args.extend(["--instrumentation-file".into(), path.display().to_string()]);
         }
         if let Some(kc) = &self.kubeconfig {
@@ -659,7 +680,17 @@ impl Builder {
             let spawned_at = Instant::now();
             let mut child = KillOnDrop(Some(cmd.spawn().expect("spawn otel-injector")));
             let read_log = || std::fs::read_to_string(&log).unwrap_or_default();
-            match wait_up(child.0.as_mut().unwrap(), admin).await {
+            let up = wait_up(child.0.as_mut().unwrap(), admin, "/livez").await;
+            let up_after = spawned_at.elapsed();
+            // With an Instrumentation file the server is ready once it has read it (right
+            // after binding); the tests send their reviews after that.
+            let up = match up {
+                Ok(()) if self.instrumentations && !self.fifo => {
+                    wait_up(child.0.as_mut().unwrap(), admin, "/readyz").await
+                }
+                up => up,
+            };
+            match up {
                 Ok(()) => {
                     return Server {
                         child: child.0.take().unwrap(),
@@ -670,7 +701,7 @@ impl Builder {
                         admin,
                         connector,
                         spawned_at,
-                        up_after: spawned_at.elapsed(),
+                        up_after,
                         log,
                     };
                 }
@@ -707,13 +738,17 @@ impl Drop for KillOnDrop {
 
 /// Polls `/livez` until it answers 200. `Err(Some(status))` if the process exited,
 /// `Err(None)` if it is still not answering after a generous bound.
-async fn wait_up(child: &mut Child, admin: SocketAddr) -> Result<(), Option<ExitStatus>> {
+async fn wait_up(
+    child: &mut Child,
+    admin: SocketAddr,
+    path: &str,
+) -> Result<(), Option<ExitStatus>> {
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         if let Some(st) = child.try_wait().expect("try_wait") {
             return Err(Some(st));
         }
-        let probe = tokio::time::timeout(Duration::from_secs(2), http_get(admin, "/livez"));
+        let probe = tokio::time::timeout(Duration::from_secs(2), http_get(admin, path));
         if let Ok(Ok(r)) = probe.await
             && r.status == 200
         {
