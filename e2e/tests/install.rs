@@ -484,7 +484,15 @@ async fn kustomize_overlays_apply_server_side_and_uninstall_in_two_steps() {
         );
         ok(
             "kubectl delete -k",
-            chart::kubectl(cp, &["delete", "-k", "manifests/overlays/cert-manager"]),
+            chart::kubectl(
+                cp,
+                &[
+                    "delete",
+                    "-k",
+                    "manifests/overlays/cert-manager",
+                    "--ignore-not-found",
+                ],
+            ),
         );
     })
     .await;
