@@ -14,14 +14,22 @@ lint:
     cargo fmt --all -- --check
     cargo clippy --locked --all-targets --all-features -- -D warnings
 
-# Unit and integration tests (no cluster needed; tests/monitoring.rs runs promtool).
+# Unit and integration tests (no cluster needed; the chart's need Helm and tests/monitoring.rs
+# promtool, both built from their Go modules on first use).
 unit: test-deps promtool
+    scripts/e2e-build.sh helm >/dev/null
     cargo test --locked
 
 # Build (or find in the cache) promtool and promql-metrics from tools/promtool/ (the alert
 # and dashboard checks of tests/monitoring.rs).
 promtool:
     scripts/e2e-build.sh promtool >/dev/null
+
+# The Helm chart and the kustomize overlays: helm lint, helm template per mode, schema
+# refusals, kubectl kustomize per overlay (the e2e suite applies them: e2e/tests/install.rs).
+chart:
+    scripts/e2e-build.sh helm >/dev/null
+    cargo test --locked --test chart --test kustomize
 
 # Debian packages the tests use: bubblewrap and busybox (the web-server script tests).
 test-deps:
@@ -32,7 +40,7 @@ e2e: controlplane
     cargo test --locked --features e2e --test e2e -- --test-threads=2
 
 # Build (or find in the cache) the e2e tools: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, otelcol (Go modules), and the agent and app images (Maven Central,
+# kube-scheduler, kwok, otelcol, helm (Go modules), and the agent and app images (Maven Central,
 # npm, PyPI; installs bubblewrap when missing).
 controlplane:
     scripts/e2e-build.sh all >/dev/null
@@ -46,9 +54,10 @@ demo: controlplane
 certs *HOSTS:
     certs/generate.sh {{HOSTS}}
 
-# Regenerate manifests/crd.yaml from the Rust types.
+# Regenerate manifests/crd.yaml and the Helm chart's copy from the Rust types.
 crd:
     cargo run --locked --quiet -- crd > manifests/crd.yaml
+    cp manifests/crd.yaml charts/otel-injector/crds/instrumentations.yaml
 
 # Fuzz a target (`review` or `pod`); extra arguments go to libFuzzer, e.g. -runs=1000000.
 fuzz target="review" *ARGS:

@@ -82,7 +82,7 @@ async fn run(hold: bool) -> Result<(), String> {
     let identity = support::identity::issue(
         &cp,
         support::identity::SERVICE_ACCOUNT,
-        &["otel-injector.yaml"],
+        &["base/otel-injector.yaml"],
         &cp.dir.join("identities"),
     )
     .await?;
@@ -90,7 +90,7 @@ async fn run(hold: bool) -> Result<(), String> {
     webhook.wait_ready(Duration::from_secs(30)).await?;
     clock.step(&format!(
         "otel-injector serving {} and ready (caches synced), as {} with the RBAC of \
-         manifests/otel-injector.yaml",
+         manifests/base/otel-injector.yaml",
         webhook.url(),
         identity.user
     ));

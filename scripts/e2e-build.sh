@@ -6,7 +6,9 @@
 #   scripts/e2e-build.sh kwok            # kwok v0.8.0 (simulated nodes), module e2e/kwok/
 #   scripts/e2e-build.sh otelcol         # OpenTelemetry Collector v0.161.0 (OTLP receiver,
 #                                        # file exporter), module e2e/otelcol/
-#   scripts/e2e-build.sh all             # the three, one directory per line
+#   scripts/e2e-build.sh helm            # Helm v4.3.2 (the chart's lint, template and install
+#                                        # tests), module e2e/helm/
+#   scripts/e2e-build.sh all             # the four, one directory per line
 #   scripts/e2e-build.sh promtool        # promtool (Prometheus v3.16.0, Go module v0.316.0) and
 #                                        # promql-metrics (module tools/promtool/): the alert
 #                                        # and dashboard checks of tests/monitoring.rs
@@ -26,7 +28,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOL="${1:-controlplane}"
 
 if [[ "$TOOL" == all ]]; then
-    for t in controlplane kwok otelcol; do "$0" "$t" | tail -n1; done
+    for t in controlplane kwok otelcol helm; do "$0" "$t" | tail -n1; done
     exit 0
 fi
 
@@ -61,8 +63,13 @@ promtool)
     )
     LDFLAGS="-s -w -X github.com/prometheus/common/version.Version=3.16.0 -X github.com/prometheus/common/version.Branch=v0.316.0"
     ;;
+helm)
+    MOD_DIR="$ROOT/e2e/helm"
+    BINARIES=("helm helm.sh/helm/v4/cmd/helm")
+    LDFLAGS="-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2 -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|promtool|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|helm|promtool|all]" >&2
     exit 2
     ;;
 esac
@@ -151,6 +158,7 @@ for b in "${BINARIES[@]}"; do build ${b}; done
     kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
     otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
     promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
+    helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"

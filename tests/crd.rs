@@ -22,6 +22,11 @@ const LANGUAGE_SECTIONS: [&str; 7] = [
 ];
 
 const MANIFEST: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/crd.yaml");
+/// The Helm chart's copy (Helm installs `crds/` as it is, never templated).
+const CHART_CRD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/charts/otel-injector/crds/instrumentations.yaml"
+);
 
 /// An Instrumentation in the shape of the Operator's documentation: every language section,
 /// exporter with TLS, propagators, a parent-based ratio sampler, resource attributes and env.
@@ -157,15 +162,17 @@ fn rules(schema: &JSONSchemaProps) -> Vec<(String, String)> {
 #[test]
 fn manifest_is_up_to_date() {
     let generated = crd_yaml();
-    if std::env::var_os("UPDATE_CRD").is_some_and(|v| v == "1") {
-        std::fs::write(MANIFEST, &generated).expect("write manifests/crd.yaml");
-        return;
+    for path in [MANIFEST, CHART_CRD] {
+        if std::env::var_os("UPDATE_CRD").is_some_and(|v| v == "1") {
+            std::fs::write(path, &generated).unwrap_or_else(|e| panic!("write {path}: {e}"));
+            continue;
+        }
+        let on_disk = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            on_disk == generated,
+            "{path} is out of date; run `UPDATE_CRD=1 cargo test --test crd` (or `just crd`)"
+        );
     }
-    let on_disk = std::fs::read_to_string(MANIFEST).unwrap_or_default();
-    assert!(
-        on_disk == generated,
-        "manifests/crd.yaml is out of date; run `UPDATE_CRD=1 cargo test --test crd`"
-    );
 }
 
 #[test]

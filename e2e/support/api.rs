@@ -1,6 +1,6 @@
 //! Kubernetes API helpers on top of `kube::Client`: raw requests that keep the response's
 //! `Warning` headers (the typed `Api` drops them), CRDs, webhook configurations built from
-//! `manifests/webhook.yaml` or `webhook-targeted.yaml`, server-side apply of manifest files,
+//! `manifests/base/webhook.yaml` or `components/targeted/webhook-targeted.yaml`, server-side apply of manifest files,
 //! and SubjectAccessReviews.
 
 use std::path::Path;
@@ -285,6 +285,32 @@ pub async fn install_crd(
     }
 }
 
+/// A stand-in for a CRD of another project (cert-manager's, the Prometheus Operator's):
+/// the kind exists, any content is accepted. An existing CRD of that name is left alone.
+pub async fn install_stand_in_crd(
+    client: &Client,
+    group: &str,
+    kind: &str,
+    plural: &str,
+) -> Result<(), String> {
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {
+            "group": group,
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
+                      "listKind": format!("{kind}List")},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .map_err(|e| e.to_string())?;
+    install_crd(&Api::all(client.clone()), &crd).await
+}
+
 /// Server-side apply of every document of a manifest file, with a field manager named after
 /// the file (as `kubectl apply --server-side --field-manager=...` per file would), so an
 /// overlay file does not take away the fields another file set; `dry_run` sends
@@ -329,7 +355,7 @@ pub async fn server_side_apply_each(
 }
 
 /// The API of a document's kind (discovery), namespaced by its `metadata.namespace`.
-async fn dynamic_api(client: &Client, doc: &Value) -> Result<Api<DynamicObject>, String> {
+pub async fn dynamic_api(client: &Client, doc: &Value) -> Result<Api<DynamicObject>, String> {
     let api_version = doc["apiVersion"].as_str().unwrap_or_default();
     let kind = doc["kind"].as_str().unwrap_or_default();
     let (group, version) = match api_version.split_once('/') {
@@ -484,19 +510,21 @@ pub struct Registration<'a> {
     pub scope: Option<(&'a str, &'a str)>,
 }
 
-/// The default webhook configuration: `$E2E_WEBHOOK_MANIFEST`, or `manifests/webhook.yaml`.
+/// The default webhook configuration: `$E2E_WEBHOOK_MANIFEST`, or `manifests/base/webhook.yaml`.
 pub fn webhook_manifest_path() -> std::path::PathBuf {
     std::env::var_os("E2E_WEBHOOK_MANIFEST")
         .map(Into::into)
-        .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook.yaml"))
+        .unwrap_or_else(|| super::controlplane::root().join("manifests/base/webhook.yaml"))
 }
 
 /// The targeted variant's webhook configuration: `$E2E_TARGETED_WEBHOOK_MANIFEST`, or
-/// `manifests/webhook-targeted.yaml`.
+/// `manifests/components/targeted/webhook-targeted.yaml`.
 pub fn targeted_webhook_manifest_path() -> std::path::PathBuf {
     std::env::var_os("E2E_TARGETED_WEBHOOK_MANIFEST")
         .map(Into::into)
-        .unwrap_or_else(|| super::controlplane::root().join("manifests/webhook-targeted.yaml"))
+        .unwrap_or_else(|| {
+            super::controlplane::root().join("manifests/components/targeted/webhook-targeted.yaml")
+        })
 }
 
 /// The MutatingWebhookConfiguration of `r.manifest` with every one of its webhook entries

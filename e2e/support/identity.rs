@@ -38,7 +38,7 @@ impl Identity {
     }
 }
 
-/// Makes ServiceAccount `otel-injector/<sa>` and gives it the RBAC of `manifests` (file names
+/// Makes ServiceAccount `otel-injector/<sa>` and gives it the RBAC of `manifests` (paths
 /// under `manifests/`): their Roles and ClusterRoles are applied as they are, and their
 /// bindings too when `sa` is the manifests' own `otel-injector`; for any other `sa`, each
 /// binding is applied as a copy named `<binding>.<sa>` whose one subject is `sa`, so
@@ -51,6 +51,22 @@ pub async fn issue(
     manifests: &[&str],
     dir: &Path,
 ) -> Result<Identity, String> {
+    let mut docs = Vec::new();
+    for file in manifests {
+        docs.extend(api::read_yaml_docs(&root().join("manifests").join(file))?);
+    }
+    issue_from(cp, sa, &docs, dir).await
+}
+
+/// [`issue`] with the RBAC of these documents (say, a chart's rendered output): their Roles,
+/// ClusterRoles and bindings, as [`issue`] applies those of the manifests; other kinds are
+/// ignored.
+pub async fn issue_from(
+    cp: &ControlPlane,
+    sa: &str,
+    docs: &[Value],
+    dir: &Path,
+) -> Result<Identity, String> {
     let client = cp.client();
     api::create_namespace(&client, NAMESPACE, &[], &[]).await?;
     let manager = format!("otel-injector-e2e-identity-{sa}");
@@ -60,27 +76,24 @@ pub async fn issue(
     });
     api::apply_doc(&client, &manager, &account, false).await?;
     let mut rules = Vec::new();
-    for file in manifests {
-        let path = root().join("manifests").join(file);
-        for doc in api::read_yaml_docs(&path)? {
-            let kind = doc["kind"].as_str().unwrap_or_default();
-            match kind {
-                "Role" | "ClusterRole" => {
-                    api::apply_doc(&client, &manager, &doc, false).await?;
-                    let ns = doc["metadata"]["namespace"]
-                        .as_str()
-                        .unwrap_or("")
-                        .to_owned();
-                    for rule in doc["rules"].as_array().into_iter().flatten() {
-                        rules.push((ns.clone(), rule.clone()));
-                    }
+    for doc in docs {
+        let kind = doc["kind"].as_str().unwrap_or_default();
+        match kind {
+            "Role" | "ClusterRole" => {
+                api::apply_doc(&client, &manager, doc, false).await?;
+                let ns = doc["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                for rule in doc["rules"].as_array().into_iter().flatten() {
+                    rules.push((ns.clone(), rule.clone()));
                 }
-                "RoleBinding" | "ClusterRoleBinding" => {
-                    let binding = bound_to(&doc, sa)?;
-                    api::apply_doc(&client, &manager, &binding, false).await?;
-                }
-                _ => {}
             }
+            "RoleBinding" | "ClusterRoleBinding" => {
+                let binding = bound_to(doc, sa)?;
+                api::apply_doc(&client, &manager, &binding, false).await?;
+            }
+            _ => {}
         }
     }
     let user = format!("system:serviceaccount:{NAMESPACE}:{sa}");

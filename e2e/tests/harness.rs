@@ -4,8 +4,8 @@
 //! started by the first test that needs it, with `manifests/crd.yaml` installed. Each test
 //! gets its own [`Env`]: its own `otel-injector serve` process, run as a ServiceAccount
 //! with the RBAC of the shipped manifests ([`Rbac`]), and its own
-//! MutatingWebhookConfiguration (built from `manifests/webhook.yaml` or, for the targeted
-//! variant, `manifests/webhook-targeted.yaml`), whose `namespaceSelector` only matches
+//! MutatingWebhookConfiguration (built from `manifests/base/webhook.yaml` or, for the targeted
+//! variant, `manifests/components/targeted/webhook-targeted.yaml`), whose `namespaceSelector` only matches
 //! namespaces labeled `e2e.otel-injector.io/env=<id>`, and the test creates its namespaces
 //! with that label. So tests running side by side never see each other's webhooks, pods or
 //! counters. The shared servers die with the test process (see `support/process.rs`), also
@@ -28,6 +28,7 @@ use otel_injector::cluster::labeler::NAMESPACE_LABEL;
 use otel_injector::engine::{EngineConfig, Report, Snapshot};
 
 use crate::support::api::{self, Registration, Response};
+use crate::support::chart;
 use crate::support::controlplane::{ControlPlane, root};
 use crate::support::identity::{self, Identity};
 use crate::support::webhook::{Requests, Webhook};
@@ -112,10 +113,12 @@ pub static CLUSTER_WIDE: tokio::sync::RwLock<()> = tokio::sync::RwLock::const_ne
 /// Which shipped webhook configuration a test's webhook is registered with.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Variant {
-    /// `manifests/webhook.yaml`: every pod but the excluded ones.
+    /// `manifests/base/webhook.yaml`: every pod but the excluded ones.
     Default,
-    /// `manifests/webhook-targeted.yaml`: pods that ask, and pods of labeled namespaces.
+    /// `manifests/components/targeted/webhook-targeted.yaml`: pods that ask, and pods of labeled namespaces.
     Targeted,
+    /// The Helm chart's default rendering (`support/chart.rs`).
+    Chart,
 }
 
 impl Variant {
@@ -123,6 +126,7 @@ impl Variant {
         match self {
             Variant::Default => api::webhook_manifest_path(),
             Variant::Targeted => api::targeted_webhook_manifest_path(),
+            Variant::Chart => chart::default_rendering_file().unwrap_or_else(|e| panic!("{e}")),
         }
     }
 }
@@ -131,32 +135,42 @@ impl Variant {
 /// ServiceAccount whose token the webhook uses (never the admin kubeconfig).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rbac {
-    /// `otel-injector.yaml` as shipped, for its own ServiceAccount `otel-injector`.
+    /// `base/otel-injector.yaml` as shipped, for its own ServiceAccount `otel-injector`.
     Default,
-    /// Plus `targeted.yaml` (patch on namespaces), for `e2e-targeted`.
+    /// Plus `components/targeted/rbac.yaml` (patch on namespaces), for `e2e-targeted`.
     Targeted,
-    /// Plus `self-signed.yaml` (the built-in certificate's Secret and caBundle), for
+    /// Plus `components/built-in/rbac.yaml` (the built-in certificate's Secret and caBundle), for
     /// `e2e-self-signed`.
     SelfSigned,
-    /// Plus `verify-exporter-tls.yaml` (list/watch Secrets and ConfigMaps), for
+    /// Plus `components/verify-exporter-tls/rbac.yaml` (list/watch Secrets and ConfigMaps), for
     /// `e2e-verify-exporter-tls`.
     VerifyExporterTls,
+    /// The Roles, ClusterRoles and bindings of the Helm chart's default rendering, for
+    /// `e2e-chart`.
+    Chart,
 }
 
 impl Rbac {
     /// The ServiceAccount and the manifests whose RBAC it gets.
     fn account(self) -> (&'static str, &'static [&'static str]) {
         match self {
-            Rbac::Default => (identity::SERVICE_ACCOUNT, &["otel-injector.yaml"]),
-            Rbac::Targeted => ("e2e-targeted", &["otel-injector.yaml", "targeted.yaml"]),
+            Rbac::Default => (identity::SERVICE_ACCOUNT, &["base/otel-injector.yaml"]),
+            Rbac::Targeted => (
+                "e2e-targeted",
+                &["base/otel-injector.yaml", "components/targeted/rbac.yaml"],
+            ),
             Rbac::SelfSigned => (
                 "e2e-self-signed",
-                &["otel-injector.yaml", "self-signed.yaml"],
+                &["base/otel-injector.yaml", "components/built-in/rbac.yaml"],
             ),
             Rbac::VerifyExporterTls => (
                 "e2e-verify-exporter-tls",
-                &["otel-injector.yaml", "verify-exporter-tls.yaml"],
+                &[
+                    "base/otel-injector.yaml",
+                    "components/verify-exporter-tls/rbac.yaml",
+                ],
             ),
+            Rbac::Chart => ("e2e-chart", &[]),
         }
     }
 }
@@ -172,9 +186,15 @@ pub async fn identity(rbac: Rbac) -> Identity {
         return id.clone();
     }
     let (sa, manifests) = rbac.account();
-    let id = identity::issue(cp, sa, manifests, &cp.dir.join("identities"))
-        .await
-        .unwrap_or_else(|e| panic!("identity {rbac:?}: {e}"));
+    let dir = cp.dir.join("identities");
+    let id = if rbac == Rbac::Chart {
+        let path = chart::default_rendering_file().unwrap_or_else(|e| panic!("{e}"));
+        let docs = api::read_yaml_docs(&path).unwrap_or_else(|e| panic!("{e}"));
+        identity::issue_from(cp, sa, &docs, &dir).await
+    } else {
+        identity::issue(cp, sa, manifests, &dir).await
+    }
+    .unwrap_or_else(|e| panic!("identity {rbac:?}: {e}"));
     made.insert(rbac, id.clone());
     id
 }

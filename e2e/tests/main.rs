@@ -11,6 +11,7 @@ mod support;
 mod delivery_cost;
 mod harness;
 mod injection;
+mod install;
 mod languages;
 mod latency;
 mod manifests;

@@ -1,16 +1,15 @@
-//! The shipped manifests and the CRD's validation, through the real apiserver: every
-//! document is applied with server-side apply, for real (RBAC, webhook configurations,
-//! Services, NetworkPolicy, PDB) or as a dry run (Deployments, the CRD, cert-manager's
-//! objects), and read back.
+//! The shipped manifests (the kustomize base and components) and the CRD's validation,
+//! through the real apiserver: every document is applied with server-side apply, for real
+//! (RBAC, webhook configurations, Services, NetworkPolicy, PDB) or as a dry run
+//! (Deployments, the CRD, cert-manager's objects), and read back.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::harness::{CLUSTER_WIDE, cluster};
 use crate::support::api::{self, Access};
+use crate::support::chart;
 use crate::support::controlplane::root;
 use crate::support::identity::{NAMESPACE, SERVICE_ACCOUNT};
 
@@ -122,7 +121,7 @@ async fn manifest_otel_injector_applies_with_read_only_rbac_and_a_metrics_servic
     // Its Services must not exist while a test applies a webhook configuration for real.
     let _shared = CLUSTER_WIDE.read().await;
     product_namespace().await;
-    let applied = apply("otel-injector.yaml").await;
+    let applied = apply("base/otel-injector.yaml").await;
     assert_eq!(
         ids(&applied),
         [
@@ -179,7 +178,7 @@ async fn manifest_otel_injector_applies_with_read_only_rbac_and_a_metrics_servic
 #[tokio::test]
 async fn manifest_network_policy_applies_admin_port_only_from_monitoring() {
     product_namespace().await;
-    let applied = apply("network-policy.yaml").await;
+    let applied = apply("components/network-policy/network-policy.yaml").await;
     assert_eq!(ids(&applied), ["NetworkPolicy/otel-injector"]);
     assert_eq!(
         object(&applied, "NetworkPolicy/otel-injector")["spec"],
@@ -206,7 +205,7 @@ async fn webhook_configuration_as_stored(file: &str) -> Value {
     // Service, the API server cannot resolve where to send them and fails open at once; with
     // it, it would dial the Service's cluster IP, which leads nowhere here. The tests that
     // apply the Services hold CLUSTER_WIDE too.
-    for doc in api::read_yaml_docs(&manifest("otel-injector.yaml"))
+    for doc in api::read_yaml_docs(&manifest("base/otel-injector.yaml"))
         .unwrap_or_else(|e| panic!("{e}"))
         .iter()
         .filter(|d| d["kind"] == "Service")
@@ -239,7 +238,7 @@ async fn webhook_configuration_as_stored(file: &str) -> Value {
 
 #[tokio::test]
 async fn manifest_webhook_applies_as_one_fail_open_entry_for_every_pod_but_the_excluded() {
-    let entries = webhook_configuration_as_stored("webhook.yaml").await;
+    let entries = webhook_configuration_as_stored("base/webhook.yaml").await;
     let opt_out =
         json!({"key": "otel-injector/inject", "operator": "NotIn", "values": ["disabled"]});
     assert_eq!(
@@ -268,7 +267,8 @@ async fn manifest_webhook_applies_as_one_fail_open_entry_for_every_pod_but_the_e
 
 #[tokio::test]
 async fn manifest_webhook_targeted_applies_as_two_entries() {
-    let entries = webhook_configuration_as_stored("webhook-targeted.yaml").await;
+    let entries =
+        webhook_configuration_as_stored("components/targeted/webhook-targeted.yaml").await;
     let names: Vec<&str> = entries
         .as_array()
         .expect("entries")
@@ -288,14 +288,16 @@ async fn manifest_webhook_targeted_applies_as_two_entries() {
     }
 }
 
-/// Applies an opt-in overlay after `otel-injector.yaml` (whose Deployment is applied for
-/// real as the overlay's merge target; nothing runs it here): its RBAC for real, its partial
-/// Deployment as a dry run. Checks the merged env, that the manifests' ServiceAccount may
-/// do `grants` and still not `refused` while the overlay's bindings exist, then deletes
-/// those bindings (holding [`CLUSTER_WIDE`] exclusively meanwhile: the default identity
-/// must have the default RBAC only) and waits until the authorizer has dropped them.
+/// Applies an opt-in component after `base/otel-injector.yaml` (whose Deployment is
+/// applied for real as the merge target; nothing runs it here): the base and the component
+/// rendered together by `kubectl kustomize`, then the component's RBAC (`rbac.yaml`) for
+/// real and the merged Deployment as a dry run. Checks the merged env, that the manifests'
+/// ServiceAccount may do `grants` and still not `refused` while the component's bindings
+/// exist, then deletes those bindings (holding [`CLUSTER_WIDE`] exclusively meanwhile: the
+/// default identity must have the default RBAC only) and waits until the authorizer has
+/// dropped them.
 async fn overlay(
-    file: &str,
+    component: &str,
     env: &[&str],
     grants: &[Access<'_>],
     refused: &[Access<'_>],
@@ -303,33 +305,36 @@ async fn overlay(
     let _alone = CLUSTER_WIDE.write().await;
     product_namespace().await;
     let client = cluster().await.client();
-    api::server_side_apply(&client, &manifest("otel-injector.yaml"), false)
+    api::server_side_apply(&client, &manifest("base/otel-injector.yaml"), false)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    let applied = apply(file).await;
+    let rbac = api::read_yaml_docs(&manifest(&format!("components/{component}/rbac.yaml")))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let rbac_ids: Vec<String> = rbac.iter().map(chart::id).collect();
+    let rendered = chart::kustomize_components(&[component]).unwrap_or_else(|e| panic!("{e}"));
+    let manager = format!("otel-injector-e2e-{component}");
+    let mut applied = Vec::new();
+    for doc in rendered
+        .iter()
+        .filter(|d| d["kind"] == "Deployment" || rbac_ids.contains(&chart::id(d)))
+    {
+        let stored = api::apply_doc(&client, &manager, doc, doc["kind"] == "Deployment")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        applied.push((chart::id(doc), stored));
+    }
     let merged = object(&applied, "Deployment/otel-injector");
-    let mut want: Vec<&str> = BASE_ENV.to_vec();
-    want.extend_from_slice(env);
-    assert_eq!(env_of(merged), want, "{file}: the merged env");
+    let mut want: Vec<&str> = env.to_vec();
+    want.extend_from_slice(&BASE_ENV);
+    assert_eq!(env_of(merged), want, "{component}: the merged env");
     for a in grants {
-        assert!(account_may(*a).await, "{file} grants {a}");
+        assert!(account_may(*a).await, "{component} grants {a}");
     }
     for a in refused {
-        assert!(!account_may(*a).await, "{file} does not grant {a}");
+        assert!(!account_may(*a).await, "{component} does not grant {a}");
     }
-    for (id, _) in applied.iter().filter(|(id, _)| id.contains("Binding/")) {
-        let doc = api::read_yaml_docs(&manifest(file))
-            .unwrap_or_else(|e| panic!("{e}"))
-            .into_iter()
-            .find(|d| {
-                format!(
-                    "{}/{}",
-                    d["kind"].as_str().unwrap(),
-                    d["metadata"]["name"].as_str().unwrap()
-                ) == *id
-            })
-            .expect("the binding's document");
-        api::delete_doc(&client, &doc)
+    for doc in rbac.iter().filter(|d| chart::id(d).contains("Binding/")) {
+        api::delete_doc(&client, doc)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
@@ -338,7 +343,7 @@ async fn overlay(
         while account_may(*a).await {
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
-                "{file}: {a} still allowed 10 s after its binding was deleted"
+                "{component}: {a} still allowed 10 s after its binding was deleted"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -349,7 +354,7 @@ async fn overlay(
 #[tokio::test]
 async fn manifest_targeted_grants_patch_on_namespaces_and_turns_the_labeler_on() {
     let applied = overlay(
-        "targeted.yaml",
+        "targeted",
         &["OTEL_INJECTOR_LABEL_NAMESPACES=true"],
         &[access("patch", "", "namespaces", "", "default")],
         &[
@@ -372,7 +377,7 @@ async fn manifest_targeted_grants_patch_on_namespaces_and_turns_the_labeler_on()
 #[tokio::test]
 async fn manifest_verify_exporter_tls_grants_list_on_secrets_and_turns_the_check_on() {
     let applied = overlay(
-        "verify-exporter-tls.yaml",
+        "verify-exporter-tls",
         &["OTEL_INJECTOR_VERIFY_EXPORTER_TLS=true"],
         &[
             access("list", "", "secrets", "", ""),
@@ -398,9 +403,9 @@ async fn manifest_verify_exporter_tls_grants_list_on_secrets_and_turns_the_check
 }
 
 #[tokio::test]
-async fn manifest_self_signed_grants_its_secret_and_configuration_only() {
+async fn manifest_built_in_grants_its_secret_and_configuration_only() {
     let applied = overlay(
-        "self-signed.yaml",
+        "built-in",
         &[
             "OTEL_INJECTOR_CERTIFICATE_SECRET=otel-injector/otel-injector-tls",
             "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=otel-injector",
@@ -453,8 +458,8 @@ async fn manifest_self_signed_grants_its_secret_and_configuration_only() {
         applied,
         [
             "Role/otel-injector-self-signed",
-            "RoleBinding/otel-injector-self-signed",
             "ClusterRole/otel-injector-self-signed",
+            "RoleBinding/otel-injector-self-signed",
             "ClusterRoleBinding/otel-injector-self-signed",
             "Deployment/otel-injector"
         ]
@@ -466,28 +471,12 @@ async fn manifest_cert_manager_applies_with_server_side_dry_run() {
     product_namespace().await;
     // Stand-ins for cert-manager's CRDs: the kinds exist, any content is accepted.
     let client = cluster().await.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
     for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.cert-manager.io")},
-            "spec": {
-                "group": "cert-manager.io",
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
-                          "listKind": format!("{kind}List")},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }))
-        .unwrap();
-        api::install_crd(&crds, &crd)
+        api::install_stand_in_crd(&client, "cert-manager.io", kind, plural)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    let applied = dry_run_apply("cert-manager.yaml").await;
+    let applied = dry_run_apply("components/cert-manager/cert-manager.yaml").await;
     assert!(
         applied.iter().any(|a| a.starts_with("Issuer/")),
         "{applied:?}"

@@ -1,6 +1,6 @@
 //! The default install's least privilege, through the real API server (authorizer: RBAC):
-//! the webhook's own identity has exactly the RBAC of `manifests/otel-injector.yaml`, and
-//! with it and the one-entry `manifests/webhook.yaml` a namespace's annotation injects its
+//! the webhook's own identity has exactly the RBAC of `manifests/base/otel-injector.yaml`, and
+//! with it and the one-entry `manifests/base/webhook.yaml` a namespace's annotation injects its
 //! pods with no write anywhere, opted-out pods and namespaces are never sent, and a pod that
 //! asks for nothing is answered unchanged without being decoded.
 
@@ -159,13 +159,13 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
         )
     );
     let manifest = api::read_yaml_docs(
-        &crate::support::controlplane::root().join("manifests/otel-injector.yaml"),
+        &crate::support::controlplane::root().join("manifests/base/otel-injector.yaml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let role = manifest
         .iter()
         .find(|d| d["kind"] == "ClusterRole")
-        .expect("a ClusterRole in otel-injector.yaml");
+        .expect("a ClusterRole in base/otel-injector.yaml");
     assert_eq!(
         atoms(&role["rules"]),
         BTreeSet::from(
@@ -563,7 +563,7 @@ async fn pod_that_asks_for_nothing_is_answered_unchanged_without_being_decoded()
 #[tokio::test]
 async fn exporter_tls_verification_works_with_the_rbac_of_its_overlay() {
     // Ready means the Secret and ConfigMap name caches have synced: with the list/watch of
-    // manifests/verify-exporter-tls.yaml and nothing more.
+    // manifests/components/verify-exporter-tls and nothing more.
     let env = Env::start_with(
         "verify-tls",
         Options {

@@ -1,7 +1,7 @@
 //! Built-in certificate mode (`--certificate-secret`): the webhook makes its CA and serving
 //! certificate, keeps them in a Secret, writes the `caBundle` of its own configuration, and
 //! the apiserver then calls it over TLS; a second replica serves the same certificate. Both
-//! run with the RBAC of `manifests/otel-injector.yaml` and `manifests/self-signed.yaml` only,
+//! run with the RBAC of `manifests/base/otel-injector.yaml` and `manifests/components/built-in` only,
 //! on the names those grant (Secret `otel-injector/otel-injector-tls`, configuration
 //! `otel-injector`).
 
@@ -66,8 +66,8 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     let cp = cluster().await;
     let t0 = Instant::now();
     let client = cp.client();
-    // The names of manifests/self-signed.yaml, whose RBAC (bound to this webhook's identity
-    // with that of otel-injector.yaml) grants access to these and nothing else.
+    // The names of manifests/components/built-in, whose RBAC (bound to this webhook's identity
+    // with that of base/otel-injector.yaml) grants access to these and nothing else.
     let secret_ns = "otel-injector";
     let secret_name = "otel-injector-tls";
     let configuration = "otel-injector";

@@ -58,11 +58,11 @@ fn explain(verb: &str, what: &str, namespace: Option<&str>, e: &kube::Error) -> 
     match e {
         kube::Error::Api(s) if s.is_forbidden() => format!(
             "cannot {verb} {what}: forbidden; grant get/create/update on {resource}{} \
-             (see manifests/self-signed.yaml)",
+             (see manifests/components/built-in)",
             namespace.map(|ns| format!(" in {ns}")).unwrap_or_default()
         ),
         kube::Error::Api(s) if s.is_not_found() && what.starts_with("Mutating") => format!(
-            "cannot {verb} {what}: not found; apply manifests/webhook.yaml or set \
+            "cannot {verb} {what}: not found; apply manifests/base/webhook.yaml or set \
              --webhook-configuration to its name"
         ),
         e => format!("cannot {verb} {what}: {e}"),

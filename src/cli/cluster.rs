@@ -29,7 +29,7 @@ pub struct ClusterArgs {
     /// `spec.exporter.tls` names one missing from the pod's namespace is reported, and that
     /// language not injected. Off by default: it needs list/watch on every Secret and
     /// ConfigMap of the cluster, and a list returns whole Secrets whatever the client asks
-    /// for, so a stolen token could read them all (manifests/verify-exporter-tls.yaml grants
+    /// for, so a stolen token could read them all (manifests/components/verify-exporter-tls grants
     /// it). Without it, a missing object is reported by the kubelet's own event on the pod,
     /// and only names that are not valid are refused.
     #[arg(
@@ -43,7 +43,7 @@ pub struct ClusterArgs {
     /// Keep the label `otel-injector/inject=true` on namespaces whose annotations ask for
     /// injection, for the opt-in "targeted" webhook configuration that selects them
     /// (webhook `matchConditions` cannot see namespace annotations). Needs patch on
-    /// namespaces (manifests/targeted.yaml); the default install sends every pod instead and
+    /// namespaces (manifests/components/targeted); the default install sends every pod instead and
     /// writes nothing.
     #[arg(
         long,

@@ -35,7 +35,7 @@ pub struct TlsArgs {
     /// `kubernetes.io/tls` Secret (`NAMESPACE/NAME`; made if missing, renewed when a third
     /// of its validity is left) and its CA in the `caBundle` of `--webhook-configuration`.
     /// `--tls-cert-file`/`--tls-key-file` are then not read. Needs get/create/update on the
-    /// Secret and get/patch on the webhook configuration (manifests/self-signed.yaml).
+    /// Secret and get/patch on the webhook configuration (manifests/components/built-in).
     #[arg(long, env = "OTEL_INJECTOR_CERTIFICATE_SECRET", value_parser = builtin::parse_secret_ref)]
     pub certificate_secret: Option<(String, String)>,
 

@@ -293,13 +293,13 @@ async fn drive<K, S>(
                     | watcher::Error::WatchStartFailed(kube::Error::Api(s))
                         if s.code == 403 && matches!(name, "secrets" | "configmaps") =>
                     {
-                        " (--verify-exporter-tls needs the ClusterRole in manifests/verify-exporter-tls.yaml)"
+                        " (--verify-exporter-tls needs the ClusterRole in manifests/components/verify-exporter-tls)"
                     }
                     watcher::Error::InitialListFailed(kube::Error::Api(s))
                     | watcher::Error::WatchStartFailed(kube::Error::Api(s))
                         if s.code == 403 =>
                     {
-                        " (check the ClusterRole in manifests/otel-injector.yaml)"
+                        " (check the ClusterRole in manifests/base/otel-injector.yaml)"
                     }
                     _ => "",
                 };

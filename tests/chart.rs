@@ -1,0 +1,713 @@
+//! The Helm chart `charts/otel-injector`, with Helm built from its Go module
+//! (`scripts/e2e-build.sh helm`, pinned in `e2e/helm/go.mod`): `helm lint`, `helm template`
+//! for each certificate mode and targeting mode, compared object by object with the kustomize
+//! manifests (RBAC rules, webhook entries) and with exact Deployment arguments, and values the
+//! schema refuses. The rendered output is applied to a real API server by the e2e suite
+//! (`e2e/tests/install.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The `helm` binary: `scripts/e2e-build.sh helm` (cached; builds it on first use).
+fn helm_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let out = Command::new(root().join("scripts/e2e-build.sh"))
+            .arg("helm")
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/e2e-build.sh helm");
+        assert!(out.status.success(), "scripts/e2e-build.sh helm failed");
+        let dir = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .expect("a directory")
+            .trim()
+            .to_owned();
+        PathBuf::from(dir).join("helm")
+    })
+}
+
+/// Runs helm with its state directories in a fresh temp dir; returns (success, stdout,
+/// stderr).
+fn helm(args: &[&str]) -> (bool, String, String) {
+    let home = tempfile::tempdir().expect("temp dir");
+    let out = Command::new(helm_bin())
+        .args(args)
+        .current_dir(root())
+        .env("HELM_CACHE_HOME", home.path().join("cache"))
+        .env("HELM_CONFIG_HOME", home.path().join("config"))
+        .env("HELM_DATA_HOME", home.path().join("data"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run helm");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `helm template otel-injector charts/otel-injector -n otel-injector` with these `--set`s,
+/// as documents.
+fn render(sets: &[&str]) -> Vec<Value> {
+    let mut args = vec![
+        "template",
+        "otel-injector",
+        "charts/otel-injector",
+        "--namespace",
+        "otel-injector",
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (ok, stdout, stderr) = helm(&args);
+    assert!(ok, "helm template {sets:?}: {stderr}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&stdout).expect("rendered YAML");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// The error of a `helm template` that must fail.
+fn refused(sets: &[&str]) -> String {
+    let mut args = vec!["template", "x", "charts/otel-injector"];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    let (ok, _, stderr) = helm(&args);
+    assert!(!ok, "helm template {sets:?} succeeded");
+    stderr
+}
+
+fn ids(docs: &[Value]) -> Vec<String> {
+    docs.iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], id: &str) -> &'a Value {
+    let i = ids(docs)
+        .iter()
+        .position(|i| i == id)
+        .unwrap_or_else(|| panic!("{id} not rendered: {:?}", ids(docs)));
+    &docs[i]
+}
+
+/// The documents of a file under `manifests/`.
+fn manifest(path: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(root().join("manifests").join(path)).expect(path);
+    serde_saphyr::from_multiple::<Value>(&text)
+        .expect(path)
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn args(docs: &[Value]) -> Vec<String> {
+    find(docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("a string").to_owned())
+        .collect()
+}
+
+const LANGUAGES: &str = "--enabled-languages=java,nodejs,python,dotnet,apache-httpd,nginx,sdk";
+const FILE_TLS: [&str; 2] = [
+    "--tls-cert-file=/tls/tls.crt",
+    "--tls-key-file=/tls/tls.key",
+];
+const BUILT_IN_TLS: [&str; 4] = [
+    "--certificate-secret=otel-injector/otel-injector-tls",
+    "--webhook-configuration=otel-injector",
+    "--certificate-host=otel-injector.otel-injector.svc",
+    "--certificate-host=otel-injector.otel-injector.svc.cluster.local",
+];
+
+fn want_args(tls: &[&str], label_namespaces: bool) -> Vec<String> {
+    let mut want = vec!["serve".to_owned()];
+    want.extend(tls.iter().map(|s| s.to_string()));
+    want.push(LANGUAGES.to_owned());
+    want.push(format!("--label-namespaces={label_namespaces}"));
+    want.extend(
+        [
+            "--verify-exporter-tls=false",
+            "--log-format=json",
+            "--log-level=info",
+        ]
+        .map(String::from),
+    );
+    want
+}
+
+/// The kinds and names every mode renders first, in Helm's order (by kind in its install
+/// order, then by name; kinds it does not know last).
+fn common_ids() -> Vec<&'static str> {
+    vec![
+        "PodDisruptionBudget/otel-injector",
+        "ServiceAccount/otel-injector",
+        "ClusterRole/otel-injector",
+        "ClusterRoleBinding/otel-injector",
+    ]
+}
+
+#[test]
+fn chart_versions_are_the_crate_version() {
+    let chart = std::fs::read_to_string(root().join("charts/otel-injector/Chart.yaml")).unwrap();
+    let chart: Value = serde_saphyr::from_str(&chart).unwrap();
+    let crate_version = env!("CARGO_PKG_VERSION");
+    assert_eq!(chart["apiVersion"], "v2");
+    assert_eq!(chart["version"], crate_version);
+    assert_eq!(chart["appVersion"], crate_version);
+}
+
+#[test]
+fn helm_lint_passes_for_every_mode() {
+    for sets in [
+        "certificates.mode=certManager",
+        "certificates.mode=builtIn,webhook.targeting=targeted",
+        "certificates.mode=existingSecret,certificates.existingSecret.name=tls",
+        "serviceMonitor.enabled=true,prometheusRule.enabled=true,networkPolicy.enabled=true,\
+         autoscaling.enabled=true,grafanaDashboard.enabled=true,verifyExporterTls=true",
+    ] {
+        let (ok, stdout, stderr) =
+            helm(&["lint", "--strict", "charts/otel-injector", "--set", sets]);
+        assert!(ok, "helm lint --set {sets}: {stdout}{stderr}");
+        assert!(
+            stdout.contains("1 chart(s) linted, 0 chart(s) failed"),
+            "{stdout}"
+        );
+    }
+}
+
+#[test]
+fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificate() {
+    let docs = render(&[]);
+    let mut want = common_ids();
+    want.extend([
+        "Service/otel-injector",
+        "Service/otel-injector-metrics",
+        "Deployment/otel-injector",
+        "MutatingWebhookConfiguration/otel-injector",
+        "Certificate/otel-injector",
+        "Issuer/otel-injector-selfsigned",
+    ]);
+    assert_eq!(ids(&docs), want);
+    // The same read-only rules and the same webhook entry as the kustomize base.
+    let base = manifest("base/otel-injector.yaml");
+    assert_eq!(
+        find(&docs, "ClusterRole/otel-injector")["rules"],
+        find(&base, "ClusterRole/otel-injector")["rules"]
+    );
+    assert_eq!(
+        find(&docs, "ClusterRoleBinding/otel-injector")["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "otel-injector", "namespace": "otel-injector"}])
+    );
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(
+        webhook["webhooks"],
+        manifest("base/webhook.yaml")[0]["webhooks"]
+    );
+    assert_eq!(
+        webhook["metadata"]["annotations"],
+        json!({"cert-manager.io/inject-ca-from": "otel-injector/otel-injector"})
+    );
+    let certificate = find(&docs, "Certificate/otel-injector");
+    assert_eq!(
+        certificate["spec"],
+        json!({
+            "secretName": "otel-injector-tls",
+            "dnsNames": ["otel-injector.otel-injector.svc",
+                         "otel-injector.otel-injector.svc.cluster.local"],
+            "duration": "2160h",
+            "renewBefore": "720h",
+            "issuerRef": {"kind": "Issuer", "name": "otel-injector-selfsigned"},
+            "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
+        })
+    );
+    // The Issuer and Certificate are the kustomize component's, but for the durations.
+    let component = manifest("components/cert-manager/cert-manager.yaml");
+    assert_eq!(
+        find(&docs, "Issuer/otel-injector-selfsigned")["spec"],
+        find(&component, "Issuer/otel-injector-selfsigned")["spec"]
+    );
+    let deployment = find(&docs, "Deployment/otel-injector");
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    assert_eq!(args(&docs), want_args(&FILE_TLS, false));
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "ghcr.io/otel-injector/otel-injector:0.1.0"
+    );
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "tls", "secret": {"secretName": "otel-injector-tls"}}])
+    );
+    assert_eq!(pod["serviceAccountName"], "otel-injector");
+    // The pod's hardening is the manifests'.
+    let base_pod = &find(&base, "Deployment/otel-injector")["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"], base_pod["securityContext"]);
+    for field in [
+        "securityContext",
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "resources",
+        "volumeMounts",
+    ] {
+        assert_eq!(
+            pod["containers"][0][field], base_pod["containers"][0][field],
+            "{field}"
+        );
+    }
+    assert_eq!(
+        find(&docs, "Service/otel-injector")["spec"]["ports"],
+        find(&base, "Service/otel-injector")["spec"]["ports"]
+    );
+}
+
+#[test]
+fn built_in_mode_renders_the_rbac_of_the_built_in_component_and_no_volume() {
+    let docs = render(&["certificates.mode=builtIn"]);
+    let mut want = vec![
+        "PodDisruptionBudget/otel-injector",
+        "ServiceAccount/otel-injector",
+        "ClusterRole/otel-injector",
+        "ClusterRole/otel-injector-self-signed",
+        "ClusterRoleBinding/otel-injector",
+        "ClusterRoleBinding/otel-injector-self-signed",
+    ];
+    want.extend([
+        "Role/otel-injector-self-signed",
+        "RoleBinding/otel-injector-self-signed",
+        "Service/otel-injector",
+        "Service/otel-injector-metrics",
+        "Deployment/otel-injector",
+        "MutatingWebhookConfiguration/otel-injector",
+    ]);
+    assert_eq!(ids(&docs), want);
+    let component = manifest("components/built-in/rbac.yaml");
+    for id in [
+        "Role/otel-injector-self-signed",
+        "ClusterRole/otel-injector-self-signed",
+    ] {
+        assert_eq!(
+            find(&docs, id)["rules"],
+            find(&component, id)["rules"],
+            "{id}"
+        );
+    }
+    for id in [
+        "RoleBinding/otel-injector-self-signed",
+        "ClusterRoleBinding/otel-injector-self-signed",
+    ] {
+        assert_eq!(find(&docs, id)["roleRef"], find(&component, id)["roleRef"]);
+        assert_eq!(
+            find(&docs, id)["subjects"],
+            find(&component, id)["subjects"]
+        );
+    }
+    assert_eq!(args(&docs), want_args(&BUILT_IN_TLS, false));
+    let pod = &find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"], Value::Null);
+    assert_eq!(pod["containers"][0]["volumeMounts"], Value::Null);
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(webhook["metadata"]["annotations"], Value::Null);
+    assert_eq!(
+        webhook["webhooks"],
+        manifest("base/webhook.yaml")[0]["webhooks"]
+    );
+}
+
+#[test]
+fn existing_secret_mode_mounts_that_secret_and_sets_the_ca_bundle() {
+    let docs = render(&[
+        "certificates.mode=existingSecret",
+        "certificates.existingSecret.name=my-tls",
+        "certificates.existingSecret.caBundle=Q0EK",
+    ]);
+    let mut want = common_ids();
+    want.extend([
+        "Service/otel-injector",
+        "Service/otel-injector-metrics",
+        "Deployment/otel-injector",
+        "MutatingWebhookConfiguration/otel-injector",
+    ]);
+    assert_eq!(ids(&docs), want);
+    assert_eq!(args(&docs), want_args(&FILE_TLS, false));
+    let pod = &find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["volumes"],
+        json!([{"name": "tls", "secret": {"secretName": "my-tls"}}])
+    );
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(webhook["metadata"]["annotations"], Value::Null);
+    let mut entries = manifest("base/webhook.yaml")[0]["webhooks"].clone();
+    entries[0]["clientConfig"]["caBundle"] = json!("Q0EK");
+    assert_eq!(webhook["webhooks"], entries);
+}
+
+#[test]
+fn targeted_mode_renders_the_targeted_component_in_every_certificate_mode() {
+    let targeted_entries =
+        manifest("components/targeted/webhook-targeted.yaml")[0]["webhooks"].clone();
+    let component = manifest("components/targeted/rbac.yaml");
+    for (mode, tls) in [
+        ("certManager", &FILE_TLS[..]),
+        ("builtIn", &BUILT_IN_TLS[..]),
+        ("existingSecret", &FILE_TLS[..]),
+    ] {
+        let docs = render(&[
+            "webhook.targeting=targeted",
+            &format!("certificates.mode={mode}"),
+            "certificates.existingSecret.name=otel-injector-tls",
+        ]);
+        assert_eq!(
+            find(&docs, "ClusterRole/otel-injector-targeted")["rules"],
+            find(&component, "ClusterRole/otel-injector-targeted")["rules"],
+            "{mode}"
+        );
+        assert_eq!(
+            find(&docs, "ClusterRoleBinding/otel-injector-targeted")["subjects"],
+            find(&component, "ClusterRoleBinding/otel-injector-targeted")["subjects"],
+            "{mode}"
+        );
+        assert_eq!(
+            find(&docs, "MutatingWebhookConfiguration/otel-injector")["webhooks"],
+            targeted_entries,
+            "{mode}"
+        );
+        assert_eq!(args(&docs), want_args(tls, true), "{mode}");
+        let roles: Vec<String> = ids(&docs)
+            .into_iter()
+            .filter(|i| i.contains("Role"))
+            .collect();
+        let want = if mode == "builtIn" {
+            vec![
+                "ClusterRole/otel-injector",
+                "ClusterRole/otel-injector-self-signed",
+                "ClusterRole/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector",
+                "ClusterRoleBinding/otel-injector-self-signed",
+                "ClusterRoleBinding/otel-injector-targeted",
+                "Role/otel-injector-self-signed",
+                "RoleBinding/otel-injector-self-signed",
+            ]
+        } else {
+            vec![
+                "ClusterRole/otel-injector",
+                "ClusterRole/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector",
+                "ClusterRoleBinding/otel-injector-targeted",
+            ]
+        };
+        assert_eq!(roles, want, "{mode}: each permission only with its feature");
+    }
+}
+
+#[test]
+fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
+    let docs = render(&[
+        "image.registry=registry.example",
+        "image.repository=team/injector",
+        "image.tag=1.2.3",
+        "image.digest=sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+        "languages={java,go}",
+        "agentImages.java=registry.example/java:2",
+        "verifyExporterTls=true",
+        "logFormat=plain",
+        "logLevel=debug",
+        "extraArgs={--agent-delivery=image-volume}",
+        "extraEnv[0].name=RUST_BACKTRACE",
+        "extraEnv[0].value=full",
+        "webhook.failurePolicy=Fail",
+        "webhook.timeoutSeconds=10",
+        "webhook.excludedNamespaces={kube-system,ops}",
+        "priorityClassName=system-cluster-critical",
+        "nodeSelector.pool=infra",
+        "autoscaling.enabled=true",
+        "podDisruptionBudget.enabled=false",
+        "networkPolicy.enabled=true",
+        "serviceMonitor.enabled=true",
+        "prometheusRule.enabled=true",
+        "grafanaDashboard.enabled=true",
+    ]);
+    assert_eq!(
+        ids(&docs),
+        [
+            "NetworkPolicy/otel-injector",
+            "ServiceAccount/otel-injector",
+            "ConfigMap/otel-injector-dashboard",
+            "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-verify-exporter-tls",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-verify-exporter-tls",
+            "Service/otel-injector",
+            "Service/otel-injector-metrics",
+            "Deployment/otel-injector",
+            "HorizontalPodAutoscaler/otel-injector",
+            "MutatingWebhookConfiguration/otel-injector",
+            "Certificate/otel-injector",
+            "Issuer/otel-injector-selfsigned",
+            "PrometheusRule/otel-injector",
+            "ServiceMonitor/otel-injector",
+        ]
+    );
+    assert_eq!(
+        args(&docs),
+        [
+            "serve",
+            "--tls-cert-file=/tls/tls.crt",
+            "--tls-key-file=/tls/tls.key",
+            "--enabled-languages=java,go",
+            "--agent-image=java=registry.example/java:2",
+            "--label-namespaces=false",
+            "--verify-exporter-tls=true",
+            "--log-format=plain",
+            "--log-level=debug",
+            "--agent-delivery=image-volume",
+        ]
+    );
+    let deployment = find(&docs, "Deployment/otel-injector");
+    assert_eq!(
+        deployment["spec"]["replicas"],
+        Value::Null,
+        "the HPA scales"
+    );
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.example/team/injector:1.2.3@sha256:\
+         0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+    );
+    assert_eq!(
+        pod["containers"][0]["env"],
+        json!([{"name": "RUST_BACKTRACE", "value": "full"}])
+    );
+    assert_eq!(pod["priorityClassName"], "system-cluster-critical");
+    assert_eq!(pod["nodeSelector"], json!({"pool": "infra"}));
+    let tls_role = manifest("components/verify-exporter-tls/rbac.yaml");
+    assert_eq!(
+        find(&docs, "ClusterRole/otel-injector-verify-exporter-tls")["rules"],
+        find(&tls_role, "ClusterRole/otel-injector-verify-exporter-tls")["rules"]
+    );
+    let entry = &find(&docs, "MutatingWebhookConfiguration/otel-injector")["webhooks"][0];
+    assert_eq!(entry["failurePolicy"], "Fail");
+    assert_eq!(entry["timeoutSeconds"], 10);
+    assert_eq!(
+        entry["namespaceSelector"]["matchExpressions"][0],
+        json!({"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+               "values": ["kube-system", "ops", "otel-injector"]})
+    );
+    assert_eq!(
+        find(&docs, "NetworkPolicy/otel-injector")["spec"],
+        json!({
+            "podSelector": {"matchLabels": {"app.kubernetes.io/name": "otel-injector",
+                                            "app.kubernetes.io/instance": "otel-injector"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"ports": [{"port": "webhook", "protocol": "TCP"}]},
+                {"from": [{"namespaceSelector": {"matchLabels":
+                    {"kubernetes.io/metadata.name": "monitoring"}}}],
+                 "ports": [{"port": "admin", "protocol": "TCP"}]},
+            ]
+        })
+    );
+    assert_eq!(
+        find(&docs, "HorizontalPodAutoscaler/otel-injector")["spec"]["minReplicas"],
+        2
+    );
+    assert_eq!(
+        find(&docs, "ServiceMonitor/otel-injector")["spec"],
+        json!({
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "otel-injector",
+                                         "app.kubernetes.io/instance": "otel-injector",
+                                         "app.kubernetes.io/component": "metrics"}},
+            "endpoints": [{"port": "admin", "path": "/metrics", "interval": "30s"}],
+        })
+    );
+    // The metrics Service carries the labels the ServiceMonitor selects.
+    let labels = &find(&docs, "Service/otel-injector-metrics")["metadata"]["labels"];
+    assert_eq!(labels["app.kubernetes.io/component"], "metrics");
+    assert_eq!(labels["app.kubernetes.io/instance"], "otel-injector");
+    // The rule groups are the chart file's, as they are.
+    let rules_file =
+        std::fs::read_to_string(root().join("charts/otel-injector/files/prometheus-rules.yaml"))
+            .unwrap();
+    let rules_file: Value = serde_saphyr::from_str(&rules_file).unwrap();
+    assert_eq!(
+        find(&docs, "PrometheusRule/otel-injector")["spec"]["groups"],
+        rules_file["groups"]
+    );
+    let dashboard = find(&docs, "ConfigMap/otel-injector-dashboard");
+    assert_eq!(dashboard["metadata"]["labels"]["grafana_dashboard"], "1");
+    assert_eq!(
+        dashboard["data"]["otel-injector.json"],
+        std::fs::read_to_string(root().join("charts/otel-injector/files/dashboard.json")).unwrap()
+    );
+}
+
+#[test]
+fn another_release_name_and_namespace_name_everything_after_them() {
+    let mut args = vec![
+        "template",
+        "edge",
+        "charts/otel-injector",
+        "-n",
+        "telemetry",
+    ];
+    args.extend(["--set", "certificates.mode=builtIn"]);
+    let (ok, stdout, stderr) = helm(&args);
+    assert!(ok, "{stderr}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&stdout).unwrap();
+    let docs: Vec<Value> = docs.into_iter().filter(|d| !d.is_null()).collect();
+    let deployment = find(&docs, "Deployment/edge-otel-injector");
+    assert_eq!(
+        json!(
+            deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+                .as_array()
+                .expect("args")[1..5]
+        ),
+        json!([
+            "--certificate-secret=telemetry/edge-otel-injector-tls",
+            "--webhook-configuration=edge-otel-injector",
+            "--certificate-host=edge-otel-injector.telemetry.svc",
+            "--certificate-host=edge-otel-injector.telemetry.svc.cluster.local",
+        ])
+    );
+    let role = find(&docs, "ClusterRole/edge-otel-injector-self-signed");
+    assert_eq!(
+        role["rules"][0]["resourceNames"],
+        json!(["edge-otel-injector"])
+    );
+    let entry = &find(&docs, "MutatingWebhookConfiguration/edge-otel-injector")["webhooks"][0];
+    assert_eq!(
+        entry["clientConfig"]["service"],
+        json!({"name": "edge-otel-injector", "namespace": "telemetry",
+               "path": "/mutate-v1-pod", "port": 443})
+    );
+    assert_eq!(
+        entry["namespaceSelector"]["matchExpressions"][0]["values"],
+        json!(["kube-system", "telemetry"])
+    );
+}
+
+/// The lines of helm's error that name the values at fault.
+fn schema_errors(stderr: &str) -> Vec<String> {
+    stderr
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("- at '"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_schema_refuses_wrong_values_with_the_path_and_the_reason() {
+    for (sets, want) in [
+        (
+            &["webhook.failurePolicy=Sometimes"][..],
+            vec!["- at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"],
+        ),
+        (
+            &["certificates.mode=selfSigned"][..],
+            vec![
+                "- at '/certificates/mode': value must be one of 'certManager', 'builtIn', \
+                 'existingSecret'",
+            ],
+        ),
+        (
+            &["languages={java,cobol}"][..],
+            vec![
+                "- at '/languages/1': value must be one of 'java', 'nodejs', 'python', \
+                 'dotnet', 'go', 'apache-httpd', 'nginx', 'sdk'",
+            ],
+        ),
+        (
+            &["replicas=0"][..],
+            vec!["- at '/replicas': minimum: got 0, want 1"],
+        ),
+        (
+            &["webhook.timeoutSeconds=31"][..],
+            vec!["- at '/webhook/timeoutSeconds': maximum: got 31, want 30"],
+        ),
+        (
+            &["replica=3"][..],
+            vec!["- at '': additional properties 'replica' not allowed"],
+        ),
+        (
+            &["certificates.mode=existingSecret"][..],
+            vec![
+                "- at '/certificates': 'allOf' failed",
+                "- at '/certificates/existingSecret/name': minLength: got 0, want 1",
+            ],
+        ),
+        (
+            // `--set` makes 1 a number; an env value must be a string (`--set-string`).
+            &["extraEnv[0].name=A", "extraEnv[0].value=1"][..],
+            vec!["- at '/extraEnv/0/value': got number, want string"],
+        ),
+        (
+            &["image.digest=latest"][..],
+            vec![
+                "- at '/image/digest': 'latest' does not match pattern \
+                 '^(sha256:[a-f0-9]{64})?$'",
+            ],
+        ),
+    ] {
+        let stderr = refused(sets);
+        assert!(
+            stderr.contains("values don't meet the specifications of the schema(s)"),
+            "{sets:?}: {stderr}"
+        );
+        assert_eq!(schema_errors(&stderr), want, "{sets:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_prometheus_rule_file_without_groups_fails_the_render() {
+    let dir = tempfile::tempdir().unwrap();
+    let chart = dir.path().join("otel-injector");
+    copy_dir(&root().join("charts/otel-injector"), &chart);
+    std::fs::write(chart.join("files/prometheus-rules.yaml"), "rules: []\n").unwrap();
+    let (ok, _, stderr) = helm(&[
+        "template",
+        "x",
+        chart.to_str().unwrap(),
+        "--set",
+        "prometheusRule.enabled=true",
+    ]);
+    assert!(!ok);
+    assert!(
+        stderr.contains(
+            "files/prometheus-rules.yaml must be a YAML document with a top-level groups: list"
+        ),
+        "{stderr}"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The kustomize layout of `manifests/`: the base, the components and the overlays
+//! `cert-manager`, `built-in` and `targeted`, each rendered with `kubectl kustomize` (the
+//! kubectl of the machine image) and checked object by object. The e2e suite applies them to
+//! a real API server (`e2e/tests/install.rs`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl kustomize DIR` as documents.
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let out = Command::new("kubectl")
+        .arg("kustomize")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .output()
+        .expect("run kubectl (the machine image's kubectl 1.32)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&out.stdout)).expect("YAML");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+fn overlay(name: &str) -> Vec<Value> {
+    kustomize(&root().join("manifests/overlays").join(name))
+}
+
+/// A kustomization in a temp dir: the base plus these components (what a user writes to
+/// combine them).
+fn combined(components: &[&str]) -> Vec<Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = relative_to(dir.path(), &root().join("manifests"));
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {}\ncomponents:\n",
+        manifests.join("base").display()
+    );
+    for c in components {
+        text.push_str(&format!(
+            "  - {}\n",
+            manifests.join("components").join(c).display()
+        ));
+    }
+    std::fs::write(dir.path().join("kustomization.yaml"), text).unwrap();
+    kustomize(dir.path())
+}
+
+/// `target` as a path relative to `dir` (kustomize refuses absolute ones); both absolute.
+fn relative_to(dir: &Path, target: &Path) -> PathBuf {
+    let up = dir.components().count() - 1;
+    let mut out: PathBuf = std::iter::repeat_n("..", up).collect();
+    out.push(target.strip_prefix("/").expect("an absolute path"));
+    out
+}
+
+fn manifest(path: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(root().join("manifests").join(path)).expect(path);
+    serde_saphyr::from_multiple::<Value>(&text)
+        .expect(path)
+        .into_iter()
+        .filter(|d| !d.is_null())
+        .collect()
+}
+
+fn ids(docs: &[Value]) -> Vec<String> {
+    docs.iter()
+        .map(|d| {
+            format!(
+                "{}/{}",
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+fn find<'a>(docs: &'a [Value], id: &str) -> &'a Value {
+    let i = ids(docs)
+        .iter()
+        .position(|i| i == id)
+        .unwrap_or_else(|| panic!("{id} not rendered: {:?}", ids(docs)));
+    &docs[i]
+}
+
+/// The env of the Deployment's one container, as `NAME=value`.
+fn env(docs: &[Value]) -> Vec<String> {
+    find(docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .expect("env")
+        .iter()
+        .map(|e| {
+            format!(
+                "{}={}",
+                e["name"].as_str().unwrap(),
+                e["value"].as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+/// The base's objects in kustomize's output order (by kind: namespaces, RBAC, Services,
+/// workloads, kinds it does not know by name, webhook configurations last).
+const BASE: [&str; 9] = [
+    "Namespace/otel-injector",
+    "ServiceAccount/otel-injector",
+    "ClusterRole/otel-injector",
+    "ClusterRoleBinding/otel-injector",
+    "Service/otel-injector",
+    "Service/otel-injector-metrics",
+    "Deployment/otel-injector",
+    "PodDisruptionBudget/otel-injector",
+    "MutatingWebhookConfiguration/otel-injector",
+];
+
+/// Owned strings, to compare with [`ids`].
+fn ordered(want: &[&str]) -> Vec<String> {
+    want.iter().map(|s| s.to_string()).collect()
+}
+
+const BASE_ENV: [&str; 3] = [
+    "OTEL_INJECTOR_TLS_CERT_FILE=/tls/tls.crt",
+    "OTEL_INJECTOR_TLS_KEY_FILE=/tls/tls.key",
+    "OTEL_INJECTOR_LOG_FORMAT=json",
+];
+
+#[test]
+fn the_base_is_the_files_unchanged() {
+    let docs = kustomize(&root().join("manifests/base"));
+    let mut want = manifest("base/otel-injector.yaml");
+    want.extend(manifest("base/webhook.yaml"));
+    assert_eq!(ids(&docs), ordered(&BASE));
+    for doc in &want {
+        let id = &ids(std::slice::from_ref(doc))[0];
+        assert_eq!(find(&docs, id), doc, "{id}");
+    }
+    assert_eq!(env(&docs), BASE_ENV);
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(webhook["metadata"]["annotations"], Value::Null);
+}
+
+#[test]
+fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
+    let docs = overlay("cert-manager");
+    assert_eq!(
+        ids(&docs),
+        ordered(&[
+            "Namespace/otel-injector",
+            "ServiceAccount/otel-injector",
+            "ClusterRole/otel-injector",
+            "ClusterRoleBinding/otel-injector",
+            "Service/otel-injector",
+            "Service/otel-injector-metrics",
+            "Deployment/otel-injector",
+            "PodDisruptionBudget/otel-injector",
+            "Certificate/otel-injector",
+            "Issuer/otel-injector-selfsigned",
+            "MutatingWebhookConfiguration/otel-injector",
+        ])
+    );
+    let component = manifest("components/cert-manager/cert-manager.yaml");
+    for id in [
+        "Issuer/otel-injector-selfsigned",
+        "Certificate/otel-injector",
+    ] {
+        assert_eq!(find(&docs, id), find(&component, id), "{id}");
+    }
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(
+        webhook["metadata"]["annotations"],
+        json!({"cert-manager.io/inject-ca-from": "otel-injector/otel-injector"})
+    );
+    assert_eq!(
+        webhook["webhooks"],
+        manifest("base/webhook.yaml")[0]["webhooks"]
+    );
+    assert_eq!(env(&docs), BASE_ENV);
+    assert_eq!(
+        find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "tls", "secret": {"secretName": "otel-injector-tls"}}])
+    );
+}
+
+#[test]
+fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
+    let docs = overlay("built-in");
+    assert_eq!(
+        ids(&docs),
+        ordered(&[
+            "Namespace/otel-injector",
+            "ServiceAccount/otel-injector",
+            "Role/otel-injector-self-signed",
+            "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-self-signed",
+            "RoleBinding/otel-injector-self-signed",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-self-signed",
+            "Service/otel-injector",
+            "Service/otel-injector-metrics",
+            "Deployment/otel-injector",
+            "PodDisruptionBudget/otel-injector",
+            "MutatingWebhookConfiguration/otel-injector",
+        ])
+    );
+    let rbac = manifest("components/built-in/rbac.yaml");
+    for doc in &rbac {
+        let id = &ids(std::slice::from_ref(doc))[0];
+        assert_eq!(find(&docs, id), doc, "{id}");
+    }
+    let mut want_env = vec![
+        "OTEL_INJECTOR_CERTIFICATE_SECRET=otel-injector/otel-injector-tls",
+        "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=otel-injector",
+        "OTEL_INJECTOR_CERTIFICATE_HOSTS=otel-injector.otel-injector.svc,\
+         otel-injector.otel-injector.svc.cluster.local",
+    ];
+    want_env.extend(BASE_ENV);
+    assert_eq!(env(&docs), want_env);
+    assert_eq!(
+        find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["volumes"],
+        json!([{"name": "tls", "secret": {"secretName": "otel-injector-tls", "optional": true}}])
+    );
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(webhook["metadata"]["annotations"], Value::Null);
+}
+
+#[test]
+fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
+    let docs = overlay("targeted");
+    assert_eq!(
+        ids(&docs),
+        ordered(&[
+            "Namespace/otel-injector",
+            "ServiceAccount/otel-injector",
+            "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-targeted",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-targeted",
+            "Service/otel-injector",
+            "Service/otel-injector-metrics",
+            "Deployment/otel-injector",
+            "PodDisruptionBudget/otel-injector",
+            "Certificate/otel-injector",
+            "Issuer/otel-injector-selfsigned",
+            "MutatingWebhookConfiguration/otel-injector",
+        ])
+    );
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(
+        webhook["webhooks"],
+        manifest("components/targeted/webhook-targeted.yaml")[0]["webhooks"]
+    );
+    assert_eq!(
+        webhook["metadata"]["annotations"],
+        json!({"cert-manager.io/inject-ca-from": "otel-injector/otel-injector"})
+    );
+    let mut want_env = vec!["OTEL_INJECTOR_LABEL_NAMESPACES=true"];
+    want_env.extend(BASE_ENV);
+    assert_eq!(env(&docs), want_env);
+    let rbac = manifest("components/targeted/rbac.yaml");
+    assert_eq!(
+        find(&docs, "ClusterRole/otel-injector-targeted"),
+        find(&rbac, "ClusterRole/otel-injector-targeted")
+    );
+}
+
+#[test]
+fn components_combine_built_in_targeted_tls_verification_and_network_policy() {
+    let docs = combined(&[
+        "built-in",
+        "targeted",
+        "verify-exporter-tls",
+        "network-policy",
+    ]);
+    assert_eq!(
+        ids(&docs),
+        ordered(&[
+            "Namespace/otel-injector",
+            "ServiceAccount/otel-injector",
+            "Role/otel-injector-self-signed",
+            "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-self-signed",
+            "ClusterRole/otel-injector-targeted",
+            "ClusterRole/otel-injector-verify-exporter-tls",
+            "RoleBinding/otel-injector-self-signed",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-self-signed",
+            "ClusterRoleBinding/otel-injector-targeted",
+            "ClusterRoleBinding/otel-injector-verify-exporter-tls",
+            "Service/otel-injector",
+            "Service/otel-injector-metrics",
+            "Deployment/otel-injector",
+            "PodDisruptionBudget/otel-injector",
+            "NetworkPolicy/otel-injector",
+            "MutatingWebhookConfiguration/otel-injector",
+        ])
+    );
+    let mut want_env = vec![
+        "OTEL_INJECTOR_VERIFY_EXPORTER_TLS=true",
+        "OTEL_INJECTOR_LABEL_NAMESPACES=true",
+        "OTEL_INJECTOR_CERTIFICATE_SECRET=otel-injector/otel-injector-tls",
+        "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=otel-injector",
+        "OTEL_INJECTOR_CERTIFICATE_HOSTS=otel-injector.otel-injector.svc,\
+         otel-injector.otel-injector.svc.cluster.local",
+    ];
+    want_env.extend(BASE_ENV);
+    assert_eq!(env(&docs), want_env);
+    let webhook = find(&docs, "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(webhook["metadata"]["annotations"], Value::Null);
+    assert_eq!(
+        webhook["webhooks"],
+        manifest("components/targeted/webhook-targeted.yaml")[0]["webhooks"]
+    );
+    assert_eq!(
+        find(&docs, "NetworkPolicy/otel-injector"),
+        &manifest("components/network-policy/network-policy.yaml")[0]
+    );
+}
