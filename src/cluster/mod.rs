@@ -3,6 +3,7 @@
 //! install ([`labeler`]), a writer of its own that reads the namespace cache. The request
 //! path only reads the caches; it never calls the API server.
 
+pub mod apiserver;
 pub mod files;
 pub mod labeler;
 pub mod watch;
@@ -12,6 +13,7 @@ use std::sync::Arc;
 
 use kube::Client;
 
+pub use apiserver::ServerInfo;
 pub use files::{FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
