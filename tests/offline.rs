@@ -238,3 +238,64 @@ fn explain_prints_text_or_json_and_needs_a_workload() {
         "Error: no Pod or workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController) in the input\n"
     );
 }
+
+#[test]
+fn a_cluster_that_cannot_be_read_is_an_error_naming_it() {
+    let out = run(
+        &[
+            "inject",
+            "-f",
+            SHOP,
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr
+            .starts_with("Error: cannot build a Kubernetes client from /nonexistent/kubeconfig: "),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), "");
+
+    // A server that refuses connections: the first list fails, nothing is written.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+             http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  \
+             context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &[
+            "explain",
+            "-f",
+            SHOP,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("Error: list instrumentations.opentelemetry.io in all namespaces: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(the offline commands need list on instrumentations.opentelemetry.io and namespaces, as in manifests/otel-injector.yaml)"),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), "");
+}

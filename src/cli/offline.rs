@@ -11,6 +11,12 @@ use crate::offline::OutputFormat;
 
 /// Where the manifests and what the webhook would read come from.
 #[derive(Debug, Args)]
+#[command(after_long_help = "\
+Precedence, later wins: Instrumentations from the cluster (--cluster), then \
+--instrumentation-file and the manifests' own Instrumentation objects (same namespace and \
+name: replaced). Namespace annotations and labels, key by key: the cluster's, then the \
+manifests' Namespace objects, then --namespace-annotation. A label wins over an annotation \
+with the same key, as in the webhook.")]
 pub struct OfflineArgs {
     /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
     /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
@@ -23,15 +29,31 @@ pub struct OfflineArgs {
     pub files: Vec<PathBuf>,
 
     /// Instrumentations (YAML) the webhook would find in the cluster. Repeatable.
-    /// Instrumentation objects among the manifests count too.
+    /// Instrumentation objects among the manifests count too. Either replaces a cluster
+    /// Instrumentation of the same namespace and name (--cluster); the same one twice among
+    /// files and manifests is an error.
     #[arg(long, value_name = "FILE")]
     pub instrumentation_file: Vec<PathBuf>,
 
     /// An annotation of a namespace, as NAMESPACE:KEY=VALUE (for example
     /// `shop:instrumentation.opentelemetry.io/inject-java=true`). Repeatable; wins over the
-    /// annotations of the manifests' own Namespace objects, which are read too.
+    /// same key of the manifests' own Namespace objects, which win over the cluster's.
     #[arg(long, value_name = "NS:KEY=VALUE", value_parser = namespace_annotation)]
     pub namespace_annotation: Vec<(String, String, String)>,
+
+    /// Read the cluster once (list, no watch) as the webhook would see it: every
+    /// Instrumentation, every namespace's annotations and labels, and the API server's
+    /// version and ImageVolume feature gate (which decide the `auto` modes; without a cluster
+    /// both are unknown: `auto` delivery gives init containers, the Go sidecar is classic).
+    /// Uses --kubeconfig, else the in-cluster config, else $KUBECONFIG or ~/.kube/config.
+    /// Needs list on instrumentations.opentelemetry.io and namespaces in all namespaces;
+    /// the gate also needs get on /metrics (else the version decides).
+    #[arg(long)]
+    pub cluster: bool,
+
+    /// Kubeconfig of the cluster to read; implies --cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
 
     /// Namespace of the objects that name none.
     #[arg(short = 'n', long, default_value = "default")]
@@ -39,6 +61,13 @@ pub struct OfflineArgs {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl OfflineArgs {
+    /// Whether the cluster is read, and with which kubeconfig (`None`: inferred).
+    pub fn cluster(&self) -> Option<Option<&std::path::Path>> {
+        (self.cluster || self.kubeconfig.is_some()).then_some(self.kubeconfig.as_deref())
+    }
 }
 
 /// `inject`.

@@ -337,14 +337,14 @@ async fn drive<K, S>(
 /// Errors of Instrumentations that could not be read, by (namespace, name).
 pub type Broken = Arc<RwLock<HashMap<(String, String), String>>>;
 
-fn key_of(o: &DynamicObject) -> (String, String) {
+pub(super) fn key_of(o: &DynamicObject) -> (String, String) {
     (
         o.metadata.namespace.clone().unwrap_or_default(),
         o.metadata.name.clone().unwrap_or_default(),
     )
 }
 
-fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
+pub(super) fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
     serde_json::to_value(o)
         .and_then(serde_json::from_value)
         .map_err(|e| e.to_string())
