@@ -141,6 +141,9 @@ pub enum Rbac {
     /// Plus `verify-exporter-tls.yaml` (list/watch Secrets and ConfigMaps), for
     /// `e2e-verify-exporter-tls`.
     VerifyExporterTls,
+    /// Plus `agent-delivery-auto.yaml` (get on `/metrics`, to read the `ImageVolume` gate),
+    /// for `e2e-agent-delivery-auto`.
+    AgentDeliveryAuto,
 }
 
 impl Rbac {
@@ -156,6 +159,10 @@ impl Rbac {
             Rbac::VerifyExporterTls => (
                 "e2e-verify-exporter-tls",
                 &["otel-injector.yaml", "verify-exporter-tls.yaml"],
+            ),
+            Rbac::AgentDeliveryAuto => (
+                "e2e-agent-delivery-auto",
+                &["otel-injector.yaml", "agent-delivery-auto.yaml"],
             ),
         }
     }

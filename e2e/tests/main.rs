@@ -8,12 +8,14 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod delivery_auto;
 mod delivery_cost;
 mod harness;
 mod injection;
 mod languages;
 mod latency;
 mod manifests;
+mod offline;
 mod privileges;
 mod routing;
 mod selfcert;
