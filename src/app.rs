@@ -50,7 +50,16 @@ async fn offline_inputs(
         Some(kubeconfig) => {
             // The kube client's rustls needs a process-wide provider.
             let _ = rustls::crypto::ring::default_provider().install_default();
-            Some(cluster::list::read(kubeconfig).await?)
+            let view = cluster::list::read(kubeconfig).await?;
+            let auto = args.engine.agent_delivery == crate::engine::AgentDelivery::Auto;
+            if let Some(e) = view.gate_error.as_ref().filter(|_| auto) {
+                let (major, minor) = view.server.version;
+                eprintln!(
+                    "note: the ImageVolume feature gate cannot be read ({e}); `auto` agent \
+                     delivery follows the API server version {major}.{minor}"
+                );
+            }
+            Some(view)
         }
         None => None,
     };

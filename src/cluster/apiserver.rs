@@ -96,6 +96,19 @@ pub async fn read_gate(client: &Client) -> Result<bool, GateError> {
 /// Reads the version (an error is retried by the caller) and then the gate (one attempt:
 /// an error leaves it unknown and is logged).
 pub async fn read(client: &Client) -> anyhow::Result<ServerInfo> {
+    let (info, gate_error) = read_explained(client).await?;
+    if let Some(e) = gate_error {
+        tracing::info!(
+            error = %e,
+            "the ImageVolume feature gate cannot be read; `auto` agent delivery follows the \
+             API server version instead (image volumes from 1.36)"
+        );
+    }
+    Ok(info)
+}
+
+/// [`read`], returning why the gate could not be read instead of logging it.
+pub async fn read_explained(client: &Client) -> anyhow::Result<(ServerInfo, Option<GateError>)> {
     let info = client.apiserver_version().await?;
     let version = effective_version(&info).ok_or_else(|| {
         anyhow::anyhow!(
@@ -104,21 +117,15 @@ pub async fn read(client: &Client) -> anyhow::Result<ServerInfo> {
             info.minor
         )
     })?;
-    let image_volume_gate = match read_gate(client).await {
-        Ok(on) => Some(on),
-        Err(e) => {
-            tracing::info!(
-                error = %e,
-                "the ImageVolume feature gate cannot be read; `auto` agent delivery follows \
-                 the API server version instead (image volumes from 1.36)"
-            );
-            None
-        }
+    let (image_volume_gate, error) = match read_gate(client).await {
+        Ok(on) => (Some(on), None),
+        Err(e) => (None, Some(e)),
     };
-    Ok(ServerInfo {
+    let server = ServerInfo {
         version,
         image_volume_gate,
-    })
+    };
+    Ok((server, error))
 }
 
 /// Reads [`ServerInfo`], retrying with backoff until the version is known; logs it and sets

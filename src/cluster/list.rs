@@ -30,6 +30,8 @@ pub struct ClusterView {
     pub unreadable: Vec<(String, String, String)>,
     pub namespaces: Vec<ListedNamespace>,
     pub server: ServerInfo,
+    /// Why the `ImageVolume` gate could not be read (`auto` then follows the version).
+    pub gate_error: Option<String>,
 }
 
 /// Errors reading the cluster, each naming what to grant or fix.
@@ -100,11 +102,14 @@ pub async fn read_with(client: &Client) -> Result<ClusterView, ListError> {
             labels: n.metadata.labels.unwrap_or_default(),
         })
         .collect();
-    let server = apiserver::read(client).await.map_err(ListError::Version)?;
+    let (server, gate_error) = apiserver::read_explained(client)
+        .await
+        .map_err(ListError::Version)?;
     Ok(ClusterView {
         instrumentations,
         unreadable,
         namespaces,
         server,
+        gate_error: gate_error.map(|e| e.to_string()),
     })
 }

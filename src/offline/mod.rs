@@ -261,6 +261,7 @@ mod tests {
                 version: (1, 37),
                 image_volume_gate: Some(false),
             },
+            gate_error: None,
         };
         let manifests = manifests::parse(
             "m.yaml",
