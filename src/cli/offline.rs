@@ -11,12 +11,6 @@ use crate::offline::OutputFormat;
 
 /// Where the manifests and what the webhook would read come from.
 #[derive(Debug, Args)]
-#[command(after_long_help = "\
-Precedence, later wins: Instrumentations from the cluster (--cluster), then \
---instrumentation-file and the manifests' own Instrumentation objects (same namespace and \
-name: replaced). Namespace annotations and labels, key by key: the cluster's, then the \
-manifests' Namespace objects, then --namespace-annotation. A label wins over an annotation \
-with the same key, as in the webhook.")]
 pub struct OfflineArgs {
     /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
     /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
@@ -38,6 +32,8 @@ pub struct OfflineArgs {
     /// An annotation of a namespace, as NAMESPACE:KEY=VALUE (for example
     /// `shop:instrumentation.opentelemetry.io/inject-java=true`). Repeatable; wins over the
     /// same key of the manifests' own Namespace objects, which win over the cluster's.
+    /// Namespace `instrumentation.opentelemetry.io/` labels are read too and, as in the
+    /// webhook, win over an annotation with the same key.
     #[arg(long, value_name = "NS:KEY=VALUE", value_parser = namespace_annotation)]
     pub namespace_annotation: Vec<(String, String, String)>,
 
