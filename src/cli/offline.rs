@@ -74,7 +74,8 @@ injected) is written back byte for byte, comments and key order included. A docu
 changes is written anew from its parsed value, with its keys sorted: its comments, anchors, \
 quoting style and key order do not survive. JSON input is always written anew.
 
-Exit status: 0 done; 1 bad input (the message names the file and document); 2 with --strict \
+Exit status: 0 done; 1 bad input (the message names the file and document) or a cluster that \
+cannot be read (--cluster); 2 with --strict \
 when an object asked for a language that was not injected (the webhook's warnings are on \
 stderr in any case).")]
 pub struct InjectArgs {
