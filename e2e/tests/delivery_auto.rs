@@ -139,7 +139,8 @@ async fn auto_falls_back_to_init_containers_where_the_gate_is_off() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
 
-    // The gate is really off: a pod that brings its own image volume is refused.
+    // The gate is really off: a pod that brings its own image volume is stored without it
+    // and without its mount (an agent delivered so would simply be missing).
     let own = json!({
         "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "own-image-volume"},
         "spec": {"containers": [{"name": "app", "image": "shop/app:1",
@@ -149,7 +150,13 @@ async fn auto_falls_back_to_init_containers_where_the_gate_is_off() {
     let r = api::create_pod(&client, "default", &own, true)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 422, "{}", r.body);
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.body["spec"]["volumes"].is_null(), "{}", r.body);
+    assert!(
+        r.body["spec"]["containers"][0]["volumeMounts"].is_null(),
+        "{}",
+        r.body
+    );
 
     let id = identity::issue(
         &cp,
