@@ -226,7 +226,8 @@ async fn inject_reads_the_cluster_and_gives_the_pods_the_controllers_and_the_web
     let dir = tempfile::tempdir().unwrap();
     let manifest = dir.path().join("workloads.yaml");
     let text: Vec<String> = objects.iter().map(|(_, o)| o.to_string()).collect();
-    std::fs::write(&manifest, text.join("\n---\n")).unwrap();
+    // YAML documents (each a JSON object, which is YAML).
+    std::fs::write(&manifest, format!("---\n{}\n", text.join("\n---\n"))).unwrap();
 
     // With the webhook's own identity: list on Instrumentations and namespaces, no /metrics.
     let kubeconfig = env.identity.kubeconfig.display().to_string();
