@@ -50,6 +50,7 @@ fn main() -> anyhow::Result<()> {
             &sources,
             &instrumentations,
             &[],
+            None,
             EngineConfig::default(),
             "default".into(),
         )?;

@@ -29,8 +29,8 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::DevCerts(args) => dev_certs(&args),
-        Command::Inject(args) => inject(&args),
-        Command::Explain(args) => explain(&args),
+        Command::Inject(args) => inject(&args).await,
+        Command::Explain(args) => explain(&args).await,
     }
 }
 
@@ -40,15 +40,34 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
 #[error("{0} object(s) asked for a language that was not injected (--strict)")]
 pub struct Skipped(pub usize);
 
-/// The manifests and the context of their decisions.
-fn offline_inputs(
+/// The manifests and the context of their decisions (with `--cluster`, the cluster read
+/// once).
+async fn offline_inputs(
     args: &OfflineArgs,
 ) -> anyhow::Result<(Vec<offline::manifests::Source>, offline::Context)> {
     let sources = offline::manifests::read(&args.files)?;
+    let cluster = match args.cluster() {
+        Some(kubeconfig) => {
+            // The kube client's rustls needs a process-wide provider.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            let view = cluster::list::read(kubeconfig).await?;
+            let auto = args.engine.agent_delivery == crate::engine::AgentDelivery::Auto;
+            if let Some(e) = view.gate_error.as_ref().filter(|_| auto) {
+                let (major, minor) = view.server.version;
+                eprintln!(
+                    "note: the ImageVolume feature gate cannot be read ({e}); `auto` agent \
+                     delivery follows the API server version {major}.{minor}"
+                );
+            }
+            Some(view)
+        }
+        None => None,
+    };
     let ctx = offline::Context::build(
         &sources,
         &args.instrumentation_file,
         &args.namespace_annotation,
+        cluster,
         args.engine.build(),
         args.namespace.clone(),
     )?;
@@ -56,8 +75,8 @@ fn offline_inputs(
 }
 
 /// `otel-injector inject`.
-fn inject(args: &InjectArgs) -> anyhow::Result<()> {
-    let (sources, ctx) = offline_inputs(&args.input)?;
+async fn inject(args: &InjectArgs) -> anyhow::Result<()> {
+    let (sources, ctx) = offline_inputs(&args.input).await?;
     let options = offline::inject::Options {
         output: args.output,
         diff: args.diff,
@@ -164,8 +183,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
 }
 
 /// `otel-injector explain`.
-fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
-    let (sources, ctx) = offline_inputs(&args.input)?;
+async fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+    let (sources, ctx) = offline_inputs(&args.input).await?;
     let explanations = offline::explain::explain(&ctx, &sources)?;
     if explanations.is_empty() {
         return Err(offline::manifests::InputError::NoWorkload.into());

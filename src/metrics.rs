@@ -155,6 +155,11 @@ pub struct DroppedLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceLabels {
+    pub source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReloadLabels {
     pub result: &'static str,
 }
@@ -186,6 +191,7 @@ pub struct Metrics {
     pub cert_expiry: Gauge,
     pub connections_open: Family<ListenerLabels, Gauge>,
     pub connections_dropped: Family<DroppedLabels, Counter>,
+    pub image_volumes: Family<SourceLabels, Gauge>,
 }
 
 /// Request duration buckets: mutation itself takes tens of microseconds; the top ones put
@@ -217,6 +223,7 @@ impl Metrics {
             cert_expiry: Gauge::default(),
             connections_open: Family::default(),
             connections_dropped: Family::default(),
+            image_volumes: Family::default(),
             registry: Registry::default(),
         };
         {
@@ -278,6 +285,13 @@ impl Metrics {
                 m.connections_dropped.clone(),
             );
         }
+        registry.register(
+            "apiserver_image_volumes",
+            "1 when `auto` agent delivery uses image volumes, 0 when init containers; source: \
+             feature_gate (read from the API server's /metrics) or version (the gate could not \
+             be read)",
+            m.image_volumes.clone(),
+        );
         // Pre-create every bounded series so dashboards see zeros, not gaps.
         for outcome in RequestOutcome::ALL {
             let _ = m.requests.get_or_create(&OutcomeLabels {
@@ -342,6 +356,15 @@ impl Metrics {
             .set(i64::from(synced));
     }
 
+    /// What `auto` agent delivery decides now, and from which signal (`feature_gate` or
+    /// `version`); only that signal's series is kept.
+    pub fn auto_delivery(&self, source: &'static str, image_volumes: bool) {
+        self.image_volumes.clear();
+        self.image_volumes
+            .get_or_create(&SourceLabels { source })
+            .set(i64::from(image_volumes));
+    }
+
     pub fn cert_reload(&self, result: ReloadResult) {
         self.cert_reloads
             .get_or_create(&ReloadLabels {
@@ -395,6 +418,8 @@ mod tests {
         m.store("instrumentations", 3, true);
         m.certificate_served(1_796_083_200);
         m.duration.observe(4.2);
+        m.auto_delivery("version", true);
+        m.auto_delivery("feature_gate", false);
         let conns = m.connections("admin");
         conns.open.inc();
         conns.dropped(ConnClose::HeaderTimeout);
@@ -421,9 +446,11 @@ mod tests {
             "otel_injector_connections_open{listener=\"webhook\"} 0",
             "otel_injector_connections_dropped_total{listener=\"admin\",reason=\"header_timeout\"} 1",
             "otel_injector_connections_dropped_total{listener=\"webhook\",reason=\"shed\"} 0",
+            "otel_injector_apiserver_image_volumes{source=\"feature_gate\"} 0",
             "# EOF",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
+        assert!(!text.contains("source=\"version\""), "{text}");
     }
 }

@@ -1,6 +1,6 @@
 //! Agent delivery: image volumes instead of copying agents (same mount paths, same
-//! environment), the `auto` mode by API server version, the per-Instrumentation override,
-//! and the Go agent as a native sidecar.
+//! environment), the `auto` mode by feature gate and API server version, the
+//! per-Instrumentation override, and the Go agent as a native sidecar.
 
 use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
@@ -31,9 +31,21 @@ fn run(
     version: Option<(u32, u32)>,
     pod: &Value,
 ) -> (Value, Report) {
+    run_with_gate(catalog, config, version, None, pod)
+}
+
+/// [`run`] with the API server's `ImageVolume` gate as read (`None`: unreadable).
+fn run_with_gate(
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+    version: Option<(u32, u32)>,
+    gate: Option<bool>,
+    pod: &Value,
+) -> (Value, Report) {
     let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
     let mut snapshot = Snapshot::take(catalog, "shop", config);
     snapshot.server_version = version;
+    snapshot.image_volume_gate = gate;
     let (patch, report) = mutate(&snapshot, &typed);
     let mut out = pod.clone();
     json_patch::patch(&mut out, &json_patch::Patch(patch)).unwrap();
@@ -145,26 +157,65 @@ fn java_extensions_get_an_image_volume_each() {
     );
 }
 
+/// The decision table of `--agent-delivery`: flag × the API server's version (the one it
+/// emulates) × its `ImageVolume` feature gate as read from its `/metrics` (`None`: could not
+/// be read, e.g. forbidden). A known gate decides `auto`; an unknown one leaves it to the
+/// version (image volumes from 1.36, where the gate is GA and locked on). The two fixed
+/// modes ignore both.
 #[rstest]
-#[case::auto_on_1_36(AgentDelivery::Auto, Some((1, 36)), true)]
-#[case::auto_on_1_37(AgentDelivery::Auto, Some((1, 37)), true)]
-#[case::auto_on_1_35(AgentDelivery::Auto, Some((1, 35)), false)]
-#[case::auto_unknown_version(AgentDelivery::Auto, None, false)]
-#[case::init_on_1_37(AgentDelivery::InitContainer, Some((1, 37)), false)]
-#[case::image_on_1_35(AgentDelivery::ImageVolume, Some((1, 35)), true)]
+#[case::auto_1_37_gate_on(AgentDelivery::Auto, Some((1, 37)), Some(true), true)]
+#[case::auto_1_37_gate_off(AgentDelivery::Auto, Some((1, 37)), Some(false), false)]
+#[case::auto_1_37_gate_unknown(AgentDelivery::Auto, Some((1, 37)), None, true)]
+#[case::auto_1_36_gate_unknown(AgentDelivery::Auto, Some((1, 36)), None, true)]
+#[case::auto_1_35_gate_on(AgentDelivery::Auto, Some((1, 35)), Some(true), true)]
+#[case::auto_1_35_gate_off(AgentDelivery::Auto, Some((1, 35)), Some(false), false)]
+#[case::auto_1_35_gate_unknown(AgentDelivery::Auto, Some((1, 35)), None, false)]
+#[case::auto_unknown_version(AgentDelivery::Auto, None, None, false)]
+#[case::auto_unknown_version_gate_on(AgentDelivery::Auto, None, Some(true), true)]
+#[case::init_1_37_gate_on(AgentDelivery::InitContainer, Some((1, 37)), Some(true), false)]
+#[case::init_1_37_gate_unknown(AgentDelivery::InitContainer, Some((1, 37)), None, false)]
+#[case::image_1_35_gate_unknown(AgentDelivery::ImageVolume, Some((1, 35)), None, true)]
+#[case::image_1_37_gate_off(AgentDelivery::ImageVolume, Some((1, 37)), Some(false), true)]
 fn the_delivery_mode(
     #[case] mode: AgentDelivery,
     #[case] version: Option<(u32, u32)>,
+    #[case] gate: Option<bool>,
     #[case] image: bool,
 ) {
-    let (out, _) = run(
+    let (out, _) = run_with_gate(
         &catalog(),
         &config(mode),
         version,
+        gate,
         &pod("nodejs", json!({})),
     );
     assert_eq!(out["spec"]["volumes"][0].get("image").is_some(), image);
     assert_eq!(out["spec"].get("initContainers").is_some(), !image);
+}
+
+#[rstest]
+#[case::gate_off("auto", AgentDelivery::ImageVolume, Some(false), false)]
+#[case::gate_on("auto", AgentDelivery::InitContainer, Some(true), true)]
+#[case::fixed_beats_the_gate("image-volume", AgentDelivery::Auto, Some(false), true)]
+fn an_instrumentation_asking_for_auto_follows_the_gate(
+    #[case] value: &str,
+    #[case] flag: AgentDelivery,
+    #[case] gate: Option<bool>,
+    #[case] image: bool,
+) {
+    let catalog = StaticCatalog::from_yaml(&format!(
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+         metadata: {{name: inst, namespace: shop, annotations: {{otel-injector/agent-delivery: {value}}}}}\n"
+    ))
+    .unwrap();
+    let (out, _) = run_with_gate(
+        &catalog,
+        &config(flag),
+        Some((1, 37)),
+        gate,
+        &pod("java", json!({})),
+    );
+    assert_eq!(out["spec"]["volumes"][0].get("image").is_some(), image);
 }
 
 #[rstest]

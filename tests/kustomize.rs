@@ -272,12 +272,13 @@ fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
 }
 
 #[test]
-fn components_combine_built_in_targeted_tls_verification_and_network_policy() {
+fn components_combine_built_in_targeted_tls_verification_network_policy_and_auto_delivery() {
     let docs = combined(&[
         "built-in",
         "targeted",
         "verify-exporter-tls",
         "network-policy",
+        "agent-delivery-auto",
     ]);
     assert_eq!(
         ids(&docs),
@@ -286,11 +287,13 @@ fn components_combine_built_in_targeted_tls_verification_and_network_policy() {
             "ServiceAccount/otel-injector",
             "Role/otel-injector-self-signed",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-agent-delivery-auto",
             "ClusterRole/otel-injector-self-signed",
             "ClusterRole/otel-injector-targeted",
             "ClusterRole/otel-injector-verify-exporter-tls",
             "RoleBinding/otel-injector-self-signed",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-agent-delivery-auto",
             "ClusterRoleBinding/otel-injector-self-signed",
             "ClusterRoleBinding/otel-injector-targeted",
             "ClusterRoleBinding/otel-injector-verify-exporter-tls",
@@ -303,6 +306,7 @@ fn components_combine_built_in_targeted_tls_verification_and_network_policy() {
         ])
     );
     let mut want_env = vec![
+        "OTEL_INJECTOR_AGENT_DELIVERY=auto",
         "OTEL_INJECTOR_VERIFY_EXPORTER_TLS=true",
         "OTEL_INJECTOR_LABEL_NAMESPACES=true",
         "OTEL_INJECTOR_CERTIFICATE_SECRET=otel-injector/otel-injector-tls",

@@ -238,3 +238,195 @@ fn explain_prints_text_or_json_and_needs_a_workload() {
         "Error: no Pod or workload (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob, ReplicationController) in the input\n"
     );
 }
+
+#[test]
+fn a_cluster_that_cannot_be_read_is_an_error_naming_it() {
+    let out = run(
+        &[
+            "inject",
+            "-f",
+            SHOP,
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr
+            .starts_with("Error: cannot build a Kubernetes client from /nonexistent/kubeconfig: "),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), "");
+
+    // A server that refuses connections: the first list fails, nothing is written.
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+             http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  \
+             context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+        ),
+    )
+    .unwrap();
+    let out = run(
+        &[
+            "explain",
+            "-f",
+            SHOP,
+            "--kubeconfig",
+            kubeconfig.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.starts_with("Error: list instrumentations.opentelemetry.io in all namespaces: "),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("(the offline commands need list on instrumentations.opentelemetry.io and namespaces, as in manifests/base/otel-injector.yaml)"),
+        "{stderr}"
+    );
+    assert_eq!(text(&out.stdout), "");
+}
+
+/// A stand-in API server for the process: plain HTTP on 127.0.0.1, one answer per
+/// connection, for the four reads `--cluster` makes (`e2e/tests/offline.rs` runs the real
+/// one). `metrics`: the `/metrics` answer (status, body). Returns its kubeconfig's text.
+fn api_server(metrics: (u16, &'static str)) -> String {
+    use std::io::{BufRead as _, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut line = String::new();
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            if reader.read_line(&mut line).is_err() {
+                continue;
+            }
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                    break;
+                }
+            }
+            let path = line.split_whitespace().nth(1).unwrap_or("");
+            let path = path.split('?').next().unwrap_or("");
+            let (status, body) = match path {
+                "/apis/opentelemetry.io/v1alpha1/instrumentations" => (
+                    200,
+                    r#"{"apiVersion":"opentelemetry.io/v1alpha1","kind":"InstrumentationList","metadata":{"resourceVersion":"7"},"items":[{"apiVersion":"opentelemetry.io/v1alpha1","kind":"Instrumentation","metadata":{"name":"java","namespace":"shop"},"spec":{"exporter":{"endpoint":"http://from-cluster:4318"}}}]}"#,
+                ),
+                "/api/v1/namespaces" => (
+                    200,
+                    r#"{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadataList","metadata":{"resourceVersion":"7"},"items":[{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"shop","annotations":{"instrumentation.opentelemetry.io/inject-java":"true"}}}]}"#,
+                ),
+                "/version" => (
+                    200,
+                    r#"{"major":"1","minor":"37","gitVersion":"v1.37.2","gitCommit":"","gitTreeState":"clean","buildDate":"","goVersion":"","compiler":"gc","platform":"linux/amd64"}"#,
+                ),
+                "/metrics" => metrics,
+                _ => (
+                    404,
+                    r#"{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404}"#,
+                ),
+            };
+            let kind = if path == "/metrics" && status == 200 {
+                "text/plain"
+            } else {
+                "application/json"
+            };
+            let _ = write!(
+                stream,
+                "HTTP/1.1 {status} X\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: \
+         http://127.0.0.1:{port}\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: c\n  \
+         context: {{cluster: c, user: u}}\ncurrent-context: c\n"
+    )
+}
+
+const FORBIDDEN: &str = r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"forbidden: User \"u\" cannot get path \"/metrics\"","reason":"Forbidden","code":403}"#;
+
+#[test]
+fn the_cluster_gives_instrumentations_namespaces_and_what_auto_decides() {
+    // A pod that asks for nothing itself, in a namespace whose annotation (in the cluster)
+    // asks for Java, with the cluster's only Instrumentation.
+    let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: shop\nspec:\n  containers:\n  - name: app\n    image: shop/app:1\n";
+    let cases = [
+        // The gate, read from /metrics, is off: init containers although 1.37.
+        (
+            (
+                200,
+                "kubernetes_feature_enabled{name=\"ImageVolume\",stage=\"GA\"} 0\n",
+            ),
+            false,
+        ),
+        // /metrics refused: the version (1.37) decides: image volumes.
+        ((403, FORBIDDEN), true),
+    ];
+    for (metrics, image_volume) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, api_server(metrics)).unwrap();
+        let out = run(
+            &[
+                "inject",
+                "-f",
+                "-",
+                "--kubeconfig",
+                kubeconfig.to_str().unwrap(),
+                "--agent-delivery",
+                "auto",
+                "-o",
+                "json",
+            ],
+            Some(pod),
+        );
+        assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+        let note = if image_volume {
+            "note: the ImageVolume feature gate cannot be read (the API server refused GET \
+             /metrics (HTTP 403): grant get on the non-resource URL /metrics \
+             (manifests/components/agent-delivery-auto)); `auto` agent delivery follows the API \
+             server version 1.37\n"
+        } else {
+            ""
+        };
+        assert_eq!(text(&out.stderr), note);
+        let injected: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            injected["metadata"]["annotations"]["otel-injector/injected"],
+            "java"
+        );
+        let env = &injected["spec"]["containers"][0]["env"];
+        let endpoint = env
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT")
+            .unwrap();
+        assert_eq!(endpoint["value"], "http://from-cluster:4318");
+        let volume = &injected["spec"]["volumes"][0];
+        assert_eq!(volume["name"], "opentelemetry-auto-instrumentation-java");
+        assert_eq!(volume.get("image").is_some(), image_volume, "{volume}");
+        assert_eq!(
+            injected["spec"].get("initContainers").is_some(),
+            !image_volume
+        );
+    }
+}

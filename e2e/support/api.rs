@@ -493,6 +493,36 @@ pub async fn may(
     Ok(r.body["status"]["allowed"] == true)
 }
 
+/// Whether `user` (with `groups`) may `verb` the non-resource URL `path` (`/metrics`), as the
+/// authorizer answers a SubjectAccessReview.
+pub async fn may_url(
+    client: &Client,
+    user: &str,
+    groups: &[String],
+    verb: &str,
+    path: &str,
+) -> Result<bool, String> {
+    let review = json!({
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": groups,
+                 "nonResourceAttributes": {"verb": verb, "path": path}}
+    });
+    let r = send(
+        client,
+        Method::POST,
+        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+        Some(&review),
+    )
+    .await?;
+    if r.status != 201 {
+        return Err(format!(
+            "SubjectAccessReview ({verb} {path}): HTTP {}: {}",
+            r.status, r.body
+        ));
+    }
+    Ok(r.body["status"]["allowed"] == true)
+}
+
 /// How a webhook configuration made from a shipped manifest differs from it.
 pub struct Registration<'a> {
     /// The manifest whose entries are registered: [`webhook_manifest_path`] or

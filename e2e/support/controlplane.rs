@@ -117,6 +117,12 @@ impl ControlPlane {
     /// Starts etcd and kube-apiserver and waits for `/readyz` (bounded by
     /// `$E2E_READY_TIMEOUT` seconds, default 90). Retries twice on a port clash.
     pub async fn start() -> Result<ControlPlane, String> {
+        Self::start_with(&[]).await
+    }
+
+    /// [`ControlPlane::start`] with further kube-apiserver flags (for example
+    /// `--emulated-version=1.35`, `--feature-gates=ImageVolume=false`).
+    pub async fn start_with(apiserver_args: &[&str]) -> Result<ControlPlane, String> {
         install_crypto_provider();
         let t0 = Instant::now();
         let bin = binaries()?;
@@ -124,7 +130,7 @@ impl ControlPlane {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match Self::start_once(&bin).await {
+            match Self::start_once(&bin, apiserver_args).await {
                 Ok(mut cp) => {
                     cp.timings.binaries = found;
                     return Ok(cp);
@@ -137,7 +143,7 @@ impl ControlPlane {
         }
     }
 
-    async fn start_once(bin: &Path) -> Result<ControlPlane, StartError> {
+    async fn start_once(bin: &Path, extra: &[&str]) -> Result<ControlPlane, StartError> {
         let keep = std::env::var_os("E2E_KEEP").is_some_and(|v| v == "1");
         let tmp = tempfile::Builder::new()
             .prefix("otel-injector-e2e.")
@@ -245,7 +251,9 @@ impl ControlPlane {
                 "--disable-admission-plugins".into(),
                 "ServiceAccount".into(),
                 "--allow-privileged=true".into(),
-            ],
+            ]
+            .into_iter()
+            .chain(extra.iter().map(|a| a.to_string())),
             &dir.join("kube-apiserver.log"),
             |_| {},
         )

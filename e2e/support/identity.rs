@@ -106,6 +106,19 @@ pub async fn issue_from(
     // The authorizer reads bindings from its informers: wait until it has them.
     for (ns, rule) in &rules {
         let first = |k: &str| rule[k][0].as_str().unwrap_or("").to_owned();
+        if rule["nonResourceURLs"].is_array() {
+            let (verb, path) = (first("verbs"), first("nonResourceURLs"));
+            let t0 = Instant::now();
+            while !api::may_url(&client, &user, &groups, &verb, &path).await? {
+                if t0.elapsed() > Duration::from_secs(10) {
+                    return Err(format!(
+                        "{user}: {verb} {path} not allowed 10 s after binding"
+                    ));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            continue;
+        }
         let (verb, group, resource, name) = (
             first("verbs"),
             first("apiGroups"),

@@ -148,6 +148,9 @@ pub enum Rbac {
     /// The Roles, ClusterRoles and bindings of the Helm chart's default rendering, for
     /// `e2e-chart`.
     Chart,
+    /// Plus `components/agent-delivery-auto` (get on `/metrics`, to read the `ImageVolume` gate),
+    /// for `e2e-agent-delivery-auto`.
+    AgentDeliveryAuto,
 }
 
 impl Rbac {
@@ -171,6 +174,13 @@ impl Rbac {
                 ],
             ),
             Rbac::Chart => ("e2e-chart", &[]),
+            Rbac::AgentDeliveryAuto => (
+                "e2e-agent-delivery-auto",
+                &[
+                    "base/otel-injector.yaml",
+                    "components/agent-delivery-auto/rbac.yaml",
+                ],
+            ),
         }
     }
 }

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod delivery_auto;
 mod delivery_cost;
 mod harness;
 mod injection;
@@ -16,6 +17,7 @@ mod languages;
 mod latency;
 mod manifests;
 mod memory;
+mod offline;
 mod privileges;
 mod routing;
 mod selfcert;

@@ -41,11 +41,17 @@ pub struct EngineArgs {
     /// How the Java, Node.js, Python and .NET agents reach the pod: `init-container` copies
     /// the agent into an emptyDir (as the Operator does); `image-volume` mounts the agent
     /// image read-only as an image volume (no init container, no copy, no emptyDir; needs
-    /// Kubernetes 1.35+ and a container runtime that supports image volumes); `auto` uses
-    /// image volumes when the API server is 1.36 or later (read once at start), else init
-    /// containers. The default is `init-container` because the API server's version says
-    /// nothing of the runtime's support: a node whose runtime lacks it would fail the pods.
-    /// An Instrumentation overrides it with the annotation `otel-injector/agent-delivery`.
+    /// the API server's ImageVolume feature gate, on by default from 1.35, and a container
+    /// runtime that supports image volumes); `auto` uses image volumes when the API server
+    /// accepts them, else init containers. `auto` decides by the ImageVolume gate as the API
+    /// server's /metrics reports it (needs get on /metrics: manifests/components/agent-delivery-auto);
+    /// when that cannot be read, by the version the API server runs or emulates (1.36 or
+    /// later, where the gate is GA and locked on). Both are read at start and again after a
+    /// watch reconnects, never per request; the metric otel_injector_apiserver_image_volumes
+    /// says which signal decided. The default is `init-container` because neither signal
+    /// says anything of the nodes' container runtime: a node whose runtime lacks image
+    /// volumes would fail the pods. An Instrumentation overrides the flag with the
+    /// annotation `otel-injector/agent-delivery`.
     #[arg(long, env = "OTEL_INJECTOR_AGENT_DELIVERY", value_enum, default_value_t = AgentDelivery::InitContainer)]
     pub agent_delivery: AgentDelivery,
 

@@ -49,7 +49,8 @@ pub enum Command {
     DevCerts(DevCertsArgs),
     /// Write manifests back with every pod template mutated as the webhook would mutate the
     /// pods it produces (Pod, Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob,
-    /// ReplicationController); everything else unchanged, in order. No cluster needed.
+    /// ReplicationController); everything else unchanged, in order. No cluster needed
+    /// (`--cluster` reads one once).
     Inject(Box<InjectArgs>),
     /// Explain, for each pod or workload of the manifests, what the webhook would inject and
     /// why: which annotation asked, which Instrumentation was chosen, the target containers,

@@ -23,15 +23,33 @@ pub struct OfflineArgs {
     pub files: Vec<PathBuf>,
 
     /// Instrumentations (YAML) the webhook would find in the cluster. Repeatable.
-    /// Instrumentation objects among the manifests count too.
+    /// Instrumentation objects among the manifests count too. Either replaces a cluster
+    /// Instrumentation of the same namespace and name (--cluster); the same one twice among
+    /// files and manifests is an error.
     #[arg(long, value_name = "FILE")]
     pub instrumentation_file: Vec<PathBuf>,
 
     /// An annotation of a namespace, as NAMESPACE:KEY=VALUE (for example
     /// `shop:instrumentation.opentelemetry.io/inject-java=true`). Repeatable; wins over the
-    /// annotations of the manifests' own Namespace objects, which are read too.
+    /// same key of the manifests' own Namespace objects, which win over the cluster's.
+    /// Namespace `instrumentation.opentelemetry.io/` labels are read too and, as in the
+    /// webhook, win over an annotation with the same key.
     #[arg(long, value_name = "NS:KEY=VALUE", value_parser = namespace_annotation)]
     pub namespace_annotation: Vec<(String, String, String)>,
+
+    /// Read the cluster once (list, no watch) as the webhook would see it: every
+    /// Instrumentation, every namespace's annotations and labels, and the API server's
+    /// version and ImageVolume feature gate (which decide the `auto` modes; without a cluster
+    /// both are unknown: `auto` delivery gives init containers, the Go sidecar is classic).
+    /// Uses --kubeconfig, else the in-cluster config, else $KUBECONFIG or ~/.kube/config.
+    /// Needs list on instrumentations.opentelemetry.io and namespaces in all namespaces;
+    /// the gate also needs get on /metrics (else the version decides).
+    #[arg(long)]
+    pub cluster: bool,
+
+    /// Kubeconfig of the cluster to read; implies --cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
 
     /// Namespace of the objects that name none.
     #[arg(short = 'n', long, default_value = "default")]
@@ -39,6 +57,13 @@ pub struct OfflineArgs {
 
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl OfflineArgs {
+    /// Whether the cluster is read, and with which kubeconfig (`None`: inferred).
+    pub fn cluster(&self) -> Option<Option<&std::path::Path>> {
+        (self.cluster || self.kubeconfig.is_some()).then_some(self.kubeconfig.as_deref())
+    }
 }
 
 /// `inject`.
@@ -49,7 +74,8 @@ injected) is written back byte for byte, comments and key order included. A docu
 changes is written anew from its parsed value, with its keys sorted: its comments, anchors, \
 quoting style and key order do not survive. JSON input is always written anew.
 
-Exit status: 0 done; 1 bad input (the message names the file and document); 2 with --strict \
+Exit status: 0 done; 1 bad input (the message names the file and document) or a cluster that \
+cannot be read (--cluster); 2 with --strict \
 when an object asked for a language that was not injected (the webhook's warnings are on \
 stderr in any case).")]
 pub struct InjectArgs {

@@ -1,10 +1,12 @@
 //! Instrumentations read once from YAML files (`--instrumentation-file`), or built in memory
-//! (tests, the offline engine); namespace annotations only when given.
+//! (tests, the offline engine); namespace annotations, and what was read of an API server,
+//! only when given.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
+use super::ServerInfo;
 use crate::crd::{Instrumentation, parse_instrumentations};
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 
@@ -33,6 +35,8 @@ pub struct StaticCatalog {
     /// Known Secrets and ConfigMaps as (kind, namespace, name); `None`: not tracked.
     objects: Option<Objects>,
     ready: bool,
+    /// What the `auto` modes read of an API server, when one was read (offline commands).
+    server: Option<ServerInfo>,
 }
 
 /// Known Secrets and ConfigMaps; any other does not exist.
@@ -54,6 +58,7 @@ impl Default for StaticCatalog {
             namespaces: HashMap::new(),
             objects: None,
             ready: true,
+            server: None,
         }
     }
 }
@@ -157,6 +162,12 @@ impl StaticCatalog {
         self
     }
 
+    /// What the `auto` modes decide by: this API server's version and feature gate.
+    pub fn with_server(mut self, server: ServerInfo) -> Self {
+        self.server = Some(server);
+        self
+    }
+
     /// Marks the catalog as not (yet) synced.
     pub fn not_ready(mut self) -> Self {
         self.ready = false;
@@ -187,6 +198,14 @@ impl Catalog for StaticCatalog {
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
+    }
+
+    fn server_version(&self) -> Option<(u32, u32)> {
+        self.server.map(|s| s.version)
+    }
+
+    fn image_volume_gate(&self) -> Option<bool> {
+        self.server.and_then(|s| s.image_volume_gate)
     }
 }
 

@@ -1,10 +1,14 @@
 //! The caches the engine reads: reflector stores kept current by watches ([`watch`]), or
-//! Instrumentations read from files ([`files`]); and the namespace labeler of the targeted
-//! install ([`labeler`]), a writer of its own that reads the namespace cache. The request
-//! path only reads the caches; it never calls the API server.
+//! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
+//! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
+//! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
+//! reads the namespace cache. The request path only reads the caches; it never calls the API
+//! server.
 
+pub mod apiserver;
 pub mod files;
 pub mod labeler;
+pub mod list;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
@@ -12,8 +16,10 @@ use std::sync::Arc;
 
 use kube::Client;
 
+pub use apiserver::ServerInfo;
 pub use files::{FileCatalog, FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
+pub use list::ClusterView;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 
 use crate::engine::Catalog;
@@ -59,7 +65,7 @@ pub async fn connect(kubeconfig: Option<PathBuf>) -> Client {
     .await
 }
 
-async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+pub(crate) async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;

@@ -15,9 +15,10 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::broadcast;
+use tokio::sync::{Notify, broadcast};
 
 use super::POD_SECURITY_ENFORCE;
+use super::apiserver::{self, ServerInfo};
 use super::labeler::NAMESPACE_LABEL;
 use crate::agents::ANNOTATION_PREFIX;
 use crate::crd::Instrumentation;
@@ -67,8 +68,9 @@ pub struct KubeCatalog {
     /// The engine's index of `instrumentations` (and of unreadable ones), rebuilt whole on
     /// every change so that a request takes it with one `Arc` clone.
     index: Index,
-    /// The API server's version, read once the client connects.
-    version: Version,
+    /// The API server's version and feature gate, read once the client connects and again
+    /// after a watch reconnects.
+    server: Server,
     namespaces: Watched<Meta<Namespace>>,
     /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
     /// verified.
@@ -90,7 +92,7 @@ pub enum NamespaceChange {
 const NAMESPACE_CHANGES: usize = 1024;
 
 type Index = Arc<RwLock<Arc<Instrumentations>>>;
-type Version = Arc<RwLock<Option<(u32, u32)>>>;
+type Server = Arc<RwLock<Option<ServerInfo>>>;
 
 struct Objects {
     secrets: Watched<Meta<Secret>>,
@@ -116,7 +118,7 @@ impl ObjectLookup for Objects {
 pub struct CatalogWriters {
     instrumentations: (reflector::store::Writer<Instrumentation>, Arc<AtomicBool>),
     index: Index,
-    version: Version,
+    server: Server,
     namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
@@ -142,13 +144,13 @@ impl KubeCatalog {
             (None, None, None)
         };
         let index = Index::default();
-        let version = Version::default();
+        let server = Server::default();
         let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
         (
             KubeCatalog {
                 instrumentations,
                 index: index.clone(),
-                version: version.clone(),
+                server: server.clone(),
                 namespaces,
                 objects,
                 namespace_changes: namespace_changes.clone(),
@@ -156,7 +158,7 @@ impl KubeCatalog {
             CatalogWriters {
                 instrumentations: (iw, is),
                 index,
-                version,
+                server,
                 namespaces: (nw, ns),
                 secrets: sw,
                 config_maps: cw,
@@ -171,6 +173,11 @@ impl KubeCatalog {
         self.namespaces.store.clone()
     }
 
+    /// What was last read of the API server.
+    pub fn server_info(&self) -> Option<ServerInfo> {
+        *self.server.read().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Changes of the namespace store from now on, each sent after the store applied it.
     pub fn namespace_changes(&self) -> broadcast::Receiver<NamespaceChange> {
         self.namespace_changes.subscribe()
@@ -179,7 +186,7 @@ impl KubeCatalog {
 
 impl Catalog for KubeCatalog {
     fn ready(&self) -> bool {
-        // The version decides `auto` modes: no decision before it is known.
+        // The version (and gate) decide `auto` modes: no decision before they are read.
         self.server_version().is_some()
             && self.instrumentations.ready()
             && self.namespaces.ready()
@@ -216,7 +223,11 @@ impl Catalog for KubeCatalog {
     }
 
     fn server_version(&self) -> Option<(u32, u32)> {
-        *self.version.read().unwrap_or_else(|e| e.into_inner())
+        self.server_info().map(|s| s.version)
+    }
+
+    fn image_volume_gate(&self) -> Option<bool> {
+        self.server_info().and_then(|s| s.image_volume_gate)
     }
 }
 
@@ -229,19 +240,38 @@ pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {
     Some((number(major)?, number(minor)?))
 }
 
-/// Reads the API server's version into `version`, retrying until it answers.
-async fn read_version(client: Client, version: Version) {
-    let read = || async {
-        let info = client.apiserver_version().await?;
-        parse_version(&info.major, &info.minor)
-            .ok_or_else(|| anyhow::anyhow!("unreadable version {}.{}", info.major, info.minor))
-    };
-    let notify = |e: &anyhow::Error, delay: std::time::Duration| {
-        tracing::warn!(error = %e, ?delay, "cannot read the API server version; retrying");
-    };
-    let found = crate::retry::until_ok(read, notify).await;
-    tracing::info!(major = found.0, minor = found.1, "API server version");
-    *version.write().unwrap_or_else(|e| e.into_inner()) = Some(found);
+/// Reads the API server's version and `ImageVolume` gate into `server` (retrying until the
+/// version is known), then again each time a watch reconnects (the API server may have been
+/// restarted or upgraded meanwhile); the last reading stays in force during a re-read.
+async fn keep_server_info(
+    client: Client,
+    server: Server,
+    reconnected: Arc<Notify>,
+    metrics: Arc<Metrics>,
+) {
+    loop {
+        let found = apiserver::read_until_known(&client, &metrics).await;
+        *server.write().unwrap_or_else(|e| e.into_inner()) = Some(found);
+        reconnected.notified().await;
+        tracing::info!("a watch reconnected; reading the API server's version and gate again");
+    }
+}
+
+/// Tells `reconnected` when a watch starts over (a new list after its first one) or works
+/// again after an error.
+fn reconnect_signal(reconnected: Arc<Notify>) -> impl FnMut(bool, bool) {
+    let (mut listed, mut failed) = (false, false);
+    move |is_init, is_err| {
+        if is_err {
+            failed = true;
+            return;
+        }
+        if (is_init && listed) || failed {
+            reconnected.notify_one();
+        }
+        listed |= is_init;
+        failed = false;
+    }
 }
 
 /// Rebuilds the engine's index from the store and the unreadable objects.
@@ -312,14 +342,14 @@ async fn drive<K, S>(
 /// Errors of Instrumentations that could not be read, by (namespace, name).
 pub type Broken = Arc<RwLock<HashMap<(String, String), String>>>;
 
-fn key_of(o: &DynamicObject) -> (String, String) {
+pub(super) fn key_of(o: &DynamicObject) -> (String, String) {
     (
         o.metadata.namespace.clone().unwrap_or_default(),
         o.metadata.name.clone().unwrap_or_default(),
     )
 }
 
-fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
+pub(super) fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
     serde_json::to_value(o)
         .and_then(serde_json::from_value)
         .map_err(|e| e.to_string())
@@ -465,6 +495,8 @@ impl CatalogWriters {
         let mut pending = HashMap::new();
         let (index, rebuild_store, rebuild_broken) =
             (self.index, inst_reader.clone(), self.broken.clone());
+        let reconnected = Arc::new(Notify::new());
+        let mut signal = reconnect_signal(reconnected.clone());
         let inst = watcher::watcher(
             Api::<DynamicObject>::all_with(client.clone(), &resource),
             cfg.clone(),
@@ -474,6 +506,7 @@ impl CatalogWriters {
         .filter_map(move |ev| std::future::ready(typed_event(ev, &broken, &mut pending)))
         .reflect(iw)
         .inspect(move |ev| {
+            signal(matches!(ev, Ok(Event::Init)), ev.is_err());
             // The store is current here; during the initial list, rebuild once at the end.
             if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = ev {
                 rebuild(&rebuild_store, &rebuild_broken, &index);
@@ -510,7 +543,7 @@ impl CatalogWriters {
             }
         };
         tokio::join!(
-            read_version(client.clone(), self.version),
+            keep_server_info(client.clone(), self.server, reconnected, metrics.clone()),
             drive("instrumentations", inst, inst_reader, is, metrics.clone()),
             drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
             secrets,

@@ -64,7 +64,8 @@ pub enum AgentDelivery {
     /// The agent image is mounted read-only as an image volume (Kubernetes ≥ 1.35 beta,
     /// 1.36 GA); the container runtime must support it too.
     ImageVolume,
-    /// Image volumes when the API server is 1.36 or later, else init containers.
+    /// Image volumes when the API server has the `ImageVolume` feature gate on (read from its
+    /// `/metrics`); when the gate cannot be read, when the API server is 1.36 or later.
     Auto,
 }
 
@@ -82,7 +83,20 @@ pub enum GoSidecar {
 /// Annotation on an Instrumentation that overrides `--agent-delivery` for it.
 pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 
-/// The delivery for agents of `inst`: its annotation, else the flag; `auto` by version.
+/// What `auto` delivery decides: image volumes when the API server's `ImageVolume` feature
+/// gate is known to be on, init containers when it is known to be off; when the gate could
+/// not be read (no permission, no such metric, no cluster), image volumes from Kubernetes
+/// 1.36 on (the gate is GA and locked on there), init containers before or when the version
+/// is unknown too.
+pub fn auto_image_volumes(version: Option<(u32, u32)>, gate: Option<bool>) -> bool {
+    match gate {
+        Some(on) => on,
+        None => version.is_some_and(|v| v >= (1, 36)),
+    }
+}
+
+/// The delivery for agents of `inst`: its annotation, else the flag; `auto` by the feature
+/// gate, else by version ([`auto_image_volumes`]).
 fn delivery(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> Delivery {
     let config = snapshot.config;
     let annotated = inst
@@ -95,7 +109,9 @@ fn delivery(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> Delivery {
     let image_volumes = match annotated.unwrap_or(config.delivery) {
         AgentDelivery::InitContainer => false,
         AgentDelivery::ImageVolume => true,
-        AgentDelivery::Auto => at_least(36),
+        AgentDelivery::Auto => {
+            auto_image_volumes(snapshot.server_version, snapshot.image_volume_gate)
+        }
     };
     let native_sidecar = match config.go_sidecar {
         GoSidecar::Native => true,

@@ -26,6 +26,10 @@ pub trait Catalog: Send + Sync {
     fn server_version(&self) -> Option<(u32, u32)> {
         None
     }
+    /// Whether the API server's `ImageVolume` feature gate is on, when it could be read.
+    fn image_volume_gate(&self) -> Option<bool> {
+        None
+    }
 }
 
 /// Objects an Instrumentation can reference from the pod's namespace.
@@ -151,6 +155,8 @@ pub struct Snapshot<'a> {
     pub pod_bytes: usize,
     /// The API server's version (major, minor), when known (for `auto` modes).
     pub server_version: Option<(u32, u32)>,
+    /// The API server's `ImageVolume` feature gate, when it could be read (for `auto`).
+    pub image_volume_gate: Option<bool>,
 }
 
 impl<'a> Snapshot<'a> {
@@ -165,6 +171,7 @@ impl<'a> Snapshot<'a> {
             objects: catalog.objects(),
             pod_bytes: 0,
             server_version: catalog.server_version(),
+            image_volume_gate: catalog.image_volume_gate(),
         }
     }
 

@@ -14,7 +14,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::cluster::{POD_SECURITY_ENFORCE, StaticCatalog};
+use crate::agents::ANNOTATION_PREFIX;
+use crate::cluster::{ClusterView, POD_SECURITY_ENFORCE, StaticCatalog};
 use crate::crd::{Instrumentation, parse_instrumentations};
 use crate::engine::EngineConfig;
 use manifests::{InputError, Source};
@@ -35,21 +36,51 @@ pub struct Context {
     pub default_namespace: String,
 }
 
-/// A namespace's annotations and Pod Security level, from Namespace objects and flags.
+/// A namespace's annotations, injection labels and Pod Security level, from the cluster,
+/// Namespace objects and flags.
 #[derive(Debug, Default)]
 struct NamespaceSettings {
     annotations: BTreeMap<String, String>,
+    /// Its labels under `instrumentation.opentelemetry.io/` (a label wins over an annotation
+    /// with the same key, as in the webhook).
+    labels: BTreeMap<String, String>,
     pod_security: Option<String>,
 }
 
+impl NamespaceSettings {
+    /// Lays `annotations` and `labels` over what is known, key by key.
+    fn merge(
+        &mut self,
+        annotations: impl IntoIterator<Item = (String, String)>,
+        labels: impl IntoIterator<Item = (String, String)>,
+    ) {
+        self.annotations.extend(annotations);
+        for (k, v) in labels {
+            if k == POD_SECURITY_ENFORCE {
+                self.pod_security = Some(v);
+            } else if k.starts_with(ANNOTATION_PREFIX) {
+                self.labels.insert(k, v);
+            }
+        }
+    }
+}
+
 impl Context {
-    /// Instrumentations from `instrumentation_files` and from the manifests themselves;
-    /// namespaces from the manifests' Namespace objects, then `namespace_annotations`
-    /// (`(namespace, key, value)`, which win).
+    /// What the decisions read, in layers where a later one wins:
+    /// - Instrumentations: the cluster's (when read), then `instrumentation_files` and the
+    ///   manifests' own Instrumentation objects, which replace a cluster object of the same
+    ///   namespace and name (they are what is about to be applied); the same one twice among
+    ///   files and manifests is an error.
+    /// - Namespaces, key by key for annotations and labels: the cluster's, then the
+    ///   manifests' Namespace objects, then `namespace_annotations` (`(namespace, key,
+    ///   value)`).
+    /// - The API server's version and `ImageVolume` gate (the `auto` modes): the cluster's;
+    ///   without a cluster both are unknown.
     pub fn build(
         sources: &[Source],
         instrumentation_files: &[PathBuf],
         namespace_annotations: &[(String, String, String)],
+        cluster: Option<ClusterView>,
         config: EngineConfig,
         default_namespace: String,
     ) -> Result<Context, InputError> {
@@ -82,6 +113,18 @@ impl Context {
             add(items, &name)?;
         }
         let mut namespaces: BTreeMap<String, NamespaceSettings> = BTreeMap::new();
+        let mut server = None;
+        let mut from_cluster = Vec::new();
+        let mut unreadable = Vec::new();
+        if let Some(view) = cluster {
+            for ns in view.namespaces {
+                let entry = namespaces.entry(ns.name).or_default();
+                entry.merge(ns.annotations, ns.labels);
+            }
+            from_cluster = view.instrumentations;
+            unreadable = view.unreadable;
+            server = Some(view.server);
+        }
         for source in sources {
             for doc in &source.documents {
                 let Some(value) = &doc.value else { continue };
@@ -112,10 +155,7 @@ impl Context {
                                 .collect()
                         };
                         let entry = namespaces.entry(name.to_owned()).or_default();
-                        entry.annotations.extend(strings("annotations"));
-                        if let Some(level) = strings("labels").remove(POD_SECURITY_ENFORCE) {
-                            entry.pod_security = Some(level);
-                        }
+                        entry.merge(strings("annotations"), strings("labels"));
                     }
                     _ => {}
                 }
@@ -125,17 +165,26 @@ impl Context {
             let entry = namespaces.entry(ns.clone()).or_default();
             entry.annotations.insert(key.clone(), value.clone());
         }
-        let mut catalog = StaticCatalog::new(all);
+        // The cluster's first: a file's or manifest's object of the same name replaces it.
+        let mut catalog = StaticCatalog::new(from_cluster.into_iter().chain(all));
+        for (ns, name, error) in &unreadable {
+            if !seen.contains(&format!("{ns}/{name}")) {
+                catalog = catalog.with_unreadable(ns, name, error);
+            }
+        }
         for (ns, settings) in &namespaces {
-            let pairs: Vec<(&str, &str)> = settings
-                .annotations
-                .iter()
-                .map(|(k, v)| (k.as_str(), v.as_str()))
-                .collect();
-            catalog = catalog.with_namespace(ns, &pairs);
+            fn pairs(m: &BTreeMap<String, String>) -> Vec<(&str, &str)> {
+                m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+            }
+            catalog = catalog
+                .with_namespace(ns, &pairs(&settings.annotations))
+                .with_namespace_labels(ns, &pairs(&settings.labels));
             if let Some(level) = &settings.pod_security {
                 catalog = catalog.with_pod_security(ns, level);
             }
+        }
+        if let Some(server) = server {
+            catalog = catalog.with_server(server);
         }
         Ok(Context {
             catalog,
@@ -160,4 +209,146 @@ fn items(object: &Value) -> Option<&Vec<Value>> {
         return None;
     }
     object.get("items")?.as_array()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ServerInfo;
+    use crate::cluster::list::ListedNamespace;
+    use crate::engine::Catalog;
+
+    fn inst(ns: &str, name: &str, endpoint: &str) -> Instrumentation {
+        let yaml = format!(
+            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {{name: {name}, namespace: {ns}}}\nspec: {{exporter: {{endpoint: '{endpoint}'}}}}\n"
+        );
+        parse_instrumentations(&yaml).unwrap().remove(0)
+    }
+
+    fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    }
+
+    const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
+    const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
+    const NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
+
+    #[test]
+    fn the_cluster_is_the_bottom_layer() {
+        let view = ClusterView {
+            instrumentations: vec![
+                inst("shop", "java-inst", "http://from-cluster:4318"),
+                inst("shop", "only-in-cluster", "http://from-cluster:4318"),
+            ],
+            unreadable: vec![
+                ("shop".into(), "broken".into(), "bad sampler".into()),
+                ("shop".into(), "fixed".into(), "bad sampler".into()),
+            ],
+            namespaces: vec![ListedNamespace {
+                name: "shop".into(),
+                annotations: map(&[(JAVA, "java-inst"), (PYTHON, "true"), (NODEJS, "true")]),
+                labels: map(&[
+                    (NODEJS, "false"),
+                    ("pod-security.kubernetes.io/enforce", "restricted"),
+                    ("team", "checkout"),
+                ]),
+            }],
+            server: ServerInfo {
+                version: (1, 37),
+                image_volume_gate: Some(false),
+            },
+            gate_error: None,
+        };
+        let manifests = manifests::parse(
+            "m.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n    \
+             instrumentation.opentelemetry.io/inject-python: \"false\"\n---\n\
+             apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {name: fixed, namespace: shop}\n",
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("java.yaml");
+        std::fs::write(
+            &file,
+            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {name: java-inst, namespace: shop}\n\
+             spec: {exporter: {endpoint: 'http://from-file:4318'}}\n",
+        )
+        .unwrap();
+        let ctx = Context::build(
+            &[manifests],
+            &[file],
+            &[("shop".into(), JAVA.into(), "only-in-cluster".into())],
+            Some(view),
+            EngineConfig::default(),
+            "default".into(),
+        )
+        .unwrap();
+        let index = ctx.catalog.instrumentations();
+        let endpoint = |name: &str| match index.get("shop", name) {
+            Some(Ok(i)) => i.spec.exporter.as_ref().and_then(|e| e.endpoint.clone()),
+            other => panic!("{name}: {other:?}"),
+        };
+        // The file replaces the cluster's object; the cluster's other one stays.
+        assert_eq!(
+            endpoint("java-inst").as_deref(),
+            Some("http://from-file:4318")
+        );
+        assert_eq!(
+            endpoint("only-in-cluster").as_deref(),
+            Some("http://from-cluster:4318")
+        );
+        // Unreadable in the cluster: recorded as the webhook does, unless a manifest
+        // replaces it.
+        assert!(matches!(index.get("shop", "broken"), Some(Err(e)) if e == "bad sampler"));
+        assert!(matches!(index.get("shop", "fixed"), Some(Ok(_))));
+        assert_eq!(index.len(), 4);
+
+        // Namespace keys: cluster, then the manifest's Namespace, then the flag.
+        let ns = ctx.catalog.namespace("shop").unwrap();
+        assert_eq!(
+            ns.annotations,
+            map(&[
+                (JAVA, "only-in-cluster"),
+                (PYTHON, "false"),
+                (NODEJS, "true")
+            ])
+        );
+        // Injection labels (which win over annotations in the engine) and the Pod Security
+        // level; other labels are not read.
+        assert_eq!(ns.labels, map(&[(NODEJS, "false")]));
+        assert_eq!(ns.pod_security_enforce.as_deref(), Some("restricted"));
+        // What `auto` decides by.
+        assert_eq!(ctx.catalog.server_version(), Some((1, 37)));
+        assert_eq!(ctx.catalog.image_volume_gate(), Some(false));
+    }
+
+    #[test]
+    fn without_a_cluster_the_api_server_is_unknown_and_namespace_labels_still_count() {
+        let manifests = manifests::parse(
+            "m.yaml",
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    \
+             instrumentation.opentelemetry.io/inject-java: \"true\"\n",
+        )
+        .unwrap();
+        let ctx = Context::build(
+            &[manifests],
+            &[],
+            &[],
+            None,
+            EngineConfig::default(),
+            "default".into(),
+        )
+        .unwrap();
+        assert_eq!(ctx.catalog.server_version(), None);
+        assert_eq!(ctx.catalog.image_volume_gate(), None);
+        let ns = ctx.catalog.namespace("shop").unwrap();
+        assert_eq!(ns.labels, map(&[(JAVA, "true")]));
+        assert!(ns.annotations.is_empty());
+    }
 }

@@ -289,6 +289,7 @@ mod tests {
             &sources,
             &[JAVA.into()],
             &[],
+            None,
             EngineConfig::default(),
             "shop".into(),
         )

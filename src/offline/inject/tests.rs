@@ -23,6 +23,7 @@ fn context(extra: &str, flags: &[(&str, &str, &str)]) -> (Context, Vec<Source>) 
         &sources,
         &[path],
         &flags,
+        None,
         EngineConfig::default(),
         "shop".into(),
     )
