@@ -6,7 +6,10 @@
 #   scripts/e2e-build.sh kwok            # kwok v0.8.0 (simulated nodes), module e2e/kwok/
 #   scripts/e2e-build.sh otelcol         # OpenTelemetry Collector v0.161.0 (OTLP receiver,
 #                                        # file exporter), module e2e/otelcol/
-#   scripts/e2e-build.sh all             # the three, one directory per line
+#   scripts/e2e-build.sh certmanager     # cert-manager v1.21.2 controller + cainjector (one
+#                                        # binary, `cert-manager controller|cainjector`) and
+#                                        # crds.yaml rendered from its chart, module e2e/certmanager/
+#   scripts/e2e-build.sh all             # all of them, one directory per line
 #
 # Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
 #
@@ -23,7 +26,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOL="${1:-controlplane}"
 
 if [[ "$TOOL" == all ]]; then
-    for t in controlplane kwok otelcol; do "$0" "$t" | tail -n1; done
+    for t in controlplane kwok otelcol certmanager; do "$0" "$t" | tail -n1; done
     exit 0
 fi
 
@@ -50,8 +53,16 @@ otelcol)
     BINARIES=("otelcol .")
     LDFLAGS="-s -w"
     ;;
+certmanager)
+    # cert-manager's cmd/ modules are not on the module proxy: main.go wires the main module's
+    # controllers and injector (see its comment). crds.yaml: the chart's CRD templates, rendered.
+    MOD_DIR="$ROOT/e2e/certmanager"
+    BINARIES=("cert-manager .")
+    LDFLAGS="-s -w"
+    EXTRA_OUTPUT="crds.yaml"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|certmanager|all]" >&2
     exit 2
     ;;
 esac
@@ -80,6 +91,7 @@ link_target() {
 done_already() {
     local b
     for b in "${BINARIES[@]}"; do [[ -x "$OUT/${b%% *}" ]] || return 1; done
+    [[ -z "${EXTRA_OUTPUT:-}" || -f "$OUT/$EXTRA_OUTPUT" ]]
 }
 
 if done_already; then
@@ -128,6 +140,14 @@ build() { # name package
 
 for b in "${BINARIES[@]}"; do build ${b}; done
 
+if [[ "$TOOL" == certmanager ]]; then
+    CM_VERSION="$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+    CM_DIR="$(cd "$MOD_DIR" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+    log "rendering the CRDs of $CM_DIR/deploy/charts/cert-manager"
+    "$OUT/cert-manager" crds "$CM_DIR/deploy/charts/cert-manager" "$CM_VERSION" > "$TMP/crds.yaml"
+    mv -f "$TMP/crds.yaml" "$OUT/crds.yaml"
+fi
+
 {
     echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "seconds=$((SECONDS - START))"
@@ -139,6 +159,7 @@ for b in "${BINARIES[@]}"; do build ${b}; done
         ;;
     kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
     otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
+    certmanager) echo "cert-manager=$CM_VERSION" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"

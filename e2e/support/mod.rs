@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod certmanager;
 pub mod collector;
 pub mod controllers;
 pub mod controlplane;

@@ -1,16 +1,15 @@
 //! The shipped manifests and the CRD's validation, through the real apiserver: every
 //! document is applied with server-side apply, for real (RBAC, webhook configurations,
 //! Services, NetworkPolicy, PDB) or as a dry run (Deployments, the CRD, cert-manager's
-//! objects), and read back.
+//! objects, checked against cert-manager's own CRDs), and read back.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::harness::{CLUSTER_WIDE, cluster};
 use crate::support::api::{self, Access};
+use crate::support::certmanager;
 use crate::support::controlplane::root;
 use crate::support::identity::{NAMESPACE, SERVICE_ACCOUNT};
 
@@ -464,37 +463,34 @@ async fn manifest_self_signed_grants_its_secret_and_configuration_only() {
 #[tokio::test]
 async fn manifest_cert_manager_applies_with_server_side_dry_run() {
     product_namespace().await;
-    // Stand-ins for cert-manager's CRDs: the kinds exist, any content is accepted.
+    // cert-manager's own CRDs (its chart's), so the objects are checked against their schema.
     let client = cluster().await.client();
-    let crds: Api<CustomResourceDefinition> = Api::all(client);
-    for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.cert-manager.io")},
-            "spec": {
-                "group": "cert-manager.io",
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
-                          "listKind": format!("{kind}List")},
-                "versions": [{"name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object",
-                        "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }))
-        .unwrap();
-        api::install_crd(&crds, &crd)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    certmanager::install_crds(&client)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let applied = dry_run_apply("cert-manager.yaml").await;
-    assert!(
-        applied.iter().any(|a| a.starts_with("Issuer/")),
-        "{applied:?}"
+    assert_eq!(
+        applied,
+        [
+            "Issuer/otel-injector-selfsigned",
+            "Certificate/otel-injector-ca",
+            "Issuer/otel-injector-ca",
+            "Certificate/otel-injector"
+        ]
     );
+    // A field the schema does not know is refused, not kept: the CRDs are the real ones.
+    let mut bad = certmanager::mode()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .serving_certificate()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .clone();
+    bad["spec"]["duration"] = json!(90);
+    let err = api::apply_doc(&client, "otel-injector-e2e-cert-manager", &bad, true)
+        .await
+        .expect_err("a number as duration");
     assert!(
-        applied.iter().any(|a| a.starts_with("Certificate/")),
-        "{applied:?}"
+        err.contains("spec.duration: Invalid value: \"integer\": spec.duration in body must be of type string"),
+        "{err}"
     );
 }
 
