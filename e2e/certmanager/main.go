@@ -231,9 +231,9 @@ func runCAInjector(args []string) error {
 	utilruntime.Must(apiext.AddToScheme(scheme))
 	utilruntime.Must(apireg.AddToScheme(scheme))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:           scheme,
-		LeaderElection:   false,
-		Metrics:          metricsserver.Options{BindAddress: "0"},
+		Scheme:                 scheme,
+		LeaderElection:         false,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// As upstream: Secrets are read from the API server, their metadata alone is cached.
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
@@ -259,7 +259,7 @@ func runCAInjector(args []string) error {
 
 // renderCRDs executes the chart's crd-*.yaml templates, with its _helpers.tpl, as `helm
 // template --set crds.enabled=true,crds.keep=false` would: Helm's template functions are
-// Sprig's plus include and toYaml, which are the ones these templates use. VERSION stands for
+// Sprig's plus include, toYaml and required, the ones _helpers.tpl and these templates use. VERSION stands for
 // the chart's version and appVersion, which the release process stamps into Chart.yaml.
 func renderCRDs(chartDir, version string, out *os.File) error {
 	helpers, err := os.ReadFile(filepath.Join(chartDir, "templates", "_helpers.tpl"))
@@ -308,6 +308,12 @@ func renderCRDs(chartDir, version string, out *os.File) error {
 			return ""
 		}
 		return strings.TrimSuffix(string(b), "\n")
+	}
+	funcs["required"] = func(msg string, v any) (any, error) {
+		if v == nil || v == "" {
+			return nil, errors.New(msg)
+		}
+		return v, nil
 	}
 	root.Funcs(funcs)
 	if _, err := root.New("_helpers.tpl").Parse(string(helpers)); err != nil {
