@@ -478,7 +478,7 @@ async fn manifest_cert_manager_applies_with_server_side_dry_run() {
             "Certificate/otel-injector"
         ]
     );
-    // A field the schema does not know is refused, not kept: the CRDs are the real ones.
+    // A value of the wrong type is refused: the schemas are the real ones.
     let mut bad = certmanager::mode()
         .unwrap_or_else(|e| panic!("{e}"))
         .serving_certificate()
