@@ -489,7 +489,7 @@ async fn manifest_cert_manager_applies_with_server_side_dry_run() {
         .await
         .expect_err("a number as duration");
     assert!(
-        err.contains("spec.duration: Invalid value: \"integer\": spec.duration in body must be of type string"),
+        err.contains(".spec.duration: expected string, got &value.valueUnstructured{Value:90}"),
         "{err}"
     );
 }
