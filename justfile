@@ -40,7 +40,7 @@ e2e: controlplane
     cargo test --locked --features e2e --test e2e -- --test-threads=2
 
 # Build (or find in the cache) the e2e tools: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok, otelcol, helm (Go modules), and the agent and app images (Maven Central,
+# kube-scheduler, kwok, otelcol, helm, cert-manager (Go modules), and the agent and app images (Maven Central,
 # npm, PyPI; installs bubblewrap when missing).
 controlplane:
     scripts/e2e-build.sh all >/dev/null

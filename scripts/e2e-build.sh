@@ -8,10 +8,14 @@
 #                                        # file exporter), module e2e/otelcol/
 #   scripts/e2e-build.sh helm            # Helm v4.3.2 (the chart's lint, template and install
 #                                        # tests), module e2e/helm/
-#   scripts/e2e-build.sh all             # the four, one directory per line
 #   scripts/e2e-build.sh promtool        # promtool (Prometheus v3.16.0, Go module v0.316.0) and
 #                                        # promql-metrics (module tools/promtool/): the alert
 #                                        # and dashboard checks of tests/monitoring.rs
+#   scripts/e2e-build.sh certmanager     # cert-manager v1.21.2 controller + cainjector (one
+#                                        # binary, `cert-manager controller|cainjector`) and
+#                                        # crds.yaml rendered from its chart, module e2e/certmanager/
+#   scripts/e2e-build.sh all             # controlplane, kwok, otelcol, helm, certmanager, one
+#                                        # directory per line
 #
 # Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
 #
@@ -28,7 +32,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TOOL="${1:-controlplane}"
 
 if [[ "$TOOL" == all ]]; then
-    for t in controlplane kwok otelcol helm; do "$0" "$t" | tail -n1; done
+    for t in controlplane kwok otelcol helm certmanager; do "$0" "$t" | tail -n1; done
     exit 0
 fi
 
@@ -68,8 +72,16 @@ helm)
     BINARIES=("helm helm.sh/helm/v4/cmd/helm")
     LDFLAGS="-s -w -X helm.sh/helm/v4/internal/version.version=v4.3.2 -X helm.sh/helm/v4/internal/version.gitTreeState=clean"
     ;;
+certmanager)
+    # cert-manager's cmd/ modules are not on the module proxy: main.go wires the main module's
+    # controllers and injector (see its comment). crds.yaml: the chart's CRD templates, rendered.
+    MOD_DIR="$ROOT/e2e/certmanager"
+    BINARIES=("cert-manager .")
+    LDFLAGS="-s -w"
+    EXTRA_OUTPUT="crds.yaml"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|helm|promtool|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|helm|certmanager|promtool|all]" >&2
     exit 2
     ;;
 esac
@@ -98,6 +110,7 @@ link_target() {
 done_already() {
     local b
     for b in "${BINARIES[@]}"; do [[ -x "$OUT/${b%% *}" ]] || return 1; done
+    [[ -z "${EXTRA_OUTPUT:-}" || -f "$OUT/$EXTRA_OUTPUT" ]]
 }
 
 if done_already; then
@@ -146,6 +159,14 @@ build() { # name package
 
 for b in "${BINARIES[@]}"; do build ${b}; done
 
+if [[ "$TOOL" == certmanager ]]; then
+    CM_VERSION="$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+    CM_DIR="$(cd "$MOD_DIR" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
+    log "rendering the CRDs of $CM_DIR/deploy/charts/cert-manager"
+    "$OUT/cert-manager" crds "$CM_DIR/deploy/charts/cert-manager" "$CM_VERSION" > "$TMP/crds.yaml"
+    mv -f "$TMP/crds.yaml" "$OUT/crds.yaml"
+fi
+
 {
     echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "seconds=$((SECONDS - START))"
@@ -159,6 +180,7 @@ for b in "${BINARIES[@]}"; do build ${b}; done
     otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
     promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
     helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
+    certmanager) echo "cert-manager=$CM_VERSION" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"

@@ -203,6 +203,8 @@ fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificat
         "Deployment/otel-injector",
         "MutatingWebhookConfiguration/otel-injector",
         "Certificate/otel-injector",
+        "Certificate/otel-injector-ca",
+        "Issuer/otel-injector-ca",
         "Issuer/otel-injector-selfsigned",
     ]);
     assert_eq!(ids(&docs), want);
@@ -234,16 +236,24 @@ fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificat
                          "otel-injector.otel-injector.svc.cluster.local"],
             "duration": "2160h",
             "renewBefore": "720h",
-            "issuerRef": {"kind": "Issuer", "name": "otel-injector-selfsigned"},
+            "issuerRef": {"kind": "Issuer", "name": "otel-injector-ca"},
             "privateKey": {"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"},
         })
     );
-    // The Issuer and Certificate are the kustomize component's, but for the durations.
+    // The Issuers and the CA are the kustomize component's; the serving Certificate too,
+    // but for the durations.
     let component = manifest("components/cert-manager/cert-manager.yaml");
-    assert_eq!(
-        find(&docs, "Issuer/otel-injector-selfsigned")["spec"],
-        find(&component, "Issuer/otel-injector-selfsigned")["spec"]
-    );
+    for id in [
+        "Issuer/otel-injector-selfsigned",
+        "Issuer/otel-injector-ca",
+        "Certificate/otel-injector-ca",
+    ] {
+        assert_eq!(
+            find(&docs, id)["spec"],
+            find(&component, id)["spec"],
+            "{id}"
+        );
+    }
     let deployment = find(&docs, "Deployment/otel-injector");
     let pod = &deployment["spec"]["template"]["spec"];
     assert_eq!(deployment["spec"]["replicas"], 2);
@@ -461,6 +471,8 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "HorizontalPodAutoscaler/otel-injector",
             "MutatingWebhookConfiguration/otel-injector",
             "Certificate/otel-injector",
+            "Certificate/otel-injector-ca",
+            "Issuer/otel-injector-ca",
             "Issuer/otel-injector-selfsigned",
             "PrometheusRule/otel-injector",
             "ServiceMonitor/otel-injector",

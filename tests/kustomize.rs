@@ -162,6 +162,8 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
             "Deployment/otel-injector",
             "PodDisruptionBudget/otel-injector",
             "Certificate/otel-injector",
+            "Certificate/otel-injector-ca",
+            "Issuer/otel-injector-ca",
             "Issuer/otel-injector-selfsigned",
             "MutatingWebhookConfiguration/otel-injector",
         ])
@@ -169,6 +171,8 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
     let component = manifest("components/cert-manager/cert-manager.yaml");
     for id in [
         "Issuer/otel-injector-selfsigned",
+        "Certificate/otel-injector-ca",
+        "Issuer/otel-injector-ca",
         "Certificate/otel-injector",
     ] {
         assert_eq!(find(&docs, id), find(&component, id), "{id}");
@@ -248,6 +252,8 @@ fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
             "Deployment/otel-injector",
             "PodDisruptionBudget/otel-injector",
             "Certificate/otel-injector",
+            "Certificate/otel-injector-ca",
+            "Issuer/otel-injector-ca",
             "Issuer/otel-injector-selfsigned",
             "MutatingWebhookConfiguration/otel-injector",
         ])

@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod api;
+pub mod certmanager;
 pub mod chart;
 pub mod collector;
 pub mod controllers;

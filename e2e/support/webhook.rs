@@ -14,6 +14,7 @@ use super::process::{Janitor, Supervised, free_port};
 /// A running webhook. Dropping it kills the process; when a test panics, its log is printed.
 pub struct Webhook {
     proc: Supervised,
+    /// The harness's CA and certificate for 127.0.0.1 (served unless started with a TLS dir).
     pub certs: DevCerts,
     pub addr: SocketAddr,
     pub admin: SocketAddr,
@@ -50,19 +51,32 @@ impl Webhook {
         kubeconfig: &Path,
         extra_args: &[String],
     ) -> Result<Webhook, String> {
+        Self::start_serving(binary, kubeconfig, extra_args, None).await
+    }
+
+    /// [`Webhook::start_with`]; with `tls_dir`, the webhook serves `tls_dir/tls.crt` and
+    /// `tls_dir/tls.key` (e.g. a projected Secret) instead of the harness's certificate,
+    /// which [`Webhook::certs`] then still holds but nothing serves.
+    pub async fn start_serving(
+        binary: &Path,
+        kubeconfig: &Path,
+        extra_args: &[String],
+        tls_dir: Option<&Path>,
+    ) -> Result<Webhook, String> {
         super::controlplane::install_crypto_provider();
         let dir = tempfile::Builder::new()
             .prefix("otel-injector-e2e-webhook.")
             .tempdir()
             .map_err(|e| format!("temp dir: {e}"))?;
         let janitor = Janitor::watch(dir.path()).map_err(|e| format!("janitor: {e}"))?;
-        let tls = dir.path().join("tls");
+        let own_tls = dir.path().join("tls");
+        let tls = tls_dir.unwrap_or(&own_tls);
         let certs = certs::generate(
             "otel-injector e2e webhook CA",
             &["127.0.0.1".to_owned(), "localhost".to_owned()],
         )
         .map_err(|e| e.to_string())?;
-        certs.write_to(&tls).map_err(|e| e.to_string())?;
+        certs.write_to(&own_tls).map_err(|e| e.to_string())?;
         let log = dir.path().join("otel-injector.log");
         for attempt in 1..=3 {
             let addr: SocketAddr = ([127, 0, 0, 1], free_port()).into();

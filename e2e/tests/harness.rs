@@ -233,6 +233,11 @@ pub struct Options {
     /// The configuration's name (an existing one is replaced); default
     /// `e2e-<id>-a-otel-injector`.
     pub configuration_name: Option<String>,
+    /// Serve `tls.crt`/`tls.key` of this directory (e.g. a projected Secret) instead of the
+    /// harness's certificate; then `register_ca_bundle` must be `false`.
+    pub tls_dir: Option<std::path::PathBuf>,
+    /// Annotations of the configuration (e.g. cert-manager's inject-ca-from).
+    pub configuration_annotations: serde_json::Map<String, Value>,
 }
 
 impl Default for Options {
@@ -246,6 +251,8 @@ impl Default for Options {
             args: Vec::new(),
             register_ca_bundle: true,
             configuration_name: None,
+            tls_dir: None,
+            configuration_annotations: serde_json::Map::new(),
         }
     }
 }
@@ -319,10 +326,15 @@ impl Env {
         let identity = identity(options.rbac).await;
         let mut args = vec![format!("--label-namespaces={}", options.label_namespaces)];
         args.extend(options.args);
-        let mut webhook = Webhook::start_with(
+        assert!(
+            options.tls_dir.is_none() || !options.register_ca_bundle,
+            "the harness's CA does not sign a certificate of tls_dir"
+        );
+        let mut webhook = Webhook::start_serving(
             Path::new(env!("CARGO_BIN_EXE_otel-injector")),
             &identity.kubeconfig,
             &args,
+            options.tls_dir.as_deref(),
         )
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -334,7 +346,7 @@ impl Env {
             .configuration_name
             .unwrap_or_else(|| format!("e2e-{id}-a-otel-injector"));
         let manifest = options.variant.manifest();
-        let config = api::webhook_configuration(&Registration {
+        let mut config = api::webhook_configuration(&Registration {
             manifest: &manifest,
             name: &name,
             url: &webhook.url(),
@@ -348,6 +360,9 @@ impl Env {
             scope: Some((SCOPE_LABEL, id)),
         })
         .unwrap_or_else(|e| panic!("{e}"));
+        if !options.configuration_annotations.is_empty() {
+            config["metadata"]["annotations"] = Value::Object(options.configuration_annotations);
+        }
         api::delete_doc(&client, &config)
             .await
             .unwrap_or_else(|e| panic!("{e}"));

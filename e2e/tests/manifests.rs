@@ -1,7 +1,8 @@
 //! The shipped manifests (the kustomize base and components) and the CRD's validation,
 //! through the real apiserver: every document is applied with server-side apply, for real
 //! (RBAC, webhook configurations, Services, NetworkPolicy, PDB) or as a dry run
-//! (Deployments, the CRD, cert-manager's objects), and read back.
+//! (Deployments, the CRD, cert-manager's objects, checked against cert-manager's own CRDs),
+//! and read back.
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use serde_json::{Value, json};
 
 use crate::harness::{CLUSTER_WIDE, cluster};
 use crate::support::api::{self, Access};
+use crate::support::certmanager;
 use crate::support::chart;
 use crate::support::controlplane::root;
 use crate::support::identity::{NAMESPACE, SERVICE_ACCOUNT};
@@ -469,21 +471,34 @@ async fn manifest_built_in_grants_its_secret_and_configuration_only() {
 #[tokio::test]
 async fn manifest_cert_manager_applies_with_server_side_dry_run() {
     product_namespace().await;
-    // Stand-ins for cert-manager's CRDs: the kinds exist, any content is accepted.
+    // cert-manager's own CRDs (its chart's), so the objects are checked against their schema.
     let client = cluster().await.client();
-    for (kind, plural) in [("Issuer", "issuers"), ("Certificate", "certificates")] {
-        api::install_stand_in_crd(&client, "cert-manager.io", kind, plural)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    certmanager::install_crds(&client)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     let applied = dry_run_apply("components/cert-manager/cert-manager.yaml").await;
-    assert!(
-        applied.iter().any(|a| a.starts_with("Issuer/")),
-        "{applied:?}"
+    assert_eq!(
+        applied,
+        [
+            "Issuer/otel-injector-selfsigned",
+            "Certificate/otel-injector-ca",
+            "Issuer/otel-injector-ca",
+            "Certificate/otel-injector"
+        ]
     );
+    // A value of the wrong type is refused: the schemas are the real ones.
+    let mut bad = certmanager::mode()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .serving_certificate()
+        .unwrap_or_else(|e| panic!("{e}"))
+        .clone();
+    bad["spec"]["duration"] = json!(90);
+    let err = api::apply_doc(&client, "otel-injector-e2e-cert-manager", &bad, true)
+        .await
+        .expect_err("a number as duration");
     assert!(
-        applied.iter().any(|a| a.starts_with("Certificate/")),
-        "{applied:?}"
+        err.contains(".spec.duration: expected string, got &value.valueUnstructured{Value:90}"),
+        "{err}"
     );
 }
 

@@ -18,7 +18,7 @@ use crate::support::api;
 use crate::support::webhook::Webhook;
 
 /// The certificate `addr` presents, checked against `ca_pem` for 127.0.0.1.
-async fn peer_certificate(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8> {
+pub async fn peer_certificate(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8> {
     let mut roots = rustls::RootCertStore::empty();
     for c in CertificateDer::pem_slice_iter(ca_pem) {
         roots.add(c.expect("CA PEM")).expect("CA certificate");
@@ -44,7 +44,8 @@ async fn peer_certificate(addr: std::net::SocketAddr, ca_pem: &[u8]) -> Vec<u8> 
         .to_vec()
 }
 
-fn decoded(secret: &Value, key: &str) -> Vec<u8> {
+/// A Secret's `data[key]`, decoded.
+pub fn decoded(secret: &Value, key: &str) -> Vec<u8> {
     use base64::Engine as _;
     let b64 = secret["data"][key]
         .as_str()
@@ -54,7 +55,8 @@ fn decoded(secret: &Value, key: &str) -> Vec<u8> {
         .expect("base64")
 }
 
-fn der(pem: &[u8]) -> Vec<u8> {
+/// The DER of the first certificate of a PEM text.
+pub fn der(pem: &[u8]) -> Vec<u8> {
     CertificateDer::from_pem_slice(pem)
         .expect("PEM certificate")
         .to_vec()
