@@ -7,6 +7,10 @@
 #   scripts/e2e-build.sh otelcol         # OpenTelemetry Collector v0.161.0 (OTLP receiver,
 #                                        # file exporter), module e2e/otelcol/
 #   scripts/e2e-build.sh all             # the three, one directory per line
+#   scripts/e2e-build.sh crane           # go-containerregistry's crane v0.22.1 (assembles the
+#                                        # image, scripts/image.sh), module tools/crane/
+#   scripts/e2e-build.sh actionlint      # actionlint v1.7.12 (lints .github/workflows/, just
+#                                        # lint), module tools/actionlint/
 #
 # Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
 #
@@ -50,8 +54,18 @@ otelcol)
     BINARIES=("otelcol .")
     LDFLAGS="-s -w"
     ;;
+crane)
+    MOD_DIR="$ROOT/tools/crane"
+    BINARIES=("crane github.com/google/go-containerregistry/cmd/crane")
+    LDFLAGS="-s -w"
+    ;;
+actionlint)
+    MOD_DIR="$ROOT/tools/actionlint"
+    BINARIES=("actionlint github.com/rhysd/actionlint/cmd/actionlint")
+    LDFLAGS="-s -w"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|all|crane|actionlint]" >&2
     exit 2
     ;;
 esac
@@ -139,6 +153,8 @@ for b in "${BINARIES[@]}"; do build ${b}; done
         ;;
     kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
     otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
+    crane) echo "crane=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry)" ;;
+    actionlint) echo "actionlint=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/rhysd/actionlint)" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"
