@@ -3,8 +3,10 @@
 //!
 //! - commit: `OTEL_INJECTOR_GIT_COMMIT` (40 hex digits) when set and not empty, else
 //!   `git rev-parse HEAD` in a checkout, else `unknown`;
-//! - build date: `SOURCE_DATE_EPOCH` (unix seconds, for reproducible builds) when set and not
-//!   empty, else the time this script runs;
+//! - build date: `OTEL_INJECTOR_SOURCE_DATE_EPOCH`, else `SOURCE_DATE_EPOCH` (unix seconds,
+//!   for reproducible builds) when set and not empty, else the time this script runs
+//!   (scripts/image.sh sets the first: the `cc` crate's build scripts, ring's among them,
+//!   rerun on a change of `SOURCE_DATE_EPOCH`, which would rebuild them at every commit);
 //! - rustc: `$RUSTC --version`; target: the target triple.
 //!
 //! The script reruns only when one of those variables, this file, or the checked-out commit
@@ -21,6 +23,7 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=build/info.rs");
     println!("cargo:rerun-if-env-changed=OTEL_INJECTOR_GIT_COMMIT");
+    println!("cargo:rerun-if-env-changed=OTEL_INJECTOR_SOURCE_DATE_EPOCH");
     println!("cargo:rerun-if-env-changed=SOURCE_DATE_EPOCH");
 
     let commit = match non_empty_env("OTEL_INJECTOR_GIT_COMMIT") {
@@ -29,10 +32,14 @@ fn main() {
         }),
         None => git_commit().unwrap_or_else(|| "unknown".to_owned()),
     };
-    let built = match non_empty_env("SOURCE_DATE_EPOCH") {
-        Some(v) => v.trim().parse::<u64>().unwrap_or_else(|_| {
-            panic!("SOURCE_DATE_EPOCH={v:?} is not a non-negative number of seconds")
-        }),
+    let epoch = non_empty_env("OTEL_INJECTOR_SOURCE_DATE_EPOCH")
+        .map(|v| ("OTEL_INJECTOR_SOURCE_DATE_EPOCH", v))
+        .or_else(|| non_empty_env("SOURCE_DATE_EPOCH").map(|v| ("SOURCE_DATE_EPOCH", v)));
+    let built = match epoch {
+        Some((name, v)) => v
+            .trim()
+            .parse::<u64>()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a non-negative number of seconds")),
         None => SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .expect("the clock is after 1970")

@@ -19,8 +19,9 @@
 #                                       config + layer as stored in a registry), BINARY_SIZE
 #
 # Reproducible: the commit is `git rev-parse HEAD` (or OTEL_INJECTOR_GIT_COMMIT) and the date
-# SOURCE_DATE_EPOCH (default: the commit's time), passed to the build (`--version`) and to
-# the labels; the layer's files carry that time. The same commit gives the same digest.
+# SOURCE_DATE_EPOCH (default: the commit's time), passed to the build (`--version`, as
+# OTEL_INJECTOR_SOURCE_DATE_EPOCH) and to the labels; the layer's files carry that time.
+# The same commit gives the same digest.
 # Cached: cargo rebuilds only what changed; the image is reassembled only when the binary,
 # the labels or this script changed (target/image/<arch>/inputs.sha256). Pushing is the
 # release workflow's job (.github/workflows/release.yml): `crane push target/image/<arch>/oci`.
@@ -52,8 +53,11 @@ else
         || log "warning: uncommitted changes are built but the image names $REVISION"
 fi
 export OTEL_INJECTOR_GIT_COMMIT="$REVISION"
-export SOURCE_DATE_EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}"
-CREATED="$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
+# The date reaches build.rs under a name of its own: exporting SOURCE_DATE_EPOCH would rerun
+# the `cc` crate's build scripts (ring, psm) and rebuild everything above them at each commit.
+EPOCH="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct HEAD)}"
+export OTEL_INJECTOR_SOURCE_DATE_EPOCH="$EPOCH"
+CREATED="$(date -u -d "@$EPOCH" +%Y-%m-%dT%H:%M:%SZ)"
 
 CACHE_ROOT="${OTEL_INJECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-injector}"
 OUT="$ROOT/target/image/$ARCH"
@@ -103,7 +107,7 @@ CRANE="$("$ROOT/scripts/e2e-build.sh" crane | tail -n1)/crane"
 mkdir -p "$WORK/rootfs"
 install -m 0755 "$BIN" "$WORK/rootfs/otel-injector"
 tar --create --file "$WORK/layer.tar" --directory "$WORK/rootfs" --format=gnu --sort=name \
-    --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner otel-injector
+    --mtime="@$EPOCH" --owner=0 --group=0 --numeric-owner otel-injector
 
 "$CRANE" registry serve --address 127.0.0.1:0 2>"$WORK/registry.log" &
 REGISTRY_PID=$!

@@ -98,7 +98,10 @@ fn version_names_the_commit_date_compiler_and_target() {
     );
     assert_eq!(lines[1], format!("commit: {}", expected_commit()));
     let date = lines[2].strip_prefix("built:  ").expect(lines[2]);
-    match option_env!("SOURCE_DATE_EPOCH").filter(|v| !v.trim().is_empty()) {
+    let epoch = option_env!("OTEL_INJECTOR_SOURCE_DATE_EPOCH")
+        .filter(|v| !v.trim().is_empty())
+        .or(option_env!("SOURCE_DATE_EPOCH").filter(|v| !v.trim().is_empty()));
+    match epoch {
         Some(epoch) => assert_eq!(date, info::rfc3339(epoch.trim().parse().unwrap())),
         None => {
             // The build's own clock: a timestamp between the first commit's year and now.
