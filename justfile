@@ -6,13 +6,19 @@ set shell := ["bash", "-euo", "pipefail", "-c"]
 default:
     @just --list
 
-# The whole test suite: formatting, lints, unit and integration tests, end-to-end tests.
-test: lint unit e2e
+# The whole test suite: formatting, lints, unit and integration tests, the image, end-to-end
+# tests.
+test: lint unit image-test e2e
 
-# Formatting and clippy, warnings are errors.
-lint:
+# Formatting and clippy (warnings are errors), and the GitHub workflows.
+lint: workflows
     cargo fmt --all -- --check
     cargo clippy --locked --all-targets --all-features -- -D warnings
+
+# actionlint (built from its Go module) over .github/workflows/, with shellcheck (Debian's)
+# on their `run:` scripts.
+workflows: test-deps
+    "$(scripts/e2e-build.sh actionlint | tail -n1)/actionlint" -no-color -shellcheck="$(command -v shellcheck)" -pyflakes=
 
 # Unit and integration tests (no cluster needed; the chart's need Helm and tests/monitoring.rs
 # promtool, both built from their Go modules on first use).
@@ -31,7 +37,8 @@ chart:
     scripts/e2e-build.sh helm >/dev/null
     cargo test --locked --test chart --test kustomize
 
-# Debian packages the tests use: bubblewrap and busybox (the web-server script tests).
+# Debian packages the tests use: bubblewrap and busybox (the web-server script tests, the
+# image test), shellcheck (`just workflows`).
 test-deps:
     scripts/test-deps.sh
 
@@ -72,6 +79,20 @@ bench:
 load *ARGS:
     scripts/load.sh {{ARGS}}
 
-# Build the container image (needs a container engine).
-image tag="otel-injector:dev":
-    docker build -t {{tag}} .
+# Build the container image without a container engine: a static binary, a CycloneDX SBOM
+# and an OCI layout assembled by crane, in target/image/<arch>/ (scripts/image.sh).
+image:
+    scripts/image.sh >/dev/null
+
+# Check the image: its config (user, entrypoint, labels), its size, and its binary alone in
+# a sandbox whose root is the image's layer: `--version` and one admission review.
+image-test: image test-deps
+    cargo test --locked --test image -- --ignored
+
+# Build the container image with a container engine (the Dockerfile: the same static binary,
+# user, entrypoint and labels).
+docker-image tag="otel-injector:dev":
+    epoch="$(git log -1 --format=%ct)"; docker build -t {{tag}} \
+        --build-arg OTEL_INJECTOR_GIT_COMMIT="$(git rev-parse HEAD)" --build-arg SOURCE_DATE_EPOCH="$epoch" \
+        --build-arg CREATED="$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)" \
+        --build-arg VERSION="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)" .

@@ -16,6 +16,10 @@
 #                                        # crds.yaml rendered from its chart, module e2e/certmanager/
 #   scripts/e2e-build.sh all             # controlplane, kwok, otelcol, helm, certmanager, one
 #                                        # directory per line
+#   scripts/e2e-build.sh crane           # go-containerregistry's crane v0.22.1 (assembles the
+#                                        # image, scripts/image.sh), module tools/crane/
+#   scripts/e2e-build.sh actionlint      # actionlint v1.7.12 (lints .github/workflows/, just
+#                                        # lint), module tools/actionlint/
 #
 # Prints the binary directory as the last stdout line (BIN=$(scripts/e2e-build.sh | tail -n1)).
 #
@@ -80,8 +84,18 @@ certmanager)
     LDFLAGS="-s -w"
     EXTRA_OUTPUT="crds.yaml"
     ;;
+crane)
+    MOD_DIR="$ROOT/tools/crane"
+    BINARIES=("crane github.com/google/go-containerregistry/cmd/crane")
+    LDFLAGS="-s -w"
+    ;;
+actionlint)
+    MOD_DIR="$ROOT/tools/actionlint"
+    BINARIES=("actionlint github.com/rhysd/actionlint/cmd/actionlint")
+    LDFLAGS="-s -w"
+    ;;
 *)
-    echo "usage: $0 [controlplane|kwok|otelcol|helm|certmanager|promtool|all]" >&2
+    echo "usage: $0 [controlplane|kwok|otelcol|helm|certmanager|promtool|crane|actionlint|all]" >&2
     exit 2
     ;;
 esac
@@ -181,6 +195,8 @@ fi
     promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
     helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
     certmanager) echo "cert-manager=$CM_VERSION" ;;
+    crane) echo "crane=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry)" ;;
+    actionlint) echo "actionlint=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/rhysd/actionlint)" ;;
     esac
 } > "$OUT/build-info.txt"
 log "built in $((SECONDS - START)) s"

@@ -4,11 +4,15 @@
 # tests (tests/webserver_scripts.rs, tests/injection_payloads.rs) run the injected init
 # containers' shell scripts under bwrap, with the scripts' absolute paths bound to temporary
 # directories, once with dash and once with BusyBox's sh (the agent image is Alpine-based).
-# Tested with Debian 12's bubblewrap 0.8.0-2+deb12u1 and busybox 1:1.35.0-4+deb12u1.
+# The image test (tests/image.rs) runs the image's binary under bwrap too. shellcheck checks
+# the workflows' `run:` scripts for actionlint (`just workflows`).
+# Tested with Debian 12's bubblewrap 0.8.0-2+deb12u1, busybox 1:1.35.0-4+deb12u1 and
+# shellcheck 0.9.0-1.
 set -euo pipefail
 missing=()
 command -v bwrap >/dev/null || missing+=(bubblewrap)
 command -v busybox >/dev/null || missing+=(busybox)
+command -v shellcheck >/dev/null || missing+=(shellcheck)
 if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi

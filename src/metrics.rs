@@ -154,6 +154,27 @@ pub struct DroppedLabels {
     pub reason: &'static str,
 }
 
+/// The `otel_injector_build_info` series: what this binary was built from.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildLabels {
+    pub version: &'static str,
+    pub commit: &'static str,
+    pub rustc: &'static str,
+    pub target: &'static str,
+}
+
+impl BuildLabels {
+    /// This binary's build facts ([`crate::build_info`]).
+    pub const fn current() -> Self {
+        BuildLabels {
+            version: crate::build_info::VERSION,
+            commit: crate::build_info::COMMIT,
+            rustc: crate::build_info::RUSTC_VERSION,
+            target: crate::build_info::TARGET,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct SourceLabels {
     pub source: &'static str,
@@ -291,6 +312,12 @@ impl Metrics {
              feature_gate (read from the API server's /metrics) or version (the gate could not \
              be read)",
             m.image_volumes.clone(),
+        let build_info = Family::<BuildLabels, Gauge>::default();
+        build_info.get_or_create(&BuildLabels::current()).set(1);
+        registry.register(
+            "build_info",
+            "Always 1; the labels say what this binary was built from",
+            build_info,
         );
         // Pre-create every bounded series so dashboards see zeros, not gaps.
         for outcome in RequestOutcome::ALL {
@@ -447,10 +474,35 @@ mod tests {
             "otel_injector_connections_dropped_total{listener=\"admin\",reason=\"header_timeout\"} 1",
             "otel_injector_connections_dropped_total{listener=\"webhook\",reason=\"shed\"} 0",
             "otel_injector_apiserver_image_volumes{source=\"feature_gate\"} 0",
+            "# TYPE otel_injector_build_info gauge",
             "# EOF",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
         assert!(!text.contains("source=\"version\""), "{text}");
+    }
+
+    #[test]
+    fn build_info_is_one_series_with_the_build_facts() {
+        let text = Metrics::new().encode();
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.contains("otel_injector_build_info"))
+            .collect();
+        let series = format!(
+            "otel_injector_build_info{{version=\"{}\",commit=\"{}\",rustc=\"{}\",target=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            crate::build_info::COMMIT,
+            crate::build_info::RUSTC_VERSION,
+            crate::build_info::TARGET,
+        );
+        assert_eq!(
+            lines,
+            [
+                "# HELP otel_injector_build_info Always 1; the labels say what this binary was built from.",
+                "# TYPE otel_injector_build_info gauge",
+                series.as_str(),
+            ]
+        );
     }
 }

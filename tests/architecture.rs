@@ -7,7 +7,7 @@ use std::path::Path;
 
 /// Top-level modules from the bottom up; a module may use any module of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["warnings", "duration", "retry", "telemetry"],
+    &["warnings", "duration", "retry", "telemetry", "build_info"],
     &["crd"],
     &["pod"],
     &["agents"],

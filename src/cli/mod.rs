@@ -27,6 +27,7 @@ pub use tls::TlsArgs;
 #[command(
     name = "otel-injector",
     version,
+    long_version = crate::build_info::LONG_VERSION,
     about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes",
     long_about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes.\n\n\
         Reads opentelemetry.io/v1alpha1 Instrumentation resources and the \
