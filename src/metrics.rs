@@ -312,6 +312,7 @@ impl Metrics {
              feature_gate (read from the API server's /metrics) or version (the gate could not \
              be read)",
             m.image_volumes.clone(),
+        );
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info.get_or_create(&BuildLabels::current()).set(1);
         registry.register(
