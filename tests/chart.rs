@@ -202,10 +202,10 @@ fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificat
         "Service/otel-injector-metrics",
         "Deployment/otel-injector",
         "MutatingWebhookConfiguration/otel-injector",
-        "Certificate/otel-injector",
         "Certificate/otel-injector-ca",
-        "Issuer/otel-injector-ca",
+        "Certificate/otel-injector",
         "Issuer/otel-injector-selfsigned",
+        "Issuer/otel-injector-ca",
     ]);
     assert_eq!(ids(&docs), want);
     // The same read-only rules and the same webhook entry as the kustomize base.
@@ -470,10 +470,10 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "Deployment/otel-injector",
             "HorizontalPodAutoscaler/otel-injector",
             "MutatingWebhookConfiguration/otel-injector",
-            "Certificate/otel-injector",
             "Certificate/otel-injector-ca",
-            "Issuer/otel-injector-ca",
+            "Certificate/otel-injector",
             "Issuer/otel-injector-selfsigned",
+            "Issuer/otel-injector-ca",
             "PrometheusRule/otel-injector",
             "ServiceMonitor/otel-injector",
         ]
