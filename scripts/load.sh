@@ -192,7 +192,8 @@ if [[ -n "$PROFILE" ]]; then
         run "$s" "$DURATION" >/dev/null
         wait "$perf_pid" || true
         perf report -i "$PROFILE/$s.data" --no-children --sort symbol --stdio 2>/dev/null |
-            grep -E '^ +[0-9]' | head -40 >"$PROFILE/$s.txt"
+            grep -E '^ +[0-9]' >"$PROFILE/$s.all" || true
+        sed -n '1,40p' "$PROFILE/$s.all" >"$PROFILE/$s.txt"
         echo "[load] profile of $s: $PROFILE/$s.txt" >&2
     done
 fi
