@@ -19,21 +19,7 @@ use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, Snapshot, decide};
 use serde_json::{Value, json};
 
-const INSTRUMENTATION: &str = r#"apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: java
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability.svc:4318
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  java:
-    image: ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0
-"#;
+const INSTRUMENTATION: &str = include_str!("../tests/data/instrumentations/java-load.yaml");
 
 /// (name, containers, env entries per container)
 const SIZES: [(&str, usize, usize); 3] = [("small", 1, 2), ("medium", 3, 20), ("large", 10, 50)];

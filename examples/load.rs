@@ -36,21 +36,7 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 
 const MAX_DURATION: Duration = Duration::from_secs(60);
-const INSTRUMENTATION: &str = r#"apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: java
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability.svc:4318
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  java:
-    image: ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0
-"#;
+const INSTRUMENTATION: &str = include_str!("../tests/data/instrumentations/java-load.yaml");
 
 struct Args {
     connections: usize,

@@ -6,7 +6,8 @@
 #           parse and the answer; the object is never decoded
 #   noop    a Pod CREATE that asks for nothing (tests/data/pod-create-inject-java.json
 #           without its inject-java annotation)
-#   inject  the same Pod with `inject-java: "true"`, one Java Instrumentation in its namespace
+#   inject  the same Pod with `inject-java: "true"`, the Java Instrumentation of
+#           tests/data/instrumentations/java-load.yaml in its namespace
 #
 #   scripts/load.sh [--duration S] [--warmup S] [--connections N] [--rounds N]
 #                   [--log-level LEVEL] [--binary PATH] [--keep] [--profile DIR]
@@ -87,22 +88,6 @@ text = json.dumps(review, separators=(",", ":"))
 assert "instrumentation.opentelemetry.io/inject-" not in text
 open(sys.argv[2], "w").write(text)
 EOF
-cat >"$TMP/instrumentation.yaml" <<'EOF'
-apiVersion: opentelemetry.io/v1alpha1
-kind: Instrumentation
-metadata:
-  name: java
-  namespace: shop
-spec:
-  exporter:
-    endpoint: http://otel-collector.observability.svc:4318
-  propagators: [tracecontext, baggage]
-  sampler:
-    type: parentbased_traceidratio
-    argument: "0.25"
-  java:
-    image: ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0
-EOF
 for s in floor noop inject; do
     cat >"$TMP/$s.lua" <<EOF
 wrk.method = "POST"
@@ -120,7 +105,7 @@ ADMIN_PORT="$(free_port)"
 "$BINARY" serve \
     --webhook-addr "127.0.0.1:$WEBHOOK_PORT" --admin-addr "127.0.0.1:$ADMIN_PORT" \
     --tls-cert-file "$TMP/certs/tls.crt" --tls-key-file "$TMP/certs/tls.key" \
-    --instrumentation-file "$TMP/instrumentation.yaml" --log-level "$LOG_LEVEL" \
+    --instrumentation-file "$ROOT/tests/data/instrumentations/java-load.yaml" --log-level "$LOG_LEVEL" \
     2>"$TMP/server.log" &
 SERVER_PID=$!
 for _ in $(seq 100); do

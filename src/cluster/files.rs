@@ -149,6 +149,12 @@ impl StaticCatalog {
         self
     }
 
+    /// Sets what the engine reads of a namespace.
+    pub fn with_namespace_info(mut self, namespace: &str, info: NamespaceInfo) -> Self {
+        self.namespaces.insert(namespace.to_owned(), Arc::new(info));
+        self
+    }
+
     /// Sets the Pod Security level a namespace enforces.
     pub fn with_pod_security(mut self, namespace: &str, level: &str) -> Self {
         self.namespace_entry(namespace).pod_security_enforce = Some(level.to_owned());

@@ -25,8 +25,7 @@ pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 use crate::engine::Catalog;
 use crate::retry;
 
-/// The namespace label that sets the Pod Security Admission level enforced there.
-pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+pub use crate::engine::POD_SECURITY_ENFORCE;
 
 /// Where the engine's Instrumentations and namespaces come from.
 pub enum Caches {

@@ -203,19 +203,12 @@ impl Catalog for KubeCatalog {
     fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
         let ns = self.namespaces.store.get(&ObjectRef::new(name))?;
         let meta = &ns.metadata;
-        let labels = meta.labels.iter().flatten();
-        Some(Arc::new(NamespaceInfo {
-            annotations: meta.annotations.clone().unwrap_or_default(),
-            labels: labels
-                .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX))
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-            pod_security_enforce: meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(POD_SECURITY_ENFORCE))
-                .cloned(),
-        }))
+        let mut info = NamespaceInfo::default();
+        info.merge(
+            meta.annotations.clone().into_iter().flatten(),
+            meta.labels.clone().into_iter().flatten(),
+        );
+        Some(Arc::new(info))
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {

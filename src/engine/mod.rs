@@ -14,7 +14,8 @@ use references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, qualified, resolve,
 };
 pub use snapshot::{
-    Catalog, Entry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup, Snapshot,
+    Catalog, Entry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
+    POD_SECURITY_ENFORCE, Snapshot,
 };
 
 use crate::agents::exporter_tls::ExporterTls;

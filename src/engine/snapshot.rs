@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::agents::ANNOTATION_PREFIX;
 use crate::crd::Instrumentation;
 use crate::pod::select::Keys;
 
@@ -122,6 +123,9 @@ impl FromIterator<Instrumentation> for Instrumentations {
     }
 }
 
+/// The namespace label that sets the Pod Security Admission level enforced there.
+pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
 /// What the engine reads of a namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct NamespaceInfo {
@@ -133,6 +137,24 @@ pub struct NamespaceInfo {
 }
 
 impl NamespaceInfo {
+    /// Lays a namespace's annotations and labels over what is known, key by key: every
+    /// annotation; of the labels, those under `instrumentation.opentelemetry.io/` and the
+    /// Pod Security `enforce` level. The one place that decides which labels count.
+    pub fn merge(
+        &mut self,
+        annotations: impl IntoIterator<Item = (String, String)>,
+        labels: impl IntoIterator<Item = (String, String)>,
+    ) {
+        self.annotations.extend(annotations);
+        for (k, v) in labels {
+            if k == POD_SECURITY_ENFORCE {
+                self.pod_security_enforce = Some(v);
+            } else if k.starts_with(ANNOTATION_PREFIX) {
+                self.labels.insert(k, v);
+            }
+        }
+    }
+
     /// Its injection keys, labels winning over annotations.
     pub fn keys(&self) -> Keys<'_> {
         Keys {

@@ -14,10 +14,9 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
-use crate::agents::ANNOTATION_PREFIX;
-use crate::cluster::{ClusterView, POD_SECURITY_ENFORCE, StaticCatalog};
+use crate::cluster::{ClusterView, StaticCatalog};
 use crate::crd::{Instrumentation, parse_instrumentations};
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, NamespaceInfo};
 use manifests::{InputError, Source};
 
 /// Output format of the offline commands.
@@ -37,34 +36,6 @@ pub struct Context {
 }
 
 /// A namespace's annotations, injection labels and Pod Security level, from the cluster,
-/// Namespace objects and flags.
-#[derive(Debug, Default)]
-struct NamespaceSettings {
-    annotations: BTreeMap<String, String>,
-    /// Its labels under `instrumentation.opentelemetry.io/` (a label wins over an annotation
-    /// with the same key, as in the webhook).
-    labels: BTreeMap<String, String>,
-    pod_security: Option<String>,
-}
-
-impl NamespaceSettings {
-    /// Lays `annotations` and `labels` over what is known, key by key.
-    fn merge(
-        &mut self,
-        annotations: impl IntoIterator<Item = (String, String)>,
-        labels: impl IntoIterator<Item = (String, String)>,
-    ) {
-        self.annotations.extend(annotations);
-        for (k, v) in labels {
-            if k == POD_SECURITY_ENFORCE {
-                self.pod_security = Some(v);
-            } else if k.starts_with(ANNOTATION_PREFIX) {
-                self.labels.insert(k, v);
-            }
-        }
-    }
-}
-
 impl Context {
     /// What the decisions read, in layers where a later one wins:
     /// - Instrumentations: the cluster's (when read), then `instrumentation_files` and the
@@ -112,7 +83,7 @@ impl Context {
             })?;
             add(items, &name)?;
         }
-        let mut namespaces: BTreeMap<String, NamespaceSettings> = BTreeMap::new();
+        let mut namespaces: BTreeMap<String, NamespaceInfo> = BTreeMap::new();
         let mut server = None;
         let mut from_cluster = Vec::new();
         let mut unreadable = Vec::new();
@@ -172,16 +143,8 @@ impl Context {
                 catalog = catalog.with_unreadable(ns, name, error);
             }
         }
-        for (ns, settings) in &namespaces {
-            fn pairs(m: &BTreeMap<String, String>) -> Vec<(&str, &str)> {
-                m.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-            }
-            catalog = catalog
-                .with_namespace(ns, &pairs(&settings.annotations))
-                .with_namespace_labels(ns, &pairs(&settings.labels));
-            if let Some(level) = &settings.pod_security {
-                catalog = catalog.with_pod_security(ns, level);
-            }
+        for (ns, info) in namespaces {
+            catalog = catalog.with_namespace_info(&ns, info);
         }
         if let Some(server) = server {
             catalog = catalog.with_server(server);
