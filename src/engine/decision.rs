@@ -63,6 +63,11 @@ impl SkipReason {
             SkipReason::CrossNamespaceDenied => "cross_namespace_denied",
         }
     }
+
+    /// The reason whose label is `s` ([`SkipReason::as_str`]).
+    pub fn from_label(s: &str) -> Option<SkipReason> {
+        SkipReason::ALL.into_iter().find(|r| r.as_str() == s)
+    }
 }
 
 /// A language (or the whole pod, when `language` is `None`) that was not injected.

@@ -3,7 +3,9 @@
 //! and the outcome per language. No I/O, no logging, no patch encoding: the admission layer
 //! turns the plan into a patch, logs and counts.
 
+pub mod census;
 mod decision;
+pub mod outcome;
 mod references;
 mod snapshot;
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::agents::ANNOTATION_PREFIX;
-use crate::crd::Instrumentation;
+use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::select::Keys;
 
 use super::EngineConfig;
@@ -57,10 +57,17 @@ pub trait ObjectLookup: Send + Sync {
 /// One Instrumentation in the index: the object, or why it cannot be read.
 pub type Entry = Result<Arc<Instrumentation>, String>;
 
+/// An entry and, when readable, its spec's digest (computed once, when it enters the index).
+#[derive(Clone, Debug)]
+struct Indexed {
+    entry: Entry,
+    spec_hash: Option<SpecHash>,
+}
+
 /// Every Instrumentation by namespace and name (sorted, so `true` sees a stable order).
 #[derive(Clone, Debug, Default)]
 pub struct Instrumentations {
-    by_namespace: BTreeMap<String, BTreeMap<String, Entry>>,
+    by_namespace: BTreeMap<String, BTreeMap<String, Indexed>>,
 }
 
 impl Instrumentations {
@@ -82,15 +89,21 @@ impl Instrumentations {
     }
 
     fn insert_entry(&mut self, namespace: String, name: String, entry: Entry) -> bool {
+        let spec_hash = entry.as_ref().ok().map(|i| SpecHash::of(&i.spec));
         self.by_namespace
             .entry(namespace)
             .or_default()
-            .insert(name, entry)
+            .insert(name, Indexed { entry, spec_hash })
             .is_some()
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<&Entry> {
-        self.by_namespace.get(namespace)?.get(name)
+        Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
+    }
+
+    /// The digest of a readable one's spec (what the pods it injects record).
+    pub fn spec_hash(&self, namespace: &str, name: &str) -> Option<SpecHash> {
+        self.by_namespace.get(namespace)?.get(name)?.spec_hash
     }
 
     /// The readable Instrumentations of a namespace, by name.
@@ -99,7 +112,7 @@ impl Instrumentations {
             .get(namespace)
             .into_iter()
             .flat_map(BTreeMap::values)
-            .filter_map(|e| e.as_ref().ok())
+            .filter_map(|i| i.entry.as_ref().ok())
             .collect()
     }
 

@@ -1,0 +1,346 @@
+//! What the pods that asked for injection say about each Instrumentation: how many run its
+//! current spec, how many an older one (outdated), how many were skipped and why, and the
+//! workloads they belong to. Computed from pod metadata alone (the `otel-injector/status`
+//! annotation and the controller owner), for the status controller, `rollout` and
+//! `explain`. Pure: the callers read the pods and the current spec digests.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::SkipReason;
+use super::outcome::{Outcome, PodStatus, STATUS_ANNOTATION};
+use crate::crd::SpecHash;
+
+/// The workload a pod belongs to: its controller owner, a ReplicaSet named after a
+/// Deployment (`<deployment>-<pod-template-hash>`) read as that Deployment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Workload {
+    pub namespace: String,
+    pub kind: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for Workload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+impl Workload {
+    /// Whether `rollout` can restart it (through its pod template annotation).
+    pub fn restartable(&self) -> bool {
+        matches!(
+            self.kind.as_str(),
+            "Deployment" | "StatefulSet" | "DaemonSet"
+        )
+    }
+}
+
+/// What the census reads of one pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRecord {
+    pub namespace: String,
+    pub name: String,
+    /// `None` for a pod without a controller owner.
+    pub workload: Option<Workload>,
+    pub status: PodStatus,
+}
+
+impl PodRecord {
+    /// The record of a pod from its metadata; `None` when it has no readable status
+    /// annotation (it did not go through this webhook, or the text was changed by hand).
+    pub fn from_meta(meta: &ObjectMeta) -> Option<PodRecord> {
+        let status: PodStatus = meta
+            .annotations
+            .as_ref()?
+            .get(STATUS_ANNOTATION)?
+            .parse()
+            .ok()?;
+        let namespace = meta.namespace.clone().unwrap_or_default();
+        let owner = meta
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.iter().find(|r| r.controller == Some(true)));
+        let workload = owner.map(|o| {
+            let hash = meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("pod-template-hash"));
+            let deployment = (o.kind == "ReplicaSet" && o.api_version == "apps/v1")
+                .then(|| hash.and_then(|h| o.name.strip_suffix(h.as_str())?.strip_suffix('-')))
+                .flatten()
+                .filter(|d| !d.is_empty());
+            match deployment {
+                Some(d) => Workload {
+                    namespace: namespace.clone(),
+                    kind: "Deployment".into(),
+                    name: d.into(),
+                },
+                None => Workload {
+                    namespace: namespace.clone(),
+                    kind: o.kind.clone(),
+                    name: o.name.clone(),
+                },
+            }
+        });
+        Some(PodRecord {
+            namespace,
+            name: meta.name.clone().unwrap_or_default(),
+            workload,
+            status,
+        })
+    }
+}
+
+/// How one group of pods (an Instrumentation's, or one workload's of it) stands.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Injected with the Instrumentation's current spec.
+    pub current: u32,
+    /// Injected with an earlier spec.
+    pub outdated: u32,
+    /// Skipped, by reason (a pod is counted once per skipped language).
+    pub skipped: BTreeMap<SkipReason, u32>,
+}
+
+impl Counts {
+    pub fn skipped_total(&self) -> u32 {
+        self.skipped.values().sum()
+    }
+
+    /// Skipped because the Instrumentation did not exist (yet) when the pod was created:
+    /// creating it since makes a restart inject them.
+    pub fn skipped_for_want_of_it(&self) -> u32 {
+        [
+            SkipReason::InstrumentationNotFound,
+            SkipReason::NoInstrumentation,
+        ]
+        .iter()
+        .filter_map(|r| self.skipped.get(r))
+        .sum()
+    }
+}
+
+/// One Instrumentation's pods.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally {
+    pub pods: Counts,
+    /// The same counts per workload (pods without a controller owner are not listed).
+    pub workloads: BTreeMap<Workload, Counts>,
+}
+
+impl Tally {
+    /// Workloads `rollout` would restart: restartable ones with outdated pods or pods
+    /// skipped for want of the Instrumentation.
+    pub fn stale_workloads(&self) -> impl Iterator<Item = (&Workload, &Counts)> {
+        self.workloads
+            .iter()
+            .filter(|(w, c)| w.restartable() && (c.outdated > 0 || c.skipped_for_want_of_it() > 0))
+    }
+}
+
+/// The Instrumentation (`ns/name`) a pod's skipped entry counts for, given those that exist
+/// now: the named one; for `ns/*`, the namespace's only one.
+fn counted_for<'a>(target: &'a str, existing: &'a BTreeMap<String, SpecHash>) -> Option<&'a str> {
+    match target.strip_suffix("/*") {
+        None => existing.contains_key(target).then_some(target),
+        Some(ns) => {
+            let prefix = format!("{ns}/");
+            let mut found = existing
+                .range(prefix.clone()..)
+                .take_while(|(k, _)| k.starts_with(&prefix));
+            match (found.next(), found.next()) {
+                (Some((only, _)), None) => Some(only.as_str()),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// Tallies `pods` per existing Instrumentation (`ns/name` → its current spec digest). Pods
+/// of Instrumentations that no longer exist are not counted.
+pub fn census<'a>(
+    pods: impl IntoIterator<Item = &'a PodRecord>,
+    existing: &BTreeMap<String, SpecHash>,
+) -> BTreeMap<String, Tally> {
+    let mut out: BTreeMap<String, Tally> = BTreeMap::new();
+    for pod in pods {
+        for entry in &pod.status.entries {
+            let (key, apply): (&str, &dyn Fn(&mut Counts)) = match &entry.outcome {
+                Outcome::Injected {
+                    instrumentation,
+                    spec,
+                } => {
+                    let Some(now) = existing.get(instrumentation) else {
+                        continue;
+                    };
+                    if now == spec {
+                        (instrumentation, &|c: &mut Counts| c.current += 1)
+                    } else {
+                        (instrumentation, &|c: &mut Counts| c.outdated += 1)
+                    }
+                }
+                Outcome::Skipped {
+                    reason,
+                    instrumentation: Some(target),
+                } => {
+                    let Some(key) = counted_for(target, existing) else {
+                        continue;
+                    };
+                    let reason = *reason;
+                    let tally = out.entry(key.to_owned()).or_default();
+                    *tally.pods.skipped.entry(reason).or_default() += 1;
+                    if let Some(w) = &pod.workload {
+                        *tally
+                            .workloads
+                            .entry(w.clone())
+                            .or_default()
+                            .skipped
+                            .entry(reason)
+                            .or_default() += 1;
+                    }
+                    continue;
+                }
+                Outcome::Skipped { .. } => continue,
+            };
+            let tally = out.entry(key.to_owned()).or_default();
+            apply(&mut tally.pods);
+            if let Some(w) = &pod.workload {
+                apply(tally.workloads.entry(w.clone()).or_default());
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn meta(
+        name: &str,
+        owner: Option<(&str, &str)>,
+        hash: Option<&str>,
+        status: &str,
+    ) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("shop".into()),
+            labels: hash.map(|h| [("pod-template-hash".to_owned(), h.to_owned())].into()),
+            annotations: Some([(STATUS_ANNOTATION.to_owned(), status.to_owned())].into()),
+            owner_references: owner.map(|(kind, name)| {
+                vec![OwnerReference {
+                    api_version: "apps/v1".into(),
+                    kind: kind.into(),
+                    name: name.into(),
+                    uid: "u".into(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn workload(kind: &str, name: &str) -> Workload {
+        Workload {
+            namespace: "shop".into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    #[test]
+    fn a_replica_set_named_after_its_template_hash_is_read_as_its_deployment() {
+        let p = |owner, hash| {
+            PodRecord::from_meta(&meta("p", owner, hash, "pod=skipped cache_not_ready")).unwrap()
+        };
+        assert_eq!(
+            p(Some(("ReplicaSet", "web-7d9f")), Some("7d9f")).workload,
+            Some(workload("Deployment", "web"))
+        );
+        assert_eq!(
+            p(Some(("ReplicaSet", "web-7d9f")), None).workload,
+            Some(workload("ReplicaSet", "web-7d9f"))
+        );
+        assert_eq!(
+            p(Some(("ReplicaSet", "7d9f")), Some("7d9f")).workload,
+            Some(workload("ReplicaSet", "7d9f"))
+        );
+        assert_eq!(
+            p(Some(("StatefulSet", "db")), None).workload,
+            Some(workload("StatefulSet", "db"))
+        );
+        assert_eq!(p(None, None).workload, None);
+        let mut unreadable = meta("p", None, None, "java=done");
+        assert_eq!(PodRecord::from_meta(&unreadable), None);
+        unreadable.annotations = None;
+        assert_eq!(PodRecord::from_meta(&unreadable), None);
+    }
+
+    #[test]
+    fn pods_are_counted_as_current_outdated_or_skipped_per_instrumentation_and_workload() {
+        let current = SpecHash([1, 2, 3, 4]);
+        let existing: BTreeMap<String, SpecHash> = [
+            ("shop/java".to_owned(), current),
+            ("solo/only".to_owned(), current),
+        ]
+        .into();
+        let pods: Vec<PodRecord> = [
+            meta("a", Some(("ReplicaSet", "web-h1")), Some("h1"), "java=injected shop/java 01020304"),
+            meta("b", Some(("ReplicaSet", "web-h1")), Some("h1"), "java=injected shop/java 0a0b0c0d"),
+            meta("c", Some(("DaemonSet", "agent")), None, "java=skipped instrumentation_not_found shop/java"),
+            meta("d", None, None, "java=injected shop/java 01020304; python=skipped instrumentation_not_found shop/py"),
+            meta("e", None, None, "java=injected gone/old 01020304"),
+            meta("f", Some(("StatefulSet", "db")), None, "nodejs=skipped no_instrumentation solo/*"),
+            meta("g", None, None, "pod=skipped cache_not_ready"),
+        ]
+        .iter()
+        .filter_map(PodRecord::from_meta)
+        .collect();
+        let c = census(&pods, &existing);
+        assert_eq!(c.keys().collect::<Vec<_>>(), ["shop/java", "solo/only"]);
+        let java = &c["shop/java"];
+        assert_eq!(
+            java.pods,
+            Counts {
+                current: 2,
+                outdated: 1,
+                skipped: [(SkipReason::InstrumentationNotFound, 1)].into()
+            }
+        );
+        assert_eq!(
+            java.workloads[&workload("Deployment", "web")],
+            Counts {
+                current: 1,
+                outdated: 1,
+                skipped: BTreeMap::new()
+            }
+        );
+        let stale: Vec<_> = java.stale_workloads().map(|(w, _)| w.to_string()).collect();
+        assert_eq!(stale, ["DaemonSet/shop/agent", "Deployment/shop/web"]);
+        let solo = &c["solo/only"];
+        assert_eq!(solo.pods.skipped_for_want_of_it(), 1);
+        assert_eq!(
+            solo.stale_workloads()
+                .map(|(w, _)| w.to_string())
+                .collect::<Vec<_>>(),
+            ["StatefulSet/shop/db"]
+        );
+    }
+
+    #[test]
+    fn a_namespace_wildcard_counts_only_when_one_instrumentation_is_there() {
+        let h = SpecHash([0; 4]);
+        let two: BTreeMap<String, SpecHash> =
+            [("ns/a".to_owned(), h), ("ns/b".to_owned(), h)].into();
+        assert_eq!(counted_for("ns/*", &two), None);
+        assert_eq!(counted_for("ns/a", &two), Some("ns/a"));
+        assert_eq!(counted_for("ns/c", &two), None);
+        let one: BTreeMap<String, SpecHash> =
+            [("ns/a".to_owned(), h), ("nsx/b".to_owned(), h)].into();
+        assert_eq!(counted_for("ns/*", &one), Some("ns/a"));
+    }
+}

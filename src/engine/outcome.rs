@@ -1,0 +1,240 @@
+//! The outcome of a review as it is recorded on the pod: the `otel-injector/status`
+//! annotation (per requested language, what happened) and the `otel-injector/injected`
+//! label (selectable). The webhook writes them in the patch; the status controller and
+//! `rollout` read them back, so the text form is defined, rendered and parsed here only.
+//!
+//! The annotation's value is a list of entries separated by `"; "`:
+//!
+//! ```text
+//! <language>=injected <namespace>/<name> <spec-hash>
+//! <language>=skipped <reason> [<namespace>/<name> | <namespace>/*]
+//! pod=skipped <reason>
+//! ```
+//!
+//! `<language>` is the name in the `inject-<language>` key, `<spec-hash>` the 8 hex digits of
+//! [`SpecHash`] for the spec that was applied, `<reason>` a `reason` label of the metrics
+//! ([`SkipReason::as_str`]). A skipped entry names the Instrumentation it wanted when that is
+//! known (`<namespace>/*`: any one of the namespace, the pod said `"true"`). `pod=` stands for
+//! a skip of the whole pod (before any language was looked at).
+
+use std::fmt;
+use std::str::FromStr;
+
+use super::SkipReason;
+use crate::agents::Language;
+use crate::crd::SpecHash;
+
+/// The annotation with the outcome per requested language.
+pub const STATUS_ANNOTATION: &str = "otel-injector/status";
+/// The label on every pod that asked for injection: `"true"` when at least one language was
+/// injected, `"false"` when none was.
+pub const INJECTED_LABEL: &str = "otel-injector/injected";
+
+/// What happened to one requested language (or to the whole pod).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Injected with the Instrumentation `namespace/name` whose spec had this digest.
+    Injected {
+        instrumentation: String,
+        spec: SpecHash,
+    },
+    /// Not injected, and why; the Instrumentation it wanted, when known (`ns/name` or `ns/*`).
+    Skipped {
+        reason: SkipReason,
+        instrumentation: Option<String>,
+    },
+}
+
+/// One entry of the annotation: a language (`None`: the whole pod) and its outcome.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    pub language: Option<Language>,
+    pub outcome: Outcome,
+}
+
+/// The whole annotation.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodStatus {
+    pub entries: Vec<Entry>,
+}
+
+impl PodStatus {
+    /// Whether any language was injected (the label's value).
+    pub fn injected(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.outcome, Outcome::Injected { .. }))
+    }
+}
+
+impl fmt::Display for Entry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.language {
+            Some(lang) => write!(f, "{lang}=")?,
+            None => f.write_str("pod=")?,
+        }
+        match &self.outcome {
+            Outcome::Injected {
+                instrumentation,
+                spec,
+            } => write!(f, "injected {instrumentation} {spec}"),
+            Outcome::Skipped {
+                reason,
+                instrumentation,
+            } => {
+                write!(f, "skipped {}", reason.as_str())?;
+                match instrumentation {
+                    Some(i) => write!(f, " {i}"),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+}
+
+impl fmt::Display for PodStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// `ns/name` or `ns/*`, each part non-empty and without spaces.
+fn reference(s: &str) -> Option<&str> {
+    let (ns, name) = s.split_once('/')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains('/')).then_some(s)
+}
+
+impl FromStr for Entry {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("not an otel-injector status entry: {s:?}");
+        let (subject, rest) = s.split_once('=').ok_or_else(bad)?;
+        let language = match subject {
+            "pod" => None,
+            lang => Some(lang.parse::<Language>().map_err(|_| bad())?),
+        };
+        let words: Vec<&str> = rest.split(' ').collect();
+        let outcome = match words.as_slice() {
+            ["injected", inst, hash] if language.is_some() => Outcome::Injected {
+                instrumentation: reference(inst)
+                    .filter(|i| !i.ends_with("/*"))
+                    .ok_or_else(bad)?
+                    .to_owned(),
+                spec: hash.parse().map_err(|()| bad())?,
+            },
+            ["skipped", reason, inst @ ..] if inst.len() <= 1 => Outcome::Skipped {
+                reason: SkipReason::from_label(reason).ok_or_else(bad)?,
+                instrumentation: match inst {
+                    [i] => Some(reference(i).ok_or_else(bad)?.to_owned()),
+                    _ => None,
+                },
+            },
+            _ => return Err(bad()),
+        };
+        Ok(Entry { language, outcome })
+    }
+}
+
+impl FromStr for PodStatus {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        let entries = s
+            .split("; ")
+            .filter(|e| !e.is_empty())
+            .map(str::parse)
+            .collect::<Result<_, _>>()?;
+        Ok(PodStatus { entries })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> PodStatus {
+        PodStatus {
+            entries: vec![
+                Entry {
+                    language: Some(Language::Java),
+                    outcome: Outcome::Injected {
+                        instrumentation: "shop/default".into(),
+                        spec: SpecHash([0x3f, 0x2a, 0x9c, 0x1b]),
+                    },
+                },
+                Entry {
+                    language: Some(Language::Python),
+                    outcome: Outcome::Skipped {
+                        reason: SkipReason::InstrumentationNotFound,
+                        instrumentation: Some("shop/py".into()),
+                    },
+                },
+                Entry {
+                    language: Some(Language::NodeJs),
+                    outcome: Outcome::Skipped {
+                        reason: SkipReason::NoInstrumentation,
+                        instrumentation: Some("shop/*".into()),
+                    },
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_annotation_reads_back_as_written() {
+        let text = "java=injected shop/default 3f2a9c1b; python=skipped instrumentation_not_found shop/py; nodejs=skipped no_instrumentation shop/*";
+        assert_eq!(sample().to_string(), text);
+        assert_eq!(text.parse::<PodStatus>().unwrap(), sample());
+        assert!(sample().injected());
+        let whole: PodStatus = "pod=skipped cache_not_ready".parse().unwrap();
+        assert_eq!(
+            whole.entries,
+            [Entry {
+                language: None,
+                outcome: Outcome::Skipped {
+                    reason: SkipReason::CacheNotReady,
+                    instrumentation: None
+                }
+            }]
+        );
+        assert!(!whole.injected());
+        assert_eq!(whole.to_string(), "pod=skipped cache_not_ready");
+    }
+
+    #[test]
+    fn malformed_entries_are_refused_with_the_text() {
+        for bad in [
+            "java",
+            "cobol=injected a/b 3f2a9c1b",
+            "java=injected a/b 3f2a9c1",
+            "java=injected a/* 3f2a9c1b",
+            "java=injected ab 3f2a9c1b",
+            "pod=injected a/b 3f2a9c1b",
+            "java=skipped no_such_reason",
+            "java=skipped no_instrumentation a/b c/d",
+            "java=done",
+        ] {
+            let err = bad.parse::<PodStatus>().unwrap_err();
+            assert!(err.contains(bad), "{err}");
+        }
+    }
+
+    #[test]
+    fn every_reason_round_trips() {
+        for reason in SkipReason::ALL {
+            let e = Entry {
+                language: Some(Language::Go),
+                outcome: Outcome::Skipped {
+                    reason,
+                    instrumentation: None,
+                },
+            };
+            assert_eq!(e.to_string().parse::<Entry>().unwrap(), e);
+        }
+    }
+}
