@@ -720,3 +720,20 @@ fn crd_error_stays_small() {
     // Callers wrap CrdError in their own errors; clippy's result_large_err limit is 128 bytes.
     assert!(std::mem::size_of::<CrdError>() <= 80);
 }
+
+/// Every Instrumentation in the cache costs its spec's size however few sections it sets:
+/// the large optional parts (language sections, volume claim templates, security contexts)
+/// are boxed, so an unset one costs a pointer.
+#[test]
+fn an_instrumentation_spec_is_small_when_its_sections_are_unset() {
+    use k8s_openapi::api::core::v1::{PersistentVolumeClaimTemplate, SecurityContext};
+    let spec = std::mem::size_of::<otel_injector::crd::InstrumentationSpec>();
+    let java = std::mem::size_of::<otel_injector::crd::Java>();
+    eprintln!(
+        "InstrumentationSpec {spec} B, Java section {java} B (unboxed: PersistentVolumeClaimTemplate {} B, SecurityContext {} B)",
+        std::mem::size_of::<PersistentVolumeClaimTemplate>(),
+        std::mem::size_of::<SecurityContext>()
+    );
+    assert!(spec <= 1024, "InstrumentationSpec is {spec} bytes");
+    assert!(java <= 256, "a language section is {java} bytes");
+}

@@ -129,7 +129,7 @@ impl Agent for ApacheHttpd {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.apache_httpd.as_ref()?)
+        Some(spec.apache_httpd.as_deref()?)
     }
 
     fn supports_init_targets(&self) -> bool {
@@ -138,7 +138,7 @@ impl Agent for ApacheHttpd {
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = ApacheSpec::default();
-        let apache = cx.inst.spec.apache_httpd.as_ref().unwrap_or(&default);
+        let apache = cx.inst.spec.apache_httpd.as_deref().unwrap_or(&default);
         let path = apache.config_path.as_deref().unwrap_or_default();
         if let Err(warning) =
             webserver::check_config_path(Language::ApacheHttpd, "spec.apacheHttpd.configPath", path)

@@ -148,7 +148,7 @@ impl Agent for DotNet {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.dotnet.as_ref()?)
+        Some(spec.dotnet.as_deref()?)
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let outcome = copy::inject(self, cx);

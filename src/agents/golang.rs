@@ -45,7 +45,7 @@ impl Agent for Go {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.go.as_ref()?)
+        Some(spec.go.as_deref()?)
     }
 
     fn supports_init_targets(&self) -> bool {
@@ -59,7 +59,7 @@ impl Agent for Go {
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = GoSpec::default();
         let (inst, info) = (cx.inst, cx.info);
-        let go = inst.spec.go.as_ref().unwrap_or(&default);
+        let go = inst.spec.go.as_deref().unwrap_or(&default);
         let pod: &k8s_openapi::api::core::v1::Pod = cx.plan.pod;
         let pod_spec = pod.spec.as_ref();
         if pod_spec.and_then(|s| s.share_process_namespace) == Some(false) {
@@ -110,11 +110,15 @@ impl Agent for Go {
             return Outcome::NothingInstrumented;
         }
 
-        let security = go.security_context.clone().unwrap_or(SecurityContext {
-            privileged: Some(true),
-            run_as_user: Some(0),
-            ..Default::default()
-        });
+        let security = go
+            .security_context
+            .as_deref()
+            .cloned()
+            .unwrap_or(SecurityContext {
+                privileged: Some(true),
+                run_as_user: Some(0),
+                ..Default::default()
+            });
         let image = cx.image(Language::Go);
         let mut mounts = vec![VolumeMount {
             name: KERNEL_DEBUG_VOLUME.to_owned(),

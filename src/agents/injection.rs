@@ -116,7 +116,8 @@ impl Injection<'_, '_> {
         self.inst
             .spec
             .init_container_security_context
-            .clone()
+            .as_deref()
+            .cloned()
             .or_else(|| {
                 instrumented
                     .first()

@@ -46,7 +46,7 @@ impl Agent for Java {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.java.as_ref()?)
+        Some(spec.java.as_deref()?)
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)

@@ -138,7 +138,7 @@ impl Agent for Nginx {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.nginx.as_ref()?)
+        Some(spec.nginx.as_deref()?)
     }
 
     fn supports_init_targets(&self) -> bool {
@@ -147,7 +147,7 @@ impl Agent for Nginx {
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let default = NginxSpec::default();
-        let nginx = cx.inst.spec.nginx.as_ref().unwrap_or(&default);
+        let nginx = cx.inst.spec.nginx.as_deref().unwrap_or(&default);
         let path = nginx.config_file.as_deref().unwrap_or_default();
         if let Err(warning) =
             webserver::check_config_path(Language::Nginx, "spec.nginx.configFile", path)

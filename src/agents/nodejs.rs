@@ -37,7 +37,7 @@ impl Agent for NodeJs {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.nodejs.as_ref()?)
+        Some(spec.nodejs.as_deref()?)
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)

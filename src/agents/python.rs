@@ -57,7 +57,7 @@ impl Agent for Python {
         Some(DEFAULT_IMAGE)
     }
     fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.python.as_ref()?)
+        Some(spec.python.as_deref()?)
     }
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)

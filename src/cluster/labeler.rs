@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::{broadcast, mpsc};
 
+use super::watch::{NamespaceEntry, NamespaceStore};
 use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{ANNOTATION_PREFIX, Language, LanguageSet};
 use crate::pod::select::Request;
@@ -42,36 +42,24 @@ pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: Lang
 /// The label value that opts a namespace (or pod) out of the webhook.
 pub const DISABLED: &str = "disabled";
 
-fn has_label(ns: &PartialObjectMeta<Namespace>) -> bool {
-    ns.metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(NAMESPACE_LABEL))
-        .is_some_and(|v| v == "true")
-}
-
 /// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
 /// remove.
-pub fn change_for(ns: &PartialObjectMeta<Namespace>, enabled: LanguageSet) -> Option<bool> {
+pub fn change_for(ns: &NamespaceEntry, enabled: LanguageSet) -> Option<bool> {
     // A namespace its owner opted out (`otel-injector/inject=disabled`) is never relabeled.
-    let label = ns
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(NAMESPACE_LABEL));
-    if label.is_some_and(|v| v == DISABLED) {
+    let label = ns.label.as_deref();
+    if label == Some(DISABLED) {
         return None;
     }
     // The injection keys may be labels too (a label wins over an annotation).
-    let want = wants_label(ns.metadata.labels.as_ref(), enabled)
-        || wants_label(ns.metadata.annotations.as_ref(), enabled);
-    (want != has_label(ns)).then_some(want)
+    let want = wants_label(Some(&ns.info.labels), enabled)
+        || wants_label(Some(&ns.info.annotations), enabled);
+    (want != (label == Some("true"))).then_some(want)
 }
 
 /// The namespace labeler: follows the namespace cache of a [`KubeCatalog`] and writes
 /// the label. Started on its own (the cache itself never writes).
 pub struct Labeler {
-    store: Store<PartialObjectMeta<Namespace>>,
+    store: NamespaceStore,
     changes: broadcast::Receiver<NamespaceChange>,
     enabled: LanguageSet,
 }
@@ -114,14 +102,10 @@ impl Labeler {
         }
     }
 
-    /// Every namespace of the store whose label does not match its annotations.
+    /// Every namespace of the cache whose label does not match its annotations.
     fn due(&self) -> Vec<String> {
         self.store
-            .state()
-            .iter()
-            .filter(|ns| change_for(ns, self.enabled).is_some())
-            .filter_map(|ns| ns.metadata.name.clone())
-            .collect()
+            .names_where(|ns| change_for(ns, self.enabled).is_some())
     }
 
     async fn label(
@@ -131,7 +115,7 @@ impl Labeler {
         name: String,
         retry: &mpsc::UnboundedSender<String>,
     ) {
-        let Some(ns) = self.store.get(&ObjectRef::new(&name)) else {
+        let Some(ns) = self.store.get(&name) else {
             return;
         };
         let Some(add) = change_for(&ns, self.enabled) else {
@@ -167,19 +151,18 @@ impl Labeler {
 mod tests {
     use super::*;
 
-    fn ns(annotations: &[(&str, &str)], labelled: bool) -> PartialObjectMeta<Namespace> {
-        let mut n = PartialObjectMeta::<Namespace>::default();
-        n.metadata.name = Some("shop".into());
-        n.metadata.annotations = Some(
+    fn ns(annotations: &[(&str, &str)], labelled: bool) -> NamespaceEntry {
+        let mut info = crate::engine::NamespaceInfo::default();
+        info.merge(
             annotations
                 .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),
+            [],
         );
-        if labelled {
-            n.metadata.labels = Some(BTreeMap::from([(NAMESPACE_LABEL.into(), "true".into())]));
+        NamespaceEntry {
+            info: std::sync::Arc::new(info),
+            label: labelled.then(|| "true".to_owned()),
         }
-        n
     }
 
     #[test]
@@ -208,7 +191,7 @@ mod tests {
     fn an_opted_out_namespace_is_never_relabeled() {
         let java = "instrumentation.opentelemetry.io/inject-java";
         let mut n = ns(&[(java, "true")], false);
-        n.metadata.labels = Some(BTreeMap::from([(NAMESPACE_LABEL.into(), DISABLED.into())]));
+        n.label = Some(DISABLED.to_owned());
         assert_eq!(change_for(&n, LanguageSet::all()), None);
     }
 }

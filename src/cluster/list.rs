@@ -77,13 +77,11 @@ pub async fn read_with(client: &Client) -> Result<ClusterView, ListError> {
         })?;
     let mut instrumentations = Vec::new();
     let mut unreadable = Vec::new();
-    for o in &objects.items {
+    for o in objects.items {
+        let (ns, name) = key_of(&o);
         match to_typed(o) {
             Ok(i) => instrumentations.push(i),
-            Err(e) => {
-                let (ns, name) = key_of(o);
-                unreadable.push((ns, name, e));
-            }
+            Err(e) => unreadable.push((ns, name, e)),
         }
     }
     let listed = Api::<Namespace>::all(client.clone())

@@ -1,9 +1,10 @@
-//! Reflector stores kept current by watches: Instrumentations (all namespaces), namespace
-//! metadata, and (when exporter TLS references are verified) Secret and ConfigMap names.
-//! The stores only read the cluster; a writer that follows a store (the namespace labeler)
-//! subscribes to its changes.
+//! The caches kept current by watches: the engine's index of Instrumentations (all
+//! namespaces) and the namespaces in the engine's form, each updated in place from the watch
+//! events (nothing else is kept of the objects); and, when exporter TLS references are
+//! verified, reflector stores of Secret and ConfigMap names. The caches only read the
+//! cluster; a writer that follows one (the namespace labeler) subscribes to its changes.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -15,17 +16,17 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
+use serde::Deserialize as _;
 use tokio::sync::{Notify, broadcast};
 
-use super::POD_SECURITY_ENFORCE;
 use super::apiserver::{self, ServerInfo};
 use super::labeler::NAMESPACE_LABEL;
 use crate::agents::ANNOTATION_PREFIX;
-use crate::crd::Instrumentation;
+use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 use crate::metrics::Metrics;
 
-/// One watched kind: the reader side of a reflector store and whether it has synced.
+/// One watched kind kept in a reflector store: its reader side and whether it has synced.
 struct Watched<K: kube::Resource + 'static>
 where
     K::DynamicType: std::hash::Hash + Eq + Clone,
@@ -61,38 +62,124 @@ type Meta<K> = PartialObjectMeta<K>;
 /// kubectl's copy of the last applied object, kept as an annotation.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Reflector stores kept current by watches; the readers exist before any client does, so
-/// the webhook can answer (not ready) before the API server is reachable.
+/// Objects per page of a watch's initial list. Each page is held whole while it is decoded
+/// (the response text, serde's buffer of it, the decoded objects), so the page bounds the
+/// peak of a (re)start; client-go's default is 500, which with 500 Instrumentations as
+/// `kubectl apply` leaves them (a copy of the spec, managed fields) is megabytes.
+const LIST_PAGE: u32 = 100;
+
+/// The caches the watches keep; the readers exist before any client does, so the webhook
+/// can answer (not ready) before the API server is reachable.
 pub struct KubeCatalog {
-    instrumentations: Watched<Instrumentation>,
-    /// The engine's index of `instrumentations` (and of unreadable ones), rebuilt whole on
+    /// The engine's index of Instrumentations (and of unreadable ones), swapped whole on
     /// every change so that a request takes it with one `Arc` clone.
     index: Index,
+    instrumentations_synced: Arc<AtomicBool>,
     /// The API server's version and feature gate, read once the client connects and again
     /// after a watch reconnects.
     server: Server,
-    namespaces: Watched<Meta<Namespace>>,
+    namespaces: NamespaceStore,
+    namespaces_synced: Arc<AtomicBool>,
     /// Names of Secrets and ConfigMaps (metadata only), when exporter TLS references are
     /// verified.
     objects: Option<Objects>,
     namespace_changes: broadcast::Sender<NamespaceChange>,
 }
 
-/// A change of the namespace store, sent once the store holds it.
+/// A change of the namespace cache, sent once the cache holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum NamespaceChange {
     /// This namespace was added or changed.
     Applied(String),
-    /// The store was (re)filled from a complete list: any namespace may have changed.
+    /// The cache was (re)filled from a complete list: any namespace may have changed.
     Resynced,
 }
 
 /// Namespace changes a subscriber may fall behind by before it is told it lagged (and
-/// rereads the whole store).
+/// rereads the whole cache).
 const NAMESPACE_CHANGES: usize = 1024;
 
 type Index = Arc<RwLock<Arc<Instrumentations>>>;
 type Server = Arc<RwLock<Option<ServerInfo>>>;
+
+/// What the cache keeps of a namespace: what the engine reads, ready to hand to a request,
+/// and the labeler's own label.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamespaceEntry {
+    /// Its injection annotations and labels and its Pod Security level
+    /// ([`NamespaceInfo::merge`] decides which).
+    pub info: Arc<NamespaceInfo>,
+    /// The value of its [`NAMESPACE_LABEL`], when set.
+    pub label: Option<String>,
+}
+
+impl NamespaceEntry {
+    /// The entry of a namespace's metadata; `empty` is shared by every namespace that has
+    /// nothing the engine reads (most of them).
+    fn of(meta: ObjectMeta, empty: &Arc<NamespaceInfo>) -> (String, NamespaceEntry) {
+        let mut labels = meta.labels.unwrap_or_default();
+        let label = labels.remove(NAMESPACE_LABEL);
+        let annotations = meta
+            .annotations
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(ANNOTATION_PREFIX));
+        let mut info = NamespaceInfo::default();
+        info.merge(annotations, labels);
+        let info = if info == **empty {
+            empty.clone()
+        } else {
+            Arc::new(info)
+        };
+        (
+            meta.name.unwrap_or_default(),
+            NamespaceEntry { info, label },
+        )
+    }
+}
+
+/// The namespaces by name, in the form the engine and the labeler read.
+#[derive(Clone, Default)]
+pub struct NamespaceStore(Arc<RwLock<HashMap<String, NamespaceEntry>>>);
+
+impl NamespaceStore {
+    /// One namespace's entry.
+    pub fn get(&self, name: &str) -> Option<NamespaceEntry> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+
+    /// What the engine reads of one namespace (one `Arc` clone, under the read lock).
+    pub fn info(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .map(|entry| entry.info.clone())
+    }
+
+    /// The names of the namespaces whose entries match `filter`.
+    pub fn names_where(&self, filter: impl Fn(&NamespaceEntry) -> bool) -> Vec<String> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|(_, entry)| filter(entry))
+            .map(|(name, _)| name.clone())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 struct Objects {
     secrets: Watched<Meta<Secret>>,
@@ -116,13 +203,13 @@ impl ObjectLookup for Objects {
 
 /// The write side of a [`KubeCatalog`], consumed by [`CatalogWriters::watch`].
 pub struct CatalogWriters {
-    instrumentations: (reflector::store::Writer<Instrumentation>, Arc<AtomicBool>),
     index: Index,
+    instrumentations_synced: Arc<AtomicBool>,
     server: Server,
-    namespaces: (reflector::store::Writer<Meta<Namespace>>, Arc<AtomicBool>),
+    namespaces: NamespaceStore,
+    namespaces_synced: Arc<AtomicBool>,
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
-    broken: Broken,
     namespace_changes: broadcast::Sender<NamespaceChange>,
 }
 
@@ -130,8 +217,6 @@ impl KubeCatalog {
     /// `track_tls_objects`: also watch Secret and ConfigMap names, to report exporter TLS
     /// references that do not exist.
     pub fn new(track_tls_objects: bool) -> (Self, CatalogWriters) {
-        let (instrumentations, iw, is) = Watched::new();
-        let (namespaces, nw, ns) = Watched::new();
         let (objects, sw, cw) = if track_tls_objects {
             let (secrets, sw, sf) = Watched::new();
             let (config_maps, cw, cf) = Watched::new();
@@ -144,33 +229,37 @@ impl KubeCatalog {
             (None, None, None)
         };
         let index = Index::default();
+        let instrumentations_synced = Arc::new(AtomicBool::new(false));
         let server = Server::default();
+        let namespaces = NamespaceStore::default();
+        let namespaces_synced = Arc::new(AtomicBool::new(false));
         let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
         (
             KubeCatalog {
-                instrumentations,
                 index: index.clone(),
+                instrumentations_synced: instrumentations_synced.clone(),
                 server: server.clone(),
-                namespaces,
+                namespaces: namespaces.clone(),
+                namespaces_synced: namespaces_synced.clone(),
                 objects,
                 namespace_changes: namespace_changes.clone(),
             },
             CatalogWriters {
-                instrumentations: (iw, is),
                 index,
+                instrumentations_synced,
                 server,
-                namespaces: (nw, ns),
+                namespaces,
+                namespaces_synced,
                 secrets: sw,
                 config_maps: cw,
-                broken: Broken::default(),
                 namespace_changes,
             },
         )
     }
 
-    /// The namespace store (for the labeler).
-    pub fn namespace_store(&self) -> Store<Meta<Namespace>> {
-        self.namespaces.store.clone()
+    /// The namespace cache (for the labeler).
+    pub fn namespace_store(&self) -> NamespaceStore {
+        self.namespaces.clone()
     }
 
     /// What was last read of the API server.
@@ -178,7 +267,7 @@ impl KubeCatalog {
         *self.server.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Changes of the namespace store from now on, each sent after the store applied it.
+    /// Changes of the namespace cache from now on, each sent after the cache applied it.
     pub fn namespace_changes(&self) -> broadcast::Receiver<NamespaceChange> {
         self.namespace_changes.subscribe()
     }
@@ -188,8 +277,8 @@ impl Catalog for KubeCatalog {
     fn ready(&self) -> bool {
         // The version (and gate) decide `auto` modes: no decision before they are read.
         self.server_version().is_some()
-            && self.instrumentations.ready()
-            && self.namespaces.ready()
+            && self.instrumentations_synced.load(Ordering::Acquire)
+            && self.namespaces_synced.load(Ordering::Acquire)
             && self
                 .objects
                 .as_ref()
@@ -201,14 +290,7 @@ impl Catalog for KubeCatalog {
     }
 
     fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>> {
-        let ns = self.namespaces.store.get(&ObjectRef::new(name))?;
-        let meta = &ns.metadata;
-        let mut info = NamespaceInfo::default();
-        info.merge(
-            meta.annotations.clone().into_iter().flatten(),
-            meta.labels.clone().into_iter().flatten(),
-        );
-        Some(Arc::new(info))
+        self.namespaces.info(name)
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {
@@ -267,28 +349,15 @@ fn reconnect_signal(reconnected: Arc<Notify>) -> impl FnMut(bool, bool) {
     }
 }
 
-/// Rebuilds the engine's index from the store and the unreadable objects.
-fn rebuild(store: &Store<Instrumentation>, broken: &Broken, index: &Index) {
-    let mut fresh = Instrumentations::default();
-    for inst in store.state() {
-        fresh.insert_shared(inst);
-    }
-    for ((ns, name), error) in broken.read().unwrap_or_else(|e| e.into_inner()).iter() {
-        fresh.insert_unreadable(ns, name, error.clone());
-    }
-    *index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
-}
-
-/// Drives one watch into its store, keeping the metrics and the synced flag current.
+/// Drives one watch whose events have been applied to their cache (`len`: the objects it
+/// holds), keeping the metrics and the synced flag current.
 async fn drive<K, S>(
     name: &'static str,
     stream: S,
-    store: Store<K>,
+    len: impl Fn() -> usize,
     synced: Arc<AtomicBool>,
     metrics: Arc<Metrics>,
 ) where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: std::hash::Hash + Eq + Clone,
     S: Stream<Item = Result<Event<K>, watcher::Error>>,
 {
     let mut stream = std::pin::pin!(stream);
@@ -297,11 +366,11 @@ async fn drive<K, S>(
         match ev {
             Ok(Event::InitDone) => {
                 synced.store(true, Ordering::Release);
-                tracing::info!(store = name, objects = store.len(), "store synced");
-                metrics.store(name, store.len(), true);
+                tracing::info!(store = name, objects = len(), "store synced");
+                metrics.store(name, len(), true);
             }
             Ok(Event::Apply(_) | Event::Delete(_)) => {
-                metrics.store(name, store.len(), synced.load(Ordering::Acquire));
+                metrics.store(name, len(), synced.load(Ordering::Acquire));
             }
             Ok(Event::Init | Event::InitApply(_)) => {}
             Err(e) => {
@@ -332,8 +401,16 @@ async fn drive<K, S>(
     }
 }
 
-/// Errors of Instrumentations that could not be read, by (namespace, name).
-pub type Broken = Arc<RwLock<HashMap<(String, String), String>>>;
+/// The kind of a watch event, its object gone into a cache.
+fn shape<K>(ev: &Event<K>) -> Event<()> {
+    match ev {
+        Event::Apply(_) => Event::Apply(()),
+        Event::Delete(_) => Event::Delete(()),
+        Event::Init => Event::Init,
+        Event::InitApply(_) => Event::InitApply(()),
+        Event::InitDone => Event::InitDone,
+    }
+}
 
 pub(super) fn key_of(o: &DynamicObject) -> (String, String) {
     (
@@ -342,102 +419,139 @@ pub(super) fn key_of(o: &DynamicObject) -> (String, String) {
     )
 }
 
-pub(super) fn to_typed(o: &DynamicObject) -> Result<Instrumentation, String> {
-    serde_json::to_value(o)
-        .and_then(serde_json::from_value)
-        .map_err(|e| e.to_string())
+/// The typed Instrumentation of an untyped object, moved out of it (no copy of its JSON);
+/// the error says why it cannot be read.
+pub(super) fn to_typed(o: DynamicObject) -> Result<Instrumentation, String> {
+    let DynamicObject {
+        metadata, mut data, ..
+    } = o;
+    let mut field = |name: &str| data.get_mut(name).map(serde_json::Value::take);
+    let spec = field("spec").ok_or_else(|| "missing field `spec`".to_owned())?;
+    let status = field("status");
+    let spec = InstrumentationSpec::deserialize(spec).map_err(|e| e.to_string())?;
+    let status = match status {
+        Some(s) => serde_json::from_value(s).map_err(|e| e.to_string())?,
+        None => None,
+    };
+    Ok(Instrumentation {
+        metadata,
+        spec,
+        status,
+    })
 }
 
-/// An Instrumentation that carries only the metadata of `o` (to delete it from the store).
-fn tombstone(o: DynamicObject) -> Instrumentation {
-    Instrumentation {
-        metadata: o.metadata,
-        spec: Default::default(),
-        status: None,
+/// The engine's index kept current by the Instrumentation watch: each event is decoded into
+/// the typed object and goes into the index, readable or not. A change makes a new index
+/// from the current one (a request keeps the index it took); the objects of a list go into a
+/// fresh one, published when the list is complete.
+struct InstrumentationCache {
+    index: Index,
+    /// The index being filled by a list in progress.
+    listing: Option<Instrumentations>,
+}
+
+impl InstrumentationCache {
+    fn current(&self) -> Arc<Instrumentations> {
+        self.index.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn publish(&self, fresh: Instrumentations) {
+        *self.index.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(fresh);
+    }
+
+    /// Puts one object into `index`: typed, or recorded as unreadable with the reason.
+    fn put(index: &mut Instrumentations, o: DynamicObject) {
+        let (namespace, name) = key_of(&o);
+        match to_typed(o) {
+            Ok(inst) => {
+                index.insert(inst);
+            }
+            Err(e) => {
+                tracing::warn!(%namespace, %name, error = %e, "Instrumentation cannot be read; ignored");
+                index.insert_unreadable(&namespace, &name, e);
+            }
+        }
+    }
+
+    fn apply(&mut self, ev: Event<DynamicObject>) {
+        match ev {
+            Event::Init => self.listing = Some(Instrumentations::default()),
+            Event::InitApply(o) => Self::put(self.listing.get_or_insert_default(), o),
+            Event::InitDone => {
+                let fresh = self.listing.take().unwrap_or_default();
+                self.publish(fresh);
+            }
+            Event::Apply(o) => {
+                let mut next = Instrumentations::clone(&self.current());
+                Self::put(&mut next, o);
+                self.publish(next);
+            }
+            Event::Delete(o) => {
+                let (namespace, name) = key_of(&o);
+                let mut next = Instrumentations::clone(&self.current());
+                if next.remove(&namespace, &name) {
+                    self.publish(next);
+                }
+            }
+        }
     }
 }
 
-/// Converts one untyped watch event; unreadable objects are recorded in `broken` (and
-/// dropped, or deleted from the store if an earlier version was readable).
-fn typed_event(
-    ev: Result<Event<DynamicObject>, watcher::Error>,
-    broken: &Broken,
-    pending: &mut HashMap<(String, String), String>,
-) -> Option<Result<Event<Instrumentation>, watcher::Error>> {
-    let set = |key: (String, String), err: Option<String>| {
-        let mut b = broken.write().unwrap_or_else(|e| e.into_inner());
-        match err {
-            Some(e) => {
-                tracing::warn!(namespace = %key.0, name = %key.1, error = %e, "Instrumentation cannot be read; ignored");
-                b.insert(key, e);
-            }
-            None => {
-                b.remove(&key);
-            }
-        }
-    };
-    Some(Ok(match ev {
-        Err(e) => return Some(Err(e)),
-        Ok(Event::Init) => {
-            pending.clear();
-            Event::Init
-        }
-        Ok(Event::InitApply(o)) => match to_typed(&o) {
-            Ok(i) => Event::InitApply(i),
-            Err(e) => {
-                tracing::warn!(namespace = ?o.metadata.namespace, name = ?o.metadata.name, error = %e, "Instrumentation cannot be read; ignored");
-                pending.insert(key_of(&o), e);
-                return None;
-            }
-        },
-        Ok(Event::InitDone) => {
-            *broken.write().unwrap_or_else(|e| e.into_inner()) = std::mem::take(pending);
-            Event::InitDone
-        }
-        Ok(Event::Apply(o)) => match to_typed(&o) {
-            Ok(i) => {
-                set(key_of(&o), None);
-                Event::Apply(i)
-            }
-            Err(e) => {
-                set(key_of(&o), Some(e));
-                Event::Delete(tombstone(o))
-            }
-        },
-        Ok(Event::Delete(o)) => {
-            set(key_of(&o), None);
-            Event::Delete(tombstone(o))
-        }
-    }))
+/// The namespace cache kept current by the namespace watch: each namespace in the engine's
+/// form ([`NamespaceEntry`]), changed in place; the namespaces of a list go into a fresh map
+/// that replaces the cache when the list is complete.
+struct NamespaceCache {
+    store: NamespaceStore,
+    listing: Option<HashMap<String, NamespaceEntry>>,
+    /// The entry of every namespace with nothing the engine reads.
+    empty: Arc<NamespaceInfo>,
+    changes: broadcast::Sender<NamespaceChange>,
 }
 
-/// What the namespace store keeps of a namespace: its name, and the annotations and labels
-/// that the engine and the labeler read (the injection keys, the Pod Security level, the
-/// labeler's own label). Everything else, managed fields and kubectl's copy of the last
-/// applied object above all, is dropped as each event arrives.
-fn trim_namespace(o: &mut PartialObjectMeta<Namespace>) {
-    fn kept(
-        map: Option<BTreeMap<String, String>>,
-        keep: impl Fn(&str) -> bool,
-    ) -> Option<BTreeMap<String, String>> {
-        let mut map = map?;
-        map.retain(|k, _| keep(k));
-        (!map.is_empty()).then_some(map)
+impl NamespaceCache {
+    fn apply(&mut self, ev: Event<Meta<Namespace>>) {
+        let change = match ev {
+            Event::Init => {
+                self.listing = Some(HashMap::new());
+                None
+            }
+            Event::InitApply(o) => {
+                let (name, entry) = NamespaceEntry::of(o.metadata, &self.empty);
+                self.listing.get_or_insert_default().insert(name, entry);
+                None
+            }
+            Event::InitDone => {
+                let mut fresh = self.listing.take().unwrap_or_default();
+                fresh.shrink_to_fit();
+                *self.store.0.write().unwrap_or_else(|e| e.into_inner()) = fresh;
+                Some(NamespaceChange::Resynced)
+            }
+            Event::Apply(o) => {
+                let (name, entry) = NamespaceEntry::of(o.metadata, &self.empty);
+                let mut store = self.store.0.write().unwrap_or_else(|e| e.into_inner());
+                store.insert(name.clone(), entry);
+                Some(NamespaceChange::Applied(name))
+            }
+            Event::Delete(o) => {
+                let name = o.metadata.name.unwrap_or_default();
+                self.store
+                    .0
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&name);
+                None
+            }
+        };
+        // Sent after the cache holds the change, so a subscriber that reads it sees it. No
+        // subscriber (the labeler is off): nothing to tell.
+        if let Some(change) = change {
+            let _ = self.changes.send(change);
+        }
     }
-    let m = &mut o.metadata;
-    let engine_key = |k: &str| k.starts_with(ANNOTATION_PREFIX);
-    *m = ObjectMeta {
-        name: m.name.take(),
-        annotations: kept(m.annotations.take(), engine_key),
-        labels: kept(m.labels.take(), |k| {
-            engine_key(k) || k == POD_SECURITY_ENFORCE || k == NAMESPACE_LABEL
-        }),
-        ..ObjectMeta::default()
-    };
 }
 
-/// What the store keeps of an Instrumentation: all but its managed fields and kubectl's
-/// copy of the last applied object (a second copy of the whole spec).
+/// What is kept of an Instrumentation: all but its managed fields and kubectl's copy of
+/// the last applied object (a second copy of the whole spec).
 fn trim_instrumentation(o: &mut DynamicObject) {
     o.metadata.managed_fields = None;
     if let Some(a) = o.metadata.annotations.as_mut() {
@@ -462,7 +576,8 @@ async fn watch_names<K>(
         + 'static,
 {
     let reader = writer.as_reader();
-    let stream = watcher::watcher(Api::<Meta<K>>::all(client), watcher::Config::default())
+    let config = watcher::Config::default().page_size(LIST_PAGE);
+    let stream = watcher::watcher(Api::<Meta<K>>::all(client), config)
         .default_backoff()
         .modify(|o| {
             o.metadata.managed_fields = None;
@@ -470,24 +585,23 @@ async fn watch_names<K>(
             o.metadata.labels = None;
         })
         .reflect(writer);
-    drive(name, stream, reader, synced, metrics).await;
+    drive(name, stream, || reader.len(), synced, metrics).await;
 }
 
 impl CatalogWriters {
     /// Watches Instrumentations in all namespaces and namespace metadata (and, when
     /// tracked, Secret and ConfigMap names) until the process ends. Errors are retried with
-    /// backoff; the stores keep their last content meanwhile.
+    /// backoff; the caches keep their last content meanwhile.
     pub async fn watch(self, client: Client, metrics: Arc<Metrics>) {
-        let cfg = watcher::Config::default();
-        let (iw, is) = self.instrumentations;
-        let inst_reader = iw.as_reader();
+        let cfg = watcher::Config::default().page_size(LIST_PAGE);
         // Watched untyped and converted one by one, so that a single object this build
         // cannot read is reported for itself instead of failing the whole list.
         let resource = ApiResource::erase::<Instrumentation>(&());
-        let broken = self.broken.clone();
-        let mut pending = HashMap::new();
-        let (index, rebuild_store, rebuild_broken) =
-            (self.index, inst_reader.clone(), self.broken.clone());
+        let index = self.index.clone();
+        let mut instrumentations = InstrumentationCache {
+            index: self.index,
+            listing: None,
+        };
         let reconnected = Arc::new(Notify::new());
         let mut signal = reconnect_signal(reconnected.clone());
         let inst = watcher::watcher(
@@ -496,34 +610,29 @@ impl CatalogWriters {
         )
         .default_backoff()
         .modify(trim_instrumentation)
-        .filter_map(move |ev| std::future::ready(typed_event(ev, &broken, &mut pending)))
-        .reflect(iw)
-        .inspect(move |ev| {
+        .map(move |ev| {
             signal(matches!(ev, Ok(Event::Init)), ev.is_err());
-            // The store is current here; during the initial list, rebuild once at the end.
-            if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = ev {
-                rebuild(&rebuild_store, &rebuild_broken, &index);
-            }
+            ev.map(|ev| {
+                let shape = shape(&ev);
+                instrumentations.apply(ev);
+                shape
+            })
         });
-        let (nw, ns_synced) = self.namespaces;
-        let ns_reader = nw.as_reader();
-        let changes = self.namespace_changes;
+        let ns_store = self.namespaces.clone();
+        let mut namespaces = NamespaceCache {
+            store: self.namespaces,
+            listing: None,
+            empty: Arc::default(),
+            changes: self.namespace_changes,
+        };
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
             .default_backoff()
-            .modify(trim_namespace)
-            .reflect(nw)
-            .inspect(move |ev| {
-                // After `reflect`: a subscriber that reads the store sees this change. (Objects
-                // of a list reach the store together, at its end.)
-                let change = match ev {
-                    Ok(Event::Apply(o)) => o.metadata.name.clone().map(NamespaceChange::Applied),
-                    Ok(Event::InitDone) => Some(NamespaceChange::Resynced),
-                    _ => None,
-                };
-                if let Some(change) = change {
-                    // No subscriber (the labeler is off): nothing to tell.
-                    let _ = changes.send(change);
-                }
+            .map(move |ev| {
+                ev.map(|ev| {
+                    let shape = shape(&ev);
+                    namespaces.apply(ev);
+                    shape
+                })
             });
         let secrets = async {
             if let Some(w) = self.secrets {
@@ -535,10 +644,28 @@ impl CatalogWriters {
                 watch_names::<ConfigMap>("configmaps", client.clone(), w, metrics.clone()).await;
             }
         };
+        let inst_len = move || {
+            index
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .readable_len()
+        };
         tokio::join!(
             keep_server_info(client.clone(), self.server, reconnected, metrics.clone()),
-            drive("instrumentations", inst, inst_reader, is, metrics.clone()),
-            drive("namespaces", ns, ns_reader, ns_synced, metrics.clone()),
+            drive(
+                "instrumentations",
+                inst,
+                inst_len,
+                self.instrumentations_synced,
+                metrics.clone()
+            ),
+            drive(
+                "namespaces",
+                ns,
+                || ns_store.len(),
+                self.namespaces_synced,
+                metrics.clone()
+            ),
             secrets,
             config_maps,
         );
@@ -549,6 +676,7 @@ impl CatalogWriters {
 mod tests {
     use super::*;
     use serde_json::json;
+    use std::collections::BTreeMap;
 
     fn dynamic(name: &str, spec: serde_json::Value) -> DynamicObject {
         serde_json::from_value(json!({
@@ -558,21 +686,9 @@ mod tests {
         .unwrap()
     }
 
-    fn kind(ev: &Option<Result<Event<Instrumentation>, watcher::Error>>) -> &'static str {
-        match ev {
-            Some(Ok(Event::Apply(_))) => "apply",
-            Some(Ok(Event::Delete(_))) => "delete",
-            Some(Ok(Event::Init)) => "init",
-            Some(Ok(Event::InitApply(_))) => "init-apply",
-            Some(Ok(Event::InitDone)) => "init-done",
-            Some(Err(_)) => "error",
-            None => "dropped",
-        }
-    }
-
     #[test]
-    fn the_namespace_store_keeps_only_what_the_engine_and_the_labeler_read() {
-        let mut ns: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
+    fn the_namespace_cache_keeps_only_what_the_engine_and_the_labeler_read() {
+        let ns: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
             "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
             "metadata": {
                 "name": "shop", "uid": "6f1c", "resourceVersion": "812",
@@ -595,38 +711,103 @@ mod tests {
             }
         }))
         .unwrap();
-        trim_namespace(&mut ns);
+        let empty = Arc::new(NamespaceInfo::default());
+        let (name, entry) = NamespaceEntry::of(ns.metadata, &empty);
+        let text = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        assert_eq!(name, "shop");
         assert_eq!(
-            serde_json::to_value(&ns.metadata).unwrap(),
-            json!({
-                "name": "shop",
-                "labels": {
-                    "instrumentation.opentelemetry.io/inject-python": "true",
-                    "pod-security.kubernetes.io/enforce": "baseline",
-                    "otel-injector/inject": "true"
-                },
-                "annotations": {
-                    "instrumentation.opentelemetry.io/inject-java": "true",
-                    "instrumentation.opentelemetry.io/container-names": "app"
-                }
-            })
+            entry,
+            NamespaceEntry {
+                info: Arc::new(NamespaceInfo {
+                    annotations: text(&[
+                        ("instrumentation.opentelemetry.io/inject-java", "true"),
+                        ("instrumentation.opentelemetry.io/container-names", "app"),
+                    ]),
+                    labels: text(&[("instrumentation.opentelemetry.io/inject-python", "true")]),
+                    pod_security_enforce: Some("baseline".to_owned()),
+                }),
+                label: Some("true".to_owned()),
+            }
         );
+        assert!(!Arc::ptr_eq(&entry.info, &empty));
 
-        let mut plain: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
+        let plain: PartialObjectMeta<Namespace> = serde_json::from_value(json!({
             "apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata",
             "metadata": {"name": "plain", "labels": {"kubernetes.io/metadata.name": "plain"},
                          "annotations": {"owner": "x"}}
         }))
         .unwrap();
-        trim_namespace(&mut plain);
-        assert_eq!(
-            serde_json::to_value(&plain.metadata).unwrap(),
-            json!({"name": "plain"})
-        );
+        let (name, entry) = NamespaceEntry::of(plain.metadata, &empty);
+        assert_eq!(name, "plain");
+        assert_eq!(entry.label, None);
+        // Nothing the engine reads: the shared empty entry, no allocation of its own.
+        assert!(Arc::ptr_eq(&entry.info, &empty));
     }
 
     #[test]
-    fn the_instrumentation_store_drops_managed_fields_and_the_last_applied_copy() {
+    fn the_namespace_cache_follows_lists_and_changes_and_tells_after_applying() {
+        let meta = |name: &str, java: Option<&str>| -> Meta<Namespace> {
+            let mut m = PartialObjectMeta::<Namespace>::default();
+            m.metadata.name = Some(name.to_owned());
+            m.metadata.annotations = java.map(|v| {
+                BTreeMap::from([(
+                    "instrumentation.opentelemetry.io/inject-java".to_owned(),
+                    v.to_owned(),
+                )])
+            });
+            m
+        };
+        let (changes, mut told) = broadcast::channel(16);
+        let store = NamespaceStore::default();
+        let mut cache = NamespaceCache {
+            store: store.clone(),
+            listing: None,
+            empty: Arc::default(),
+            changes,
+        };
+        let java = |store: &NamespaceStore, n: &str| {
+            store.info(n).and_then(|i| {
+                i.annotations
+                    .get("instrumentation.opentelemetry.io/inject-java")
+                    .cloned()
+            })
+        };
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(meta("a", Some("true"))));
+        cache.apply(Event::InitApply(meta("b", None)));
+        // A list reaches the cache whole, at its end.
+        assert!(store.is_empty());
+        cache.apply(Event::InitDone);
+        assert_eq!(told.try_recv().unwrap(), NamespaceChange::Resynced);
+        assert_eq!(store.len(), 2);
+        assert_eq!(java(&store, "a").as_deref(), Some("true"));
+        assert_eq!(java(&store, "b"), None);
+
+        cache.apply(Event::Apply(meta("b", Some("my-inst"))));
+        assert_eq!(
+            told.try_recv().unwrap(),
+            NamespaceChange::Applied("b".to_owned())
+        );
+        assert_eq!(java(&store, "b").as_deref(), Some("my-inst"));
+        cache.apply(Event::Delete(meta("a", None)));
+        assert_eq!(store.info("a"), None);
+        assert_eq!(store.len(), 1);
+
+        // A relist replaces the cache: what it no longer lists is gone.
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(meta("c", None)));
+        assert_eq!(store.len(), 1, "the old content serves until the list ends");
+        cache.apply(Event::InitDone);
+        assert_eq!(store.names_where(|_| true), ["c"]);
+    }
+
+    #[test]
+    fn the_instrumentation_cache_drops_managed_fields_and_the_last_applied_copy() {
         let mut o = dynamic("java", json!({"exporter": {"endpoint": "http://c:4318"}}));
         o.metadata.managed_fields = Some(vec![Default::default()]);
         o.metadata.annotations = Some(BTreeMap::from([
@@ -649,32 +830,47 @@ mod tests {
 
     #[test]
     fn one_unreadable_instrumentation_does_not_fail_the_others() {
-        let broken = Broken::default();
-        let mut pending = HashMap::new();
+        let index = Index::default();
+        let mut cache = InstrumentationCache {
+            index: index.clone(),
+            listing: None,
+        };
         let good = dynamic("good", json!({"exporter": {"endpoint": "http://c:4318"}}));
         let bad = dynamic("bad", json!({"sampler": {"type": "not_a_sampler"}}));
-        let mut step = |ev| typed_event(Ok(ev), &broken, &mut pending);
+        let now = || index.read().unwrap().clone();
+        let reason = |n: &str| now().get("shop", n).and_then(|e| e.clone().err());
+        let readable = |n: &str| now().get("shop", n).is_some_and(|e| e.is_ok());
 
-        assert_eq!(kind(&step(Event::Init)), "init");
-        assert_eq!(kind(&step(Event::InitApply(good.clone()))), "init-apply");
-        assert_eq!(kind(&step(Event::InitApply(bad.clone()))), "dropped");
-        assert_eq!(kind(&step(Event::InitDone)), "init-done");
-        let reason = |b: &Broken, n: &str| {
-            b.read()
-                .unwrap()
-                .get(&("shop".to_owned(), n.to_owned()))
-                .cloned()
-        };
-        assert!(reason(&broken, "bad").unwrap().contains("not_a_sampler"));
-        assert_eq!(reason(&broken, "good"), None);
+        cache.apply(Event::Init);
+        cache.apply(Event::InitApply(good.clone()));
+        cache.apply(Event::InitApply(bad.clone()));
+        assert!(now().is_empty(), "a list is published when complete");
+        cache.apply(Event::InitDone);
+        assert!(reason("bad").unwrap().contains("not_a_sampler"));
+        assert!(readable("good"));
+        assert_eq!((now().len(), now().readable_len()), (2, 1));
+        assert!(now().spec_hash("shop", "good").is_some());
+        assert_eq!(now().spec_hash("shop", "bad"), None);
 
-        // A good object turning bad is removed from the store and recorded; fixed, restored.
+        // A good object turning bad is recorded as unreadable; fixed, readable again.
+        let taken = now();
         let worse = dynamic("good", json!({"env": "not-a-list"}));
-        assert_eq!(kind(&step(Event::Apply(worse))), "delete");
-        assert!(reason(&broken, "good").is_some());
-        assert_eq!(kind(&step(Event::Apply(good))), "apply");
-        assert_eq!(reason(&broken, "good"), None);
-        assert_eq!(kind(&step(Event::Delete(bad))), "delete");
-        assert_eq!(reason(&broken, "bad"), None);
+        cache.apply(Event::Apply(worse));
+        assert!(reason("good").is_some());
+        assert!(
+            taken.get("shop", "good").unwrap().is_ok(),
+            "a request keeps the index it took"
+        );
+        cache.apply(Event::Apply(good));
+        assert!(readable("good"));
+        cache.apply(Event::Delete(bad));
+        assert!(now().get("shop", "bad").is_none());
+        assert_eq!(now().len(), 1);
+
+        // An object without a spec is unreadable too.
+        let mut bare = dynamic("bare", json!({}));
+        bare.data = json!({});
+        cache.apply(Event::Apply(bare));
+        assert_eq!(reason("bare").as_deref(), Some("missing field `spec`"));
     }
 }

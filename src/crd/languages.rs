@@ -90,7 +90,7 @@ language_section! {
         volume_claim_template,
         /// Security context of the sidecar (it needs privileges to use eBPF).
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        pub security_context: Option<SecurityContext>,
+        pub security_context: Option<Box<SecurityContext>>,
     }
 }
 

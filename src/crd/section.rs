@@ -116,7 +116,7 @@ macro_rules! language_section {
             $(#[$volume_doc])*
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub volume_claim_template:
-                Option<::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate>,
+                Option<Box<::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate>>,
             /// Size limit of the emptyDir (default 200Mi). Deprecated: use volumeClaimTemplate.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub volume_limit_size:
@@ -138,7 +138,7 @@ macro_rules! language_section {
                 &self,
             ) -> Option<&::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate> {
                 self.volume_claim_template
-                    .as_ref()
+                    .as_deref()
                     .filter(|t| !$crate::crd::claim_template_is_empty(t))
             }
             fn volume_limit_size(

@@ -63,29 +63,29 @@ pub struct InstrumentationSpec {
     pub image_pull_policy: Option<String>,
     /// Security context of the injected init containers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub init_container_security_context: Option<SecurityContext>,
+    pub init_container_security_context: Option<Box<SecurityContext>>,
     /// Java auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub java: Option<Java>,
+    pub java: Option<Box<Java>>,
     /// Node.js auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodejs: Option<NodeJs>,
+    pub nodejs: Option<Box<NodeJs>>,
     /// Python auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python: Option<Python>,
+    pub python: Option<Box<Python>>,
     /// .NET auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dotnet: Option<DotNet>,
+    pub dotnet: Option<Box<DotNet>>,
     /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
     /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub go: Option<Go>,
+    pub go: Option<Box<Go>>,
     /// Apache HTTPD auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apache_httpd: Option<ApacheHttpd>,
+    pub apache_httpd: Option<Box<ApacheHttpd>>,
     /// Nginx auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nginx: Option<Nginx>,
+    pub nginx: Option<Box<Nginx>>,
 }
 
 /// Status of an Instrumentation.

@@ -97,6 +97,18 @@ impl Instrumentations {
             .is_some()
     }
 
+    /// Removes one, readable or not; returns whether it was there.
+    pub fn remove(&mut self, namespace: &str, name: &str) -> bool {
+        let Some(names) = self.by_namespace.get_mut(namespace) else {
+            return false;
+        };
+        let removed = names.remove(name).is_some();
+        if names.is_empty() {
+            self.by_namespace.remove(namespace);
+        }
+        removed
+    }
+
     pub fn get(&self, namespace: &str, name: &str) -> Option<&Entry> {
         Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
     }
@@ -119,6 +131,15 @@ impl Instrumentations {
     /// How many there are, readable or not.
     pub fn len(&self) -> usize {
         self.by_namespace.values().map(BTreeMap::len).sum()
+    }
+
+    /// How many can be read.
+    pub fn readable_len(&self) -> usize {
+        self.by_namespace
+            .values()
+            .flat_map(BTreeMap::values)
+            .filter(|i| i.entry.is_ok())
+            .count()
     }
 
     pub fn is_empty(&self) -> bool {
