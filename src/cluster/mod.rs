@@ -1,4 +1,4 @@
-//! The caches the engine reads: reflector stores kept current by watches ([`watch`]), or
+//! The caches the engine reads: kept current by watches ([`watch`]), or
 //! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
 //! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
 //! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
