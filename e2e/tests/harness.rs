@@ -155,7 +155,8 @@ impl Variant {
 /// ServiceAccount whose token the webhook uses (never the admin kubeconfig).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rbac {
-    /// `base/otel-injector.yaml` as shipped, for its own ServiceAccount `otel-injector`.
+    /// `base/otel-injector.yaml` and `components/events/rbac.yaml` (in every overlay) as
+    /// shipped, for its own ServiceAccount `otel-injector`.
     Default,
     /// Plus `components/targeted/rbac.yaml` (patch on namespaces), for `e2e-targeted`.
     Targeted,
@@ -177,7 +178,10 @@ impl Rbac {
     /// The ServiceAccount and the manifests whose RBAC it gets.
     fn account(self) -> (&'static str, &'static [&'static str]) {
         match self {
-            Rbac::Default => (identity::SERVICE_ACCOUNT, &["base/otel-injector.yaml"]),
+            Rbac::Default => (
+                identity::SERVICE_ACCOUNT,
+                &["base/otel-injector.yaml", "components/events/rbac.yaml"],
+            ),
             Rbac::Targeted => (
                 "e2e-targeted",
                 &["base/otel-injector.yaml", "components/targeted/rbac.yaml"],
