@@ -74,6 +74,24 @@ async fn events_about(env: &Env, ns: &str, kind: &str, name: &str) -> Vec<Value>
     }
 }
 
+/// `kubectl ARGS` with the harness's kubeconfig, as a user would run it: its stdout.
+async fn kubectl(args: &[&str]) -> String {
+    let cp = cluster().await;
+    let out = tokio::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&cp.kubeconfig)
+        .args(args)
+        .output()
+        .await
+        .expect("kubectl runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 /// `kubectl get events -n ns` with the harness's kubeconfig, as a user would run it.
 async fn kubectl_get_events(ns: &str) -> String {
     let cp = cluster().await;
@@ -203,14 +221,7 @@ async fn injected_skipped_and_untouched_pods_carry_their_outcome() {
     );
     let text = kubectl_get_events(&ns).await;
     eprintln!("[e2e] kubectl get events -n {ns}:\n{text}");
-    let describe = tokio::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(&cluster().await.kubeconfig)
-        .args(["describe", "pod", "-n", &ns, "skipped"])
-        .output()
-        .await
-        .expect("kubectl runs");
-    let describe = String::from_utf8(describe.stdout).unwrap();
+    let describe = kubectl(&["describe", "pod", "-n", &ns, "skipped"]).await;
     eprintln!("[e2e] kubectl describe pod -n {ns} skipped:\n{describe}");
     assert!(
         describe.contains(&format!(
@@ -220,6 +231,18 @@ async fn injected_skipped_and_untouched_pods_carry_their_outcome() {
     );
     assert!(
         describe.contains("otel-injector/injected=false"),
+        "{describe}"
+    );
+    let describe = kubectl(&["describe", "pod", "-n", &ns, "injected"]).await;
+    eprintln!("[e2e] kubectl describe pod -n {ns} injected:\n{describe}");
+    assert!(
+        describe.contains(&format!(
+            "otel-injector/status: java=injected {ns}/java {hash}"
+        )),
+        "{describe}"
+    );
+    assert!(
+        describe.contains("otel-injector/injected=true"),
         "{describe}"
     );
 }
@@ -305,11 +328,22 @@ async fn a_deployment_whose_pods_are_skipped_gets_an_event_on_its_replicaset() {
     ] {
         assert!(line.contains(word), "{word:?} in {line:?}");
     }
-    let metrics = env.webhook.metrics().await;
+    let describe = kubectl(&["describe", "replicaset", "-n", &ns, &rs_name]).await;
+    let events = describe
+        .split("Events:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{describe}"));
+    eprintln!("[e2e] kubectl describe replicaset -n {ns} {rs_name} (its Events):{events}");
     assert!(
-        metrics.contains("otel_injector_events_total{result=\"recorded\"}"),
-        "{metrics}"
+        events.contains("Warning  InstrumentationSkipped"),
+        "{describe}"
     );
+    let metrics = env.webhook.metrics().await;
+    let recorded = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("otel_injector_events_total{result=\"recorded\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(recorded.is_some_and(|n| n >= 1.0), "{metrics}");
 }
 
 /// The acceptance test: the admission path makes no API call. A webhook in cluster mode

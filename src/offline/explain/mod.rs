@@ -387,9 +387,9 @@ mod tests {
 
         // The outcome the webhook would record, with the Instrumentation's spec digest.
         let hash = crate::crd::SpecHash::of(
-            &crate::crd::parse_instrumentations(&std::fs::read_to_string(JAVA).unwrap())
-                .unwrap()[0]
-                .spec,
+            &crate::crd::parse_instrumentations(&std::fs::read_to_string(JAVA).unwrap()).unwrap()
+                [0]
+            .spec,
         );
         let status = format!(
             "java=injected shop/java-inst {hash}; python=skipped instrumentation_not_found shop/missing"
@@ -422,7 +422,10 @@ mod tests {
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n",
         );
         assert!(none[0].requests.is_empty() && none[0].containers.is_empty());
-        assert_eq!((none[0].status.as_deref(), none[0].injected_label), (None, None));
+        assert_eq!(
+            (none[0].status.as_deref(), none[0].injected_label),
+            (None, None)
+        );
         assert!(text(&none).contains("nothing asked for injection"));
     }
 }
