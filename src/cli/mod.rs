@@ -20,7 +20,7 @@ pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
-pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
+pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use tls::TlsArgs;
 
 #[derive(Debug, Parser)]
@@ -76,6 +76,8 @@ pub struct ServeArgs {
     pub log: LogArgs,
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
+    #[command(flatten)]
+    pub events: EventArgs,
 }
 
 #[derive(Debug, Args)]

@@ -2,10 +2,12 @@
 //! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
 //! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
 //! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
-//! reads the namespace cache. The request path only reads the caches; it never calls the API
-//! server.
+//! reads the namespace cache; the Events about skipped injections ([`events`]), queued by the
+//! request path and published by a worker. The request path only reads the caches and
+//! queues; it never calls the API server.
 
 pub mod apiserver;
+pub mod events;
 pub mod files;
 pub mod labeler;
 pub mod list;
