@@ -2,12 +2,14 @@
 //! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
 //! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
 //! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
-//! reads the namespace cache. The request path only reads the caches; it never calls the API
-//! server.
+//! reads the namespace cache; the Lease that elects one replica for the leader-only
+//! background writers ([`lease`]). The request path only reads the caches; it never calls
+//! the API server.
 
 pub mod apiserver;
 pub mod files;
 pub mod labeler;
+pub mod lease;
 pub mod list;
 pub mod watch;
 
@@ -19,6 +21,7 @@ use kube::Client;
 pub use apiserver::ServerInfo;
 pub use files::{FileCatalog, FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
+pub use lease::{Leadership, LeaseConfig, elect};
 pub use list::ClusterView;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 
