@@ -227,6 +227,16 @@ impl Leadership {
     }
 }
 
+/// Keeps the `otel_injector_leader` gauge at this replica's leadership until the election
+/// ends.
+pub async fn report(mut leadership: Leadership, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+    metrics.leader.set(i64::from(leadership.is_leader()));
+    loop {
+        let leader = leadership.changed().await;
+        metrics.leader.set(i64::from(leader));
+    }
+}
+
 /// Spawns the election loop on the current runtime; it ends when the returned Leadership and
 /// all its clones are dropped or on shutdown.
 pub fn elect(client: kube::Client, config: LeaseConfig) -> Leadership {
