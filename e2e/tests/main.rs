@@ -22,5 +22,6 @@ mod offline;
 mod privileges;
 mod routing;
 mod selfcert;
+mod status;
 mod telemetry;
 mod workloads;

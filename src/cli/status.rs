@@ -36,6 +36,11 @@ pub struct StatusArgs {
     #[arg(long, env = "OTEL_INJECTOR_LEASE_NAME", default_value = lease::DEFAULT_NAME)]
     pub lease_name: String,
 
+    /// This replica's identity in the Lease; by default the pod name ($HOSTNAME), else
+    /// `otel-injector-` and a random suffix. Must differ between replicas.
+    #[arg(long, env = "OTEL_INJECTOR_LEASE_IDENTITY")]
+    pub lease_identity: Option<String>,
+
     /// How long the Lease stays held without a renewal: the longest a crashed leader's
     /// writes pause before another replica takes over (a replica that exits cleanly
     /// releases it at once). The holder renews every third of it and stops writing after
@@ -60,7 +65,11 @@ impl StatusArgs {
         LeaseConfig {
             namespace: lease::namespace_of(self.lease_namespace.as_deref(), client),
             name: self.lease_name.clone(),
-            identity: lease::default_identity(),
+            identity: self
+                .lease_identity
+                .clone()
+                .filter(|i| !i.is_empty())
+                .unwrap_or_else(lease::default_identity),
             duration: self.lease_duration,
             renew_every: self.lease_duration / 3,
         }

@@ -243,6 +243,14 @@ fn key_of(meta: &PartialObjectMeta<Pod>) -> (String, String) {
     )
 }
 
+/// What is kept of a pod: its record, unless it is terminating (it no longer counts).
+fn record(pod: &PartialObjectMeta<Pod>) -> Option<PodRecord> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    PodRecord::from_meta(&pod.metadata)
+}
+
 /// Follows the pods labeled [`INJECTED_LABEL`] (metadata only) into `pods`, keeping only
 /// their records; tells `dirty` when a record changed. Errors are retried with backoff.
 async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metrics: Arc<Metrics>) {
@@ -260,7 +268,7 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 false
             }
             Ok(Event::InitApply(o)) => {
-                if let Some(r) = PodRecord::from_meta(&o.metadata) {
+                if let Some(r) = record(&o) {
                     listing.insert(key_of(&o), r);
                 }
                 false
@@ -276,7 +284,7 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
             Ok(Event::Apply(o)) => {
                 let key = key_of(&o);
                 let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
-                match PodRecord::from_meta(&o.metadata) {
+                match record(&o) {
                     Some(r) => p.records.insert(key, r.clone()).is_none_or(|old| old != r),
                     None => p.records.remove(&key).is_some(),
                 }
