@@ -139,8 +139,27 @@ const STATUS_RBAC: [&str; 4] = [
     "ClusterRoleBinding/otel-injector-status",
 ];
 
-/// Asserts the status component's RBAC is rendered as the file has it.
+/// Asserts the status component's RBAC is rendered as the file has it, and is exactly: the
+/// pod watch and the status patch cluster-wide, the Lease by name in the webhook's namespace.
 fn assert_status_rbac(docs: &[Value]) {
+    assert_eq!(
+        find(docs, "ClusterRole/otel-injector-status")["rules"],
+        json!([
+            {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+            {"apiGroups": ["opentelemetry.io"], "resources": ["instrumentations/status"],
+             "verbs": ["patch"]}
+        ])
+    );
+    let role = find(docs, "Role/otel-injector-status");
+    assert_eq!(role["metadata"]["namespace"], "otel-injector");
+    assert_eq!(
+        role["rules"],
+        json!([
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+             "resourceNames": ["otel-injector"], "verbs": ["get", "update"]},
+            {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]}
+        ])
+    );
     let rbac = manifest("components/status/rbac.yaml");
     assert_eq!(ids(&rbac).len(), STATUS_RBAC.len());
     for doc in &rbac {
