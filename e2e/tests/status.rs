@@ -681,6 +681,67 @@ async fn lease_with(client: &kube::Client) -> (Option<String>, i64) {
     )
 }
 
+/// Two electors of one Lease in this process (the library's `elect`, the admin client): one
+/// leads; when it releases, the other takes over at its next try and the transitions count
+/// it; when every handle of the last is dropped, the Lease is released.
+#[tokio::test]
+async fn two_electors_of_one_lease_take_turns() {
+    use otel_injector::cluster::lease::{LeaseConfig, elect};
+    let client = cluster().await.client();
+    let name = "e2e-electors";
+    let config = |identity: &str| LeaseConfig {
+        namespace: "default".into(),
+        name: name.into(),
+        identity: identity.into(),
+        duration: Duration::from_secs(3),
+        renew_every: Duration::from_secs(1),
+    };
+    let path = format!("/apis/coordination.k8s.io/v1/namespaces/default/leases/{name}");
+    let _ = api::send(&client, Method::DELETE, &path, None).await;
+    let read = || async {
+        let r = api::send(&client, Method::GET, &path, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        (
+            r.body["spec"]["holderIdentity"].as_str().map(str::to_owned),
+            r.body["spec"]["leaseTransitions"].as_i64(),
+            r.body["spec"]["leaseDurationSeconds"].as_i64(),
+        )
+    };
+    let a = elect(client.clone(), config("a"));
+    let until = |l: otel_injector::cluster::Leadership, want: bool| async move {
+        let t0 = Instant::now();
+        while l.is_leader() != want {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "leader={want} in 10 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        t0.elapsed()
+    };
+    until(a.clone(), true).await;
+    assert_eq!(read().await, (Some("a".into()), Some(0), Some(3)));
+    let b = elect(client.clone(), config("b"));
+    // b waits while a renews: well past the duration.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(a.is_leader() && !b.is_leader());
+    assert_eq!(read().await.0.as_deref(), Some("a"));
+    // a released: b takes over at its next try, not after the duration.
+    a.release().await;
+    assert!(!a.is_leader());
+    let took = until(b.clone(), true).await;
+    assert!(took < Duration::from_millis(2500), "{took:?}");
+    assert_eq!(read().await, (Some("b".into()), Some(1), Some(3)));
+    // Every handle of b dropped: its loop ends and releases the Lease.
+    drop(b);
+    let t0 = Instant::now();
+    while read().await.0.is_some() {
+        assert!(t0.elapsed() < Duration::from_secs(5), "released");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Resident memory of a process, in bytes (`VmRSS` of `/proc/PID/status`).
 fn rss(pid: u32) -> u64 {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();

@@ -157,6 +157,8 @@ impl StatusController {
         let resource = ApiResource::erase::<Instrumentation>(&());
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let mut failed = false;
+        // Forget what was written for Instrumentations that are gone.
+        written.retain(|(ns, name), _| index.get(ns, name).is_some());
         for (ns, name, entry, hash) in index.iter() {
             let key = (ns.to_owned(), name.to_owned());
             let tally = tallies.get(&format!("{ns}/{name}"));
