@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use crate::cli::{
     Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, ServeArgs,
 };
+use crate::cluster::events::{self, KubePublisher};
 use crate::cluster::{self, Caches, Labeler};
 use crate::metrics::Metrics;
 use crate::offline;
@@ -112,6 +113,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
     let (webhook_limits, admin_limits) = connection_limits(&args);
+    let (events, events_queue) = args.events.build(&args.cluster, metrics.clone());
 
     // 2. Bind both listeners before anything waits on the API server.
     let admin_listener = args.admin.bind().await?;
@@ -138,6 +140,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         catalog,
         config: engine.clone(),
         metrics: metrics.clone(),
+        events,
     }));
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,
@@ -153,6 +156,22 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     let client = cluster::connect(args.cluster.kubeconfig.clone()).shared();
     let mut background = JoinSet::new();
     background.spawn(cert.keep(client.clone(), certificate_ready, metrics.clone()));
+    if let Some(queue) = events_queue {
+        // This replica's pod name (the kubelet sets HOSTNAME to it): the Events' instance.
+        let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
+        let (client, catalog, metrics) = (client.clone(), caches.catalog(), metrics.clone());
+        background.spawn(async move {
+            let publisher = KubePublisher::new(client.await, instance);
+            events::run(
+                queue,
+                publisher,
+                catalog,
+                events::Limits::default(),
+                metrics,
+            )
+            .await;
+        });
+    }
     if let Caches::Files(files) = &caches {
         load_files(files.clone(), &metrics).await?;
     }

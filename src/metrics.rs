@@ -81,6 +81,41 @@ impl ReloadResult {
     }
 }
 
+/// What became of a Kubernetes Event about a skipped injection.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum EventResult {
+    /// Published (created, or a repeat added to its series).
+    Recorded,
+    /// The same event (object, reason, message) was published within the window.
+    Deduplicated,
+    /// Over the global or the per-object rate.
+    RateLimited,
+    /// The queue was full (or closed): never reached the publisher.
+    Dropped,
+    /// The API server refused it or did not answer in time.
+    Failed,
+}
+
+impl EventResult {
+    pub const ALL: [EventResult; 5] = [
+        EventResult::Recorded,
+        EventResult::Deduplicated,
+        EventResult::RateLimited,
+        EventResult::Dropped,
+        EventResult::Failed,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventResult::Recorded => "recorded",
+            EventResult::Deduplicated => "deduplicated",
+            EventResult::RateLimited => "rate_limited",
+            EventResult::Dropped => "dropped",
+            EventResult::Failed => "failed",
+        }
+    }
+}
+
 /// Why the server closed a connection before the client did.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub enum ConnClose {
@@ -213,6 +248,7 @@ pub struct Metrics {
     pub connections_open: Family<ListenerLabels, Gauge>,
     pub connections_dropped: Family<DroppedLabels, Counter>,
     pub image_volumes: Family<SourceLabels, Gauge>,
+    pub events: Family<ReloadLabels, Counter>,
     /// 1 while this replica holds the Lease of the leader-only background writers.
     pub leader: Gauge,
     pub status_writes: Family<ResultLabels, Counter>,
@@ -272,6 +308,7 @@ impl Metrics {
             connections_open: Family::default(),
             connections_dropped: Family::default(),
             image_volumes: Family::default(),
+            events: Family::default(),
             leader: Gauge::default(),
             status_writes: Family::default(),
             status_pods: Gauge::default(),
@@ -343,6 +380,17 @@ impl Metrics {
              be read)",
             m.image_volumes.clone(),
         );
+        registry.register(
+            "events",
+            "Kubernetes Events about skipped injections, by result: recorded, deduplicated, \
+             rate_limited, dropped (queue full), failed (refused by the API server or timed out)",
+            m.events.clone(),
+        );
+        for result in EventResult::ALL {
+            let _ = m.events.get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            });
+        }
         registry.register(
             "leader",
             "1 while this replica holds the Lease of the leader-only background writers \
@@ -445,6 +493,15 @@ impl Metrics {
         self.image_volumes
             .get_or_create(&SourceLabels { source })
             .set(i64::from(image_volumes));
+    }
+
+    /// Counts what became of one skip Event.
+    pub fn event(&self, result: EventResult) {
+        self.events
+            .get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            })
+            .inc();
     }
 
     pub fn cert_reload(&self, result: ReloadResult) {

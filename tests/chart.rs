@@ -145,6 +145,7 @@ fn want_args(tls: &[&str], label_namespaces: bool) -> Vec<String> {
     want.extend(
         [
             "--verify-exporter-tls=false",
+            "--events=true",
             "--status=true",
             "--lease-name=otel-injector",
             "--log-format=json",
@@ -162,8 +163,10 @@ fn common_ids() -> Vec<&'static str> {
         "PodDisruptionBudget/otel-injector",
         "ServiceAccount/otel-injector",
         "ClusterRole/otel-injector",
+        "ClusterRole/otel-injector-events",
         "ClusterRole/otel-injector-status",
         "ClusterRoleBinding/otel-injector",
+        "ClusterRoleBinding/otel-injector-events",
         "ClusterRoleBinding/otel-injector-status",
         "Role/otel-injector-status",
         "RoleBinding/otel-injector-status",
@@ -214,7 +217,17 @@ fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificat
         "Issuer/otel-injector-ca",
     ]);
     assert_eq!(ids(&docs), want);
-    // The same read-only rules and the same webhook entry as the kustomize base.
+    // The same read-only rules and the same webhook entry as the kustomize base; the events
+    // permission as the events component grants it.
+    let events = manifest("components/events/rbac.yaml");
+    for id in [
+        "ClusterRole/otel-injector-events",
+        "ClusterRoleBinding/otel-injector-events",
+    ] {
+        for key in ["rules", "roleRef", "subjects"] {
+            assert_eq!(find(&docs, id)[key], find(&events, id)[key], "{id} {key}");
+        }
+    }
     let base = manifest("base/otel-injector.yaml");
     assert_eq!(
         find(&docs, "ClusterRole/otel-injector")["rules"],
@@ -303,9 +316,11 @@ fn built_in_mode_renders_the_rbac_of_the_built_in_component_and_no_volume() {
         "ServiceAccount/otel-injector",
         "ClusterRole/otel-injector",
         "ClusterRole/otel-injector-self-signed",
+        "ClusterRole/otel-injector-events",
         "ClusterRole/otel-injector-status",
         "ClusterRoleBinding/otel-injector",
         "ClusterRoleBinding/otel-injector-self-signed",
+        "ClusterRoleBinding/otel-injector-events",
         "ClusterRoleBinding/otel-injector-status",
     ];
     want.extend([
@@ -465,10 +480,12 @@ fn targeted_mode_renders_the_targeted_component_in_every_certificate_mode() {
                 "ClusterRole/otel-injector",
                 "ClusterRole/otel-injector-self-signed",
                 "ClusterRole/otel-injector-targeted",
+                "ClusterRole/otel-injector-events",
                 "ClusterRole/otel-injector-status",
                 "ClusterRoleBinding/otel-injector",
                 "ClusterRoleBinding/otel-injector-self-signed",
                 "ClusterRoleBinding/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector-events",
                 "ClusterRoleBinding/otel-injector-status",
                 "Role/otel-injector-self-signed",
                 "Role/otel-injector-status",
@@ -479,9 +496,11 @@ fn targeted_mode_renders_the_targeted_component_in_every_certificate_mode() {
             vec![
                 "ClusterRole/otel-injector",
                 "ClusterRole/otel-injector-targeted",
+                "ClusterRole/otel-injector-events",
                 "ClusterRole/otel-injector-status",
                 "ClusterRoleBinding/otel-injector",
                 "ClusterRoleBinding/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector-events",
                 "ClusterRoleBinding/otel-injector-status",
                 "Role/otel-injector-status",
                 "RoleBinding/otel-injector-status",
@@ -517,6 +536,7 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
         "serviceMonitor.enabled=true",
         "prometheusRule.enabled=true",
         "grafanaDashboard.enabled=true",
+        "events.enabled=false",
     ]);
     assert_eq!(
         ids(&docs),
@@ -555,6 +575,7 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "--agent-image=java=registry.example/java:2",
             "--label-namespaces=false",
             "--verify-exporter-tls=true",
+            "--events=false",
             "--status=true",
             "--lease-name=otel-injector",
             "--log-format=plain",
@@ -580,6 +601,7 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
     );
     assert_eq!(pod["priorityClassName"], "system-cluster-critical");
     assert_eq!(pod["nodeSelector"], json!({"pool": "infra"}));
+    // events.enabled=false: no Events, and no permission for them (the role list above).
     let tls_role = manifest("components/verify-exporter-tls/rbac.yaml");
     assert_eq!(
         find(&docs, "ClusterRole/otel-injector-verify-exporter-tls")["rules"],

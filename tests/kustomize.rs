@@ -196,6 +196,21 @@ fn the_base_is_the_files_unchanged() {
     assert_eq!(webhook["metadata"]["annotations"], Value::Null);
 }
 
+/// Every overlay grants the events component's permission (create and patch on
+/// events.k8s.io events), exactly as its file writes it.
+fn assert_events_rbac(docs: &[Value]) {
+    let rbac = manifest("components/events/rbac.yaml");
+    assert_eq!(rbac.len(), 2);
+    for doc in &rbac {
+        let id = &ids(std::slice::from_ref(doc))[0];
+        assert_eq!(find(docs, id), doc, "{id}");
+    }
+    assert_eq!(
+        find(docs, "ClusterRole/otel-injector-events")["rules"],
+        json!([{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}])
+    );
+}
+
 #[test]
 fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
     let docs = overlay("cert-manager");
@@ -206,9 +221,11 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
             "ServiceAccount/otel-injector",
             "Role/otel-injector-status",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-events",
             "ClusterRole/otel-injector-status",
             "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-events",
             "ClusterRoleBinding/otel-injector-status",
             "Service/otel-injector",
             "Service/otel-injector-metrics",
@@ -221,6 +238,7 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
             "MutatingWebhookConfiguration/otel-injector",
         ])
     );
+    assert_events_rbac(&docs);
     let component = manifest("components/cert-manager/cert-manager.yaml");
     for id in [
         "Issuer/otel-injector-selfsigned",
@@ -258,11 +276,13 @@ fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
             "Role/otel-injector-self-signed",
             "Role/otel-injector-status",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-events",
             "ClusterRole/otel-injector-self-signed",
             "ClusterRole/otel-injector-status",
             "RoleBinding/otel-injector-self-signed",
             "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-events",
             "ClusterRoleBinding/otel-injector-self-signed",
             "ClusterRoleBinding/otel-injector-status",
             "Service/otel-injector",
@@ -272,6 +292,7 @@ fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
             "MutatingWebhookConfiguration/otel-injector",
         ])
     );
+    assert_events_rbac(&docs);
     assert_status_rbac(&docs);
     let rbac = manifest("components/built-in/rbac.yaml");
     for doc in &rbac {
@@ -296,6 +317,7 @@ fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
 #[test]
 fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
     let docs = overlay("targeted");
+    assert_events_rbac(&docs);
     assert_eq!(
         ids(&docs),
         ordered(&[
@@ -303,10 +325,12 @@ fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
             "ServiceAccount/otel-injector",
             "Role/otel-injector-status",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-events",
             "ClusterRole/otel-injector-status",
             "ClusterRole/otel-injector-targeted",
             "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-events",
             "ClusterRoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector-targeted",
             "Service/otel-injector",

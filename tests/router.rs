@@ -185,3 +185,72 @@ async fn a_review_is_answered_well_inside_the_default_deadline() {
     assert_eq!(review_of(&r).uid, uid_of(&review));
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test]
+async fn skips_are_queued_as_events_about_the_pods_controller_and_dry_runs_are_not() {
+    let (router, _, mut rx) = support::router::webhook_with_events(8);
+    let mut review = fixture("pod-create-inject-java.json");
+    review["request"]["object"]["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-java"] =
+        json!("missing");
+    let r = call(
+        router.clone(),
+        post(MUTATE, serde_json::to_vec(&review).unwrap()),
+    )
+    .await;
+    let r = review_of(&r);
+    assert_eq!(
+        r.status_only(),
+        "java=skipped instrumentation_not_found shop/missing"
+    );
+    let event = rx.try_recv().expect("one event queued");
+    assert_eq!(event.namespace, "shop");
+    assert_eq!(event.note, r.warnings[0]);
+    assert_eq!(event.instrumentation.as_deref(), Some("shop/missing"));
+    let owner = event.owner.expect("the controller");
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+        (
+            "ReplicaSet",
+            "checkout-7d9f8b6c5d",
+            "c2a5e7d1-8f4b-4e3a-b6d9-1a0f2e3c4b5d"
+        )
+    );
+    assert!(rx.try_recv().is_err(), "one skip, one event");
+
+    // A dry run has no side effects: the same answer, no event.
+    review["request"]["dryRun"] = json!(true);
+    let r = call(
+        router.clone(),
+        post(MUTATE, serde_json::to_vec(&review).unwrap()),
+    )
+    .await;
+    assert!(review_of(&r).patch.is_some());
+    assert!(rx.try_recv().is_err());
+
+    // An injected pod: no event.
+    let review = fixture("pod-create-inject-java.json");
+    let r = call(router, post(MUTATE, serde_json::to_vec(&review).unwrap())).await;
+    assert!(review_of(&r).warnings.is_empty());
+    assert!(rx.try_recv().is_err());
+}
+
+#[tokio::test]
+async fn a_full_event_queue_drops_and_counts_and_the_review_is_answered() {
+    let (router, metrics, _rx) = support::router::webhook_with_events(1);
+    let mut review = fixture("pod-create-inject-java.json");
+    review["request"]["object"]["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-java"] =
+        json!("missing");
+    for _ in 0..3 {
+        let r = call(
+            router.clone(),
+            post(MUTATE, serde_json::to_vec(&review).unwrap()),
+        )
+        .await;
+        assert!(review_of(&r).patch.is_some());
+    }
+    let text = metrics.encode();
+    assert!(
+        text.contains("otel_injector_events_total{result=\"dropped\"} 2"),
+        "{text}"
+    );
+}

@@ -606,7 +606,7 @@ async fn unresolvable_instrumentations_are_warned_about_and_counted() {
         "6a1e0c8f-0000-4000-8000-000000000003",
     );
     let r = review_of(&server.review(&none).await);
-    assert_eq!(r.patch, None);
+    assert_eq!(r.status_only(), "java=skipped no_instrumentation empty/*");
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(
         r.warnings[0].contains("no Instrumentation"),
@@ -622,7 +622,12 @@ async fn unresolvable_instrumentations_are_warned_about_and_counted() {
         "6a1e0c8f-0000-4000-8000-000000000004",
     );
     let r = review_of(&server.review(&qualified).await);
-    assert!(r.patch.is_some(), "{:?}", r.warnings);
+    let patch = r.patch.map(|p| p.to_string()).unwrap_or_default();
+    assert!(
+        patch.contains("java=injected multi/java-b "),
+        "{patch} {:?}",
+        r.warnings
+    );
 
     let text = server.metrics().await;
     for needle in [

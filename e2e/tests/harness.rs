@@ -155,7 +155,8 @@ impl Variant {
 /// ServiceAccount whose token the webhook uses (never the admin kubeconfig).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Rbac {
-    /// `base/otel-injector.yaml` as shipped, for its own ServiceAccount `otel-injector`.
+    /// `base/otel-injector.yaml` and `components/events/rbac.yaml` (in every overlay) as
+    /// shipped, for its own ServiceAccount `otel-injector`.
     Default,
     /// Plus `components/targeted/rbac.yaml` (patch on namespaces), for `e2e-targeted`.
     Targeted,
@@ -181,7 +182,10 @@ impl Rbac {
     /// The ServiceAccount and the manifests whose RBAC it gets.
     fn account(self) -> (&'static str, &'static [&'static str]) {
         match self {
-            Rbac::Default => (identity::SERVICE_ACCOUNT, &["base/otel-injector.yaml"]),
+            Rbac::Default => (
+                identity::SERVICE_ACCOUNT,
+                &["base/otel-injector.yaml", "components/events/rbac.yaml"],
+            ),
             Rbac::Targeted => (
                 "e2e-targeted",
                 &["base/otel-injector.yaml", "components/targeted/rbac.yaml"],
@@ -756,12 +760,18 @@ pub fn is_injected(pod: &Value) -> bool {
     pod["metadata"]["annotations"][INJECTED].is_string()
 }
 
-/// Asserts that `stored` is `sent` as far as injection goes: same annotations, no init
-/// containers or volumes added, each container's env and mounts as sent.
+/// Asserts that `stored` is `sent` as far as injection goes: same annotations (but the
+/// `otel-injector/status` of a skipped pod), no init containers or volumes added, each
+/// container's env and mounts as sent.
 pub fn assert_unchanged(stored: &Value, sent: &Value) {
     let norm = |v: &Value| if v.is_null() { json!({}) } else { v.clone() };
+    // A pod that asked and was skipped carries its outcome (e2e/tests/outcome.rs checks it).
+    let mut stored_annotations = norm(&stored["metadata"]["annotations"]);
+    if let Some(a) = stored_annotations.as_object_mut() {
+        a.remove(STATUS);
+    }
     assert_eq!(
-        norm(&stored["metadata"]["annotations"]),
+        stored_annotations,
         norm(&sent["metadata"]["annotations"]),
         "annotations changed: {stored}"
     );

@@ -19,6 +19,7 @@ mod latency;
 mod manifests;
 mod memory;
 mod offline;
+mod outcome;
 mod privileges;
 mod routing;
 mod selfcert;

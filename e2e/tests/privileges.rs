@@ -1,7 +1,8 @@
 //! The default install's least privilege, through the real API server (authorizer: RBAC):
-//! the webhook's own identity has exactly the RBAC of `manifests/base/otel-injector.yaml`, and
+//! the webhook's own identity has exactly the RBAC of `manifests/base/otel-injector.yaml` plus
+//! `manifests/components/events/rbac.yaml` (create and patch Events, in every overlay), and
 //! with it and the one-entry `manifests/base/webhook.yaml` a namespace's annotation injects its
-//! pods with no write anywhere, opted-out pods and namespaces are never sent, and a pod that
+//! pods with no write but Events, opted-out pods and namespaces are never sent, and a pod that
 //! asks for nothing is answered unchanged without being decoded.
 
 use std::collections::BTreeSet;
@@ -147,6 +148,7 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
         BTreeSet::from(
             [
                 "ClusterRoleBinding//otel-injector -> ClusterRole/otel-injector",
+                "ClusterRoleBinding//otel-injector-events -> ClusterRole/otel-injector-events",
                 "ClusterRoleBinding//system:basic-user -> ClusterRole/system:basic-user",
                 "ClusterRoleBinding//system:cluster-trust-bundle-discovery -> \
                  ClusterRole/system:cluster-trust-bundle-discovery",
@@ -181,7 +183,28 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
         ),
         "the default ClusterRole"
     );
+    // The events component, in every overlay: create and patch Events, nothing else.
+    let events = api::read_yaml_docs(
+        &crate::support::controlplane::root().join("manifests/components/events/rbac.yaml"),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let events_role = events
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole")
+        .expect("a ClusterRole in components/events/rbac.yaml");
+    assert_eq!(
+        atoms(&events_role["rules"]),
+        BTreeSet::from(
+            [
+                ("events.k8s.io", "events", "", "create"),
+                ("events.k8s.io", "events", "", "patch"),
+            ]
+            .map(|(g, r, n, v)| (g.into(), r.into(), n.into(), v.into()))
+        ),
+        "the events ClusterRole"
+    );
     let (mut want, mut want_urls) = (atoms(&role["rules"]), BTreeSet::new());
+    want.extend(atoms(&events_role["rules"]));
     for b in &bindings {
         let Some(name) = b.strip_prefix("ClusterRoleBinding//system:") else {
             continue;
@@ -259,6 +282,12 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
         (false, "watch", "", "configmaps", "", ""),
         (false, "list", "", "pods", "", ""),
         (false, "create", "", "pods", "default", ""),
+        (true, "create", "events.k8s.io", "events", "default", ""),
+        (true, "patch", "events.k8s.io", "events", "default", ""),
+        (false, "get", "events.k8s.io", "events", "default", ""),
+        (false, "list", "events.k8s.io", "events", "", ""),
+        (false, "delete", "events.k8s.io", "events", "default", ""),
+        (false, "create", "", "events", "default", ""),
         (
             false,
             "create",

@@ -122,6 +122,14 @@ pub struct Summary {
     /// Whether the response carries a patch.
     pub patched: bool,
     pub report: Report,
+    /// The pod's controller (its `ownerReferences` entry with `controller: true`), when the
+    /// pod was read: what the Events of its skips are about.
+    pub owner: Option<OwnerReference>,
+}
+
+/// The controller among `refs` (the entry with `controller: true`).
+fn controller(refs: Option<&Vec<OwnerReference>>) -> Option<OwnerReference> {
+    refs?.iter().find(|o| o.controller == Some(true)).cloned()
 }
 
 /// Objects up to this size are decoded without counting their containers first: even all
@@ -313,11 +321,14 @@ pub fn review(
                     object.len()
                 ),
             );
-            patch = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
+            let owner;
+            (patch, owner) = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
+            s.owner = owner;
         }
         match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
+                s.owner = controller(pod.metadata.owner_references.as_ref());
                 let (text, report) = mutate_json(&snapshot, &pod);
                 patch = text;
                 s.report = report;
@@ -334,27 +345,36 @@ pub fn review(
 
 /// For a pod refused before decoding (too many containers): its outcome, from its
 /// annotations and labels alone (a metadata-only decode, every other field skipped unread),
-/// unless it had been injected already. `None` when even the metadata cannot be read.
-fn refused_status_patch(object: &str, report: &mut Report, max: usize) -> Option<Vec<u8>> {
+/// unless it had been injected already, and its controller. `None` when even the metadata
+/// cannot be read.
+fn refused_status_patch(
+    object: &str,
+    report: &mut Report,
+    max: usize,
+) -> (Option<Vec<u8>>, Option<OwnerReference>) {
     #[derive(Deserialize)]
     struct MetaOnly {
         #[serde(default)]
         metadata: MetaKeys,
     }
     #[derive(Deserialize, Default)]
-    #[serde(default)]
+    #[serde(default, rename_all = "camelCase")]
     struct MetaKeys {
         annotations: Option<BTreeMap<String, String>>,
         labels: Option<BTreeMap<String, String>>,
+        owner_references: Option<Vec<OwnerReference>>,
     }
-    let meta = serde_json::from_str::<MetaOnly>(object).ok()?.metadata;
+    let Ok(MetaOnly { metadata: meta }) = serde_json::from_str::<MetaOnly>(object) else {
+        return (None, None);
+    };
+    let owner = controller(meta.owner_references.as_ref());
     if meta
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(engine::INJECTED_ANNOTATION))
     {
         report.already_injected = true;
-        return None;
+        return (None, owner);
     }
     let pod = Pod {
         metadata: ObjectMeta {
@@ -364,7 +384,7 @@ fn refused_status_patch(object: &str, report: &mut Report, max: usize) -> Option
         },
         ..Default::default()
     };
-    status_patch(&pod, report, object.len(), max)
+    (status_patch(&pod, report, object.len(), max), owner)
 }
 
 /// The response body: `{"apiVersion","kind","response":{"uid","allowed","patchType",

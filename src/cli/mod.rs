@@ -21,7 +21,7 @@ pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
-pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
+pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
 pub use tls::TlsArgs;
 
@@ -78,6 +78,8 @@ pub struct ServeArgs {
     pub log: LogArgs,
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
+    #[command(flatten)]
+    pub events: EventArgs,
     #[command(flatten)]
     pub status: StatusArgs,
 }

@@ -7,7 +7,14 @@ use anyhow::Context as _;
 use clap::Args;
 use tokio::net::TcpListener;
 
+use std::sync::Arc;
+
+use tokio::sync::mpsc::Receiver;
+
+use super::ClusterArgs;
 use super::duration;
+use crate::cluster::events::{self, EventSink, SkipEvent};
+use crate::metrics::Metrics;
 use crate::server::listener::{
     DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
 };
@@ -100,6 +107,57 @@ impl AdminArgs {
     pub async fn bind(&self) -> anyhow::Result<TcpListener> {
         crate::server::listener::bind(self.admin_addr)
             .with_context(|| format!("failed to bind the admin listener on {}", self.admin_addr))
+    }
+}
+
+/// The Kubernetes Events about skipped injections.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Events")]
+pub struct EventArgs {
+    /// Record a Kubernetes Event (Warning, reason InstrumentationSkipped, the warning as its
+    /// message) for each language a pod asked for and did not get, about the pod's
+    /// controller (its ownerReferences entry with controller: true: a ReplicaSet,
+    /// StatefulSet, Job…), else the Instrumentation the skip names when it exists, else the
+    /// pod's Namespace. The review only queues it (never waits); a background worker
+    /// deduplicates (the same message about the same object within 5 minutes), rate-limits
+    /// (10 per object, then 1 a minute; 25, then 5 a second in all) and publishes it. Needs
+    /// create and patch on events.k8s.io events (manifests/components/events); without them
+    /// publishing fails, is counted and logged, and admission is unaffected. Needs a client:
+    /// with --instrumentation-file and no --kubeconfig there is none, and no Events.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_EVENTS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub events: bool,
+
+    /// Most Events waiting to be published (1–65536). When the queue is full (the API
+    /// server slow or unreachable), new ones are dropped and counted in
+    /// otel_injector_events_total{result="dropped"}.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_EVENT_QUEUE_SIZE",
+        default_value_t = events::DEFAULT_QUEUE_SIZE,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=events::MAX_QUEUE_SIZE as u64)
+    )]
+    pub event_queue_size: usize,
+}
+
+impl EventArgs {
+    /// The sink the webhook queues into, and the queue's other end for the worker (`None`
+    /// when Events are off, or there is no cluster to send them to).
+    pub fn build(
+        &self,
+        cluster: &ClusterArgs,
+        metrics: Arc<Metrics>,
+    ) -> (EventSink, Option<Receiver<SkipEvent>>) {
+        let has_client = cluster.instrumentation_file.is_empty() || cluster.kubeconfig.is_some();
+        if !self.events || !has_client {
+            return (EventSink::disabled(metrics), None);
+        }
+        let (sink, rx) = events::queue(self.event_queue_size, metrics);
+        (sink, Some(rx))
     }
 }
 

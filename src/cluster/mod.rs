@@ -2,12 +2,14 @@
 //! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
 //! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
 //! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
-//! reads the namespace cache; the Lease that elects one replica for the leader-only
-//! background writers ([`lease`]) and the first of them, the status controller that keeps
-//! each Instrumentation's `status` current from its pods ([`status`]). The request path only reads the caches; it never calls
-//! the API server.
+//! reads the namespace cache; the Events about skipped injections ([`events`]), queued by the
+//! request path and published by a worker; the Lease that elects one replica for the
+//! leader-only background writers ([`lease`]) and the first of them, the status controller
+//! that keeps each Instrumentation's `status` current from its pods ([`status`]). The request
+//! path only reads the caches and queues; it never calls the API server.
 
 pub mod apiserver;
+pub mod events;
 pub mod files;
 pub mod labeler;
 pub mod lease;

@@ -81,6 +81,8 @@ pub struct Skip {
     /// `ns/*` (`"true"`: any one of the namespace). Only valid object names are kept, so the
     /// status annotation reads back.
     pub instrumentation: Option<String>,
+    /// The warning that explains it (the note of its Kubernetes Event).
+    pub message: String,
 }
 
 /// The engine's answer for one pod.
@@ -124,12 +126,14 @@ impl Report {
         instrumentation: Option<String>,
         msg: String,
     ) {
+        let message = shorten(msg);
         self.skipped.push(Skip {
             language,
             reason,
             instrumentation,
+            message: message.clone(),
         });
-        self.warn(msg);
+        self.warnings.push(message);
     }
 
     /// Forgets every injected language (the patch that carried them was dropped).

@@ -29,6 +29,7 @@ use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::pod::select::{self, Annotations, Request, TargetError};
+use crate::warnings::shorten;
 
 /// Annotation the webhook puts on every pod it changed; its value lists the injected
 /// languages. A pod that carries it is never changed again (reinvocation, re-submission).
@@ -451,6 +452,20 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
                 continue;
             }
         }
+        // The agent's own warnings explain a language it did not instrument.
+        let message = || {
+            let said = warnings.join("; ");
+            shorten(if said.is_empty() {
+                format!("inject-{lang}: nothing could be instrumented; not injected")
+            } else {
+                said
+            })
+        };
+        let message = if matches!(outcome, Outcome::Injected(_)) {
+            String::new()
+        } else {
+            message()
+        };
         d.warnings.extend(warnings);
         match outcome {
             Outcome::Injected(_) => {
@@ -472,11 +487,13 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
                 language: Some(lang),
                 reason: SkipReason::NothingInstrumented,
                 instrumentation: found,
+                message,
             }),
             Outcome::InvalidValue => d.skipped.push(Skip {
                 language: Some(lang),
                 reason: SkipReason::InvalidValue,
                 instrumentation: found,
+                message,
             }),
         }
     }

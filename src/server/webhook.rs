@@ -15,6 +15,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::admission::{self, Summary};
+use crate::cluster::events::{EventSink, SkipEvent};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
 use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
@@ -31,6 +32,8 @@ pub struct Webhook {
     pub catalog: Arc<dyn Catalog + Send + Sync>,
     pub config: EngineConfig,
     pub metrics: Arc<Metrics>,
+    /// Where the Events of skipped injections are queued (never waited on).
+    pub events: EventSink,
 }
 
 /// The webhook's routes.
@@ -102,6 +105,7 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
         Ok((body, s)) => {
             populate_span_with_review(&s);
             count_injections(&wh.metrics, &s);
+            queue_events(&wh.events, &s);
             let outcome = if s.patched {
                 RequestOutcome::Patched
             } else {
@@ -196,6 +200,23 @@ fn count_injections(metrics: &Metrics, s: &Summary) {
             metrics.injection(l, InjectionOutcome::Skipped);
         }
         metrics.skipped(skip.reason);
+    }
+}
+
+/// Hands one Event per skip to the queue (`try_send`: the answer never waits for it). A dry
+/// run has no side effects, so it records none.
+fn queue_events(events: &EventSink, s: &Summary) {
+    if s.dry_run || !events.is_enabled() {
+        return;
+    }
+    for skip in &s.report.skipped {
+        events.record(SkipEvent {
+            namespace: s.namespace.clone(),
+            owner: s.owner.clone(),
+            instrumentation: skip.instrumentation.clone(),
+            language: skip.language,
+            note: skip.message.clone(),
+        });
     }
 }
 

@@ -6,9 +6,11 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, header};
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::cluster::events::{EventSink, SkipEvent, queue};
 use otel_injector::engine::EngineConfig;
 use otel_injector::metrics::Metrics;
 use otel_injector::server::{Webhook, router};
+use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt as _;
 
 use super::{INSTRUMENTATIONS, Response, metric};
@@ -21,8 +23,23 @@ pub fn webhook() -> (Router, Arc<Metrics>) {
         catalog: Arc::new(catalog),
         config: EngineConfig::default(),
         metrics: metrics.clone(),
+        events: EventSink::disabled(metrics.clone()),
     };
     (router(Arc::new(state)), metrics)
+}
+
+/// [`webhook`] with an Event queue of `capacity`, and the queue's receiving end.
+pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Metrics>, Receiver<SkipEvent>) {
+    let metrics = Arc::new(Metrics::new());
+    let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
+    let (events, rx) = queue(capacity, metrics.clone());
+    let state = Webhook {
+        catalog: Arc::new(catalog),
+        config: EngineConfig::default(),
+        metrics: metrics.clone(),
+        events,
+    };
+    (router(Arc::new(state)), metrics, rx)
 }
 
 /// A POST of `body` as JSON.

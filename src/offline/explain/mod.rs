@@ -384,6 +384,24 @@ mod tests {
         let text = text(&explain_text(DEPLOYMENT));
         assert!(text.starts_with("Deployment shop/cart (m.yaml, document 1)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation"), "{text}");
         assert!(text.contains("\n  skipped python (instrumentation_not_found)\n    inject-python: Instrumentation \"shop/missing\" not found; not injected\n    fix: "), "{text}");
+
+        // The outcome the webhook would record, with the Instrumentation's spec digest.
+        let hash = crate::crd::SpecHash::of(
+            &crate::crd::parse_instrumentations(&std::fs::read_to_string(JAVA).unwrap()).unwrap()
+                [0]
+            .spec,
+        );
+        let status = format!(
+            "java=injected shop/java-inst {hash}; python=skipped instrumentation_not_found shop/missing"
+        );
+        assert_eq!(e.status.as_deref(), Some(status.as_str()));
+        assert_eq!(e.injected_label, Some("true"));
+        assert!(
+            text.ends_with(&format!(
+                "\n  annotation otel-injector/status: {status}\n  label otel-injector/injected: true\n"
+            )),
+            "{text}"
+        );
     }
 
     #[test]
@@ -404,6 +422,10 @@ mod tests {
             "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n",
         );
         assert!(none[0].requests.is_empty() && none[0].containers.is_empty());
+        assert_eq!(
+            (none[0].status.as_deref(), none[0].injected_label),
+            (None, None)
+        );
         assert!(text(&none).contains("nothing asked for injection"));
     }
 }

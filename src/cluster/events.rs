@@ -1,0 +1,650 @@
+//! Kubernetes Events for skipped injections: a Warning `InstrumentationSkipped` per skipped
+//! language, about the pod's controller (a ReplicaSet, StatefulSet, Job…), else the
+//! Instrumentation the skip names, else the pod's Namespace. The admission path only hands
+//! each event to a bounded queue ([`EventSink::record`]: `try_send`, never waits); one worker
+//! deduplicates, rate-limits and publishes through kube-runtime's [`Recorder`] (which turns
+//! repeats within its cache into a series). Nothing here runs on the request path but the
+//! `try_send`.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::agents::Language;
+use crate::crd::API_VERSION as INSTRUMENTATION_API_VERSION;
+use crate::engine::Catalog;
+use crate::metrics::{EventResult, Metrics};
+
+/// The Events' `reason`.
+pub const REASON: &str = "InstrumentationSkipped";
+/// The Events' `reportingController`.
+pub const CONTROLLER: &str = "otel-injector";
+/// The default queue size (`--event-queue-size`).
+pub const DEFAULT_QUEUE_SIZE: usize = 1024;
+/// The largest queue size accepted.
+pub const MAX_QUEUE_SIZE: usize = 65_536;
+/// At most one log line about failed publishing per this interval.
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
+
+/// One skipped language (or pod), as the admission path knows it: no API call needed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SkipEvent {
+    /// The pod's namespace (the request's).
+    pub namespace: String,
+    /// The pod's controller, from its `ownerReferences`.
+    pub owner: Option<OwnerReference>,
+    /// The Instrumentation the skip names (`ns/name`; `ns/*` and `None` name none).
+    pub instrumentation: Option<String>,
+    /// The language skipped; `None`: the whole pod.
+    pub language: Option<Language>,
+    /// The warning text.
+    pub note: String,
+}
+
+/// The admission path's end of the queue. Cloned freely; `disabled()` records nothing.
+#[derive(Clone, Debug)]
+pub struct EventSink {
+    tx: Option<mpsc::Sender<SkipEvent>>,
+    metrics: Arc<Metrics>,
+}
+
+impl EventSink {
+    /// A sink that records nothing (events off, or no cluster).
+    pub fn disabled(metrics: Arc<Metrics>) -> Self {
+        EventSink { tx: None, metrics }
+    }
+
+    /// Queues `event` if there is room; counts it `dropped` otherwise. Never waits.
+    pub fn record(&self, event: SkipEvent) {
+        let Some(tx) = &self.tx else {
+            return;
+        };
+        if tx.try_send(event).is_err() {
+            self.metrics.event(EventResult::Dropped);
+        }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+}
+
+/// A queue of at most `capacity` events: the sink for the admission path and the receiver
+/// for [`run`].
+pub fn queue(capacity: usize, metrics: Arc<Metrics>) -> (EventSink, mpsc::Receiver<SkipEvent>) {
+    let (tx, rx) = mpsc::channel(capacity.clamp(1, MAX_QUEUE_SIZE));
+    (
+        EventSink {
+            tx: Some(tx),
+            metrics,
+        },
+        rx,
+    )
+}
+
+/// Where Events go: the API server ([`KubePublisher`]), or a test's list.
+pub trait Publish: Send + Sync {
+    fn publish(
+        &self,
+        event: &Event,
+        regarding: &ObjectReference,
+    ) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// Publishes through kube-runtime's [`Recorder`] (`events.k8s.io/v1`; needs create and
+/// patch on `events`).
+pub struct KubePublisher(Recorder);
+
+impl KubePublisher {
+    /// `instance`: this replica's name (`reportingInstance`).
+    pub fn new(client: Client, instance: Option<String>) -> Self {
+        KubePublisher(Recorder::new(
+            client,
+            Reporter {
+                controller: CONTROLLER.to_owned(),
+                instance,
+            },
+        ))
+    }
+}
+
+impl Publish for KubePublisher {
+    async fn publish(&self, event: &Event, regarding: &ObjectReference) -> Result<(), String> {
+        self.0
+            .publish(event, regarding)
+            .await
+            .map_err(|e| e.to_string())
+    }
+}
+
+/// How much the worker lets through.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Limits {
+    /// The same event (object, reason, message) again within this is counted, not sent.
+    pub dedup_window: Duration,
+    /// All objects together: a burst, then one Event per `global_every`.
+    pub global_burst: u32,
+    pub global_every: Duration,
+    /// Each object: a burst, then one Event per `object_every`.
+    pub object_burst: u32,
+    pub object_every: Duration,
+    /// Most events and objects remembered; beyond it, new ones are rate-limited.
+    pub max_tracked: usize,
+    /// Longest wait for the API server on one Event (counted failed after it); the queue
+    /// fills, and drops, meanwhile.
+    pub publish_timeout: Duration,
+}
+
+impl Default for Limits {
+    /// One object: 10 at once, then one a minute (a crash-looping workload whose pods are
+    /// recreated keeps one series going); everything: 25 at once, then 5 a second (the
+    /// kubelet's own event rate); a repeat within 5 minutes (the Recorder keeps a series
+    /// for 6) only counts.
+    fn default() -> Self {
+        Limits {
+            dedup_window: Duration::from_secs(300),
+            global_burst: 25,
+            global_every: Duration::from_millis(200),
+            object_burst: 10,
+            object_every: Duration::from_secs(60),
+            max_tracked: 4096,
+            publish_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// A token bucket on tokio's clock.
+#[derive(Clone, Debug)]
+struct Bucket {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Bucket {
+    fn full(burst: u32, now: Instant) -> Self {
+        Bucket {
+            tokens: f64::from(burst),
+            at: now,
+        }
+    }
+
+    fn refill(&mut self, burst: u32, every: Duration, now: Instant) {
+        let elapsed = now.saturating_duration_since(self.at).as_secs_f64();
+        let rate = 1.0 / every.as_secs_f64().max(f64::MIN_POSITIVE);
+        self.tokens = (self.tokens + elapsed * rate).min(f64::from(burst));
+        self.at = now;
+    }
+
+    fn take(&mut self) -> bool {
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// The object an Event is about, as a hashable key.
+type ObjectKey = (String, String, String, String);
+
+fn object_key(r: &ObjectReference) -> ObjectKey {
+    (
+        r.kind.clone().unwrap_or_default(),
+        r.namespace.clone().unwrap_or_default(),
+        r.name.clone().unwrap_or_default(),
+        r.uid.clone().unwrap_or_default(),
+    )
+}
+
+/// Deduplication and rate limits (pure: the clock is passed in).
+#[derive(Debug)]
+struct Limiter {
+    limits: Limits,
+    recent: HashMap<(ObjectKey, String), Instant>,
+    global: Bucket,
+    objects: HashMap<ObjectKey, Bucket>,
+}
+
+impl Limiter {
+    fn new(limits: Limits, now: Instant) -> Self {
+        Limiter {
+            limits,
+            recent: HashMap::new(),
+            global: Bucket::full(limits.global_burst, now),
+            objects: HashMap::new(),
+        }
+    }
+
+    /// Whether to publish `note` about `regarding` now; what to count otherwise.
+    fn check(
+        &mut self,
+        regarding: &ObjectReference,
+        note: &str,
+        now: Instant,
+    ) -> Option<EventResult> {
+        let l = self.limits;
+        let object = object_key(regarding);
+        let key = (object.clone(), note.to_owned());
+        if self
+            .recent
+            .get(&key)
+            .is_some_and(|at| now.saturating_duration_since(*at) < l.dedup_window)
+        {
+            return Some(EventResult::Deduplicated);
+        }
+        // Forget what no longer matters before remembering more.
+        if self.recent.len() >= l.max_tracked {
+            self.recent
+                .retain(|_, at| now.saturating_duration_since(*at) < l.dedup_window);
+        }
+        if self.objects.len() >= l.max_tracked {
+            for b in self.objects.values_mut() {
+                b.refill(l.object_burst, l.object_every, now);
+            }
+            self.objects
+                .retain(|_, b| b.tokens < f64::from(l.object_burst));
+        }
+        let tracked = |n: usize| n < l.max_tracked;
+        if !self.objects.contains_key(&object) && !tracked(self.objects.len())
+            || !tracked(self.recent.len())
+        {
+            return Some(EventResult::RateLimited);
+        }
+        self.global.refill(l.global_burst, l.global_every, now);
+        let bucket = self
+            .objects
+            .entry(object)
+            .or_insert_with(|| Bucket::full(l.object_burst, now));
+        bucket.refill(l.object_burst, l.object_every, now);
+        if bucket.tokens < 1.0 || self.global.tokens < 1.0 {
+            return Some(EventResult::RateLimited);
+        }
+        bucket.take();
+        self.global.take();
+        self.recent.insert(key, now);
+        None
+    }
+}
+
+/// What an Event is about: the pod's controller; else the Instrumentation the skip names,
+/// when the cache holds it (its UID from there); else the pod's Namespace (in the pod's
+/// namespace, where `kubectl get events -n` shows it).
+pub fn regarding(event: &SkipEvent, catalog: &dyn Catalog) -> ObjectReference {
+    if let Some(o) = &event.owner {
+        return ObjectReference {
+            api_version: Some(o.api_version.clone()),
+            kind: Some(o.kind.clone()),
+            name: Some(o.name.clone()),
+            namespace: Some(event.namespace.clone()),
+            uid: Some(o.uid.clone()).filter(|u| !u.is_empty()),
+            ..ObjectReference::default()
+        };
+    }
+    let named = event
+        .instrumentation
+        .as_deref()
+        .and_then(|i| i.split_once('/'))
+        .filter(|(_, name)| *name != "*");
+    if let Some((ns, name)) = named
+        && let Some(Ok(inst)) = catalog.instrumentations().get(ns, name)
+    {
+        return ObjectReference {
+            api_version: Some(INSTRUMENTATION_API_VERSION.to_owned()),
+            kind: Some("Instrumentation".to_owned()),
+            name: Some(name.to_owned()),
+            namespace: Some(ns.to_owned()),
+            uid: inst.metadata.uid.clone(),
+            ..ObjectReference::default()
+        };
+    }
+    ObjectReference {
+        api_version: Some("v1".to_owned()),
+        kind: Some("Namespace".to_owned()),
+        name: Some(event.namespace.clone()),
+        namespace: Some(event.namespace.clone()),
+        ..ObjectReference::default()
+    }
+}
+
+/// The Event for one skip. `action` names the language (`InjectJava`; `Inject` for the
+/// whole pod): the Recorder's series key holds the action, not the note, so skips of
+/// different languages on one object stay apart.
+fn event(skip: &SkipEvent) -> Event {
+    let action = match skip.language {
+        None => "Inject".to_owned(),
+        Some(l) => {
+            let mut a = String::from("Inject");
+            for part in l.as_str().split('-') {
+                let mut chars = part.chars();
+                if let Some(first) = chars.next() {
+                    a.extend(first.to_uppercase());
+                    a.push_str(chars.as_str());
+                }
+            }
+            a
+        }
+    };
+    Event {
+        type_: EventType::Warning,
+        reason: REASON.to_owned(),
+        note: Some(skip.note.clone()),
+        action,
+        secondary: None,
+    }
+}
+
+/// The worker: takes queued events until the queue closes, and publishes those the limits
+/// let through, one at a time (each bounded by a timeout).
+pub async fn run<P: Publish>(
+    mut rx: mpsc::Receiver<SkipEvent>,
+    publisher: P,
+    catalog: Arc<dyn Catalog + Send + Sync>,
+    limits: Limits,
+    metrics: Arc<Metrics>,
+) {
+    let mut limiter = Limiter::new(limits, Instant::now());
+    let mut failures = 0u64;
+    let mut logged_at: Option<Instant> = None;
+    while let Some(skip) = rx.recv().await {
+        let regarding = regarding(&skip, catalog.as_ref());
+        if let Some(result) = limiter.check(&regarding, &skip.note, Instant::now()) {
+            metrics.event(result);
+            continue;
+        }
+        let wait = limits.publish_timeout;
+        let published = tokio::time::timeout(wait, publisher.publish(&event(&skip), &regarding))
+            .await
+            .unwrap_or_else(|_| Err(format!("no answer within {wait:?}")));
+        match published {
+            Ok(()) => metrics.event(EventResult::Recorded),
+            Err(e) => {
+                metrics.event(EventResult::Failed);
+                failures += 1;
+                let now = Instant::now();
+                if logged_at.is_none_or(|at| now.duration_since(at) >= FAILURE_LOG_INTERVAL) {
+                    tracing::warn!(
+                        error = %e,
+                        failures,
+                        "cannot publish an InstrumentationSkipped Event (needs create and patch \
+                         on events.k8s.io events); admission is not affected"
+                    );
+                    logged_at = Some(now);
+                    failures = 0;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::cluster::StaticCatalog;
+
+    fn rs(name: &str) -> ObjectReference {
+        ObjectReference {
+            kind: Some("ReplicaSet".into()),
+            namespace: Some("shop".into()),
+            name: Some(name.into()),
+            uid: Some(format!("uid-{name}")),
+            ..ObjectReference::default()
+        }
+    }
+
+    // The limiter reads the clock it is given: each test moves its own, `at(seconds)`.
+    fn clock() -> impl Fn(f64) -> Instant {
+        let t0 = Instant::now();
+        move |s| t0 + Duration::from_secs_f64(s)
+    }
+
+    #[test]
+    fn repeats_within_the_window_are_counted_not_sent() {
+        let at = clock();
+        let mut l = Limiter::new(Limits::default(), at(0.0));
+        let a = rs("a");
+        assert_eq!(l.check(&a, "java: not found", at(0.0)), None);
+        assert_eq!(
+            l.check(&a, "java: not found", at(0.0)),
+            Some(EventResult::Deduplicated)
+        );
+        // Another message, or another object: its own event.
+        assert_eq!(l.check(&a, "python: not found", at(0.0)), None);
+        assert_eq!(l.check(&rs("b"), "java: not found", at(0.0)), None);
+        assert_eq!(
+            l.check(&a, "java: not found", at(299.0)),
+            Some(EventResult::Deduplicated)
+        );
+        assert_eq!(l.check(&a, "java: not found", at(301.0)), None);
+    }
+
+    #[test]
+    fn one_object_gets_a_burst_then_one_a_minute() {
+        let at = clock();
+        let mut l = Limiter::new(Limits::default(), at(0.0));
+        let a = rs("a");
+        let sent = (0..25)
+            .filter(|i| l.check(&a, &format!("m{i}"), at(0.0)).is_none())
+            .count();
+        assert_eq!(sent, 10);
+        assert_eq!(
+            l.check(&a, "late", at(59.0)),
+            Some(EventResult::RateLimited)
+        );
+        assert_eq!(l.check(&a, "late", at(60.5)), None);
+        assert_eq!(
+            l.check(&a, "later", at(61.0)),
+            Some(EventResult::RateLimited)
+        );
+        // Others are not held back by it.
+        assert_eq!(l.check(&rs("b"), "m", at(61.0)), None);
+    }
+
+    #[test]
+    fn all_objects_together_get_a_burst_then_five_a_second() {
+        let at = clock();
+        let mut l = Limiter::new(Limits::default(), at(0.0));
+        let sent = (0..100)
+            .filter(|i| l.check(&rs(&format!("o{i}")), "m", at(0.0)).is_none())
+            .count();
+        assert_eq!(sent, 25);
+        let sent = (100..200)
+            .filter(|i| l.check(&rs(&format!("o{i}")), "m", at(1.0)).is_none())
+            .count();
+        assert_eq!(sent, 5);
+    }
+
+    #[test]
+    fn memory_is_bounded_by_max_tracked() {
+        let at = clock();
+        let limits = Limits {
+            max_tracked: 8,
+            global_burst: 1000,
+            ..Limits::default()
+        };
+        let mut l = Limiter::new(limits, at(0.0));
+        let refused = (0..100)
+            .filter(|i| l.check(&rs(&format!("o{i}")), "m", at(0.0)).is_some())
+            .count();
+        assert_eq!(refused, 92);
+        assert!(l.recent.len() <= 8 && l.objects.len() <= 8);
+        // Once the window has passed (and the buckets refilled), room is made again.
+        assert_eq!(l.check(&rs("new"), "m", at(3600.0)), None);
+        assert!(l.recent.len() <= 8 && l.objects.len() <= 8);
+    }
+
+    fn skip(owner: Option<OwnerReference>, instrumentation: Option<&str>) -> SkipEvent {
+        SkipEvent {
+            namespace: "shop".into(),
+            owner,
+            instrumentation: instrumentation.map(str::to_owned),
+            language: Some(Language::ApacheHttpd),
+            note: "inject-apache-httpd: nope".into(),
+        }
+    }
+
+    #[test]
+    fn events_are_about_the_controller_else_the_instrumentation_else_the_namespace() {
+        let mut inst: crate::crd::Instrumentation = crate::crd::parse_instrumentations(
+            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {name: inst, namespace: shop}\nspec: {}\n",
+        )
+        .unwrap()
+        .remove(0);
+        inst.metadata.uid = Some("inst-uid".into());
+        let catalog = StaticCatalog::new([inst]);
+        let owner = OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: "ReplicaSet".into(),
+            name: "web-5d4f".into(),
+            uid: "rs-uid".into(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        };
+        let r = regarding(&skip(Some(owner), Some("shop/inst")), &catalog);
+        assert_eq!(
+            (
+                r.api_version.as_deref(),
+                r.kind.as_deref(),
+                r.name.as_deref()
+            ),
+            (Some("apps/v1"), Some("ReplicaSet"), Some("web-5d4f"))
+        );
+        assert_eq!(
+            (r.namespace.as_deref(), r.uid.as_deref()),
+            (Some("shop"), Some("rs-uid"))
+        );
+        let r = regarding(&skip(None, Some("shop/inst")), &catalog);
+        assert_eq!(
+            (r.kind.as_deref(), r.name.as_deref(), r.uid.as_deref()),
+            (Some("Instrumentation"), Some("inst"), Some("inst-uid"))
+        );
+        assert_eq!(r.api_version.as_deref(), Some("opentelemetry.io/v1alpha1"));
+        for missing in [Some("shop/gone"), Some("shop/*"), None] {
+            let r = regarding(&skip(None, missing), &catalog);
+            assert_eq!(
+                (r.kind.as_deref(), r.name.as_deref(), r.namespace.as_deref()),
+                (Some("Namespace"), Some("shop"), Some("shop")),
+                "{missing:?}"
+            );
+            assert_eq!(r.uid, None);
+        }
+        let e = event(&skip(None, None));
+        assert_eq!(
+            (e.type_, e.reason.as_str(), e.action.as_str()),
+            (EventType::Warning, REASON, "InjectApacheHttpd")
+        );
+        assert_eq!(e.note.as_deref(), Some("inject-apache-httpd: nope"));
+    }
+
+    /// Publishes into a list, or fails, or never answers.
+    #[derive(Default, Clone)]
+    struct Fake {
+        sent: Arc<Mutex<Vec<(String, ObjectReference)>>>,
+        fail: bool,
+        hang: bool,
+    }
+
+    impl Publish for Fake {
+        async fn publish(&self, event: &Event, regarding: &ObjectReference) -> Result<(), String> {
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            if self.fail {
+                return Err("events.events.k8s.io is forbidden".into());
+            }
+            self.sent
+                .lock()
+                .unwrap()
+                .push((event.note.clone().unwrap_or_default(), regarding.clone()));
+            Ok(())
+        }
+    }
+
+    fn count(m: &Metrics, result: EventResult) -> u64 {
+        m.events
+            .get_or_create(&crate::metrics::ReloadLabels {
+                result: result.as_str(),
+            })
+            .get()
+    }
+
+    #[tokio::test]
+    async fn the_worker_publishes_counts_and_never_blocks_the_sender() {
+        let limits = Limits {
+            publish_timeout: Duration::from_millis(50),
+            ..Limits::default()
+        };
+        let metrics = Arc::new(Metrics::new());
+        let catalog: Arc<dyn Catalog + Send + Sync> = Arc::new(StaticCatalog::new([]));
+        // A publisher that never answers, a queue of 2: the rest is dropped, each `record`
+        // returning at once (the worker has not run yet on this single-threaded runtime).
+        let (sink, rx) = queue(2, metrics.clone());
+        let hang = Fake {
+            hang: true,
+            ..Fake::default()
+        };
+        let worker = tokio::spawn(run(rx, hang, catalog.clone(), limits, metrics.clone()));
+        for i in 0..10 {
+            sink.record(SkipEvent {
+                note: format!("n{i}"),
+                ..skip(None, None)
+            });
+        }
+        assert_eq!(count(&metrics, EventResult::Dropped), 8);
+        // Each publish gives up after its timeout: failed, not stuck.
+        drop(sink);
+        worker.await.unwrap();
+        assert_eq!(count(&metrics, EventResult::Failed), 2);
+
+        // A working publisher: one recorded, the repeat deduplicated.
+        let fake = Fake::default();
+        let (sink, rx) = queue(16, metrics.clone());
+        let worker = tokio::spawn(run(
+            rx,
+            fake.clone(),
+            catalog.clone(),
+            limits,
+            metrics.clone(),
+        ));
+        sink.record(skip(None, None));
+        sink.record(skip(None, None));
+        drop(sink);
+        worker.await.unwrap();
+        assert_eq!(count(&metrics, EventResult::Recorded), 1);
+        assert_eq!(count(&metrics, EventResult::Deduplicated), 1);
+        let sent = fake.sent.lock().unwrap().clone();
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].0, "inject-apache-httpd: nope");
+        assert_eq!(sent[0].1.kind.as_deref(), Some("Namespace"));
+
+        // Refused (no RBAC): counted failed; admission never sees it.
+        let (sink, rx) = queue(16, metrics.clone());
+        let failing = Fake {
+            fail: true,
+            ..Fake::default()
+        };
+        let worker = tokio::spawn(run(rx, failing, catalog, limits, metrics.clone()));
+        sink.record(SkipEvent {
+            note: "other".into(),
+            ..skip(None, None)
+        });
+        drop(sink);
+        worker.await.unwrap();
+        assert_eq!(count(&metrics, EventResult::Failed), 3);
+
+        // Disabled: nothing is queued or counted.
+        EventSink::disabled(metrics.clone()).record(skip(None, None));
+        assert_eq!(count(&metrics, EventResult::Dropped), 8);
+    }
+}
