@@ -399,7 +399,9 @@ fn status_renders_the_rbac_of_the_status_component_or_nothing_when_disabled() {
         roles,
         [
             "ClusterRole/otel-injector",
-            "ClusterRoleBinding/otel-injector"
+            "ClusterRole/otel-injector-events",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-events"
         ]
     );
     let mut want = want_args(&FILE_TLS, false);
