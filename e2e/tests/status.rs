@@ -238,6 +238,26 @@ async fn labeled_pods(client: &kube::Client) -> f64 {
         .count() as f64
 }
 
+/// Waits (at most 10 s: the watch may still be taking another test's deletions) until the
+/// webhook's watch holds as many pods as the cluster has labeled ones (other tests' too).
+async fn await_watched(client: &kube::Client, w: &Webhook) {
+    let t0 = Instant::now();
+    loop {
+        let (watched, labeled) = (
+            metric(&w.metrics().await, "otel_injector_status_pods_watched"),
+            labeled_pods(client).await,
+        );
+        if watched == labeled {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "pods watched {watched}, labeled in the cluster {labeled}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 const WRITES_OK: &str = "otel_injector_status_writes_total{result=\"success\"}";
 const LEADER: &str = "otel_injector_leader";
 
@@ -464,11 +484,7 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
     .await;
     let metrics = env.webhook.metrics().await;
     assert_eq!(metric(&metrics, LEADER), 1.0);
-    assert_eq!(
-        metric(&metrics, "otel_injector_status_pods_watched"),
-        labeled_pods(&env.client).await,
-        "the cluster's labeled pods (other tests' too)"
-    );
+    await_watched(&env.client, &env.webhook).await;
     assert!(metric(&metrics, WRITES_OK) >= 6.0, "{metrics}");
 }
 
@@ -616,12 +632,8 @@ async fn of_two_replicas_one_writes_and_the_other_takes_over() {
     ];
     assert!(writes[first] >= 1.0, "{writes:?}");
     assert_eq!(writes[1 - first], 0.0, "{writes:?}");
-    let labeled = labeled_pods(&env.client).await;
     for w in [&env.webhook, &second] {
-        assert_eq!(
-            metric(&w.metrics().await, "otel_injector_status_pods_watched"),
-            labeled
-        );
+        await_watched(&env.client, w).await;
     }
 
     // The leader dies without releasing (SIGKILL): the other takes over once the Lease
@@ -813,13 +825,7 @@ async fn many_pods(id: &str, n: usize) {
         per_pod * 1000 / 1024
     );
     assert!(took < Duration::from_secs(30));
-    assert_eq!(
-        metric(
-            &env.webhook.metrics().await,
-            "otel_injector_status_pods_watched"
-        ),
-        n as f64
-    );
+    await_watched(&env.client, &env.webhook).await;
     // Delete the namespace's pods at once, so that later tests do not wait for them.
     let _ = api::send(
         &env.client,
