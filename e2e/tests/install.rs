@@ -82,8 +82,21 @@ async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_
         env.assert_registered_as_the_manifest().await,
         ["pods.otel-injector.opentelemetry.io"]
     );
-    // Its identity has the chart's read-only rules and nothing of the opt-in modes.
+    // Its identity has the chart's read-only rules, the events permission (on by default),
+    // and nothing of the opt-in modes.
     for (a, want) in [
+        (
+            access("create", "events.k8s.io", "events", "default", ""),
+            true,
+        ),
+        (
+            access("patch", "events.k8s.io", "events", "default", ""),
+            true,
+        ),
+        (
+            access("get", "events.k8s.io", "events", "default", ""),
+            false,
+        ),
         (
             access("watch", "opentelemetry.io", "instrumentations", "", ""),
             true,

@@ -145,9 +145,9 @@ pub struct Limits {
 
 impl Default for Limits {
     /// One object: 10 at once, then one a minute (a crash-looping workload whose pods are
-    /// recreated keeps one series going); everything: 25 at once, then 5 a second (the
-    /// kubelet's own event rate); a repeat within 5 minutes (the Recorder keeps a series
-    /// for 6) only counts.
+    /// recreated keeps one series going, and a few languages of one pod all get through);
+    /// everything: 25 at once, then 5 a second; a repeat within 5 minutes (the Recorder
+    /// keeps a series for 6) only counts.
     fn default() -> Self {
         Limits {
             dedup_window: Duration::from_secs(300),
