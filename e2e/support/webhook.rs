@@ -98,6 +98,11 @@ impl Webhook {
                 "--log-level".into(),
                 "info".into(),
             ];
+            // The status controller writes the status of every Instrumentation of the
+            // cluster: off unless a test asks for it.
+            if !extra_args.iter().any(|a| a.starts_with("--status=")) {
+                args.push("--status=false".into());
+            }
             args.extend(extra_args.iter().cloned());
             let spawned = Instant::now();
             let mut proc = Supervised::spawn("otel-injector", binary, &args, &log, |cmd| {
@@ -264,6 +269,24 @@ impl Webhook {
     /// Kills the process and waits for it.
     pub fn stop(&mut self) {
         self.proc.stop();
+    }
+
+    /// Sends SIGTERM (a clean shutdown: drain, release the Lease) and waits for the exit,
+    /// at most `limit`.
+    pub async fn terminate(&mut self, limit: Duration) -> Result<(), String> {
+        let pid = self.pid().ok_or("not running")?;
+        let pid = rustix::process::Pid::from_raw(i32::try_from(pid).map_err(|e| e.to_string())?)
+            .ok_or("pid 0")?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM)
+            .map_err(|e| format!("SIGTERM: {e}"))?;
+        let t0 = Instant::now();
+        while self.proc.exited().is_none() {
+            if t0.elapsed() > limit {
+                return Err(format!("no exit {limit:?} after SIGTERM"));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        Ok(())
     }
 
     pub fn pid(&self) -> Option<u32> {

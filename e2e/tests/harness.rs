@@ -172,6 +172,10 @@ pub enum Rbac {
     /// Plus `components/agent-delivery-auto` (get on `/metrics`, to read the `ImageVolume` gate),
     /// for `e2e-agent-delivery-auto`.
     AgentDeliveryAuto,
+    /// Plus `components/status/rbac.yaml` (the pod watch, the status patch, the Lease) and
+    /// `components/verify-exporter-tls/rbac.yaml` (for the Degraded condition of a missing
+    /// Secret), for `e2e-status`.
+    Status,
 }
 
 impl Rbac {
@@ -198,6 +202,14 @@ impl Rbac {
                 ],
             ),
             Rbac::Chart => ("e2e-chart", &[]),
+            Rbac::Status => (
+                "e2e-status",
+                &[
+                    "base/otel-injector.yaml",
+                    "components/status/rbac.yaml",
+                    "components/verify-exporter-tls/rbac.yaml",
+                ],
+            ),
             Rbac::AgentDeliveryAuto => (
                 "e2e-agent-delivery-auto",
                 &[
@@ -262,6 +274,10 @@ pub struct Options {
     pub tls_dir: Option<std::path::PathBuf>,
     /// Annotations of the configuration (e.g. cert-manager's inject-ca-from).
     pub configuration_annotations: serde_json::Map<String, Value>,
+    /// Hold [`CLUSTER_WIDE`] exclusively while the webhook runs: no other test's webhook
+    /// runs meanwhile (a status controller writes the status of every Instrumentation of
+    /// the cluster).
+    pub exclusive: bool,
 }
 
 impl Default for Options {
@@ -277,6 +293,7 @@ impl Default for Options {
             configuration_name: None,
             tls_dir: None,
             configuration_annotations: serde_json::Map::new(),
+            exclusive: false,
         }
     }
 }
@@ -295,7 +312,13 @@ pub struct Env {
     pub configuration: String,
     /// Declared after `webhook`: the webhook is killed before the locks are released.
     _labeling: Option<tokio::sync::MutexGuard<'static, ()>>,
-    _cluster_wide: tokio::sync::RwLockReadGuard<'static, ()>,
+    _cluster_wide: ClusterWide,
+}
+
+/// [`CLUSTER_WIDE`], shared or exclusive.
+enum ClusterWide {
+    Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'static, ()>),
+    Exclusive(#[allow(dead_code)] tokio::sync::RwLockWriteGuard<'static, ()>),
 }
 
 impl Env {
@@ -339,7 +362,11 @@ impl Env {
     /// caches synced) and registers it as `e2e-<id>-a-otel-injector`: every entry of the
     /// variant's manifest, each scoped to namespaces labeled with `id`.
     pub async fn start_with(id: &str, options: Options) -> Env {
-        let cluster_wide = CLUSTER_WIDE.read().await;
+        let cluster_wide = if options.exclusive {
+            ClusterWide::Exclusive(CLUSTER_WIDE.write().await)
+        } else {
+            ClusterWide::Shared(CLUSTER_WIDE.read().await)
+        };
         let labeling = if options.label_namespaces || options.exclusive_namespace_labels {
             Some(LABELING.lock().await)
         } else {

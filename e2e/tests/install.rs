@@ -44,6 +44,10 @@ async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_
             .map(|a| a.as_str().expect("a string").to_owned())
             .collect();
     assert!(rendered_args.contains(&"--label-namespaces=false".to_owned()));
+    // The status controller is on as rendered; e2e/tests/status.rs runs it (here the
+    // harness turns it off, as for every test that does not ask).
+    assert!(rendered_args.contains(&"--status=true".to_owned()));
+    assert!(rendered_args.contains(&"--lease-name=otel-injector".to_owned()));
     let args: Vec<String> = rendered_args
         .into_iter()
         .filter(|a| {
@@ -51,6 +55,8 @@ async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_
                 && !a.starts_with("--tls-")
                 && !a.starts_with("--label-namespaces=")
                 && !a.starts_with("--log-level=")
+                && !a.starts_with("--status=")
+                && !a.starts_with("--lease-name=")
         })
         .collect();
     assert_eq!(

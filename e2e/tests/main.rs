@@ -23,5 +23,6 @@ mod outcome;
 mod privileges;
 mod routing;
 mod selfcert;
+mod status;
 mod telemetry;
 mod workloads;

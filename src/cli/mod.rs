@@ -2,13 +2,14 @@
 //! `serve`'s flags come in groups, one per part of the webhook, each building its part:
 //! [`ServerArgs`] and [`AdminArgs`] the listeners, [`ShutdownArgs`] the drain, [`TlsArgs`]
 //! the served certificate, [`ClusterArgs`] the caches, [`EngineArgs`] the engine's
-//! configuration, [`LogArgs`] the logs.
+//! configuration, [`LogArgs`] the logs, [`StatusArgs`] the status controller and its Lease.
 
 mod cluster;
 mod engine;
 mod log;
 mod offline;
 mod server;
+mod status;
 mod tls;
 
 use std::path::PathBuf;
@@ -21,6 +22,7 @@ pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
+pub use status::StatusArgs;
 pub use tls::TlsArgs;
 
 #[derive(Debug, Parser)]
@@ -78,6 +80,8 @@ pub struct ServeArgs {
     pub shutdown: ShutdownArgs,
     #[command(flatten)]
     pub events: EventArgs,
+    #[command(flatten)]
+    pub status: StatusArgs,
 }
 
 #[derive(Debug, Args)]

@@ -17,7 +17,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use serde::Deserialize as _;
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, watch};
 
 use super::apiserver::{self, ServerInfo};
 use super::labeler::NAMESPACE_LABEL;
@@ -84,6 +84,9 @@ pub struct KubeCatalog {
     /// verified.
     objects: Option<Objects>,
     namespace_changes: broadcast::Sender<NamespaceChange>,
+    /// Counts the rebuilds of `index`, for a follower of the Instrumentations (the status
+    /// controller).
+    instrumentation_changes: watch::Sender<u64>,
 }
 
 /// A change of the namespace cache, sent once the cache holds it.
@@ -211,6 +214,7 @@ pub struct CatalogWriters {
     secrets: Option<(reflector::store::Writer<Meta<Secret>>, Arc<AtomicBool>)>,
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
     namespace_changes: broadcast::Sender<NamespaceChange>,
+    instrumentation_changes: watch::Sender<u64>,
 }
 
 impl KubeCatalog {
@@ -234,6 +238,7 @@ impl KubeCatalog {
         let namespaces = NamespaceStore::default();
         let namespaces_synced = Arc::new(AtomicBool::new(false));
         let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
+        let (instrumentation_changes, _) = watch::channel(0);
         (
             KubeCatalog {
                 index: index.clone(),
@@ -243,6 +248,7 @@ impl KubeCatalog {
                 namespaces_synced: namespaces_synced.clone(),
                 objects,
                 namespace_changes: namespace_changes.clone(),
+                instrumentation_changes: instrumentation_changes.clone(),
             },
             CatalogWriters {
                 index,
@@ -253,6 +259,7 @@ impl KubeCatalog {
                 secrets: sw,
                 config_maps: cw,
                 namespace_changes,
+                instrumentation_changes,
             },
         )
     }
@@ -265,6 +272,25 @@ impl KubeCatalog {
     /// What was last read of the API server.
     pub fn server_info(&self) -> Option<ServerInfo> {
         *self.server.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes of the Instrumentation index: the value (a count of changes) moves after
+    /// each change, once [`Catalog::instrumentations`] returns the new index.
+    pub fn instrumentation_changes(&self) -> watch::Receiver<u64> {
+        self.instrumentation_changes.subscribe()
+    }
+
+    /// Whether the Instrumentation index has completed its initial list.
+    pub fn instrumentations_synced(&self) -> bool {
+        self.instrumentations_synced.load(Ordering::Acquire)
+    }
+
+    /// Whether the Secret and ConfigMap names are watched (`--verify-exporter-tls`) and
+    /// synced: only then does [`Catalog::objects`] say what is missing.
+    pub fn objects_synced(&self) -> bool {
+        self.objects
+            .as_ref()
+            .is_some_and(|o| o.secrets.ready() && o.config_maps.ready())
     }
 
     /// Changes of the namespace cache from now on, each sent after the cache applied it.
@@ -602,6 +628,7 @@ impl CatalogWriters {
             index: self.index,
             listing: None,
         };
+        let changed = self.instrumentation_changes;
         let reconnected = Arc::new(Notify::new());
         let mut signal = reconnect_signal(reconnected.clone());
         let inst = watcher::watcher(
@@ -614,7 +641,12 @@ impl CatalogWriters {
             signal(matches!(ev, Ok(Event::Init)), ev.is_err());
             ev.map(|ev| {
                 let shape = shape(&ev);
+                // The index is published when the list completes and at each change after.
+                let published = matches!(ev, Event::InitDone | Event::Apply(_) | Event::Delete(_));
                 instrumentations.apply(ev);
+                if published {
+                    changed.send_modify(|n| *n = n.wrapping_add(1));
+                }
                 shape
             })
         });
