@@ -9,7 +9,8 @@ use futures::FutureExt as _;
 use tokio::task::JoinSet;
 
 use crate::cli::{
-    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, ServeArgs,
+    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, RolloutArgs,
+    ServeArgs,
 };
 use crate::cluster::{self, Caches, Labeler};
 use crate::metrics::Metrics;
@@ -31,6 +32,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::DevCerts(args) => dev_certs(&args),
         Command::Inject(args) => inject(&args).await,
         Command::Explain(args) => explain(&args).await,
+        Command::Rollout(args) => rollout(&args).await,
     }
 }
 
@@ -200,6 +202,71 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
+    Ok(())
+}
+
+/// `rollout` stopped at a workload; the process exits with 1.
+#[derive(Debug, thiserror::Error)]
+#[error("rollout stopped at {stop}{pending}")]
+pub struct RolloutStopped {
+    pub stop: cluster::rollout::Stop,
+    /// `; not restarted: ...`, or empty.
+    pub pending: String,
+}
+
+/// `otel-injector rollout`.
+async fn rollout(args: &RolloutArgs) -> anyhow::Result<()> {
+    use cluster::rollout::{RolloutError, Step, plan, run};
+    // The kube client's rustls needs a process-wide provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig = args.kubeconfig.as_deref();
+    let client = cluster::try_connect(kubeconfig)
+        .await
+        .map_err(|e| RolloutError::Client {
+            from: kubeconfig
+                .map(|p| format!(" from {}", p.display()))
+                .unwrap_or_default(),
+            error: format!("{e:#}"),
+        })?;
+    let (namespace, name) = &args.instrumentation;
+    let excluded = args.excluded_namespaces.iter().cloned().collect();
+    let census = run::read_plan(&client, namespace, name, &excluded).await?;
+    print!(
+        "{}",
+        plan::describe(&census.key, &census.tally, &census.plan)
+    );
+    if args.dry_run {
+        println!("dry run: nothing restarted");
+        return Ok(());
+    }
+    if census.plan.restarts.is_empty() {
+        return Ok(());
+    }
+    let report = run::execute(
+        &client,
+        &census.plan,
+        &args.settings(),
+        &mut |step| match step {
+            Step::Restarted { workload, stamp } => {
+                println!("restarted {workload} (restartedAt {stamp})");
+            }
+            Step::Complete { workload, took } => {
+                println!("complete  {workload} in {:.1}s", took.as_secs_f64());
+            }
+            Step::Stopped(_) => {}
+        },
+    )
+    .await;
+    if let Some(stop) = report.stopped {
+        let pending = if report.pending.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = report.pending.iter().map(ToString::to_string).collect();
+            format!("; not restarted: {}", names.join(", "))
+        };
+        return Err(RolloutStopped { stop, pending }.into());
+    }
+    println!("done: {} restarted and complete", report.completed.len());
     Ok(())
 }
 

@@ -9,6 +9,7 @@ pub mod apiserver;
 pub mod files;
 pub mod labeler;
 pub mod list;
+pub mod rollout;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
