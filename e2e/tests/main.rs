@@ -20,6 +20,7 @@ mod manifests;
 mod memory;
 mod offline;
 mod privileges;
+mod rollout;
 mod routing;
 mod selfcert;
 mod telemetry;
