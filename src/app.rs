@@ -147,7 +147,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         router,
         webhook_limits,
         metrics.clone(),
-        drain,
+        drain.clone(),
     ));
 
     // 3. Then the background parts; readiness follows the files' read or the watches'
@@ -158,7 +158,17 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     if let Caches::Files(files) = &caches {
         load_files(files.clone(), &metrics).await?;
     }
+    let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
+        if args.status.status {
+            status = Some(tokio::spawn(run_status(
+                client.clone(),
+                args.status,
+                catalog.clone(),
+                metrics.clone(),
+                drain.clone(),
+            )));
+        }
         if args.cluster.label_namespaces {
             let labeler = Labeler::new(&catalog, engine.enabled);
             let client = client.clone();
@@ -179,9 +189,38 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
             }
         })
         .await?;
+    if let Some(status) = status {
+        // Released at the signal already; this waits for the release's answer.
+        let _ = tokio::time::timeout(ADMIN_GRACE * 3, status).await;
+    }
     background.shutdown().await;
     tracing::info!("drained; exiting");
     Ok(())
+}
+
+/// The status controller and its Lease, until the first shutdown signal: then the Lease is
+/// released (another replica takes over at its next try) while this one drains.
+async fn run_status(
+    client: futures::future::Shared<impl Future<Output = kube::Client>>,
+    args: crate::cli::StatusArgs,
+    catalog: Arc<cluster::KubeCatalog>,
+    metrics: Arc<Metrics>,
+    mut drain: server::Drain,
+) {
+    let client = tokio::select! {
+        client = client => client,
+        () = drain.draining() => return,
+    };
+    let lease = args.lease(&client);
+    tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
+    let leadership = cluster::elect(client.clone(), lease);
+    let controller = cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+    tokio::select! {
+        () = controller.run(client) => {}
+        () = cluster::lease::report(leadership.clone(), metrics) => {}
+        () = drain.draining() => {}
+    }
+    leadership.release().await;
 }
 
 /// `otel-injector explain`.

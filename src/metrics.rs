@@ -213,6 +213,33 @@ pub struct Metrics {
     pub connections_open: Family<ListenerLabels, Gauge>,
     pub connections_dropped: Family<DroppedLabels, Counter>,
     pub image_volumes: Family<SourceLabels, Gauge>,
+    /// 1 while this replica holds the Lease of the leader-only background writers.
+    pub leader: Gauge,
+    pub status_writes: Family<ResultLabels, Counter>,
+    pub status_pods: Gauge,
+}
+
+/// How a status write ended.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum WriteResult {
+    Success,
+    Error,
+}
+
+impl WriteResult {
+    pub const ALL: [WriteResult; 2] = [WriteResult::Success, WriteResult::Error];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WriteResult::Success => "success",
+            WriteResult::Error => "error",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
 }
 
 /// Request duration buckets: mutation itself takes tens of microseconds; the top ones put
@@ -245,6 +272,9 @@ impl Metrics {
             connections_open: Family::default(),
             connections_dropped: Family::default(),
             image_volumes: Family::default(),
+            leader: Gauge::default(),
+            status_writes: Family::default(),
+            status_pods: Gauge::default(),
             registry: Registry::default(),
         };
         {
@@ -313,6 +343,25 @@ impl Metrics {
              be read)",
             m.image_volumes.clone(),
         );
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease of the leader-only background writers \
+             (Instrumentation status, automatic rollout)",
+            m.leader.clone(),
+        );
+        {
+            let status = registry.sub_registry_with_prefix("status");
+            status.register(
+                "writes",
+                "Instrumentation status writes by result",
+                m.status_writes.clone(),
+            );
+            status.register(
+                "pods_watched",
+                "Pods that asked for injection, held by the status controller's pod watch",
+                m.status_pods.clone(),
+            );
+        }
         let build_info = Family::<BuildLabels, Gauge>::default();
         build_info.get_or_create(&BuildLabels::current()).set(1);
         registry.register(
@@ -333,6 +382,11 @@ impl Metrics {
         }
         for result in ReloadResult::ALL {
             let _ = m.cert_reloads.get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            });
+        }
+        for result in WriteResult::ALL {
+            let _ = m.status_writes.get_or_create(&ResultLabels {
                 result: result.as_str(),
             });
         }
@@ -396,6 +450,14 @@ impl Metrics {
     pub fn cert_reload(&self, result: ReloadResult) {
         self.cert_reloads
             .get_or_create(&ReloadLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn status_write(&self, result: WriteResult) {
+        self.status_writes
+            .get_or_create(&ResultLabels {
                 result: result.as_str(),
             })
             .inc();

@@ -145,6 +145,8 @@ fn want_args(tls: &[&str], label_namespaces: bool) -> Vec<String> {
     want.extend(
         [
             "--verify-exporter-tls=false",
+            "--status=true",
+            "--lease-name=otel-injector",
             "--log-format=json",
             "--log-level=info",
         ]
@@ -160,7 +162,11 @@ fn common_ids() -> Vec<&'static str> {
         "PodDisruptionBudget/otel-injector",
         "ServiceAccount/otel-injector",
         "ClusterRole/otel-injector",
+        "ClusterRole/otel-injector-status",
         "ClusterRoleBinding/otel-injector",
+        "ClusterRoleBinding/otel-injector-status",
+        "Role/otel-injector-status",
+        "RoleBinding/otel-injector-status",
     ]
 }
 
@@ -297,12 +303,16 @@ fn built_in_mode_renders_the_rbac_of_the_built_in_component_and_no_volume() {
         "ServiceAccount/otel-injector",
         "ClusterRole/otel-injector",
         "ClusterRole/otel-injector-self-signed",
+        "ClusterRole/otel-injector-status",
         "ClusterRoleBinding/otel-injector",
         "ClusterRoleBinding/otel-injector-self-signed",
+        "ClusterRoleBinding/otel-injector-status",
     ];
     want.extend([
         "Role/otel-injector-self-signed",
+        "Role/otel-injector-status",
         "RoleBinding/otel-injector-self-signed",
+        "RoleBinding/otel-injector-status",
         "Service/otel-injector",
         "Service/otel-injector-metrics",
         "Deployment/otel-injector",
@@ -340,6 +350,51 @@ fn built_in_mode_renders_the_rbac_of_the_built_in_component_and_no_volume() {
         webhook["webhooks"],
         manifest("base/webhook.yaml")[0]["webhooks"]
     );
+}
+
+#[test]
+fn status_renders_the_rbac_of_the_status_component_or_nothing_when_disabled() {
+    let docs = render(&[]);
+    let component = manifest("components/status/rbac.yaml");
+    for id in [
+        "ClusterRole/otel-injector-status",
+        "Role/otel-injector-status",
+        "ClusterRoleBinding/otel-injector-status",
+        "RoleBinding/otel-injector-status",
+    ] {
+        for field in ["rules", "roleRef", "subjects"] {
+            assert_eq!(
+                find(&docs, id)[field],
+                find(&component, id)[field],
+                "{id} {field}"
+            );
+        }
+    }
+    assert_eq!(
+        find(&docs, "Role/otel-injector-status")["metadata"]["namespace"],
+        "otel-injector"
+    );
+
+    let off = render(&["status.enabled=false"]);
+    let roles: Vec<String> = ids(&off)
+        .into_iter()
+        .filter(|i| i.contains("Role"))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "ClusterRole/otel-injector",
+            "ClusterRoleBinding/otel-injector"
+        ]
+    );
+    let mut want = want_args(&FILE_TLS, false);
+    want.retain(|a| a != "--lease-name=otel-injector");
+    for a in &mut want {
+        if a == "--status=true" {
+            *a = "--status=false".into();
+        }
+    }
+    assert_eq!(args(&off), want);
 }
 
 #[test]
@@ -410,18 +465,26 @@ fn targeted_mode_renders_the_targeted_component_in_every_certificate_mode() {
                 "ClusterRole/otel-injector",
                 "ClusterRole/otel-injector-self-signed",
                 "ClusterRole/otel-injector-targeted",
+                "ClusterRole/otel-injector-status",
                 "ClusterRoleBinding/otel-injector",
                 "ClusterRoleBinding/otel-injector-self-signed",
                 "ClusterRoleBinding/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector-status",
                 "Role/otel-injector-self-signed",
+                "Role/otel-injector-status",
                 "RoleBinding/otel-injector-self-signed",
+                "RoleBinding/otel-injector-status",
             ]
         } else {
             vec![
                 "ClusterRole/otel-injector",
                 "ClusterRole/otel-injector-targeted",
+                "ClusterRole/otel-injector-status",
                 "ClusterRoleBinding/otel-injector",
                 "ClusterRoleBinding/otel-injector-targeted",
+                "ClusterRoleBinding/otel-injector-status",
+                "Role/otel-injector-status",
+                "RoleBinding/otel-injector-status",
             ]
         };
         assert_eq!(roles, want, "{mode}: each permission only with its feature");
@@ -463,8 +526,12 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "ConfigMap/otel-injector-dashboard",
             "ClusterRole/otel-injector",
             "ClusterRole/otel-injector-verify-exporter-tls",
+            "ClusterRole/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
             "ClusterRoleBinding/otel-injector-verify-exporter-tls",
+            "ClusterRoleBinding/otel-injector-status",
+            "Role/otel-injector-status",
+            "RoleBinding/otel-injector-status",
             "Service/otel-injector",
             "Service/otel-injector-metrics",
             "Deployment/otel-injector",
@@ -488,6 +555,8 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "--agent-image=java=registry.example/java:2",
             "--label-namespaces=false",
             "--verify-exporter-tls=true",
+            "--status=true",
+            "--lease-name=otel-injector",
             "--log-format=plain",
             "--log-level=debug",
             "--agent-delivery=image-volume",

@@ -497,8 +497,20 @@ fn crd_names_and_subresources() {
             ("Endpoint", ".spec.exporter.endpoint"),
             ("Sampler", ".spec.sampler.type"),
             ("Sampler Arg", ".spec.sampler.argument"),
+            ("Injected", ".status.injected"),
+            ("Outdated", ".status.outdated"),
+            ("Skipped", ".status.skipped"),
         ]
     );
+    // The status controller's counts are integers, shown by `kubectl get` without `-o wide`.
+    for c in version.additional_printer_columns.iter().flatten().skip(4) {
+        assert_eq!(
+            (c.type_.as_str(), c.priority),
+            ("integer", None),
+            "{}",
+            c.name
+        );
+    }
 }
 
 #[test]
@@ -542,6 +554,27 @@ fn crd_schema_matches_the_operator() {
     property(spec, &["nodejs", "resourceRequirements"]);
     property(spec, &["go", "securityContext"]);
     property(root, &["status", "upgradeBlockedVersions"]);
+    // The status controller's fields (the Operator has none of them).
+    for field in [
+        "injected",
+        "outdated",
+        "skipped",
+        "skippedReasons",
+        "workloads",
+        "workloadsOmitted",
+        "specHash",
+        "observedGeneration",
+        "lastChangeTime",
+        "conditions",
+    ] {
+        property(root, &["status", field]);
+    }
+    let conditions = property(root, &["status", "conditions"]);
+    assert_eq!(
+        conditions.x_kubernetes_list_map_keys.as_deref(),
+        Some(&["type".to_owned()][..])
+    );
+    assert_eq!(conditions.x_kubernetes_list_type.as_deref(), Some("map"));
 
     let enum_values = |s: &JSONSchemaProps| -> Vec<Value> {
         s.enum_.iter().flatten().map(|v| v.0.clone()).collect()

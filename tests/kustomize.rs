@@ -121,12 +121,42 @@ const BASE: [&str; 9] = [
     "MutatingWebhookConfiguration/otel-injector",
 ];
 
+/// The env of an overlay (every one includes the status component): the base's, with the
+/// status controller on (kustomize moves the patched variable first), then `before` (the
+/// other components' variables).
+fn overlay_env(before: &[&'static str]) -> Vec<&'static str> {
+    let mut env = vec!["OTEL_INJECTOR_STATUS=true"];
+    env.extend(before);
+    env.extend(&BASE_ENV[1..]);
+    env
+}
+
+/// What the status component adds to every overlay, by kind, as kustomize orders them.
+const STATUS_RBAC: [&str; 4] = [
+    "Role/otel-injector-status",
+    "ClusterRole/otel-injector-status",
+    "RoleBinding/otel-injector-status",
+    "ClusterRoleBinding/otel-injector-status",
+];
+
+/// Asserts the status component's RBAC is rendered as the file has it.
+fn assert_status_rbac(docs: &[Value]) {
+    let rbac = manifest("components/status/rbac.yaml");
+    assert_eq!(ids(&rbac).len(), STATUS_RBAC.len());
+    for doc in &rbac {
+        let id = &ids(std::slice::from_ref(doc))[0];
+        assert!(STATUS_RBAC.contains(&id.as_str()), "{id}");
+        assert_eq!(find(docs, id), doc, "{id}");
+    }
+}
+
 /// Owned strings, to compare with [`ids`].
 fn ordered(want: &[&str]) -> Vec<String> {
     want.iter().map(|s| s.to_string()).collect()
 }
 
-const BASE_ENV: [&str; 3] = [
+const BASE_ENV: [&str; 4] = [
+    "OTEL_INJECTOR_STATUS=false",
     "OTEL_INJECTOR_TLS_CERT_FILE=/tls/tls.crt",
     "OTEL_INJECTOR_TLS_KEY_FILE=/tls/tls.key",
     "OTEL_INJECTOR_LOG_FORMAT=json",
@@ -155,8 +185,12 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
         ordered(&[
             "Namespace/otel-injector",
             "ServiceAccount/otel-injector",
+            "Role/otel-injector-status",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-status",
+            "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-status",
             "Service/otel-injector",
             "Service/otel-injector-metrics",
             "Deployment/otel-injector",
@@ -186,7 +220,8 @@ fn the_cert_manager_overlay_adds_the_certificate_and_the_ca_injection() {
         webhook["webhooks"],
         manifest("base/webhook.yaml")[0]["webhooks"]
     );
-    assert_eq!(env(&docs), BASE_ENV);
+    assert_eq!(env(&docs), overlay_env(&[]));
+    assert_status_rbac(&docs);
     assert_eq!(
         find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["volumes"],
         json!([{"name": "tls", "secret": {"secretName": "otel-injector-tls"}}])
@@ -202,11 +237,15 @@ fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
             "Namespace/otel-injector",
             "ServiceAccount/otel-injector",
             "Role/otel-injector-self-signed",
+            "Role/otel-injector-status",
             "ClusterRole/otel-injector",
             "ClusterRole/otel-injector-self-signed",
+            "ClusterRole/otel-injector-status",
             "RoleBinding/otel-injector-self-signed",
+            "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
             "ClusterRoleBinding/otel-injector-self-signed",
+            "ClusterRoleBinding/otel-injector-status",
             "Service/otel-injector",
             "Service/otel-injector-metrics",
             "Deployment/otel-injector",
@@ -214,18 +253,18 @@ fn the_built_in_overlay_adds_its_rbac_and_env_and_an_optional_secret() {
             "MutatingWebhookConfiguration/otel-injector",
         ])
     );
+    assert_status_rbac(&docs);
     let rbac = manifest("components/built-in/rbac.yaml");
     for doc in &rbac {
         let id = &ids(std::slice::from_ref(doc))[0];
         assert_eq!(find(&docs, id), doc, "{id}");
     }
-    let mut want_env = vec![
+    let want_env = overlay_env(&[
         "OTEL_INJECTOR_CERTIFICATE_SECRET=otel-injector/otel-injector-tls",
         "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=otel-injector",
         "OTEL_INJECTOR_CERTIFICATE_HOSTS=otel-injector.otel-injector.svc,\
          otel-injector.otel-injector.svc.cluster.local",
-    ];
-    want_env.extend(BASE_ENV);
+    ]);
     assert_eq!(env(&docs), want_env);
     assert_eq!(
         find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"]["volumes"],
@@ -243,9 +282,13 @@ fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
         ordered(&[
             "Namespace/otel-injector",
             "ServiceAccount/otel-injector",
+            "Role/otel-injector-status",
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-status",
             "ClusterRole/otel-injector-targeted",
+            "RoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-status",
             "ClusterRoleBinding/otel-injector-targeted",
             "Service/otel-injector",
             "Service/otel-injector-metrics",
@@ -267,9 +310,11 @@ fn the_targeted_overlay_replaces_the_webhook_entries_and_adds_the_labeler() {
         webhook["metadata"]["annotations"],
         json!({"cert-manager.io/inject-ca-from": "otel-injector/otel-injector"})
     );
-    let mut want_env = vec!["OTEL_INJECTOR_LABEL_NAMESPACES=true"];
-    want_env.extend(BASE_ENV);
-    assert_eq!(env(&docs), want_env);
+    assert_eq!(
+        env(&docs),
+        overlay_env(&["OTEL_INJECTOR_LABEL_NAMESPACES=true"])
+    );
+    assert_status_rbac(&docs);
     let rbac = manifest("components/targeted/rbac.yaml");
     assert_eq!(
         find(&docs, "ClusterRole/otel-injector-targeted"),

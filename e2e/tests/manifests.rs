@@ -112,7 +112,8 @@ fn access<'a>(
     }
 }
 
-const BASE_ENV: [&str; 3] = [
+const BASE_ENV: [&str; 4] = [
+    "OTEL_INJECTOR_STATUS=false",
     "OTEL_INJECTOR_TLS_CERT_FILE=/tls/tls.crt",
     "OTEL_INJECTOR_TLS_KEY_FILE=/tls/tls.key",
     "OTEL_INJECTOR_LOG_FORMAT=json",
@@ -326,8 +327,13 @@ async fn overlay(
         applied.push((chart::id(doc), stored));
     }
     let merged = object(&applied, "Deployment/otel-injector");
+    // A variable the component sets moves first; the base's others follow.
+    let set = |e: &&str| {
+        env.iter()
+            .any(|c| c.split('=').next() == e.split('=').next())
+    };
     let mut want: Vec<&str> = env.to_vec();
-    want.extend_from_slice(&BASE_ENV);
+    want.extend(BASE_ENV.iter().filter(|e| !set(e)));
     assert_eq!(env_of(merged), want, "{component}: the merged env");
     for a in grants {
         assert!(account_may(*a).await, "{component} grants {a}");
@@ -371,6 +377,85 @@ async fn manifest_targeted_grants_patch_on_namespaces_and_turns_the_labeler_on()
         [
             "ClusterRole/otel-injector-targeted",
             "ClusterRoleBinding/otel-injector-targeted",
+            "Deployment/otel-injector"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn manifest_status_grants_the_pod_watch_the_status_patch_and_its_lease() {
+    let applied = overlay(
+        "status",
+        &["OTEL_INJECTOR_STATUS=true"],
+        &[
+            access("list", "", "pods", "", ""),
+            access("watch", "", "pods", "", ""),
+            access(
+                "patch",
+                "opentelemetry.io",
+                "instrumentations/status",
+                "shop",
+                "java",
+            ),
+            access("create", "coordination.k8s.io", "leases", NAMESPACE, ""),
+            access(
+                "get",
+                "coordination.k8s.io",
+                "leases",
+                NAMESPACE,
+                "otel-injector",
+            ),
+            access(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                NAMESPACE,
+                "otel-injector",
+            ),
+        ],
+        &[
+            access("get", "", "pods", "default", "any"),
+            access("patch", "", "pods", "default", "any"),
+            access(
+                "patch",
+                "opentelemetry.io",
+                "instrumentations",
+                "shop",
+                "java",
+            ),
+            access(
+                "update",
+                "opentelemetry.io",
+                "instrumentations/status",
+                "shop",
+                "java",
+            ),
+            access("get", "coordination.k8s.io", "leases", NAMESPACE, "other"),
+            access(
+                "update",
+                "coordination.k8s.io",
+                "leases",
+                NAMESPACE,
+                "other",
+            ),
+            access("create", "coordination.k8s.io", "leases", "default", ""),
+            access(
+                "delete",
+                "coordination.k8s.io",
+                "leases",
+                NAMESPACE,
+                "otel-injector",
+            ),
+        ],
+    )
+    .await;
+    assert_eq!(
+        applied,
+        [
+            "Role/otel-injector-status",
+            "ClusterRole/otel-injector-status",
+            "RoleBinding/otel-injector-status",
+            "ClusterRoleBinding/otel-injector-status",
             "Deployment/otel-injector"
         ]
     );

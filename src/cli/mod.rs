@@ -2,7 +2,7 @@
 //! `serve`'s flags come in groups, one per part of the webhook, each building its part:
 //! [`ServerArgs`] and [`AdminArgs`] the listeners, [`ShutdownArgs`] the drain, [`TlsArgs`]
 //! the served certificate, [`ClusterArgs`] the caches, [`EngineArgs`] the engine's
-//! configuration, [`LogArgs`] the logs.
+//! configuration, [`LogArgs`] the logs, [`StatusArgs`] the status controller and its Lease.
 
 mod cluster;
 mod engine;
@@ -10,6 +10,7 @@ mod log;
 mod offline;
 mod rollout;
 mod server;
+mod status;
 mod tls;
 
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
 pub use rollout::RolloutArgs;
 pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
+pub use status::StatusArgs;
 pub use tls::TlsArgs;
 
 #[derive(Debug, Parser)]
@@ -83,6 +85,8 @@ pub struct ServeArgs {
     pub log: LogArgs,
     #[command(flatten)]
     pub shutdown: ShutdownArgs,
+    #[command(flatten)]
+    pub status: StatusArgs,
 }
 
 #[derive(Debug, Args)]

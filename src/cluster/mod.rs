@@ -2,14 +2,18 @@
 //! Instrumentations read from files ([`files`]); what the `auto` modes read of the API
 //! server ([`apiserver`]); the cluster listed once for the offline commands ([`list`]); and
 //! the namespace labeler of the targeted install ([`labeler`]), a writer of its own that
-//! reads the namespace cache. The request path only reads the caches; it never calls the API
-//! server.
+//! reads the namespace cache; the Lease that elects one replica for the leader-only
+//! background writers ([`lease`]) and the first of them, the status controller that keeps
+//! each Instrumentation's `status` current from its pods ([`status`]). The request path only reads the caches; it never calls
+//! the API server.
 
 pub mod apiserver;
 pub mod files;
 pub mod labeler;
+pub mod lease;
 pub mod list;
 pub mod rollout;
+pub mod status;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
@@ -20,7 +24,9 @@ use kube::Client;
 pub use apiserver::ServerInfo;
 pub use files::{FileCatalog, FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
+pub use lease::{Leadership, LeaseConfig, elect};
 pub use list::ClusterView;
+pub use status::StatusController;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 
 use crate::engine::Catalog;

@@ -15,7 +15,7 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{Notify, broadcast, watch};
 
 use super::POD_SECURITY_ENFORCE;
 use super::apiserver::{self, ServerInfo};
@@ -76,6 +76,9 @@ pub struct KubeCatalog {
     /// verified.
     objects: Option<Objects>,
     namespace_changes: broadcast::Sender<NamespaceChange>,
+    /// Counts the rebuilds of `index`, for a follower of the Instrumentations (the status
+    /// controller).
+    instrumentation_changes: watch::Sender<u64>,
 }
 
 /// A change of the namespace store, sent once the store holds it.
@@ -124,6 +127,7 @@ pub struct CatalogWriters {
     config_maps: Option<(reflector::store::Writer<Meta<ConfigMap>>, Arc<AtomicBool>)>,
     broken: Broken,
     namespace_changes: broadcast::Sender<NamespaceChange>,
+    instrumentation_changes: watch::Sender<u64>,
 }
 
 impl KubeCatalog {
@@ -146,6 +150,7 @@ impl KubeCatalog {
         let index = Index::default();
         let server = Server::default();
         let (namespace_changes, _) = broadcast::channel(NAMESPACE_CHANGES);
+        let (instrumentation_changes, _) = watch::channel(0);
         (
             KubeCatalog {
                 instrumentations,
@@ -154,6 +159,7 @@ impl KubeCatalog {
                 namespaces,
                 objects,
                 namespace_changes: namespace_changes.clone(),
+                instrumentation_changes: instrumentation_changes.clone(),
             },
             CatalogWriters {
                 instrumentations: (iw, is),
@@ -164,6 +170,7 @@ impl KubeCatalog {
                 config_maps: cw,
                 broken: Broken::default(),
                 namespace_changes,
+                instrumentation_changes,
             },
         )
     }
@@ -176,6 +183,25 @@ impl KubeCatalog {
     /// What was last read of the API server.
     pub fn server_info(&self) -> Option<ServerInfo> {
         *self.server.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Changes of the Instrumentation index: the value (a count of rebuilds) changes after
+    /// each rebuild, once [`Catalog::instrumentations`] returns the new index.
+    pub fn instrumentation_changes(&self) -> watch::Receiver<u64> {
+        self.instrumentation_changes.subscribe()
+    }
+
+    /// Whether the Instrumentation store has completed its initial list.
+    pub fn instrumentations_synced(&self) -> bool {
+        self.instrumentations.ready()
+    }
+
+    /// Whether the Secret and ConfigMap names are watched (`--verify-exporter-tls`) and
+    /// synced: only then does [`Catalog::objects`] say what is missing.
+    pub fn objects_synced(&self) -> bool {
+        self.objects
+            .as_ref()
+            .is_some_and(|o| o.secrets.ready() && o.config_maps.ready())
     }
 
     /// Changes of the namespace store from now on, each sent after the store applied it.
@@ -488,6 +514,7 @@ impl CatalogWriters {
         let mut pending = HashMap::new();
         let (index, rebuild_store, rebuild_broken) =
             (self.index, inst_reader.clone(), self.broken.clone());
+        let rebuilt = self.instrumentation_changes;
         let reconnected = Arc::new(Notify::new());
         let mut signal = reconnect_signal(reconnected.clone());
         let inst = watcher::watcher(
@@ -503,6 +530,7 @@ impl CatalogWriters {
             // The store is current here; during the initial list, rebuild once at the end.
             if let Ok(Event::InitDone | Event::Apply(_) | Event::Delete(_)) = ev {
                 rebuild(&rebuild_store, &rebuild_broken, &index);
+                rebuilt.send_modify(|n| *n = n.wrapping_add(1));
             }
         });
         let (nw, ns_synced) = self.namespaces;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,7 +36,10 @@ pub const KIND: &str = "Instrumentation";
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.exporter.endpoint"}"#,
     printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.sampler.type"}"#,
-    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#
+    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#,
+    printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
+    printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
+    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {
@@ -88,13 +92,75 @@ pub struct InstrumentationSpec {
     pub nginx: Option<Nginx>,
 }
 
-/// Status of an Instrumentation.
+/// Status of an Instrumentation. `upgradeBlockedVersions` is the Operator's; the rest is kept
+/// by otel-injector's status controller (field manager `otel-injector-status`) from the pods
+/// that asked for injection.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationStatus {
     /// Language images that could not be upgraded automatically, mapped to the reason.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upgrade_blocked_versions: BTreeMap<String, String>,
+    /// Pods injected with the current spec (one per injected language).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub injected: Option<i64>,
+    /// Pods injected with an earlier spec: a restart injects the current one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outdated: Option<i64>,
+    /// Pods that asked for this Instrumentation and were not injected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<i64>,
+    /// The most frequent reasons of the skipped pods (at most 5), most pods first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_reasons: Vec<SkippedReason>,
+    /// The workloads of those pods (at most 50), those with the most outdated and skipped
+    /// pods first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workloads: Vec<WorkloadStatus>,
+    /// Workloads left out of `workloads` for its bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workloads_omitted: Option<i64>,
+    /// The digest of the current spec (8 hex digits), as recorded on the pods injected with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec_hash: Option<String>,
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// When `injected`, `outdated` or `skipped` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change_time: Option<Time>,
+    /// `Ready`: the object is readable and the objects it references exist; `Degraded`: why
+    /// not (`Unreadable`, `ExporterTLSSecretMissing`, `ExporterTLSConfigMapMissing`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Skipped pods of one reason.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SkippedReason {
+    /// The reason, as in the pod's `otel-injector/status` annotation and the metrics.
+    pub reason: String,
+    /// How many pods.
+    pub pods: i64,
+}
+
+/// The pods of one workload that asked for this Instrumentation.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadStatus {
+    /// `Deployment`, `StatefulSet`, `DaemonSet`, `Job`, `ReplicaSet`, ...: the pods' controller
+    /// (a Deployment's ReplicaSet counts as the Deployment).
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub injected: i64,
+    pub outdated: i64,
+    pub skipped: i64,
+    /// When these counts last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_change_time: Option<Time>,
 }
 
 /// OTLP exporter configuration.

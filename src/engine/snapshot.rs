@@ -116,6 +116,16 @@ impl Instrumentations {
             .collect()
     }
 
+    /// Every one, readable or not, by namespace then name, with its spec's digest when
+    /// readable.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Entry, Option<SpecHash>)> {
+        self.by_namespace.iter().flat_map(|(ns, by_name)| {
+            by_name
+                .iter()
+                .map(move |(name, i)| (ns.as_str(), name.as_str(), &i.entry, i.spec_hash))
+        })
+    }
+
     /// How many there are, readable or not.
     pub fn len(&self) -> usize {
         self.by_namespace.values().map(BTreeMap::len).sum()

@@ -108,6 +108,19 @@ impl Drain {
         *self.phase.borrow() >= Phase::Draining
     }
 
+    /// Resolves at the first signal (when `/readyz` starts failing). Never once the
+    /// [`Shutdown`] is gone without a signal.
+    pub async fn draining(&mut self) {
+        if self
+            .phase
+            .wait_for(|p| *p >= Phase::Draining)
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// Resolves when listeners must stop accepting. Never once the [`Shutdown`] is gone
     /// without getting there (an aborted drain: the process is exiting, not draining).
     pub async fn closing(&mut self) {
