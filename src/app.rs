@@ -160,13 +160,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
-        if args.status.status {
+        let rollout = args.rollout.build();
+        if args.status.status || rollout.is_some() {
             status = Some(tokio::spawn(run_status(
                 client.clone(),
                 args.status,
                 catalog.clone(),
                 metrics.clone(),
                 drain.clone(),
+                rollout,
             )));
         }
         if args.cluster.label_namespaces {
@@ -198,7 +200,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The status controller and its Lease, until the first shutdown signal: then the Lease is
+/// The status controller and the automatic rollout (each when on) and their Lease, until
+/// the first shutdown signal: then the Lease is
 /// released (another replica takes over at its next try) while this one drains.
 async fn run_status(
     client: futures::future::Shared<impl Future<Output = kube::Client>>,
@@ -206,6 +209,7 @@ async fn run_status(
     catalog: Arc<cluster::KubeCatalog>,
     metrics: Arc<Metrics>,
     mut drain: server::Drain,
+    rollout: Option<cluster::rollout::AutoRollout>,
 ) {
     let client = tokio::select! {
         client = client => client,
@@ -215,8 +219,24 @@ async fn run_status(
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
     let leadership = cluster::elect(client.clone(), lease);
     let controller = cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+    // The automatic rollout shares the Lease: one holder runs every leader-only writer.
+    let status_on = args.status;
+    let status = async {
+        if status_on {
+            controller.run(client.clone()).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let rollout = async {
+        match rollout {
+            Some(r) => r.run(client.clone(), leadership.clone()).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
-        () = controller.run(client) => {}
+        () = status => {}
+        () = rollout => {}
         () = cluster::lease::report(leadership.clone(), metrics) => {}
         () = drain.draining() => {}
     }

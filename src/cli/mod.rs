@@ -22,7 +22,7 @@ pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
-pub use rollout::RolloutArgs;
+pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
 pub use tls::TlsArgs;
@@ -87,6 +87,8 @@ pub struct ServeArgs {
     pub shutdown: ShutdownArgs,
     #[command(flatten)]
     pub status: StatusArgs,
+    #[command(flatten)]
+    pub rollout: RolloutServeArgs,
 }
 
 #[derive(Debug, Args)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 
-use crate::cluster::rollout::Settings;
+use crate::cluster::rollout::{AutoRollout, Settings};
 
 /// How often a restarted workload is read while it rolls out.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -83,6 +83,62 @@ impl RolloutArgs {
     }
 }
 
+/// `serve`'s automatic rollout.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Rollout")]
+pub struct RolloutServeArgs {
+    /// Restart, on the replica holding the Lease, the stale workloads of every Instrumentation
+    /// annotated `otel-injector/rollout: automatic` when its spec changes (or once it exists
+    /// for pods that were skipped for want of it), as the `rollout` command does, and record
+    /// the progress in its `status.rollout`; a stop (timeout, crash loop) is recorded there
+    /// and as a Warning Event `RolloutStopped`, and not retried for that spec. Needs get,
+    /// list, watch and patch on deployments, statefulsets and daemonsets, list on pods, patch
+    /// on instrumentations/status, create on events and the Lease
+    /// (manifests/components/rollout, chart value rollout.enabled). Off by default.
+    #[arg(
+        long = "rollout",
+        env = "OTEL_INJECTOR_ROLLOUT",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub enabled: bool,
+
+    /// Workloads restarted and not yet complete at any one time.
+    #[arg(long, env = "OTEL_INJECTOR_ROLLOUT_CONCURRENCY", value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+    pub rollout_concurrency: u16,
+
+    /// How long one restarted workload may take to complete before the rollout stops.
+    #[arg(long, env = "OTEL_INJECTOR_ROLLOUT_TIMEOUT", value_name = "DURATION", default_value = "5m", value_parser = super::duration)]
+    pub rollout_timeout: Duration,
+
+    /// Namespaces the rollout never touches (the webhook configuration's exclusions by name:
+    /// kube-system and the webhook's own namespace; namespaces labeled
+    /// otel-injector/inject=disabled are always left alone).
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_ROLLOUT_EXCLUDED_NAMESPACES",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()]
+    )]
+    pub rollout_excluded_namespaces: Vec<String>,
+}
+
+impl RolloutServeArgs {
+    /// The automatic rollout, when on.
+    pub fn build(&self) -> Option<AutoRollout> {
+        self.enabled.then(|| AutoRollout {
+            settings: Settings {
+                concurrency: self.rollout_concurrency.into(),
+                timeout: self.rollout_timeout,
+                poll: POLL,
+            },
+            excluded: self.rollout_excluded_namespaces.iter().cloned().collect(),
+            identity: crate::cluster::lease::default_identity(),
+        })
+    }
+}
+
 /// `NAMESPACE/NAME`, both non-empty.
 pub(super) fn reference(v: &str) -> Result<(String, String), String> {
     match v.split_once('/') {
@@ -139,6 +195,39 @@ mod tests {
         assert_eq!(args.settings().concurrency, 3);
         assert_eq!(args.settings().timeout, Duration::from_secs(90));
         assert_eq!(args.excluded_namespaces, ["x", "y"]);
+        let cli = Cli::try_parse_from(["otel-injector", "serve"]).unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve")
+        };
+        assert!(serve.rollout.build().is_none(), "off by default");
+        let cli = Cli::try_parse_from([
+            "otel-injector",
+            "serve",
+            "--rollout=true",
+            "--rollout-concurrency",
+            "2",
+            "--rollout-timeout",
+            "30s",
+            "--rollout-excluded-namespaces",
+            "kube-system,ops",
+        ])
+        .unwrap();
+        let Command::Serve(serve) = cli.command else {
+            panic!("not serve")
+        };
+        let auto = serve.rollout.build().expect("on");
+        assert_eq!(
+            auto.settings,
+            Settings {
+                concurrency: 2,
+                timeout: Duration::from_secs(30),
+                poll: POLL
+            }
+        );
+        assert_eq!(
+            auto.excluded,
+            ["kube-system".to_owned(), "ops".to_owned()].into()
+        );
         for bad in [
             vec!["--instrumentation", "java"],
             vec!["--instrumentation", "/java"],

@@ -5,10 +5,12 @@
 //! `kubectl rollout restart` does, stopping at the first that fails. Used by the `rollout`
 //! command and by the automatic mode ([`auto`]) of `serve`; never by the admission path.
 
+pub mod auto;
 pub mod plan;
 pub mod progress;
 pub mod run;
 
+pub use auto::AutoRollout;
 pub use plan::{Exclusions, Left, Object, Plan, Restart};
 pub use progress::Progress;
 pub use run::{Report, RolloutError, Settings, Step, Stop, StopReason};
