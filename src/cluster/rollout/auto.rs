@@ -273,7 +273,10 @@ impl AutoRollout {
         tracing::info!(instrumentation = %k, spec = %spec, workloads = planned, "rollout: starting");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RolloutStatus>();
         let mut so_far = Report::default();
-        let mut on = |step: Step<'_>| {
+        let this = k.clone();
+        // Owns the sender: the writer below ends when the executor is done with it.
+        let mut on = move |step: Step<'_>| {
+            let k = &this;
             match step {
                 Step::Restarted { workload, stamp } => {
                     tracing::info!(instrumentation = %k, %workload, restarted_at = stamp, "rollout: restarted");
@@ -294,10 +297,9 @@ impl AutoRollout {
         if planned == 0 {
             return;
         }
-        let execute = async {
-            let report = run::execute(client, &census.plan, &self.settings, &mut on).await;
-            drop(on);
-            report
+        let execute = async move {
+            let on = &mut on;
+            run::execute(client, &census.plan, &self.settings, on).await
         };
         let write = async {
             while let Some(mut status) = rx.recv().await {
