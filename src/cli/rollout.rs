@@ -91,8 +91,8 @@ pub struct RolloutServeArgs {
     /// annotated `otel-injector/rollout: automatic` when its spec changes (or once it exists
     /// for pods that were skipped for want of it), as the `rollout` command does, and record
     /// the progress in its `status.rollout`; a stop (timeout, crash loop) is recorded there
-    /// and as a Warning Event `RolloutStopped`, and not retried for that spec. Needs get,
-    /// list, watch and patch on deployments, statefulsets and daemonsets, list on pods, patch
+    /// and as a Warning Event `RolloutStopped`, and not retried for that spec. Needs get
+    /// and patch on deployments, statefulsets and daemonsets, list on pods, patch
     /// on instrumentations/status, create on events and the Lease
     /// (manifests/components/rollout, chart value rollout.enabled). Off by default.
     #[arg(
