@@ -52,6 +52,15 @@ fn pod(annotations: Value, spec: Value) -> Value {
         "spec": spec})
 }
 
+/// `out` is `before` with only the outcome recorded: the `otel-injector/status` annotation
+/// `status` and the `otel-injector/injected: "false"` label.
+fn assert_only_status(out: &Value, before: &Value, status: &str) {
+    let mut expected = before.clone();
+    expected["metadata"]["annotations"]["otel-injector/status"] = json!(status);
+    expected["metadata"]["labels"]["otel-injector/injected"] = json!("false");
+    assert_eq!(out, &expected);
+}
+
 fn reasons(r: &Report) -> Vec<(Option<Language>, SkipReason)> {
     r.skipped.iter().map(|s| (s.language, s.reason)).collect()
 }
@@ -148,7 +157,12 @@ fn user_names_that_collide_with_what_a_language_adds() {
             "{what}"
         );
         assert_eq!(r.warnings, [warning], "{what}");
-        assert_eq!(out, p, "{what}: the pod is admitted unchanged");
+        // The pod is admitted unchanged but for the outcome.
+        assert_only_status(
+            &out,
+            &p,
+            &format!("{lang}=skipped name_collision shop/inst"),
+        );
     }
 }
 
@@ -232,7 +246,7 @@ fn amplifying_pods_are_admitted_unchanged() {
     // work by the per-target lower bound.
     let p = many_containers("java", 3000);
     let (out, r) = run(&p);
-    assert_eq!(out, p);
+    assert_only_status(&out, &p, "pod=skipped pod_too_large");
     assert_eq!(reasons(&r), [(None, SkipReason::PodTooLarge)]);
     assert!(
         r.warnings[0].starts_with("otel-injector: the injected pod would be over "),
@@ -249,7 +263,7 @@ fn amplifying_pods_are_admitted_unchanged() {
         ..EngineConfig::default()
     };
     let (out, r) = run_with(&config, &small);
-    assert_eq!(out, small);
+    assert_only_status(&out, &small, "pod=skipped pod_too_large");
     assert_eq!(reasons(&r), [(None, SkipReason::PodTooLarge)]);
     assert!(r.injected.is_empty() && r.instrumentations.is_empty());
 
@@ -289,7 +303,7 @@ fn values_that_cannot_be_written_are_refused_as_invalid() {
         json!({"containers": [{"name": "web", "image": "httpd:2.4"}]}),
     );
     let (out, r) = run(&p);
-    assert_eq!(out, p);
+    assert_only_status(&out, &p, "apache-httpd=skipped invalid_value shop/inst");
     assert_eq!(
         reasons(&r),
         [(Some(Language::ApacheHttpd), SkipReason::InvalidValue)]
@@ -309,7 +323,12 @@ fn values_that_cannot_be_written_are_refused_as_invalid() {
     let typed: Pod = serde_json::from_value(p).unwrap();
     let config = EngineConfig::default();
     let (patch, r) = mutate(&Snapshot::take(&dotted, "shop", &config), &typed);
-    assert!(patch.is_empty());
+    assert_eq!(
+        serde_json::to_value(&patch).unwrap()[0]["value"],
+        "java=skipped invalid_value shop/inst",
+        "only the outcome is recorded"
+    );
+    assert_eq!(patch.len(), 2);
     assert_eq!(
         reasons(&r),
         [(Some(Language::Java), SkipReason::InvalidValue)]
@@ -366,7 +385,17 @@ fn cross_namespace_references_follow_the_policy() {
                 assert_eq!(r.instrumentations, [reference]);
             }
             Some(warning) => {
-                assert!(patch.is_empty(), "{policy:?} {reference}");
+                // Only the outcome is recorded.
+                assert_eq!(
+                    serde_json::to_value(&patch).unwrap(),
+                    json!([
+                        {"op": "add", "path": "/metadata/annotations/otel-injector~1status",
+                            "value": format!("sdk=skipped cross_namespace_denied {reference}")},
+                        {"op": "add", "path": "/metadata/labels",
+                            "value": {"otel-injector/injected": "false"}}
+                    ]),
+                    "{policy:?} {reference}"
+                );
                 assert_eq!(
                     reasons(&r),
                     [(Some(Language::Sdk), SkipReason::CrossNamespaceDenied)]

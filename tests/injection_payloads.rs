@@ -427,11 +427,11 @@ impl Server {
                     &d,
                     &format!("{lang}: the service name has a control character; not injected"),
                 );
-                assert_eq!(
-                    out,
-                    pod(lang.as_str(), json!({SERVICE_NAME: p})),
-                    "pod untouched"
-                );
+                let mut expected = pod(lang.as_str(), json!({SERVICE_NAME: p}));
+                expected["metadata"]["annotations"]["otel-injector/status"] =
+                    json!(format!("{lang}=skipped invalid_value shop/inst"));
+                expected["metadata"]["labels"] = json!({"otel-injector/injected": "false"});
+                assert_eq!(out, expected, "pod untouched but for the outcome");
             } else {
                 assert_eq!(d.injected, [lang], "{p:?}: {:?}", d.warnings);
                 assert_eq!(self.setting(&out, &name), [name.as_str(), p]);

@@ -485,7 +485,7 @@ current-context: down
     );
     assert_eq!(r.uid, uid_of(&review));
     assert!(r.allowed);
-    assert_eq!(r.patch, None);
+    assert_eq!(r.status_only(), "pod=skipped cache_not_ready");
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(
         r.warnings[0].contains("cache not synced"),
@@ -546,7 +546,7 @@ async fn listeners_bind_before_the_instrumentation_file_is_read() {
     let review = fixture("pod-create-inject-java.json");
     let r = review_of(&server.review(&review).await);
     assert!(r.allowed);
-    assert_eq!(r.patch, None);
+    assert_eq!(r.status_only(), "pod=skipped cache_not_ready");
     assert!(
         r.warnings.len() == 1 && r.warnings[0].contains("cache not synced"),
         "{:?}",
@@ -562,7 +562,12 @@ async fn listeners_bind_before_the_instrumentation_file_is_read() {
             .contains("otel_injector_store_synced{store=\"instrumentations\"} 1")
     );
     let r = review_of(&server.review(&review).await);
-    assert!(r.patch.is_some(), "{:?}", r.warnings);
+    let patch = r.patch.map(|p| p.to_string()).unwrap_or_default();
+    assert!(
+        patch.contains("opentelemetry-auto-instrumentation-java"),
+        "{patch} {:?}",
+        r.warnings
+    );
     assert!(
         server
             .log()

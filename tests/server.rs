@@ -567,8 +567,10 @@ async fn unresolvable_instrumentations_are_warned_about_and_counted() {
     let r = review_of(&server.review(&named).await);
     assert_eq!(r.uid, uid_of(&named));
     assert!(r.allowed);
-    assert_eq!(r.patch, None);
-    assert_eq!(r.patch_type, None);
+    assert_eq!(
+        r.status_only(),
+        "java=skipped instrumentation_not_found shop/does-not-exist"
+    );
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(r.warnings[0].contains("not found"), "{:?}", r.warnings);
     assert!(
@@ -586,7 +588,10 @@ async fn unresolvable_instrumentations_are_warned_about_and_counted() {
     let r = review_of(&server.review(&two).await);
     assert_eq!(r.uid, uid_of(&two));
     assert!(r.allowed);
-    assert_eq!(r.patch, None);
+    assert_eq!(
+        r.status_only(),
+        "java=skipped multiple_instrumentations multi/*"
+    );
     assert_eq!(r.warnings.len(), 1, "{:?}", r.warnings);
     assert!(
         r.warnings[0].contains("2 Instrumentations"),

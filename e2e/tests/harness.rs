@@ -36,6 +36,26 @@ use crate::support::webhook::{Requests, Webhook};
 pub const SCOPE_LABEL: &str = "e2e.otel-injector.io/env";
 pub const INJECT_JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
 pub const INJECTED: &str = otel_injector::engine::INJECTED_ANNOTATION;
+pub const STATUS: &str = otel_injector::engine::outcome::STATUS_ANNOTATION;
+pub const INJECTED_LABEL: &str = otel_injector::engine::outcome::INJECTED_LABEL;
+
+/// The stored pod's annotations less `otel-injector/status`, after checking that the status
+/// starts with `status_prefix` and the `otel-injector/injected` label is `label`.
+pub fn annotations_less_status(stored: &Value, status_prefix: &str, label: &str) -> Value {
+    let mut annotations = stored["metadata"]["annotations"].clone();
+    let status = annotations
+        .as_object_mut()
+        .and_then(|a| a.remove(STATUS))
+        .unwrap_or_default();
+    assert!(
+        status
+            .as_str()
+            .is_some_and(|s| s.starts_with(status_prefix)),
+        "{STATUS}: {status}"
+    );
+    assert_eq!(stored["metadata"]["labels"][INJECTED_LABEL], label);
+    annotations
+}
 pub const JAVA_INIT: &str = "opentelemetry-auto-instrumentation-java";
 
 static SHARED: OnceCell<Result<ControlPlane, String>> = OnceCell::const_new();

@@ -192,38 +192,57 @@ impl<'de> Deserialize<'de> for Count {
 }
 
 /// The engine's decision for `pod` as the patch the webhook answers with (JSON text), and
-/// its report. A patch that would grow the pod past `snapshot.config.max_pod_bytes` is
-/// dropped: the pod is admitted unchanged with a warning.
+/// its report. The patch carries the outcome ([`engine::outcome`]) on every pod that asked
+/// for injection and had not been injected already, alone when nothing was injected. A
+/// patch that would grow the pod past `snapshot.config.max_pod_bytes` is dropped: the pod
+/// gets only its outcome (`pod=skipped pod_too_large`, when that still fits) and a warning.
 pub fn mutate_json(snapshot: &Snapshot<'_>, pod: &Pod) -> (Option<Vec<u8>>, Report) {
-    let mut decision = engine::decide(snapshot, pod);
-    let built = decision.plan.as_ref().map(patch::build).transpose();
-    let report = &mut decision.report;
-    let text = match built {
-        Ok(text) => text.flatten(),
+    let decision = engine::decide(snapshot, pod);
+    let mut report = decision.report;
+    let status = report.status();
+    let text = match patch::build_with_status(pod, decision.plan.as_ref(), status.as_ref()) {
+        Ok(text) => text,
         Err(e) => {
-            report.injected.clear();
-            report.instrumentations.clear();
+            // No k8s-openapi type fails to serialize: this is never expected to happen, and
+            // then nothing, not even the outcome, is written.
+            report.clear_injected();
             report.warnings.push(shorten(format!(
                 "otel-injector: the patch could not be encoded ({e}); not injected"
             )));
-            return (None, decision.report);
+            return (None, report);
         }
     };
     let max = snapshot.config.max_pod_bytes;
-    let grown = snapshot
-        .pod_bytes
-        .saturating_add(text.as_ref().map_or(0, Vec::len));
-    if text.is_some() && grown > max {
-        report.injected.clear();
-        report.instrumentations.clear();
-        report.skip(
-            None,
-            SkipReason::PodTooLarge,
-            engine::too_large_warning(grown, max),
-        );
-        return (None, decision.report);
+    let grown = grown_size(snapshot.pod_bytes, text.as_deref());
+    if grown <= max {
+        return (text, report);
     }
-    (text, decision.report)
+    if report.injected.is_empty() {
+        // Only the outcome, and even that would take the pod past the bound (it is there
+        // already): nothing is written; the report says why.
+        return (None, report);
+    }
+    report.clear_injected();
+    report.skip(
+        None,
+        SkipReason::PodTooLarge,
+        None,
+        engine::too_large_warning(grown, max),
+    );
+    let text = status_patch(pod, &report, snapshot.pod_bytes, max);
+    (text, report)
+}
+
+fn grown_size(pod_bytes: usize, patch: Option<&[u8]>) -> usize {
+    pod_bytes.saturating_add(patch.map_or(0, <[u8]>::len))
+}
+
+/// The patch that records `report`'s outcome alone, when it keeps the pod within `max`.
+fn status_patch(pod: &Pod, report: &Report, pod_bytes: usize, max: usize) -> Option<Vec<u8>> {
+    let status = report.status()?;
+    // Only strings are serialized: this cannot fail.
+    let text = patch::build_with_status(pod, None, Some(&status)).ok()??;
+    (grown_size(pod_bytes, Some(&text)) <= max).then_some(text)
 }
 
 /// [`mutate_json`] with the patch as typed operations (to apply it to a document).
@@ -288,11 +307,13 @@ pub fn review(
             s.report.skip(
                 None,
                 SkipReason::PodTooLarge,
+                None,
                 format!(
                     "otel-injector: the pod has too many containers for its size ({} bytes); not injected",
                     object.len()
                 ),
             );
+            patch = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
         }
         match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
@@ -309,6 +330,41 @@ pub fn review(
     }
     s.patched = patch.is_some();
     Ok((response(&s.uid, patch.as_deref(), &s.report.warnings), s))
+}
+
+/// For a pod refused before decoding (too many containers): its outcome, from its
+/// annotations and labels alone (a metadata-only decode, every other field skipped unread),
+/// unless it had been injected already. `None` when even the metadata cannot be read.
+fn refused_status_patch(object: &str, report: &mut Report, max: usize) -> Option<Vec<u8>> {
+    #[derive(Deserialize)]
+    struct MetaOnly {
+        #[serde(default)]
+        metadata: MetaKeys,
+    }
+    #[derive(Deserialize, Default)]
+    #[serde(default)]
+    struct MetaKeys {
+        annotations: Option<BTreeMap<String, String>>,
+        labels: Option<BTreeMap<String, String>>,
+    }
+    let meta = serde_json::from_str::<MetaOnly>(object).ok()?.metadata;
+    if meta
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(engine::INJECTED_ANNOTATION))
+    {
+        report.already_injected = true;
+        return None;
+    }
+    let pod = Pod {
+        metadata: ObjectMeta {
+            annotations: meta.annotations,
+            labels: meta.labels,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    status_patch(&pod, report, object.len(), max)
 }
 
 /// The response body: `{"apiVersion","kind","response":{"uid","allowed","patchType",

@@ -1,10 +1,15 @@
-//! Turns a [`PodPlan`] into targeted JSON-patch operations: appends with `/-`, inserts at an
-//! index, parents created when missing, keys escaped. Objects the user wrote are never
-//! re-serialized, so fields unknown to this build's API types survive the patch.
+//! Turns a [`PodPlan`] and the pod's outcome into targeted JSON-patch operations: appends
+//! with `/-`, inserts at an index, parents created when missing, keys escaped. Objects the
+//! user wrote are never re-serialized, so fields unknown to this build's API types survive
+//! the patch.
+
+use std::collections::BTreeMap;
 
 use json_patch::PatchOperation;
+use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
+use crate::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
 use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
 
 /// The patch as JSON text, written as it is built from the typed objects: no `Value` tree
@@ -175,9 +180,66 @@ fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPla
 /// nothing changes; `Err` if an object could not be serialized (no k8s-openapi type fails
 /// to, but a half-written patch must never reach the API server).
 pub fn build(plan: &PodPlan<'_>) -> Result<Option<Vec<u8>>, serde_json::Error> {
-    let mut json = JsonPatch::with_capacity(4096);
-    write(plan, &mut json);
+    build_with_status(plan.pod, Some(plan), None)
+}
+
+/// [`build`] for `pod`, with the plan when there is one, and the outcome recorded on the pod
+/// when there is one: the [`STATUS_ANNOTATION`] and the [`INJECTED_LABEL`], in the same
+/// operation as the plan's annotations. A key that already holds the value is not written,
+/// so a pod recorded before (a reinvocation) gets no second patch.
+pub fn build_with_status(
+    pod: &Pod,
+    plan: Option<&PodPlan<'_>>,
+    status: Option<&PodStatus>,
+) -> Result<Option<Vec<u8>>, serde_json::Error> {
+    let mut json = JsonPatch::with_capacity(if plan.is_some() { 4096 } else { 256 });
+    if let Some(plan) = plan {
+        write(plan, &mut json);
+    }
+    let mut annotations: BTreeMap<&str, &str> = plan
+        .iter()
+        .flat_map(|p| &p.new_annotations)
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let mut labels = BTreeMap::new();
+    let rendered = status.map(|s| (s.to_string(), if s.injected() { "true" } else { "false" }));
+    if let Some((text, injected)) = &rendered {
+        annotations.insert(STATUS_ANNOTATION, text.as_str());
+        labels.insert(INJECTED_LABEL, *injected);
+    }
+    let meta = &pod.metadata;
+    add_keys(
+        &mut json,
+        "annotations",
+        meta.annotations.as_ref(),
+        annotations,
+    );
+    add_keys(&mut json, "labels", meta.labels.as_ref(), labels);
     json.finish()
+}
+
+/// Sets `keys` in the map `/metadata/<map>`: one `add` of the whole map when the pod has
+/// none, else one `add` per key whose value differs.
+fn add_keys(
+    ops: &mut JsonPatch,
+    map: &str,
+    existing: Option<&BTreeMap<String, String>>,
+    mut keys: BTreeMap<&str, &str>,
+) {
+    if let Some(existing) = existing {
+        keys.retain(|k, v| existing.get(*k).map(String::as_str) != Some(*v));
+    }
+    if keys.is_empty() {
+        return;
+    }
+    match existing {
+        None => ops.add(&["metadata", map], &keys),
+        Some(_) => {
+            for (k, v) in keys {
+                ops.add(&["metadata", map, k], v);
+            }
+        }
+    }
 }
 
 /// The same patch as typed operations (to apply it to a document).
@@ -247,16 +309,7 @@ fn write(plan: &PodPlan<'_>, ops: &mut JsonPatch) {
     if plan.share_process_namespace && spec.and_then(|s| s.share_process_namespace) != Some(true) {
         ops.add(&["spec", "shareProcessNamespace"], &true);
     }
-
-    if !plan.new_annotations.is_empty() {
-        if plan.pod.metadata.annotations.is_none() {
-            ops.add(&["metadata", "annotations"], &plan.new_annotations);
-        } else {
-            for (k, v) in &plan.new_annotations {
-                ops.add(&["metadata", "annotations", k.as_str()], v);
-            }
-        }
-    }
+    // The plan's annotations are written with the outcome, by `build_with_status`.
 }
 
 #[cfg(test)]

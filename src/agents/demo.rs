@@ -82,7 +82,16 @@ mod tests {
         let mut off = EngineConfig::default();
         off.enabled.remove(Language::Demo);
         let (patch, report) = mutate(&Snapshot::take(&catalog, "shop", &off), &pod);
-        assert!(patch.is_empty());
         assert_eq!(report.skipped[0].reason.as_str(), "language_disabled");
+        // Only the outcome is recorded.
+        assert_eq!(
+            serde_json::to_value(&patch).unwrap(),
+            json!([
+                {"op": "add", "path": "/metadata/annotations/otel-injector~1status",
+                    "value": "demo=skipped language_disabled shop/*"},
+                {"op": "add", "path": "/metadata/labels",
+                    "value": {"otel-injector/injected": "false"}}
+            ])
+        );
     }
 }

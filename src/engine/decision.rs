@@ -1,7 +1,9 @@
 //! The engine's answer for one pod: the plan, the warnings that explain it, and the outcome
 //! per language with a fixed set of reasons (the values of the `reason` metric label).
 
+use super::outcome::{self, PodStatus};
 use crate::agents::Language;
+use crate::crd::SpecHash;
 use crate::pod::plan::PodPlan;
 use crate::warnings::shorten;
 
@@ -75,6 +77,10 @@ impl SkipReason {
 pub struct Skip {
     pub language: Option<Language>,
     pub reason: SkipReason,
+    /// The Instrumentation it wanted, when known: `ns/name` (named, qualified, or found),
+    /// `ns/*` (`"true"`: any one of the namespace). Only valid object names are kept, so the
+    /// status annotation reads back.
+    pub instrumentation: Option<String>,
 }
 
 /// The engine's answer for one pod.
@@ -95,6 +101,8 @@ pub struct Report {
     pub injected: Vec<Language>,
     /// The Instrumentation (`ns/name`) each injected language used, in the same order.
     pub instrumentations: Vec<String>,
+    /// The digest of the spec each injected language used, in the same order.
+    pub spec_hashes: Vec<SpecHash>,
     /// Languages requested but not injected, with the reason.
     pub skipped: Vec<Skip>,
     /// Whether the pod (or its namespace) asked for any injection.
@@ -108,8 +116,58 @@ impl Report {
         self.warnings.push(shorten(msg));
     }
 
-    pub fn skip(&mut self, language: Option<Language>, reason: SkipReason, msg: String) {
-        self.skipped.push(Skip { language, reason });
+    /// Records a skip and its warning; `instrumentation` as in [`Skip::instrumentation`].
+    pub fn skip(
+        &mut self,
+        language: Option<Language>,
+        reason: SkipReason,
+        instrumentation: Option<String>,
+        msg: String,
+    ) {
+        self.skipped.push(Skip {
+            language,
+            reason,
+            instrumentation,
+        });
         self.warn(msg);
+    }
+
+    /// Forgets every injected language (the patch that carried them was dropped).
+    pub fn clear_injected(&mut self) {
+        self.injected.clear();
+        self.instrumentations.clear();
+        self.spec_hashes.clear();
+    }
+
+    /// The outcome to record on the pod: `None` when the pod asked for nothing or had been
+    /// injected already (it is never changed again). Whole-pod skips come first, then the
+    /// languages in injection order.
+    pub fn status(&self) -> Option<PodStatus> {
+        if !self.requested || self.already_injected {
+            return None;
+        }
+        let injected = self
+            .injected
+            .iter()
+            .zip(&self.instrumentations)
+            .zip(&self.spec_hashes)
+            .map(|((&lang, inst), &spec)| outcome::Entry {
+                language: Some(lang),
+                outcome: outcome::Outcome::Injected {
+                    instrumentation: inst.clone(),
+                    spec,
+                },
+            });
+        let skipped = self.skipped.iter().map(|s| outcome::Entry {
+            language: s.language,
+            outcome: outcome::Outcome::Skipped {
+                reason: s.reason,
+                instrumentation: s.instrumentation.clone(),
+            },
+        });
+        let mut entries: Vec<outcome::Entry> = injected.chain(skipped).collect();
+        // Stable: a language reported twice keeps the order it was reported in.
+        entries.sort_by_key(|e| e.language.map_or(0, |l| 1 + l as usize));
+        Some(PodStatus { entries })
     }
 }

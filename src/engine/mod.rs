@@ -14,6 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 pub use decision::{Decision, Report, Skip, SkipReason};
 use references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, qualified, resolve,
+    wanted,
 };
 pub use snapshot::{
     Catalog, Entry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
@@ -24,7 +25,7 @@ use crate::agents::exporter_tls::ExporterTls;
 use crate::agents::{
     ANNOTATION_PREFIX, DefaultImages, Delivery, Injection, Language, LanguageSet, Outcome,
 };
-use crate::crd::Instrumentation;
+use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::pod::select::{self, Annotations, Request, TargetError};
@@ -251,6 +252,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         d.skip(
             None,
             SkipReason::CacheNotReady,
+            None,
             "otel-injector: Instrumentation cache not synced yet; pod admitted without injection"
                 .into(),
         );
@@ -261,6 +263,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         d.skip(
             None,
             SkipReason::NoContainers,
+            None,
             "otel-injector: pod has no containers; not injected".into(),
         );
         return None;
@@ -268,12 +271,13 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
 
     // Languages this webhook does not inject are reported and take no part in targeting.
     let mut requests = requests;
-    requests.retain(|(lang, _)| {
+    requests.retain(|(lang, request)| {
         let enabled = config.enabled.contains(*lang);
         if !enabled {
             d.skip(
                 Some(*lang),
                 SkipReason::LanguageDisabled,
+                wanted(snapshot, request),
                 format!("inject-{lang}: {lang} injection is disabled on this webhook"),
             );
         }
@@ -301,7 +305,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             } else {
                 "otel-injector: some requested languages have container names and some not; set them for all"
             };
-            d.skip(None, SkipReason::InvalidContainerNames, msg.into());
+            d.skip(None, SkipReason::InvalidContainerNames, None, msg.into());
             return None;
         }
     }
@@ -323,7 +327,8 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
                         .trim_start_matches(ANNOTATION_PREFIX)
                 };
                 let reason = SkipReason::InvalidContainerNames;
-                d.skip(Some(l), reason, format!("{key}: {e}; pod not injected"));
+                let msg = format!("{key}: {e}; pod not injected");
+                d.skip(Some(l), reason, wanted(snapshot, r), msg);
                 // As the Operator does, a bad list leaves the whole pod unchanged.
                 return None;
             }
@@ -341,6 +346,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         d.skip(
             None,
             SkipReason::PodTooLarge,
+            None,
             too_large_warning(estimate, config.max_pod_bytes),
         );
         return None;
@@ -360,6 +366,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             d.skip(
                 Some(lang),
                 SkipReason::PodSecurity,
+                wanted(snapshot, request),
                 format!(
                     "inject-{lang}: namespace enforces Pod Security {level:?}, which rejects the privileged {lang} agent; not injected"
                 ),
@@ -369,18 +376,21 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         let inst = match resolve(snapshot, request, lang) {
             Ok(i) => i,
             Err((reason, msg)) => {
-                d.skip(Some(lang), reason, msg);
+                d.skip(Some(lang), reason, wanted(snapshot, request), msg);
                 continue;
             }
         };
+        // From here on, a skip names the Instrumentation that was found.
+        let found = Some(qualified(&inst));
         if let Some(msg) = cross_namespace_denied(snapshot, &inst, lang) {
-            d.skip(Some(lang), SkipReason::CrossNamespaceDenied, msg);
+            d.skip(Some(lang), SkipReason::CrossNamespaceDenied, found, msg);
             continue;
         }
         if let Some((kind, name)) = invalid_tls_reference(&inst) {
             d.skip(
                 Some(lang),
                 SkipReason::InvalidValue,
+                found,
                 format!(
                     "inject-{lang}: exporter TLS {} name {name:?} is not a valid DNS label; not injected",
                     kind.as_str()
@@ -392,6 +402,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
             d.skip(
                 Some(lang),
                 SkipReason::ExporterTlsMissing,
+                found,
                 format!(
                     "inject-{lang}: exporter TLS {} {name:?} not found in namespace {namespace:?}; not injected",
                     kind.as_str()
@@ -434,6 +445,7 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
                 d.skip(
                     Some(lang),
                     SkipReason::NameCollision,
+                    found,
                     format!("inject-{lang}: {collision}; not injected"),
                 );
                 continue;
@@ -442,16 +454,29 @@ fn plan<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod, d: &mut Report) -> Option<Pod
         d.warnings.extend(warnings);
         match outcome {
             Outcome::Injected(_) => {
+                let (ns, name) = (
+                    inst.metadata.namespace.as_deref().unwrap_or(""),
+                    inst.metadata.name.as_deref().unwrap_or(""),
+                );
+                // The index computed it when the Instrumentation arrived; an object that
+                // did not come from the index (none does today) is hashed here.
+                let spec = snapshot
+                    .instrumentations
+                    .spec_hash(ns, name)
+                    .unwrap_or_else(|| SpecHash::of(&inst.spec));
                 d.injected.push(lang);
                 d.instrumentations.push(qualified(&inst));
+                d.spec_hashes.push(spec);
             }
             Outcome::NothingInstrumented => d.skipped.push(Skip {
                 language: Some(lang),
                 reason: SkipReason::NothingInstrumented,
+                instrumentation: found,
             }),
             Outcome::InvalidValue => d.skipped.push(Skip {
                 language: Some(lang),
                 reason: SkipReason::InvalidValue,
+                instrumentation: found,
             }),
         }
     }

@@ -17,6 +17,31 @@ pub(super) fn qualified(inst: &Instrumentation) -> String {
     )
 }
 
+/// The Instrumentation a request wants, before it is looked up: `ns/name`, or `ns/*` for
+/// `"true"`. `None` when a part is not a valid object name (the pod wrote anything there),
+/// so that what is recorded always reads back ([`super::outcome`]).
+pub(super) fn wanted(snapshot: &Snapshot<'_>, request: &Request<'_>) -> Option<String> {
+    let namespace = snapshot.namespace;
+    let (ns, name) = match *request {
+        Request::No => return None,
+        Request::Default => (namespace, "*"),
+        Request::Named(name) => (namespace, name),
+        Request::Qualified {
+            namespace: ns,
+            name,
+        } => (ns, name),
+    };
+    (is_object_name(ns) && (name == "*" || is_object_name(name))).then(|| format!("{ns}/{name}"))
+}
+
+/// RFC 1123 subdomain characters (what Kubernetes accepts as a namespace or object name).
+fn is_object_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.bytes()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
+}
+
 fn by_name(
     snapshot: &Snapshot<'_>,
     key: &str,

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 use crate::admission;
+use crate::engine::outcome::INJECTED_LABEL;
 use crate::engine::{Catalog, EngineConfig, Report, Snapshot};
 
 /// The `pod-template-hash` stand-in of a Deployment's ReplicaSet.
@@ -155,8 +156,11 @@ pub struct Mutation {
 }
 
 impl Mutation {
+    /// Whether anything was injected. A pod that was only skipped would get just its outcome
+    /// (`otel-injector/status`), which the webhook writes again on every pod it admits: a
+    /// manifest is not rewritten for that, so `inject` leaves skipped workloads as they are.
     pub fn changed(&self) -> bool {
-        !self.ops.is_empty()
+        !self.report.injected.is_empty() && !self.ops.is_empty()
     }
 }
 
@@ -296,6 +300,25 @@ pub fn write_back(mutation: &Mutation, object: &mut Value) {
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(meta) = meta.as_object_mut() {
             meta.insert("annotations".into(), annotations.clone());
+        }
+    }
+    // Of the labels, only the one the webhook writes: the others of the pod may be stand-ins
+    // (`pod-template-hash`) that the template must not get.
+    if let Some(label) = mutation
+        .after
+        .pointer("/metadata/labels")
+        .and_then(|l| l.get(INJECTED_LABEL))
+    {
+        let meta = template
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            let labels = meta
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(INJECTED_LABEL.into(), label.clone());
+            }
         }
     }
     if let Some(spec) = mutation.after.get("spec") {

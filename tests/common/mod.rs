@@ -12,17 +12,21 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
 use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
 use otel_injector::pod::valid;
 use serde_json::{Value, json};
 
 pub use langs::*;
 
-/// What the engine answered for one pod: the patch the webhook would send, and the report
-/// (whose fields the tests read directly).
+/// What the engine answered for one pod: the patch the webhook would send less the outcome
+/// it records (the injection alone), the outcome, and the report (whose fields the tests
+/// read directly).
 #[derive(Debug)]
 pub struct Decision {
     pub patch: Vec<PatchOperation>,
+    /// The `otel-injector/status` annotation written, if any (checked against the report).
+    pub status: Option<String>,
     pub report: Report,
 }
 
@@ -42,17 +46,94 @@ pub fn catalog(yaml: &str) -> StaticCatalog {
 pub fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> (Value, Decision) {
     let typed: Pod = serde_json::from_value(pod.clone()).unwrap();
     let (patch, report) = mutate(&Snapshot::take(catalog, "shop", config), &typed);
-    let d = Decision { patch, report };
     let mut out = pod.clone();
     // The strict RFC 6902 applier: every patch the suite produces must apply as it is, and
     // leave a valid pod (when the pod was valid to begin with).
-    json_patch::patch(&mut out, &json_patch::Patch(d.patch.clone()))
+    json_patch::patch(&mut out, &json_patch::Patch(patch.clone()))
         .unwrap_or_else(|e| panic!("the patch does not apply strictly: {e}"));
     if valid::check(&typed).is_ok() {
         let patched: Pod = serde_json::from_value(out.clone()).unwrap();
         valid::check(&patched).unwrap_or_else(|e| panic!("the patched pod is invalid: {e}"));
     }
-    (out, d)
+    let status = take_outcome(&mut out, pod, &report);
+    let patch = injection_ops(patch);
+    (
+        out,
+        Decision {
+            patch,
+            status,
+            report,
+        },
+    )
+}
+
+/// Checks the outcome the patch recorded on `out` (exactly what `report` says; nothing when
+/// the pod asked for nothing or was injected already), then takes it out, so that the
+/// language tests compare the injection alone (tests/outcome.rs checks the outcome's exact
+/// operations). Returns the annotation's text.
+fn take_outcome(out: &mut Value, before: &Value, report: &Report) -> Option<String> {
+    let expected = report.status();
+    let meta = out["metadata"].as_object_mut()?;
+    let text = meta
+        .get_mut("annotations")
+        .and_then(Value::as_object_mut)
+        .and_then(|a| a.remove(STATUS_ANNOTATION));
+    let label = meta
+        .get_mut("labels")
+        .and_then(Value::as_object_mut)
+        .and_then(|l| l.remove(INJECTED_LABEL));
+    let had = |map: &str| before["metadata"].get(map).is_some();
+    for map in ["annotations", "labels"] {
+        if !had(map)
+            && meta
+                .get(map)
+                .is_some_and(|m| m.as_object().is_some_and(|m| m.is_empty()))
+        {
+            meta.remove(map);
+        }
+    }
+    match &expected {
+        Some(status) => {
+            let text = text
+                .as_ref()
+                .and_then(Value::as_str)
+                .expect("the status is recorded");
+            assert_eq!(&text.parse::<PodStatus>().unwrap(), status, "{text}");
+            let injected = if status.injected() { "true" } else { "false" };
+            assert_eq!(label, Some(json!(injected)));
+        }
+        None => {
+            let before_text = before["metadata"]["annotations"].get(STATUS_ANNOTATION);
+            assert_eq!(text.as_ref(), before_text, "no status written");
+        }
+    }
+    expected.map(|s| s.to_string())
+}
+
+/// The operations less those that record the outcome.
+fn injection_ops(ops: Vec<PatchOperation>) -> Vec<PatchOperation> {
+    let status = format!(
+        "/metadata/annotations/{}",
+        STATUS_ANNOTATION.replace('/', "~1")
+    );
+    let label = format!("/metadata/labels/{}", INJECTED_LABEL.replace('/', "~1"));
+    ops.into_iter()
+        .filter_map(|op| {
+            let mut v = serde_json::to_value(&op).unwrap();
+            let path = v["path"].as_str().unwrap_or_default().to_owned();
+            if path == status || path == label || path == "/metadata/labels" {
+                return None;
+            }
+            if path == "/metadata/annotations" {
+                let map = v["value"].as_object_mut().unwrap();
+                map.remove(STATUS_ANNOTATION);
+                if map.is_empty() {
+                    return None;
+                }
+            }
+            Some(serde_json::from_value(v).unwrap())
+        })
+        .collect()
 }
 
 pub fn run(catalog: &StaticCatalog, pod: &Value) -> (Value, Decision) {
@@ -100,9 +181,16 @@ pub fn relabel(pod: &mut Value) {
 /// Reinvocation alone: nobody changed the pod after us.
 pub fn unchanged(_: &mut Value) {}
 
-/// Nothing was patched; the one skip is for `reason` and the one warning is `warning`.
+/// Nothing was injected (the patch records only the outcome); the one skip is for `reason`
+/// and the one warning is `warning`.
 pub fn assert_skipped(d: &Decision, reason: SkipReason, warning: &str) {
     assert!(d.patch.is_empty());
+    let status = d.status.as_deref().unwrap();
+    assert!(
+        status.contains(&format!("=skipped {} ", reason.as_str()))
+            || status.ends_with(&format!("=skipped {}", reason.as_str())),
+        "{status}"
+    );
     assert_eq!(
         d.skipped.iter().map(|s| s.reason).collect::<Vec<_>>(),
         [reason]

@@ -401,6 +401,29 @@ pub struct Review {
     pub warnings: Vec<String>,
 }
 
+impl Review {
+    /// The `otel-injector/status` text of a patch that records only the outcome of a pod that
+    /// asked and got nothing (and has labels, as the fixtures do); panics on any other patch.
+    pub fn status_only(&self) -> String {
+        let patch = self.patch.as_ref().expect("a patch");
+        let ops = patch.as_array().expect("a list");
+        assert_eq!(ops.len(), 2, "{patch}");
+        assert_eq!(
+            ops[1],
+            serde_json::json!({"op": "add", "path": "/metadata/labels/otel-injector~1injected",
+                "value": "false"}),
+            "{patch}"
+        );
+        assert_eq!(ops[0]["op"], "add", "{patch}");
+        assert_eq!(
+            ops[0]["path"], "/metadata/annotations/otel-injector~1status",
+            "{patch}"
+        );
+        assert_eq!(self.patch_type.as_deref(), Some("JSONPatch"));
+        ops[0]["value"].as_str().expect("a string").to_owned()
+    }
+}
+
 /// Checks an HTTP 200 AdmissionReview response envelope and decodes it.
 pub fn review_of(resp: &Response) -> Review {
     assert_eq!(

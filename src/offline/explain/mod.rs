@@ -37,6 +37,11 @@ pub struct Explanation {
     pub skipped: Vec<SkipExplained>,
     /// The webhook's warnings, as it would send them.
     pub warnings: Vec<String>,
+    /// The `otel-injector/status` annotation the webhook would write (`None`: none, the pod
+    /// asked for nothing or was injected already).
+    pub status: Option<String>,
+    /// The `otel-injector/injected` label it would write with it (`"true"`/`"false"`).
+    pub injected_label: Option<&'static str>,
 }
 
 /// One language asked for.
@@ -164,6 +169,7 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
         namespace.as_ref().map(|n| n.keys()).unwrap_or_default(),
     );
     let report = &m.report;
+    let status = report.status();
     let index = ctx.catalog.instrumentations();
     let chosen: BTreeMap<Language, (&str, Option<&Instrumentation>)> = report
         .injected
@@ -269,6 +275,8 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
         containers,
         skipped,
         warnings: report.warnings.clone(),
+        status: status.as_ref().map(ToString::to_string),
+        injected_label: status.map(|s| if s.injected() { "true" } else { "false" }),
     }
 }
 

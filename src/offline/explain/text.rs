@@ -69,6 +69,10 @@ pub fn text(explanations: &[Explanation]) -> String {
             }
             let _ = writeln!(out, "    fix: {}", s.fix);
         }
+        if let (Some(status), Some(label)) = (&e.status, e.injected_label) {
+            let _ = writeln!(out, "  annotation otel-injector/status: {status}");
+            let _ = writeln!(out, "  label otel-injector/injected: {label}");
+        }
     }
     out
 }

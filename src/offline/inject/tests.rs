@@ -148,7 +148,18 @@ fn every_kind_gets_its_template_injected(
     // Nothing of the synthetic pod leaks into the template.
     assert_eq!(t["metadata"].get("ownerReferences"), None);
     assert_eq!(t["metadata"].get("namespace"), None);
-    assert_eq!(t["metadata"].get("labels"), None);
+    assert_eq!(
+        t["metadata"]["labels"],
+        json!({"otel-injector/injected": "true"}),
+        "only the webhook's own label"
+    );
+    let status = t["metadata"]["annotations"]["otel-injector/status"]
+        .as_str()
+        .unwrap();
+    assert!(
+        status.starts_with("java=injected shop/java-inst "),
+        "{status}"
+    );
     assert_eq!(
         t["spec"]["initContainers"][0]["name"],
         "opentelemetry-auto-instrumentation-java"
