@@ -171,6 +171,9 @@ pub enum Rbac {
     /// Plus `components/agent-delivery-auto` (get on `/metrics`, to read the `ImageVolume` gate),
     /// for `e2e-agent-delivery-auto`.
     AgentDeliveryAuto,
+    /// Plus `components/rollout/rbac.yaml` (restart workloads, status.rollout, Events, the
+    /// Lease), for `e2e-rollout`.
+    Rollout,
 }
 
 impl Rbac {
@@ -194,6 +197,10 @@ impl Rbac {
                 ],
             ),
             Rbac::Chart => ("e2e-chart", &[]),
+            Rbac::Rollout => (
+                "e2e-rollout",
+                &["base/otel-injector.yaml", "components/rollout/rbac.yaml"],
+            ),
             Rbac::AgentDeliveryAuto => (
                 "e2e-agent-delivery-auto",
                 &[
