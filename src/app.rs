@@ -218,6 +218,7 @@ async fn run_status(
     let lease = args.lease(&client);
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
     let leadership = cluster::elect(client.clone(), lease);
+    let changes = catalog.instrumentation_changes();
     let controller = cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
     // The automatic rollout shares the Lease: one holder runs every leader-only writer.
     let status_on = args.status;
@@ -230,7 +231,9 @@ async fn run_status(
     };
     let rollout = async {
         match rollout {
-            Some(r) => r.run(client.clone(), leadership.clone()).await,
+            Some(r) => {
+                r.run(client.clone(), leadership.clone(), changes).await;
+            }
             None => std::future::pending::<()>().await,
         }
     };

@@ -137,8 +137,14 @@ fn now() -> Time {
 impl AutoRollout {
     /// Runs until dropped: while this replica holds the Lease, rolls out what is due; it
     /// stops a rollout in progress at once when it loses the Lease (the next holder
-    /// continues it: `Progressing` is not done).
-    pub async fn run(self, client: Client, mut leadership: Leadership) {
+    /// continues it: `Progressing` is not done). `changes` moves with every change of the
+    /// Instrumentation cache, which wakes it.
+    pub async fn run(
+        self,
+        client: Client,
+        mut leadership: Leadership,
+        mut changes: tokio::sync::watch::Receiver<u64>,
+    ) {
         let resource = ApiResource::erase::<Instrumentation>(&());
         let api = Api::<DynamicObject>::all_with(client.clone(), &resource);
         let reporter = Reporter {
@@ -176,9 +182,14 @@ impl AutoRollout {
                     INTERVAL
                 }
             };
+            // An Instrumentation changed in the cache: look at once (a new one, an edit, the
+            // annotation); else after the debounce or the interval.
             tokio::select! {
                 () = tokio::time::sleep(wait) => {}
                 _ = leadership.changed() => {}
+                changed = changes.changed() => if changed.is_err() {
+                    tokio::time::sleep(wait).await;
+                },
             }
         }
     }
