@@ -463,8 +463,11 @@ async fn until_rollout(env: &Env, ns: &str, state: &str, spec: &str, limit: Dura
 /// Follows the namespace's Deployments by a watch and records, after every event, which
 /// of them are mid-rollout: restarted (template stamped) and not complete by the same rule
 /// the rollout uses. Returns the largest such set seen and the order of first stamps.
+/// (most Deployments mid-rollout at once, which, the order they were stamped in).
+type Seen = (usize, Vec<String>, Vec<String>);
+
 struct Observer {
-    seen: std::sync::Arc<std::sync::Mutex<(usize, Vec<String>, Vec<String>)>>,
+    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -525,8 +528,7 @@ impl Observer {
         Observer { seen, task }
     }
 
-    /// (most Deployments mid-rollout at once, which, the order they were stamped in).
-    fn result(&self) -> (usize, Vec<String>, Vec<String>) {
+    fn result(&self) -> Seen {
         let s = self.seen.lock().unwrap();
         (s.0, s.2.clone(), s.1.clone())
     }
