@@ -706,4 +706,33 @@ async fn automatic_rollout_replaces_outdated_workloads_one_at_a_time_and_stops_a
         restarted_at(&env, &ns, "deployments", "z-held").await,
         stamp
     );
+
+    // Without the annotation, status.rollout goes; with it again, the spec is rolled out
+    // again: only z-held is still outdated, and it stops there again.
+    let path = format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/java");
+    let annotate =
+        |v: Option<&str>| json!({"metadata": {"annotations": {"otel-injector/rollout": v}}});
+    let r = api::merge_patch(&env.client, &path, &annotate(None))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t0 = Instant::now();
+    while !rollout_status(&env, &ns, "java").await.is_null() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "status.rollout still there"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let r = api::merge_patch(&env.client, &path, &annotate(Some("automatic")))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = until_rollout(&env, &ns, "Stopped", &h2, Duration::from_secs(90)).await;
+    assert_eq!(s["restarted"], json!([workload]), "{s}");
+    assert_eq!(s["reason"], "Timeout", "{s}");
+    assert_ne!(
+        restarted_at(&env, &ns, "deployments", "z-held").await,
+        stamp
+    );
 }

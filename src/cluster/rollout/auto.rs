@@ -220,7 +220,7 @@ impl AutoRollout {
                 Due::Nothing | Due::Done => {}
                 Due::Clear => {
                     if let Err(e) = apply_status(client, &inst, None).await {
-                        tracing::warn!(instrumentation = %k, error = %e, "rollout: cannot remove status.rollout (needs patch on instrumentations/status)");
+                        tracing::warn!(instrumentation = %k, error = %e, "rollout: cannot remove status.rollout");
                     }
                 }
                 Due::Roll(spec) => {
@@ -386,8 +386,10 @@ fn truncate(s: &str, max: usize) -> String {
     s[..end].to_owned()
 }
 
-/// Server-side applies `status.rollout` (`None`: removes it) with the rollout's own field
-/// manager, leaving every other status field to its owner.
+/// Server-side applies `status.rollout` with the rollout's own field manager, leaving every
+/// other status field to its owner. `None` removes it with a merge patch (`rollout: null`):
+/// an apply of an empty status would leave `status: null` when nothing else is in it, which
+/// the schema refuses.
 async fn apply_status(
     client: &Client,
     inst: &Instrumentation,
@@ -395,19 +397,31 @@ async fn apply_status(
 ) -> kube::Result<()> {
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
-    let status = match rollout {
-        Some(r) => json!({"rollout": r}),
-        None => json!({}),
-    };
-    let patch = json!({"apiVersion": API_VERSION, "kind": KIND, "status": status});
-    Api::<Instrumentation>::namespaced(client.clone(), ns)
-        .patch_status(
-            name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await
-        .map(|_| ())
+    let api = Api::<Instrumentation>::namespaced(client.clone(), ns);
+    match rollout {
+        Some(r) => {
+            let patch = json!({"apiVersion": API_VERSION, "kind": KIND, "status": {"rollout": r}});
+            api.patch_status(
+                name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+        }
+        None => {
+            let params = PatchParams {
+                field_manager: Some(FIELD_MANAGER.into()),
+                ..PatchParams::default()
+            };
+            api.patch_status(
+                name,
+                &params,
+                &Patch::Merge(&json!({"status": {"rollout": null}})),
+            )
+            .await
+        }
+    }
+    .map(|_| ())
 }
 
 #[cfg(test)]
