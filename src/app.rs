@@ -9,7 +9,8 @@ use futures::FutureExt as _;
 use tokio::task::JoinSet;
 
 use crate::cli::{
-    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, ServeArgs,
+    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, RolloutArgs,
+    ServeArgs,
 };
 use crate::cluster::events::{self, KubePublisher};
 use crate::cluster::{self, Caches, Labeler};
@@ -32,6 +33,7 @@ pub async fn run(command: Command) -> anyhow::Result<()> {
         Command::DevCerts(args) => dev_certs(&args),
         Command::Inject(args) => inject(&args).await,
         Command::Explain(args) => explain(&args).await,
+        Command::Rollout(args) => rollout(&args).await,
     }
 }
 
@@ -177,13 +179,15 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
-        if args.status.status {
+        let rollout = args.rollout.build();
+        if args.status.status || rollout.is_some() {
             status = Some(tokio::spawn(run_status(
                 client.clone(),
                 args.status,
                 catalog.clone(),
                 metrics.clone(),
                 drain.clone(),
+                rollout,
             )));
         }
         if args.cluster.label_namespaces {
@@ -215,7 +219,8 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The status controller and its Lease, until the first shutdown signal: then the Lease is
+/// The status controller and the automatic rollout (each when on) and their Lease, until
+/// the first shutdown signal: then the Lease is
 /// released (another replica takes over at its next try) while this one drains.
 async fn run_status(
     client: futures::future::Shared<impl Future<Output = kube::Client>>,
@@ -223,6 +228,7 @@ async fn run_status(
     catalog: Arc<cluster::KubeCatalog>,
     metrics: Arc<Metrics>,
     mut drain: server::Drain,
+    rollout: Option<cluster::rollout::AutoRollout>,
 ) {
     let client = tokio::select! {
         client = client => client,
@@ -231,9 +237,28 @@ async fn run_status(
     let lease = args.lease(&client);
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
     let leadership = cluster::elect(client.clone(), lease);
+    let changes = catalog.instrumentation_changes();
     let controller = cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+    // The automatic rollout shares the Lease: one holder runs every leader-only writer.
+    let status_on = args.status;
+    let status = async {
+        if status_on {
+            controller.run(client.clone()).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    let rollout = async {
+        match rollout {
+            Some(r) => {
+                r.run(client.clone(), leadership.clone(), changes).await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     tokio::select! {
-        () = controller.run(client) => {}
+        () = status => {}
+        () = rollout => {}
         () = cluster::lease::report(leadership.clone(), metrics) => {}
         () = drain.draining() => {}
     }
@@ -258,6 +283,71 @@ async fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(text.as_bytes())?;
     stdout.flush()?;
+    Ok(())
+}
+
+/// `rollout` stopped at a workload; the process exits with 1.
+#[derive(Debug, thiserror::Error)]
+#[error("rollout stopped at {stop}{pending}")]
+pub struct RolloutStopped {
+    pub stop: cluster::rollout::Stop,
+    /// `; not restarted: ...`, or empty.
+    pub pending: String,
+}
+
+/// `otel-injector rollout`.
+async fn rollout(args: &RolloutArgs) -> anyhow::Result<()> {
+    use cluster::rollout::{RolloutError, Step, plan, run};
+    // The kube client's rustls needs a process-wide provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kubeconfig = args.kubeconfig.as_deref();
+    let client = cluster::try_connect(kubeconfig)
+        .await
+        .map_err(|e| RolloutError::Client {
+            from: kubeconfig
+                .map(|p| format!(" from {}", p.display()))
+                .unwrap_or_default(),
+            error: format!("{e:#}"),
+        })?;
+    let (namespace, name) = &args.instrumentation;
+    let excluded = args.excluded_namespaces.iter().cloned().collect();
+    let census = run::read_plan(&client, namespace, name, &excluded).await?;
+    print!(
+        "{}",
+        plan::describe(&census.key, &census.tally, &census.plan)
+    );
+    if args.dry_run {
+        println!("dry run: nothing restarted");
+        return Ok(());
+    }
+    if census.plan.restarts.is_empty() {
+        return Ok(());
+    }
+    let report = run::execute(
+        &client,
+        &census.plan,
+        &args.settings(),
+        &mut |step| match step {
+            Step::Restarted { workload, stamp } => {
+                println!("restarted {workload} (restartedAt {stamp})");
+            }
+            Step::Complete { workload, took } => {
+                println!("complete  {workload} in {:.1}s", took.as_secs_f64());
+            }
+            Step::Stopped(_) => {}
+        },
+    )
+    .await;
+    if let Some(stop) = report.stopped {
+        let pending = if report.pending.is_empty() {
+            String::new()
+        } else {
+            let names: Vec<String> = report.pending.iter().map(ToString::to_string).collect();
+            format!("; not restarted: {}", names.join(", "))
+        };
+        return Err(RolloutStopped { stop, pending }.into());
+    }
+    println!("done: {} restarted and complete", report.completed.len());
     Ok(())
 }
 

@@ -32,6 +32,23 @@ pub fn parse(v: &str) -> Option<Duration> {
     Some(total)
 }
 
+/// Writes a duration in the syntax [`parse`] reads, whole units only (`5m`, `1m30s`, `1h`,
+/// `250ms`; below a millisecond `0s`).
+pub fn format(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    let (h, m, s, ms) = (ms / 3_600_000, ms / 60_000 % 60, ms / 1000 % 60, ms % 1000);
+    let mut out = String::new();
+    for (n, unit) in [(h, "h"), (m, "m"), (s, "s"), (ms, "ms")] {
+        if n > 0 {
+            out.push_str(&format!("{n}{unit}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,6 +65,23 @@ mod tests {
         assert_eq!(parse(""), None);
         assert_eq!(parse("5d"), None);
         assert_eq!(parse("99999999999999999999h"), None);
+    }
+
+    #[test]
+    fn durations_are_written_as_they_are_read() {
+        for (d, text) in [
+            (Duration::from_secs(300), "5m"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(3600), "1h"),
+            (Duration::from_millis(1250), "1s250ms"),
+            (Duration::from_micros(10), "0s"),
+        ] {
+            assert_eq!(format(d), text);
+            assert_eq!(
+                parse(text),
+                Some(Duration::from_millis(d.as_millis() as u64))
+            );
+        }
     }
 
     /// Values only an attacker sends: every one is `None` or a plain value, never a panic.

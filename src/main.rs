@@ -1,8 +1,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use otel_injector::app::Skipped;
+use otel_injector::app::{RolloutStopped, Skipped};
 use otel_injector::cli::Cli;
+use otel_injector::cluster::rollout::RolloutError;
 use otel_injector::offline::manifests::InputError;
 use otel_injector::server::Aborted;
 
@@ -15,6 +16,11 @@ async fn main() -> ExitCode {
         // `inject --strict`: the output is written; some object was not (fully) injected.
         // Bad manifests: the message names the file and document; no backtrace.
         Err(e) if e.is::<InputError>() => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+        // `rollout`: the workload that stopped it, or the permission it lacks.
+        Err(e) if e.is::<RolloutStopped>() || e.is::<RolloutError>() => {
             eprintln!("Error: {e}");
             ExitCode::FAILURE
         }

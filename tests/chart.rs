@@ -368,6 +368,77 @@ fn built_in_mode_renders_the_rbac_of_the_built_in_component_and_no_volume() {
 }
 
 #[test]
+fn rollout_is_off_by_default_and_when_enabled_renders_the_rbac_of_the_rollout_component() {
+    let off = render(&[]);
+    assert!(
+        ids(&off).iter().all(|i| !i.contains("rollout")),
+        "{:?}",
+        ids(&off)
+    );
+    assert!(args(&off).iter().all(|a| !a.starts_with("--rollout")));
+
+    let docs = render(&[
+        "rollout.enabled=true",
+        "rollout.concurrency=2",
+        "rollout.timeout=90s",
+        "status.enabled=false",
+    ]);
+    let component = manifest("components/rollout/rbac.yaml");
+    for id in [
+        "ClusterRole/otel-injector-rollout",
+        "Role/otel-injector-rollout",
+        "ClusterRoleBinding/otel-injector-rollout",
+        "RoleBinding/otel-injector-rollout",
+    ] {
+        for field in ["rules", "roleRef", "subjects"] {
+            assert_eq!(
+                find(&docs, id)[field],
+                find(&component, id)[field],
+                "{id} {field}"
+            );
+        }
+    }
+    let roles: Vec<String> = ids(&docs)
+        .into_iter()
+        .filter(|i| i.contains("Role"))
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-rollout",
+            "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-rollout",
+            "Role/otel-injector-rollout",
+            "RoleBinding/otel-injector-rollout",
+        ]
+    );
+    let mut want = want_args(&FILE_TLS, false);
+    let at = want
+        .iter()
+        .position(|a| a == "--lease-name=otel-injector")
+        .expect("the Lease's name")
+        + 1;
+    for (i, a) in [
+        "--rollout=true",
+        "--rollout-concurrency=2",
+        "--rollout-timeout=90s",
+        "--rollout-excluded-namespaces=kube-system,otel-injector",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        want.insert(at + i, a.to_owned());
+    }
+    for a in &mut want {
+        if a == "--status=true" {
+            *a = "--status=false".into();
+        }
+    }
+    assert_eq!(args(&docs), want);
+}
+
+#[test]
 fn status_renders_the_rbac_of_the_status_component_or_nothing_when_disabled() {
     let docs = render(&[]);
     let component = manifest("components/status/rbac.yaml");
@@ -744,6 +815,10 @@ fn the_schema_refuses_wrong_values_with_the_path_and_the_reason() {
         (
             &["replicas=0"][..],
             vec!["- at '/replicas': minimum: got 0, want 1"],
+        ),
+        (
+            &["rollout.concurrency=0"][..],
+            vec!["- at '/rollout/concurrency': minimum: got 0, want 1"],
         ),
         (
             &["webhook.timeoutSeconds=31"][..],

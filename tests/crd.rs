@@ -575,6 +575,32 @@ fn crd_schema_matches_the_operator() {
         Some(&["type".to_owned()][..])
     );
     assert_eq!(conditions.x_kubernetes_list_type.as_deref(), Some("map"));
+    // The automatic rollout's own block (field manager otel-injector-rollout).
+    let rollout = property(root, &["status", "rollout"]);
+    let mut required = rollout.required.clone().unwrap_or_default();
+    required.sort();
+    assert_eq!(required, ["specHash", "state"]);
+    let mut fields: Vec<&str> = rollout
+        .properties
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "lastTransitionTime",
+            "message",
+            "pending",
+            "reason",
+            "restarted",
+            "restartedCount",
+            "specHash",
+            "state",
+            "workload"
+        ]
+    );
 
     let enum_values = |s: &JSONSchemaProps| -> Vec<Value> {
         s.enum_.iter().flatten().map(|v| v.0.clone()).collect()

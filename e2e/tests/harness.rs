@@ -176,6 +176,9 @@ pub enum Rbac {
     /// `components/verify-exporter-tls/rbac.yaml` (for the Degraded condition of a missing
     /// Secret), for `e2e-status`.
     Status,
+    /// Plus `components/rollout/rbac.yaml` (restart workloads, status.rollout, Events, the
+    /// Lease), for `e2e-rollout`.
+    Rollout,
 }
 
 impl Rbac {
@@ -209,6 +212,10 @@ impl Rbac {
                     "components/status/rbac.yaml",
                     "components/verify-exporter-tls/rbac.yaml",
                 ],
+            ),
+            Rbac::Rollout => (
+                "e2e-rollout",
+                &["base/otel-injector.yaml", "components/rollout/rbac.yaml"],
             ),
             Rbac::AgentDeliveryAuto => (
                 "e2e-agent-delivery-auto",

@@ -8,6 +8,7 @@ mod cluster;
 mod engine;
 mod log;
 mod offline;
+mod rollout;
 mod server;
 mod status;
 mod tls;
@@ -21,6 +22,7 @@ pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
+pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
 pub use tls::TlsArgs;
@@ -59,6 +61,11 @@ pub enum Command {
     /// why: which annotation asked, which Instrumentation was chosen, the target containers,
     /// where each variable's value comes from, and every skip with its reason and fix.
     Explain(Box<ExplainArgs>),
+    /// Restart, as `kubectl rollout restart` does, the Deployments, StatefulSets and
+    /// DaemonSets whose pods run an outdated spec of an Instrumentation or were skipped
+    /// because it did not exist yet, a few at a time, waiting for each to complete; stops at
+    /// the first that does not (--dry-run: only print the plan).
+    Rollout(Box<RolloutArgs>),
 }
 
 /// `serve`: one group of flags per part.
@@ -82,6 +89,8 @@ pub struct ServeArgs {
     pub events: EventArgs,
     #[command(flatten)]
     pub status: StatusArgs,
+    #[command(flatten)]
+    pub rollout: RolloutServeArgs,
 }
 
 #[derive(Debug, Args)]

@@ -134,6 +134,42 @@ pub struct InstrumentationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// The automatic rollout of an Instrumentation annotated `otel-injector/rollout:
+    /// automatic` (field manager `otel-injector-rollout`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+}
+
+/// Where the automatic rollout of the current spec stands.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// `Progressing`, `Complete` or `Stopped` (not retried for this spec).
+    pub state: String,
+    /// The spec digest the rollout brings the workloads to.
+    pub spec_hash: String,
+    /// Workloads restarted so far (`Kind/namespace/name`, the last 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restarted: Vec<String>,
+    /// How many workloads were restarted.
+    #[serde(default)]
+    pub restarted_count: i64,
+    /// How many planned workloads are not restarted (yet, or because it stopped).
+    #[serde(default)]
+    pub pending: i64,
+    /// Stopped: the workload that stopped it (`Kind/namespace/name`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload: Option<String>,
+    /// Stopped: `Timeout`, `CrashLoop`, `ProgressDeadlineExceeded`, `WorkloadGone` or
+    /// `APIError`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// What happened, for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When `state` last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
 }
 
 /// Skipped pods of one reason.

@@ -1,0 +1,738 @@
+//! Rollout through the real control plane: Deployments, a StatefulSet and a DaemonSet whose
+//! pods the real controllers make and the real webhook injects (and marks with
+//! `otel-injector/status`), kube-scheduler binds and kwok runs. Changing the
+//! Instrumentation's spec makes those pods outdated; `otel-injector rollout` lists them
+//! exactly, restarts them (as `kubectl rollout restart` does) and afterwards every pod runs
+//! the current spec; workloads that opted out, or in a namespace that did, are left alone;
+//! a workload whose new pods crash-loop (kwok's `pod-restarted-held` stage) stops it.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::{Env, INJECT_JAVA, cluster, endpoint_spec, env_value, is_injected};
+use crate::support::api;
+use crate::workloads::{create, list, running_pods, template};
+
+const STATUS: &str = "otel-injector/status";
+const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+/// The pod template label kwok's `pod-restarted-held` stage reads.
+const HELD: &str = "e2e.otel-injector.io/restarted-pods";
+
+/// Runs the binary with the admin kubeconfig (the user who runs `rollout`): exit code,
+/// stdout, stderr.
+pub async fn otel_injector(args: &[&str]) -> (i32, String, String) {
+    let kubeconfig = cluster().await.kubeconfig.display().to_string();
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_otel-injector"))
+        .args(args)
+        .args(["--kubeconfig", &kubeconfig])
+        .env_remove("KUBECONFIG")
+        .output()
+        .await
+        .expect("run otel-injector");
+    let r = (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    );
+    eprintln!(
+        "[e2e] otel-injector {}: exit {}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        r.0,
+        r.1,
+        r.2
+    );
+    r
+}
+
+pub fn deployment(name: &str, replicas: u32, template: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+           "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": name}},
+                    "template": template}})
+}
+
+fn stateful_set(name: &str, template: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
+           "spec": {"replicas": 1, "serviceName": name,
+                    "selector": {"matchLabels": {"app": name}}, "template": template}})
+}
+
+fn daemon_set(name: &str, template: &Value) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+           "spec": {"selector": {"matchLabels": {"app": name}}, "template": template}})
+}
+
+/// Creates a workload (`resource`: deployments, statefulsets, daemonsets) in `ns`.
+pub async fn create_workload(env: &Env, ns: &str, resource: &str, object: &Value) -> Value {
+    create(
+        env,
+        &format!("/apis/apps/v1/namespaces/{ns}/{resource}"),
+        object,
+    )
+    .await
+}
+
+/// A template that asks for Java, with the given further labels.
+pub fn java_template(name: &str, value: &str, labels: &[(&str, &str)]) -> Value {
+    let mut t = template(name, &[(INJECT_JAVA, value)]);
+    for (k, v) in labels {
+        t["metadata"]["labels"][*k] = json!(v);
+    }
+    t
+}
+
+/// The digest of the Instrumentation's spec as stored (what the webhook hashes).
+pub async fn spec_hash(env: &Env, ns: &str, name: &str) -> String {
+    let r = api::send(
+        &env.client,
+        axum::http::Method::GET,
+        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let i: otel_injector::crd::Instrumentation =
+        serde_json::from_value(r.body).expect("an Instrumentation");
+    otel_injector::crd::SpecHash::of(&i.spec).to_string()
+}
+
+/// Sets the Instrumentation's exporter endpoint, then waits until the webhook injects a pod
+/// of `template` with it (its cache has the new spec).
+pub async fn change_endpoint(env: &Env, ns: &str, name: &str, endpoint: &str, template: &Value) {
+    let r = api::merge_patch(
+        &env.client,
+        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
+        &json!({"spec": {"exporter": {"endpoint": endpoint}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut pod = json!({"apiVersion": "v1", "kind": "Pod", "metadata": template["metadata"].clone(),
+                         "spec": template["spec"].clone()});
+    pod["metadata"]["name"] = json!("settle");
+    env.until_dry_run(ns, &pod, "the new spec", |r| {
+        is_injected(&r.body) && env_value(&r.body, 0, "OTEL_EXPORTER_OTLP_ENDPOINT") == endpoint
+    })
+    .await;
+}
+
+fn annotation<'a>(o: &'a Value, key: &str) -> Option<&'a str> {
+    o["metadata"]["annotations"][key].as_str()
+}
+
+fn name(o: &Value) -> String {
+    o["metadata"]["name"].as_str().unwrap_or("").to_owned()
+}
+
+/// Waits (at most `limit`) until `selector` in `ns` has exactly `count` pods, all Running and
+/// all with this status annotation; returns their uids (a StatefulSet's new pod keeps the
+/// name).
+pub async fn until_pods_say(
+    env: &Env,
+    ns: &str,
+    selector: &str,
+    count: usize,
+    status: &str,
+    limit: Duration,
+) -> BTreeSet<String> {
+    let t0 = Instant::now();
+    loop {
+        let pods = list(
+            env,
+            &format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"),
+        )
+        .await;
+        let ok = pods.len() == count
+            && pods.iter().all(|p| {
+                p["status"]["phase"] == "Running"
+                    && p["metadata"]["deletionTimestamp"].is_null()
+                    && annotation(p, STATUS) == Some(status)
+            });
+        if ok {
+            return pods
+                .iter()
+                .map(|p| p["metadata"]["uid"].as_str().unwrap_or("").to_owned())
+                .collect();
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{count} pods {selector} in {ns} saying {status:?} within {limit:?}; have {}",
+            Value::from(pods)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The restartedAt annotation of a workload's pod template.
+async fn restarted_at(env: &Env, ns: &str, resource: &str, name: &str) -> Option<String> {
+    let r = api::send(
+        &env.client,
+        axum::http::Method::GET,
+        &format!("/apis/apps/v1/namespaces/{ns}/{resource}/{name}"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    annotation(&r.body["spec"]["template"], RESTARTED_AT).map(str::to_owned)
+}
+
+#[tokio::test]
+async fn rollout_command_lists_the_outdated_workloads_then_restarts_them_to_the_current_spec() {
+    let env = Env::start("rollout-cmd").await;
+    let ns = env.namespace("shop", &[]).await;
+    let off = env.namespace("off", &[]).await;
+    env.await_webhook(&ns).await;
+    let limit = Duration::from_secs(90);
+
+    // Created before its Instrumentation exists: skipped for want of it.
+    let early = java_template("early", "java", &[]);
+    create_workload(&env, &ns, "deployments", &deployment("early", 1, &early)).await;
+    until_pods_say(
+        &env,
+        &ns,
+        "app=early",
+        1,
+        &format!("java=skipped instrumentation_not_found {ns}/java"),
+        limit,
+    )
+    .await;
+
+    env.instrumentation(&ns, "java", endpoint_spec("http://collector-a:4318"))
+        .await;
+    let t = |name: &str| java_template(name, "true", &[]);
+    change_endpoint(&env, &ns, "java", "http://collector-a:4318", &t("web")).await;
+    create_workload(&env, &ns, "deployments", &deployment("web", 2, &t("web"))).await;
+    create_workload(
+        &env,
+        &ns,
+        "deployments",
+        &deployment("quiet", 1, &t("quiet")),
+    )
+    .await;
+    create_workload(&env, &ns, "statefulsets", &stateful_set("db", &t("db"))).await;
+    create_workload(&env, &ns, "daemonsets", &daemon_set("agent", &t("agent"))).await;
+    let x = java_template("x", &format!("{ns}/java"), &[]);
+    create_workload(&env, &off, "deployments", &deployment("x", 1, &x)).await;
+    let h1 = spec_hash(&env, &ns, "java").await;
+    let v1 = format!("java=injected {ns}/java {h1}");
+    let mut before = BTreeSet::new();
+    for (n, sel, count) in [
+        (&ns, "app=web", 2),
+        (&ns, "app=quiet", 1),
+        (&ns, "app=db", 1),
+        (&ns, "app=agent", 1),
+        (&off, "app=x", 1),
+    ] {
+        before.extend(until_pods_say(&env, n, sel, count, &v1, limit).await);
+    }
+
+    // Opted out after the fact: the workload by its annotation, the namespace by its label.
+    let r = api::merge_patch(
+        &env.client,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/quiet"),
+        &json!({"metadata": {"annotations": {"otel-injector/rollout": "disabled"}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r = api::merge_patch(
+        &env.client,
+        &format!("/api/v1/namespaces/{off}"),
+        &json!({"metadata": {"labels": {"otel-injector/inject": "disabled"}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    change_endpoint(&env, &ns, "java", "http://collector-b:4318", &t("web")).await;
+    let h2 = spec_hash(&env, &ns, "java").await;
+    assert_ne!(h1, h2);
+    let inst = format!("{ns}/java");
+
+    let (code, out, err) =
+        otel_injector(&["rollout", "--instrumentation", &inst, "--dry-run"]).await;
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert_eq!(
+        out,
+        format!(
+            "Instrumentation {ns}/java: 0 pods current, 6 outdated, 1 skipped for want of it\n\
+             to restart (4 workloads):\n\
+             \x20 DaemonSet/{ns}/agent: 1 outdated\n\
+             \x20 Deployment/{ns}/early: 1 skipped (instrumentation_not_found)\n\
+             \x20 Deployment/{ns}/web: 2 outdated\n\
+             \x20 StatefulSet/{ns}/db: 1 outdated\n\
+             left alone (2 workloads):\n\
+             \x20 Deployment/{off}/x: namespace labeled otel-injector/inject=disabled\n\
+             \x20 Deployment/{ns}/quiet: annotated otel-injector/rollout: disabled\n\
+             dry run: nothing restarted\n"
+        )
+    );
+    for (n, resource, w) in [
+        (&ns, "deployments", "early"),
+        (&ns, "deployments", "web"),
+        (&ns, "deployments", "quiet"),
+        (&ns, "statefulsets", "db"),
+        (&ns, "daemonsets", "agent"),
+        (&off, "deployments", "x"),
+    ] {
+        assert_eq!(
+            restarted_at(&env, n, resource, w).await,
+            None,
+            "{w} restarted by a dry run"
+        );
+    }
+
+    let t0 = Instant::now();
+    let (code, out, err) = otel_injector(&[
+        "rollout",
+        "--instrumentation",
+        &inst,
+        "--concurrency",
+        "2",
+        "--timeout",
+        "60s",
+    ])
+    .await;
+    eprintln!("[e2e] rollout of 4 workloads took {:?}", t0.elapsed());
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let lines: Vec<&str> = out.lines().collect();
+    let restarted: Vec<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("restarted "))
+        .map(|l| l.split(" (restartedAt ").next().unwrap_or(""))
+        .collect();
+    let planned = [
+        format!("DaemonSet/{ns}/agent"),
+        format!("Deployment/{ns}/early"),
+        format!("Deployment/{ns}/web"),
+        format!("StatefulSet/{ns}/db"),
+    ];
+    assert_eq!(restarted, planned, "{out}");
+    let complete: BTreeSet<&str> = lines
+        .iter()
+        .filter_map(|l| l.strip_prefix("complete  "))
+        .map(|l| l.split(" in ").next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        complete,
+        planned.iter().map(String::as_str).collect(),
+        "{out}"
+    );
+    assert_eq!(
+        lines.last(),
+        Some(&"done: 4 restarted and complete"),
+        "{out}"
+    );
+
+    // Every pod of the restarted workloads runs the current spec; the others are untouched.
+    let v2 = format!("java=injected {ns}/java {h2}");
+    for (sel, count) in [
+        ("app=web", 2),
+        ("app=db", 1),
+        ("app=agent", 1),
+        ("app=early", 1),
+    ] {
+        let names = until_pods_say(&env, &ns, sel, count, &v2, limit).await;
+        assert!(
+            names.is_disjoint(&before),
+            "{sel}: {names:?} were there before"
+        );
+        for pod in list(
+            &env,
+            &format!("/api/v1/namespaces/{ns}/pods?labelSelector={sel}"),
+        )
+        .await
+        {
+            assert_eq!(
+                env_value(&pod, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+                "http://collector-b:4318"
+            );
+            assert!(annotation(&pod, RESTARTED_AT).is_some(), "{pod}");
+        }
+    }
+    for (n, sel, resource, w) in [
+        (&ns, "app=quiet", "deployments", "quiet"),
+        (&off, "app=x", "deployments", "x"),
+    ] {
+        let names = until_pods_say(&env, n, sel, 1, &v1, limit).await;
+        assert!(names.is_subset(&before), "{sel}: {names:?}");
+        assert_eq!(restarted_at(&env, n, resource, w).await, None);
+    }
+
+    let (code, out, _) = otel_injector(&["rollout", "--instrumentation", &inst, "--dry-run"]).await;
+    assert_eq!(code, 0);
+    assert_eq!(
+        out,
+        format!(
+            "Instrumentation {ns}/java: 5 pods current, 2 outdated, 0 skipped for want of it\n\
+             nothing to restart\n\
+             left alone (2 workloads):\n\
+             \x20 Deployment/{off}/x: namespace labeled otel-injector/inject=disabled\n\
+             \x20 Deployment/{ns}/quiet: annotated otel-injector/rollout: disabled\n\
+             dry run: nothing restarted\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn rollout_command_stops_at_a_workload_whose_new_pods_crash_loop() {
+    let env = Env::start("rollout-crash").await;
+    let ns = env.namespace("shop", &[]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(&ns, "java", endpoint_spec("http://collector-a:4318"))
+        .await;
+    let crashy = java_template("crashy", "true", &[(HELD, "crash-loop")]);
+    change_endpoint(&env, &ns, "java", "http://collector-a:4318", &crashy).await;
+    let fine = java_template("fine", "true", &[]);
+    create_workload(&env, &ns, "deployments", &deployment("crashy", 1, &crashy)).await;
+    create_workload(&env, &ns, "deployments", &deployment("fine", 1, &fine)).await;
+    running_pods(&env, &ns, "app=crashy", 1, Duration::from_secs(60)).await;
+    running_pods(&env, &ns, "app=fine", 1, Duration::from_secs(60)).await;
+    change_endpoint(&env, &ns, "java", "http://collector-b:4318", &fine).await;
+
+    let inst = format!("{ns}/java");
+    let (code, out, err) =
+        otel_injector(&["rollout", "--instrumentation", &inst, "--timeout", "60s"]).await;
+    assert_eq!(code, 1, "{out}{err}");
+    let stamp = restarted_at(&env, &ns, "deployments", "crashy")
+        .await
+        .expect("crashy restarted");
+    let pods = list(
+        &env,
+        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=crashy"),
+    )
+    .await;
+    let new: Vec<String> = pods
+        .iter()
+        .filter(|p| annotation(p, RESTARTED_AT) == Some(stamp.as_str()))
+        .map(name)
+        .collect();
+    assert_eq!(new.len(), 1, "{pods:?}");
+    assert_eq!(
+        err,
+        format!(
+            "Error: rollout stopped at Deployment/{ns}/crashy: CrashLoop: pod {} container app: \
+             CrashLoopBackOff, 4 restarts; not restarted: Deployment/{ns}/fine\n",
+            new[0]
+        )
+    );
+    assert!(
+        out.contains(&format!(
+            "restarted Deployment/{ns}/crashy (restartedAt {stamp})\n"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("complete"), "{out}");
+    assert_eq!(restarted_at(&env, &ns, "deployments", "fine").await, None);
+}
+
+/// The Instrumentation's `status.rollout`, as stored.
+async fn rollout_status(env: &Env, ns: &str, name: &str) -> Value {
+    let r = api::send(
+        &env.client,
+        axum::http::Method::GET,
+        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    r.body["status"]["rollout"].clone()
+}
+
+/// Waits (at most `limit`) until `status.rollout` has this state for this spec.
+async fn until_rollout(env: &Env, ns: &str, state: &str, spec: &str, limit: Duration) -> Value {
+    let t0 = Instant::now();
+    loop {
+        let s = rollout_status(env, ns, "java").await;
+        if s["state"] == state && s["specHash"] == spec {
+            eprintln!("[e2e] status.rollout {state} after {:?}: {s}", t0.elapsed());
+            return s;
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "status.rollout {state} for {spec} within {limit:?}; have {s}"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Follows the namespace's Deployments by a watch and records, after every event, which
+/// of them are mid-rollout: restarted (template stamped) and not complete by the same rule
+/// the rollout uses. Returns the largest such set seen and the order of first stamps.
+/// (most Deployments mid-rollout at once, which, the order they were stamped in).
+type Seen = (usize, Vec<String>, Vec<String>);
+
+struct Observer {
+    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Observer {
+    async fn start(env: &Env, ns: &str) -> Observer {
+        use futures::StreamExt as _;
+        use k8s_openapi::api::apps::v1::Deployment;
+        use kube::runtime::watcher;
+        use otel_injector::cluster::rollout::{Object, Progress, progress::progress};
+        let api = kube::Api::<Deployment>::namespaced(env.client.clone(), ns);
+        let seen = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new(), Vec::new())));
+        let out = seen.clone();
+        let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+        let task = tokio::spawn(async move {
+            let mut ready = Some(ready_tx);
+            let mut mid: std::collections::BTreeMap<String, bool> = Default::default();
+            let mut stream = watcher(api, watcher::Config::default()).boxed();
+            while let Some(event) = stream.next().await {
+                let objects = match event {
+                    Ok(watcher::Event::Apply(d) | watcher::Event::InitApply(d)) => vec![d],
+                    Ok(watcher::Event::InitDone) => {
+                        if let Some(tx) = ready.take() {
+                            let _ = tx.send(());
+                        }
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let mut s = out.lock().unwrap();
+                for d in objects {
+                    let name = d.metadata.name.clone().unwrap_or_default();
+                    let stamped = d
+                        .spec
+                        .template
+                        .metadata
+                        .as_ref()
+                        .and_then(|m| m.annotations.as_ref())
+                        .is_some_and(|a| a.contains_key(RESTARTED_AT));
+                    if stamped && !s.1.contains(&name) {
+                        s.1.push(name.clone());
+                    }
+                    let rolling =
+                        stamped && progress(&Object::Deployment(Box::new(d))) != Progress::Complete;
+                    mid.insert(name, rolling);
+                }
+                let now: Vec<String> = mid
+                    .iter()
+                    .filter(|(_, m)| **m)
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if now.len() > s.0 {
+                    s.0 = now.len();
+                    s.2 = now;
+                }
+            }
+        });
+        let _ = tokio::time::timeout(Duration::from_secs(10), ready_rx).await;
+        Observer { seen, task }
+    }
+
+    fn result(&self) -> Seen {
+        let s = self.seen.lock().unwrap();
+        (s.0, s.2.clone(), s.1.clone())
+    }
+}
+
+impl Drop for Observer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[tokio::test]
+async fn automatic_rollout_replaces_outdated_workloads_one_at_a_time_and_stops_at_one_never_ready()
+{
+    let env = Env::start_with(
+        "rollout-auto",
+        crate::harness::Options {
+            rbac: crate::harness::Rbac::Rollout,
+            args: [
+                "--status=false",
+                "--rollout=true",
+                "--rollout-concurrency=1",
+                "--rollout-timeout=15s",
+                "--lease-namespace=otel-injector",
+                "--lease-name=otel-injector",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Default::default()
+        },
+    )
+    .await;
+    let ns = env.namespace("shop", &[]).await;
+    env.await_webhook(&ns).await;
+    let limit = Duration::from_secs(90);
+    let inst = json!({
+        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "namespace": ns,
+                     "annotations": {"otel-injector/rollout": "automatic"}},
+        "spec": endpoint_spec("http://collector-a:4318")
+    });
+    let r = api::create_instrumentation(&env.client, &ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let h1 = spec_hash(&env, &ns, "java").await;
+    // Nothing ran it before: rolled out at once, with nothing to restart.
+    let s = until_rollout(&env, &ns, "Complete", &h1, Duration::from_secs(60)).await;
+    assert_eq!(s["message"], "nothing to restart", "{s}");
+    assert_eq!(
+        (s["restartedCount"].as_i64(), s["pending"].as_i64()),
+        (Some(0), Some(0)),
+        "{s}"
+    );
+
+    let t = |name: &str, labels: &[(&str, &str)]| java_template(name, "true", labels);
+    change_endpoint(&env, &ns, "java", "http://collector-a:4318", &t("a", &[])).await;
+    for name in ["a", "b", "c"] {
+        create_workload(
+            &env,
+            &ns,
+            "deployments",
+            &deployment(name, 2, &t(name, &[])),
+        )
+        .await;
+    }
+    let mut quiet = deployment("quiet", 1, &t("quiet", &[]));
+    quiet["metadata"]["annotations"] = json!({"otel-injector/rollout": "disabled"});
+    create_workload(&env, &ns, "deployments", &quiet).await;
+    let held = t("z-held", &[(HELD, "not-ready")]);
+    create_workload(&env, &ns, "deployments", &deployment("z-held", 1, &held)).await;
+    let v1 = format!("java=injected {ns}/java {h1}");
+    for (sel, n) in [
+        ("app=a", 2),
+        ("app=b", 2),
+        ("app=c", 2),
+        ("app=quiet", 1),
+        ("app=z-held", 1),
+    ] {
+        until_pods_say(&env, &ns, sel, n, &v1, limit).await;
+    }
+
+    let observer = Observer::start(&env, &ns).await;
+    let t0 = Instant::now();
+    change_endpoint(&env, &ns, "java", "http://collector-b:4318", &t("a", &[])).await;
+    let h2 = spec_hash(&env, &ns, "java").await;
+    let s = until_rollout(&env, &ns, "Stopped", &h2, Duration::from_secs(120)).await;
+    eprintln!(
+        "[e2e] automatic rollout stopped {:?} after the spec change",
+        t0.elapsed()
+    );
+    let workload = format!("Deployment/{ns}/z-held");
+    let message = "not complete within 15s: 1 old pods still running";
+    assert_eq!(s["workload"], workload.as_str(), "{s}");
+    assert_eq!(s["reason"], "Timeout", "{s}");
+    assert_eq!(s["message"], message, "{s}");
+    assert_eq!(
+        s["restarted"],
+        json!([
+            format!("Deployment/{ns}/a"),
+            format!("Deployment/{ns}/b"),
+            format!("Deployment/{ns}/c"),
+            workload
+        ]),
+        "{s}"
+    );
+    assert_eq!(
+        (s["restartedCount"].as_i64(), s["pending"].as_i64()),
+        (Some(4), Some(0)),
+        "{s}"
+    );
+
+    // The cap: never two Deployments restarted and incomplete at once.
+    let (most, which, order) = observer.result();
+    eprintln!(
+        "[e2e] at most {most} Deployment(s) mid-rollout at once ({which:?}); stamped in order {order:?}"
+    );
+    assert_eq!(most, 1, "{which:?}");
+    assert_eq!(order, ["a", "b", "c", "z-held"]);
+
+    // The restarted workloads run the new spec; the opted-out one was never restarted.
+    let v2 = format!("java=injected {ns}/java {h2}");
+    for sel in ["app=a", "app=b", "app=c"] {
+        until_pods_say(&env, &ns, sel, 2, &v2, limit).await;
+    }
+    until_pods_say(&env, &ns, "app=quiet", 1, &v1, limit).await;
+    assert_eq!(restarted_at(&env, &ns, "deployments", "quiet").await, None);
+
+    // A Warning Event on the Instrumentation names the workload and why.
+    let events = list(
+        &env,
+        &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+    )
+    .await;
+    let stopped: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["reason"] == "RolloutStopped")
+        .collect();
+    assert_eq!(stopped.len(), 1, "{events:?}");
+    let e = stopped[0];
+    assert_eq!(
+        (
+            e["type"].as_str(),
+            e["action"].as_str(),
+            e["reportingController"].as_str()
+        ),
+        (Some("Warning"), Some("Rollout"), Some("otel-injector")),
+        "{e}"
+    );
+    assert_eq!(
+        (
+            e["regarding"]["kind"].as_str(),
+            e["regarding"]["name"].as_str()
+        ),
+        (Some("Instrumentation"), Some("java")),
+        "{e}"
+    );
+    assert_eq!(
+        (e["related"]["kind"].as_str(), e["related"]["name"].as_str()),
+        (Some("Deployment"), Some("z-held")),
+        "{e}"
+    );
+    assert_eq!(e["note"], format!("{workload}: Timeout: {message}"), "{e}");
+    eprintln!("[e2e] event: {e}");
+
+    // Not retried for this spec: still Stopped, the held Deployment stamped once.
+    let stamp = restarted_at(&env, &ns, "deployments", "z-held").await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let again = rollout_status(&env, &ns, "java").await;
+    assert_eq!(
+        (again["state"].as_str(), again["specHash"].as_str()),
+        (Some("Stopped"), Some(h2.as_str()))
+    );
+    assert_eq!(
+        restarted_at(&env, &ns, "deployments", "z-held").await,
+        stamp
+    );
+
+    // Without the annotation, status.rollout goes; with it again, the spec is rolled out
+    // again: only z-held is still outdated, and it stops there again.
+    let path = format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/java");
+    let annotate =
+        |v: Option<&str>| json!({"metadata": {"annotations": {"otel-injector/rollout": v}}});
+    let r = api::merge_patch(&env.client, &path, &annotate(None))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t0 = Instant::now();
+    while !rollout_status(&env, &ns, "java").await.is_null() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "status.rollout still there"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let r = api::merge_patch(&env.client, &path, &annotate(Some("automatic")))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let s = until_rollout(&env, &ns, "Stopped", &h2, Duration::from_secs(90)).await;
+    assert_eq!(s["restarted"], json!([workload]), "{s}");
+    assert_eq!(s["reason"], "Timeout", "{s}");
+    assert_ne!(
+        restarted_at(&env, &ns, "deployments", "z-held").await,
+        stamp
+    );
+}

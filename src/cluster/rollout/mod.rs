@@ -1,0 +1,25 @@
+//! Rollout: restart the workloads whose pods run an Instrumentation's outdated spec, or were
+//! skipped because it did not exist yet, so that their new pods are injected with the
+//! current one. [`plan`] decides which (pure), [`progress`] when a restarted workload is done
+//! or failed (pure), [`run`] reads the cluster and restarts them at most N at a time, as
+//! `kubectl rollout restart` does, stopping at the first that fails. Used by the `rollout`
+//! command and by the automatic mode ([`auto`]) of `serve`; never by the admission path.
+
+pub mod auto;
+pub mod plan;
+pub mod progress;
+pub mod run;
+
+pub use auto::AutoRollout;
+pub use plan::{Exclusions, Left, Object, Plan, Restart};
+pub use progress::Progress;
+pub use run::{Report, RolloutError, Settings, Step, Stop, StopReason};
+
+/// On an Instrumentation: `automatic` lets `serve` restart its stale workloads by itself. On
+/// a Deployment, StatefulSet or DaemonSet: `disabled` keeps every rollout away from it.
+pub const ROLLOUT_ANNOTATION: &str = "otel-injector/rollout";
+/// The value of [`ROLLOUT_ANNOTATION`] that turns the automatic mode on.
+pub const AUTOMATIC: &str = "automatic";
+/// The pod template annotation `kubectl rollout restart` writes; a new value makes the
+/// workload's controller replace its pods.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";

@@ -1,0 +1,557 @@
+//! Which workloads a rollout restarts, decided from the census of an Instrumentation's pods,
+//! the namespaces' labels and the workloads as read: pure, so the command, the automatic
+//! mode and the tests agree.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+
+use super::ROLLOUT_ANNOTATION;
+use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
+use crate::engine::SkipReason;
+use crate::engine::census::{Counts, Tally, Workload};
+
+/// A workload as read from the API server.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    DaemonSet(Box<DaemonSet>),
+}
+
+impl Object {
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Object::Deployment(o) => &o.metadata,
+            Object::StatefulSet(o) => &o.metadata,
+            Object::DaemonSet(o) => &o.metadata,
+        }
+    }
+
+    fn template(&self) -> &k8s_openapi::api::core::v1::PodTemplateSpec {
+        match self {
+            Object::Deployment(o) => &o.spec.template,
+            Object::StatefulSet(o) => &o.spec.template,
+            Object::DaemonSet(o) => &o.spec.template,
+        }
+    }
+
+    /// The pod template's labels.
+    pub fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
+        self.template().metadata.as_ref()?.labels.as_ref()
+    }
+
+    /// The pod template's annotations.
+    pub fn template_annotations(&self) -> Option<&BTreeMap<String, String>> {
+        self.template().metadata.as_ref()?.annotations.as_ref()
+    }
+
+    /// The label selector of its pods.
+    pub fn selector(&self) -> &LabelSelector {
+        match self {
+            Object::Deployment(o) => &o.spec.selector,
+            Object::StatefulSet(o) => &o.spec.selector,
+            Object::DaemonSet(o) => &o.spec.selector,
+        }
+    }
+
+    /// Why a new pod template would not replace its pods by itself, if so.
+    fn not_rolled(&self) -> Option<String> {
+        match self {
+            Object::Deployment(o) => {
+                let spec = &o.spec;
+                (spec.paused == Some(true)).then(|| "paused".into())
+            }
+            Object::StatefulSet(o) => {
+                let strategy = o.spec.update_strategy.as_ref()?;
+                if strategy.type_.as_deref() == Some("OnDelete") {
+                    return Some("updateStrategy OnDelete: pods change only when deleted".into());
+                }
+                let partition = strategy.rolling_update.as_ref()?.partition.unwrap_or(0);
+                (partition > 0).then(|| {
+                    format!("rollingUpdate.partition {partition}: not every pod would change")
+                })
+            }
+            Object::DaemonSet(o) => {
+                let strategy = o.spec.update_strategy.as_ref()?;
+                (strategy.type_.as_deref() == Some("OnDelete"))
+                    .then(|| "updateStrategy OnDelete: pods change only when deleted".into())
+            }
+        }
+    }
+}
+
+/// Namespaces a rollout never touches: those the webhook's configuration excludes by name
+/// (`kube-system`, its own) and those labeled `otel-injector/inject=disabled`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Exclusions {
+    /// Excluded by name.
+    pub names: BTreeSet<String>,
+    /// Labeled `otel-injector/inject=disabled` (read from the cluster).
+    pub disabled: BTreeSet<String>,
+}
+
+impl Exclusions {
+    /// Why `namespace` is excluded, if it is.
+    pub fn why(&self, namespace: &str) -> Option<String> {
+        if self.names.contains(namespace) {
+            return Some("namespace excluded".into());
+        }
+        self.disabled
+            .contains(namespace)
+            .then(|| format!("namespace labeled {NAMESPACE_LABEL}={DISABLED}"))
+    }
+}
+
+/// A workload the rollout restarts, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Restart {
+    pub workload: Workload,
+    /// Pods injected with an earlier spec.
+    pub outdated: u32,
+    /// Pods skipped for want of the Instrumentation, by reason.
+    pub skipped: BTreeMap<SkipReason, u32>,
+}
+
+impl Restart {
+    /// `2 outdated, 1 skipped (instrumentation_not_found)`.
+    pub fn why(&self) -> String {
+        let mut parts = Vec::new();
+        if self.outdated > 0 {
+            parts.push(format!("{} outdated", self.outdated));
+        }
+        for (reason, n) in &self.skipped {
+            parts.push(format!("{n} skipped ({})", reason.as_str()));
+        }
+        parts.join(", ")
+    }
+}
+
+impl fmt::Display for Restart {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.workload, self.why())
+    }
+}
+
+/// A workload with stale pods that the rollout leaves alone, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Left {
+    pub workload: Workload,
+    pub why: String,
+}
+
+impl fmt::Display for Left {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.workload, self.why)
+    }
+}
+
+/// What a rollout does: the restarts in order, and the stale workloads it leaves.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    pub restarts: Vec<Restart>,
+    pub left: Vec<Left>,
+}
+
+fn workloads(n: usize) -> &'static str {
+    if n == 1 { "workload" } else { "workloads" }
+}
+
+/// The plan as the `rollout` command prints it: the Instrumentation's pods, then one line
+/// per workload to restart and per stale workload left alone, with why.
+pub fn describe(key: &str, tally: &Tally, plan: &Plan) -> String {
+    let pods = &tally.pods;
+    let mut out = format!(
+        "Instrumentation {key}: {} pods current, {} outdated, {} skipped for want of it\n",
+        pods.current,
+        pods.outdated,
+        pods.skipped_for_want_of_it()
+    );
+    if plan.restarts.is_empty() {
+        out.push_str("nothing to restart\n");
+    } else {
+        let n = plan.restarts.len();
+        out.push_str(&format!("to restart ({n} {}):\n", workloads(n)));
+        for r in &plan.restarts {
+            out.push_str(&format!("  {r}\n"));
+        }
+    }
+    if !plan.left.is_empty() {
+        let n = plan.left.len();
+        out.push_str(&format!("left alone ({n} {}):\n", workloads(n)));
+        for l in &plan.left {
+            out.push_str(&format!("  {l}\n"));
+        }
+    }
+    out
+}
+
+/// The skip reasons a restart can cure: the Instrumentation exists now.
+fn curable(counts: &Counts) -> BTreeMap<SkipReason, u32> {
+    counts
+        .skipped
+        .iter()
+        .filter(|(r, _)| {
+            matches!(
+                r,
+                SkipReason::InstrumentationNotFound | SkipReason::NoInstrumentation
+            )
+        })
+        .map(|(r, n)| (*r, *n))
+        .collect()
+}
+
+/// Workloads with pods that a restart would bring to the current spec, in order.
+fn stale(tally: &Tally) -> impl Iterator<Item = (&Workload, &Counts)> {
+    tally
+        .workloads
+        .iter()
+        .filter(|(_, c)| c.outdated > 0 || c.skipped_for_want_of_it() > 0)
+}
+
+/// The workloads whose objects [`plan`] needs: stale, restartable, in a namespace not
+/// excluded.
+pub fn to_read(tally: &Tally, exclusions: &Exclusions) -> Vec<Workload> {
+    stale(tally)
+        .filter(|(w, _)| w.restartable() && exclusions.why(&w.namespace).is_none())
+        .map(|(w, _)| w.clone())
+        .collect()
+}
+
+/// The plan for one Instrumentation's tally. `objects`: the workloads of [`to_read`] as read
+/// (`None`: not found). Restarted, in (namespace, kind, name) order: every stale
+/// restartable workload, unless its namespace is excluded, it opted out (pod template
+/// labeled `otel-injector/inject=disabled`, or the workload annotated
+/// `otel-injector/rollout: disabled`), it is gone, or a new template would not replace its
+/// pods (a paused Deployment, an OnDelete or partitioned update).
+pub fn plan(
+    tally: &Tally,
+    exclusions: &Exclusions,
+    objects: &BTreeMap<Workload, Option<Object>>,
+) -> Plan {
+    let mut out = Plan::default();
+    for (w, counts) in stale(tally) {
+        let leave = |why: String| Left {
+            workload: w.clone(),
+            why,
+        };
+        if !w.restartable() {
+            out.left
+                .push(leave(format!("a {} is not restarted by a rollout", w.kind)));
+            continue;
+        }
+        if let Some(why) = exclusions.why(&w.namespace) {
+            out.left.push(leave(why));
+            continue;
+        }
+        let Some(Some(object)) = objects.get(w) else {
+            out.left.push(leave("not found".into()));
+            continue;
+        };
+        let opted_out_template = object
+            .template_labels()
+            .and_then(|l| l.get(NAMESPACE_LABEL))
+            .is_some_and(|v| v == DISABLED);
+        if opted_out_template {
+            out.left.push(leave(format!(
+                "pod template labeled {NAMESPACE_LABEL}={DISABLED}"
+            )));
+            continue;
+        }
+        let opted_out = object
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ROLLOUT_ANNOTATION))
+            .is_some_and(|v| v == DISABLED);
+        if opted_out {
+            out.left
+                .push(leave(format!("annotated {ROLLOUT_ANNOTATION}: {DISABLED}")));
+            continue;
+        }
+        if let Some(why) = object.not_rolled() {
+            out.left.push(leave(why));
+            continue;
+        }
+        out.restarts.push(Restart {
+            workload: w.clone(),
+            outdated: counts.outdated,
+            skipped: curable(counts),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::apps::v1::{
+        DaemonSetSpec, DaemonSetUpdateStrategy, DeploymentSpec, DeploymentStrategy,
+        RollingUpdateStatefulSetStrategy, StatefulSetSpec, StatefulSetUpdateStrategy,
+    };
+    use k8s_openapi::api::core::v1::PodTemplateSpec;
+
+    fn w(ns: &str, kind: &str, name: &str) -> Workload {
+        Workload {
+            namespace: ns.into(),
+            kind: kind.into(),
+            name: name.into(),
+        }
+    }
+
+    fn counts(outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts {
+        Counts {
+            current: 1,
+            outdated,
+            skipped: skipped.iter().copied().collect(),
+        }
+    }
+
+    fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
+        PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(
+                    labels
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            spec: None,
+        }
+    }
+
+    fn deployment(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Object {
+        Object::Deployment(Box::new(Deployment {
+            metadata: ObjectMeta {
+                annotations: Some(
+                    annotations
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            spec: DeploymentSpec {
+                template: template(labels),
+                ..Default::default()
+            },
+            status: None,
+        }))
+    }
+
+    #[test]
+    fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why() {
+        use SkipReason::*;
+        let tally = Tally {
+            pods: Counts::default(),
+            workloads: [
+                (
+                    w("shop", "Deployment", "web"),
+                    counts(2, &[(InstrumentationNotFound, 1), (LanguageDisabled, 4)]),
+                ),
+                (
+                    w("shop", "Deployment", "fresh"),
+                    counts(0, &[(LanguageDisabled, 1)]),
+                ),
+                (
+                    w("shop", "StatefulSet", "db"),
+                    counts(0, &[(NoInstrumentation, 3)]),
+                ),
+                (w("shop", "Job", "once"), counts(1, &[])),
+                (w("shop", "Deployment", "quiet"), counts(1, &[])),
+                (w("shop", "Deployment", "gone"), counts(1, &[])),
+                (w("shop", "Deployment", "held"), counts(1, &[])),
+                (w("shop", "DaemonSet", "agent"), counts(1, &[])),
+                (w("kube-system", "Deployment", "dns"), counts(1, &[])),
+                (w("off", "Deployment", "x"), counts(1, &[])),
+            ]
+            .into(),
+        };
+        let exclusions = Exclusions {
+            names: ["kube-system".to_owned()].into(),
+            disabled: ["off".to_owned()].into(),
+        };
+        let read = to_read(&tally, &exclusions);
+        assert_eq!(
+            read.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "DaemonSet/shop/agent",
+                "Deployment/shop/gone",
+                "Deployment/shop/held",
+                "Deployment/shop/quiet",
+                "Deployment/shop/web",
+                "StatefulSet/shop/db",
+            ]
+        );
+        let sts = Object::StatefulSet(Box::new(StatefulSet {
+            spec: StatefulSetSpec {
+                template: template(&[]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }));
+        let objects: BTreeMap<Workload, Option<Object>> = [
+            (
+                w("shop", "Deployment", "web"),
+                Some(deployment(&[], &[("app", "web")])),
+            ),
+            (w("shop", "StatefulSet", "db"), Some(sts)),
+            (
+                w("shop", "Deployment", "quiet"),
+                Some(deployment(&[(ROLLOUT_ANNOTATION, "disabled")], &[])),
+            ),
+            (w("shop", "Deployment", "gone"), None),
+            (
+                w("shop", "Deployment", "held"),
+                Some(deployment(&[], &[(NAMESPACE_LABEL, "disabled")])),
+            ),
+            (
+                w("shop", "DaemonSet", "agent"),
+                Some(Object::DaemonSet(Box::default())),
+            ),
+        ]
+        .into();
+        let p = plan(&tally, &exclusions, &objects);
+        assert_eq!(
+            p.restarts
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "DaemonSet/shop/agent: 1 outdated",
+                "Deployment/shop/web: 2 outdated, 1 skipped (instrumentation_not_found)",
+                "StatefulSet/shop/db: 3 skipped (no_instrumentation)",
+            ]
+        );
+        assert_eq!(
+            p.left.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "Deployment/kube-system/dns: namespace excluded",
+                "Deployment/off/x: namespace labeled otel-injector/inject=disabled",
+                "Deployment/shop/gone: not found",
+                "Deployment/shop/held: pod template labeled otel-injector/inject=disabled",
+                "Deployment/shop/quiet: annotated otel-injector/rollout: disabled",
+                "Job/shop/once: a Job is not restarted by a rollout",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_plan_is_described_one_line_per_workload() {
+        let tally = Tally {
+            pods: Counts {
+                current: 4,
+                outdated: 3,
+                skipped: [
+                    (SkipReason::NoInstrumentation, 2),
+                    (SkipReason::LanguageDisabled, 1),
+                ]
+                .into(),
+            },
+            workloads: BTreeMap::new(),
+        };
+        let plan = Plan {
+            restarts: vec![
+                Restart {
+                    workload: w("shop", "Deployment", "web"),
+                    outdated: 3,
+                    skipped: BTreeMap::new(),
+                },
+                Restart {
+                    workload: w("shop", "StatefulSet", "db"),
+                    outdated: 0,
+                    skipped: [(SkipReason::NoInstrumentation, 2)].into(),
+                },
+            ],
+            left: vec![Left {
+                workload: w("shop", "Deployment", "quiet"),
+                why: "annotated otel-injector/rollout: disabled".into(),
+            }],
+        };
+        assert_eq!(
+            describe("shop/java", &tally, &plan),
+            "Instrumentation shop/java: 4 pods current, 3 outdated, 2 skipped for want of it\n\
+             to restart (2 workloads):\n\
+             \x20 Deployment/shop/web: 3 outdated\n\
+             \x20 StatefulSet/shop/db: 2 skipped (no_instrumentation)\n\
+             left alone (1 workload):\n\
+             \x20 Deployment/shop/quiet: annotated otel-injector/rollout: disabled\n"
+        );
+        assert_eq!(
+            describe("shop/java", &Tally::default(), &Plan::default()),
+            "Instrumentation shop/java: 0 pods current, 0 outdated, 0 skipped for want of it\n\
+             nothing to restart\n"
+        );
+    }
+
+    #[test]
+    fn workloads_a_new_template_would_not_replace_are_left() {
+        let d = |paused: Option<bool>, strategy: Option<&str>| {
+            Object::Deployment(Box::new(Deployment {
+                spec: DeploymentSpec {
+                    paused,
+                    strategy: strategy.map(|s| DeploymentStrategy {
+                        type_: Some(s.into()),
+                        rolling_update: None,
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }))
+        };
+        let s = |type_: &str, partition: Option<i32>| {
+            Object::StatefulSet(Box::new(StatefulSet {
+                spec: StatefulSetSpec {
+                    update_strategy: Some(StatefulSetUpdateStrategy {
+                        type_: Some(type_.into()),
+                        rolling_update: Some(RollingUpdateStatefulSetStrategy {
+                            partition,
+                            max_unavailable: None,
+                        }),
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }))
+        };
+        let ds = |type_: &str| {
+            Object::DaemonSet(Box::new(DaemonSet {
+                spec: DaemonSetSpec {
+                    update_strategy: Some(DaemonSetUpdateStrategy {
+                        type_: Some(type_.into()),
+                        rolling_update: None,
+                    }),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }))
+        };
+        let cases: [(Object, Option<&str>); 9] = [
+            (d(None, None), None),
+            (d(Some(false), Some("RollingUpdate")), None),
+            (d(Some(true), None), Some("paused")),
+            (d(None, Some("Recreate")), None),
+            (s("RollingUpdate", Some(0)), None),
+            (
+                s("RollingUpdate", Some(2)),
+                Some("rollingUpdate.partition 2: not every pod would change"),
+            ),
+            (
+                s("OnDelete", None),
+                Some("updateStrategy OnDelete: pods change only when deleted"),
+            ),
+            (ds("RollingUpdate"), None),
+            (
+                ds("OnDelete"),
+                Some("updateStrategy OnDelete: pods change only when deleted"),
+            ),
+        ];
+        for (object, want) in cases {
+            assert_eq!(object.not_rolled().as_deref(), want, "{object:?}");
+        }
+    }
+}

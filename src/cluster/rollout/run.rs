@@ -1,0 +1,505 @@
+//! The rollout against the API server: read what the plan needs (one list of the pods that
+//! asked for injection, by their label; the Instrumentations; the namespaces; each stale
+//! workload), then restart the planned workloads at most N at a time and follow each until
+//! it completes, fails, crash-loops or times out.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::core::Selector;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::plan::{self, Exclusions, Object, Plan};
+use super::progress::{self, Progress};
+use super::{RESTARTED_AT, progress::crash_loop};
+use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
+use crate::cluster::watch::{key_of, to_typed};
+use crate::crd::{Instrumentation, SpecHash};
+use crate::engine::census::{self, PodRecord, Tally, Workload};
+use crate::engine::outcome::INJECTED_LABEL;
+
+/// The field manager of the restarts' patches.
+pub const FIELD_MANAGER: &str = "otel-injector-rollout";
+
+/// How a rollout runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Settings {
+    /// Workloads restarted and not yet complete at any one time (at least 1).
+    pub concurrency: usize,
+    /// How long one workload may take to complete before the rollout stops.
+    pub timeout: Duration,
+    /// How often a restarted workload is read.
+    pub poll: Duration,
+}
+
+/// What was read and decided for one Instrumentation.
+#[derive(Clone, Debug)]
+pub struct Census {
+    /// `namespace/name`.
+    pub key: String,
+    pub spec: SpecHash,
+    /// Its pods (injected or skipped for it), per workload.
+    pub tally: Tally,
+    pub plan: Plan,
+}
+
+/// Errors reading the cluster or starting the rollout, each naming the permission it needs.
+#[derive(Debug, thiserror::Error)]
+pub enum RolloutError {
+    #[error("cannot build a Kubernetes client{from}: {error}")]
+    Client { from: String, error: String },
+    #[error("{action}: {error} (rollout needs {permission})")]
+    Api {
+        action: String,
+        permission: &'static str,
+        error: kube::Error,
+    },
+    #[error("Instrumentation {0} not found")]
+    NotFound(String),
+    #[error("Instrumentation {key} cannot be read: {error}")]
+    Unreadable { key: String, error: String },
+}
+
+const LIST_INSTRUMENTATIONS: &str = "list on instrumentations.opentelemetry.io in all namespaces";
+const LIST_NAMESPACES: &str = "list on namespaces";
+const LIST_PODS: &str = "list on pods in all namespaces";
+const GET_WORKLOADS: &str = "get on deployments, statefulsets and daemonsets (group apps)";
+const PATCH_WORKLOADS: &str = "patch on deployments, statefulsets and daemonsets (group apps)";
+const LIST_WORKLOAD_PODS: &str = "list on pods of the restarted workloads' namespaces";
+
+fn api_error(action: String, permission: &'static str) -> impl FnOnce(kube::Error) -> RolloutError {
+    move |error| RolloutError::Api {
+        action,
+        permission,
+        error,
+    }
+}
+
+/// Reads what the plan for Instrumentation `namespace/name` needs and makes it. Namespaces
+/// in `excluded` and those labeled `otel-injector/inject=disabled` are left alone.
+pub async fn read_plan(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    excluded: &BTreeSet<String>,
+) -> Result<Census, RolloutError> {
+    let key = format!("{namespace}/{name}");
+    let resource = ApiResource::erase::<Instrumentation>(&());
+    let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
+        .list(&ListParams::default())
+        .await
+        .map_err(api_error(
+            "list Instrumentations".into(),
+            LIST_INSTRUMENTATIONS,
+        ))?;
+    let mut existing = BTreeMap::new();
+    let mut target = None;
+    for o in &listed.items {
+        let (ns, n) = key_of(o);
+        let this = ns == namespace && n == name;
+        match to_typed(o.clone()) {
+            Ok(i) => {
+                let hash = SpecHash::of(&i.spec);
+                if this {
+                    target = Some(Ok(hash));
+                }
+                existing.insert(format!("{ns}/{n}"), hash);
+            }
+            Err(e) if this => target = Some(Err(e)),
+            Err(_) => {}
+        }
+    }
+    let spec = match target {
+        None => return Err(RolloutError::NotFound(key)),
+        Some(Err(error)) => return Err(RolloutError::Unreadable { key, error }),
+        Some(Ok(hash)) => hash,
+    };
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list_metadata(&ListParams::default())
+        .await
+        .map_err(api_error("list namespaces".into(), LIST_NAMESPACES))?;
+    let exclusions = Exclusions {
+        names: excluded.clone(),
+        disabled: namespaces
+            .items
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(NAMESPACE_LABEL))
+                    .is_some_and(|v| v == DISABLED)
+            })
+            .filter_map(|n| n.metadata.name.clone())
+            .collect(),
+    };
+    let pods = Api::<Pod>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(INJECTED_LABEL))
+        .await
+        .map_err(api_error(
+            format!("list pods labeled {INJECTED_LABEL}"),
+            LIST_PODS,
+        ))?;
+    let records: Vec<PodRecord> = pods
+        .items
+        .iter()
+        .filter_map(|p| PodRecord::from_meta(&p.metadata))
+        .collect();
+    let tally = census::census(&records, &existing)
+        .remove(&key)
+        .unwrap_or_default();
+    let mut objects = BTreeMap::new();
+    for w in plan::to_read(&tally, &exclusions) {
+        let object = get(client, &w)
+            .await
+            .map_err(api_error(format!("get {w}"), GET_WORKLOADS))?;
+        objects.insert(w, object);
+    }
+    let plan = plan::plan(&tally, &exclusions, &objects);
+    Ok(Census {
+        key,
+        spec,
+        tally,
+        plan,
+    })
+}
+
+async fn get_as<K>(
+    client: &Client,
+    w: &Workload,
+    wrap: fn(K) -> Object,
+) -> kube::Result<Option<Object>>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + fmt::Debug,
+{
+    Ok(Api::<K>::namespaced(client.clone(), &w.namespace)
+        .get_opt(&w.name)
+        .await?
+        .map(wrap))
+}
+
+/// The workload as stored; `None` when it does not exist (or is not a restartable kind).
+pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<Object>> {
+    match w.kind.as_str() {
+        "Deployment" => get_as::<Deployment>(client, w, |o| Object::Deployment(Box::new(o))).await,
+        "StatefulSet" => {
+            get_as::<StatefulSet>(client, w, |o| Object::StatefulSet(Box::new(o))).await
+        }
+        "DaemonSet" => get_as::<DaemonSet>(client, w, |o| Object::DaemonSet(Box::new(o))).await,
+        _ => Ok(None),
+    }
+}
+
+async fn restart_as<K>(
+    client: &Client,
+    w: &Workload,
+    stamp: &str,
+    wrap: fn(K) -> Object,
+) -> kube::Result<Object>
+where
+    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + fmt::Debug,
+{
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..Default::default()
+    };
+    Api::<K>::namespaced(client.clone(), &w.namespace)
+        .patch(&w.name, &params, &Patch::Merge(&patch))
+        .await
+        .map(wrap)
+}
+
+/// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
+/// template's `kubectl.kubernetes.io/restartedAt` annotation. `None`: not a kind a rollout
+/// restarts.
+pub async fn restart(client: &Client, w: &Workload, stamp: &str) -> kube::Result<Option<Object>> {
+    let object = match w.kind.as_str() {
+        "Deployment" => {
+            restart_as::<Deployment>(client, w, stamp, |o| Object::Deployment(Box::new(o))).await?
+        }
+        "StatefulSet" => {
+            restart_as::<StatefulSet>(client, w, stamp, |o| Object::StatefulSet(Box::new(o)))
+                .await?
+        }
+        "DaemonSet" => {
+            restart_as::<DaemonSet>(client, w, stamp, |o| Object::DaemonSet(Box::new(o))).await?
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(object))
+}
+
+/// Now, as `kubectl rollout restart` writes it (RFC 3339, whole seconds, UTC).
+pub fn stamp_now() -> String {
+    k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string()
+}
+
+/// Why a rollout stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// Not complete within the timeout.
+    Timeout,
+    /// A new pod's container crash-loops.
+    CrashLoop,
+    /// The Deployment's own progress deadline passed.
+    ProgressDeadlineExceeded,
+    /// The workload was deleted while it rolled out.
+    WorkloadGone,
+    /// The API server refused a request (a missing permission, most often).
+    ApiError,
+}
+
+impl StopReason {
+    /// The reason as written in `status.rollout.reason` and the Event.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StopReason::Timeout => "Timeout",
+            StopReason::CrashLoop => "CrashLoop",
+            StopReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
+            StopReason::WorkloadGone => "WorkloadGone",
+            StopReason::ApiError => "APIError",
+        }
+    }
+}
+
+/// The workload that stopped a rollout, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stop {
+    pub workload: Workload,
+    pub reason: StopReason,
+    pub message: String,
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.workload,
+            self.reason.as_str(),
+            self.message
+        )
+    }
+}
+
+/// One step of a rollout, as it happens.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// The workload's template was stamped; its controller replaces its pods now.
+    Restarted {
+        workload: &'a Workload,
+        stamp: &'a str,
+    },
+    /// Every pod of the workload runs the new template and is available.
+    Complete {
+        workload: &'a Workload,
+        took: Duration,
+    },
+    /// The rollout stops here; no other workload is restarted.
+    Stopped(&'a Stop),
+}
+
+/// How a rollout ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Restarted (stamped), in order.
+    pub restarted: Vec<Workload>,
+    /// Of those, complete.
+    pub completed: Vec<Workload>,
+    /// Planned and never restarted (after a stop).
+    pub pending: Vec<Workload>,
+    pub stopped: Option<Stop>,
+}
+
+struct InFlight {
+    workload: Workload,
+    stamp: String,
+    selector: Option<String>,
+    started: Instant,
+}
+
+enum Check {
+    Waiting,
+    Complete,
+    Stop(StopReason, String),
+}
+
+fn forbidden(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403)
+}
+
+/// Reads one restarted workload (and, while it is not complete, its new pods).
+async fn check(client: &Client, f: &InFlight, timeout: Duration) -> Check {
+    let object = match get(client, &f.workload).await {
+        Ok(Some(o)) => o,
+        Ok(None) => {
+            return Check::Stop(
+                StopReason::WorkloadGone,
+                "deleted during its rollout".into(),
+            );
+        }
+        Err(e) if forbidden(&e) => {
+            return Check::Stop(
+                StopReason::ApiError,
+                format!("get: {e} (rollout needs {GET_WORKLOADS})"),
+            );
+        }
+        // Anything else may pass; the timeout bounds it.
+        Err(e) => {
+            tracing::debug!(workload = %f.workload, error = %e, "reading a restarted workload");
+            return timed_out(f, timeout, &format!("last read failed: {e}"));
+        }
+    };
+    let waiting = match progress::progress(&object) {
+        Progress::Complete => return Check::Complete,
+        Progress::Failed(m) => return Check::Stop(StopReason::ProgressDeadlineExceeded, m),
+        Progress::Waiting(m) => m,
+    };
+    if let Some(selector) = &f.selector {
+        let pods = Api::<Pod>::namespaced(client.clone(), &f.workload.namespace)
+            .list(&ListParams::default().labels(selector))
+            .await;
+        match pods {
+            Ok(pods) => {
+                if let Some(m) = crash_loop(&pods.items, &f.stamp) {
+                    return Check::Stop(StopReason::CrashLoop, m);
+                }
+            }
+            Err(e) if forbidden(&e) => {
+                return Check::Stop(
+                    StopReason::ApiError,
+                    format!("list its pods: {e} (rollout needs {LIST_WORKLOAD_PODS})"),
+                );
+            }
+            Err(e) => {
+                tracing::debug!(workload = %f.workload, error = %e, "listing a restarted workload's pods")
+            }
+        }
+    }
+    timed_out(f, timeout, &waiting)
+}
+
+fn timed_out(f: &InFlight, timeout: Duration, waiting: &str) -> Check {
+    if f.started.elapsed() < timeout {
+        return Check::Waiting;
+    }
+    Check::Stop(
+        StopReason::Timeout,
+        format!(
+            "not complete within {}: {waiting}",
+            crate::duration::format(timeout)
+        ),
+    )
+}
+
+/// Restarts the plan's workloads in order, at most `settings.concurrency` not yet complete
+/// at any time, and reads each every `settings.poll` until it completes. The first that
+/// fails (deadline, crash loop, timeout, deleted, refused) stops the rollout: no other is
+/// restarted, and those already restarted are not waited for. `on` hears every step.
+pub async fn execute(
+    client: &Client,
+    plan: &Plan,
+    settings: &Settings,
+    on: &mut (dyn FnMut(Step<'_>) + Send),
+) -> Report {
+    let mut report = Report::default();
+    let mut queue = plan.restarts.iter().map(|r| &r.workload);
+    let mut inflight: Vec<InFlight> = Vec::new();
+    'rollout: loop {
+        while inflight.len() < settings.concurrency.max(1) {
+            let Some(w) = queue.next() else { break };
+            let stamp = stamp_now();
+            match restart(client, w, &stamp).await {
+                Ok(None) => {
+                    report.stopped = Some(Stop {
+                        workload: w.clone(),
+                        reason: StopReason::WorkloadGone,
+                        message: format!("a {} is not restarted by a rollout", w.kind),
+                    });
+                    break 'rollout;
+                }
+                Ok(Some(object)) => {
+                    report.restarted.push(w.clone());
+                    on(Step::Restarted {
+                        workload: w,
+                        stamp: &stamp,
+                    });
+                    let selector = Selector::try_from(object.selector().clone())
+                        .ok()
+                        .map(|s| s.to_string())
+                        .filter(|s| !s.is_empty());
+                    inflight.push(InFlight {
+                        workload: w.clone(),
+                        stamp,
+                        selector,
+                        started: Instant::now(),
+                    });
+                }
+                Err(e) => {
+                    let (reason, message) = match &e {
+                        kube::Error::Api(s) if s.code == 404 => {
+                            (StopReason::WorkloadGone, format!("restart: {e}"))
+                        }
+                        _ => (
+                            StopReason::ApiError,
+                            format!("restart: {e} (rollout needs {PATCH_WORKLOADS})"),
+                        ),
+                    };
+                    report.stopped = Some(Stop {
+                        workload: w.clone(),
+                        reason,
+                        message,
+                    });
+                    break 'rollout;
+                }
+            }
+        }
+        if inflight.is_empty() {
+            break;
+        }
+        tokio::time::sleep(settings.poll).await;
+        let mut i = 0;
+        while i < inflight.len() {
+            match check(client, &inflight[i], settings.timeout).await {
+                Check::Waiting => i += 1,
+                Check::Complete => {
+                    let done = inflight.remove(i);
+                    on(Step::Complete {
+                        workload: &done.workload,
+                        took: done.started.elapsed(),
+                    });
+                    report.completed.push(done.workload);
+                }
+                Check::Stop(reason, message) => {
+                    report.stopped = Some(Stop {
+                        workload: inflight[i].workload.clone(),
+                        reason,
+                        message,
+                    });
+                    break 'rollout;
+                }
+            }
+        }
+    }
+    report.pending = queue.cloned().collect();
+    if let Some(stop) = &report.stopped {
+        on(Step::Stopped(stop));
+    }
+    report
+}
