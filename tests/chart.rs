@@ -406,8 +406,10 @@ fn rollout_is_off_by_default_and_when_enabled_renders_the_rbac_of_the_rollout_co
         roles,
         [
             "ClusterRole/otel-injector",
+            "ClusterRole/otel-injector-events",
             "ClusterRole/otel-injector-rollout",
             "ClusterRoleBinding/otel-injector",
+            "ClusterRoleBinding/otel-injector-events",
             "ClusterRoleBinding/otel-injector-rollout",
             "Role/otel-injector-rollout",
             "RoleBinding/otel-injector-rollout",
