@@ -145,6 +145,7 @@ fn want_args(tls: &[&str], label_namespaces: bool) -> Vec<String> {
     want.extend(
         [
             "--verify-exporter-tls=false",
+            "--agent-delivery=init-container",
             "--events=true",
             "--status=true",
             "--lease-name=otel-injector",
@@ -597,7 +598,7 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
         "verifyExporterTls=true",
         "logFormat=plain",
         "logLevel=debug",
-        "extraArgs={--agent-delivery=image-volume}",
+        "extraArgs={--go-sidecar=native}",
         "extraEnv[0].name=RUST_BACKTRACE",
         "extraEnv[0].value=full",
         "webhook.failurePolicy=Fail",
@@ -650,12 +651,13 @@ fn values_reach_the_deployment_the_webhook_and_the_optional_objects() {
             "--agent-image=java=registry.example/java:2",
             "--label-namespaces=false",
             "--verify-exporter-tls=true",
+            "--agent-delivery=init-container",
             "--events=false",
             "--status=true",
             "--lease-name=otel-injector",
             "--log-format=plain",
             "--log-level=debug",
-            "--agent-delivery=image-volume",
+            "--go-sidecar=native",
         ]
     );
     let deployment = find(&docs, "Deployment/otel-injector");
@@ -797,6 +799,13 @@ fn schema_errors(stderr: &str) -> Vec<String> {
 fn the_schema_refuses_wrong_values_with_the_path_and_the_reason() {
     for (sets, want) in [
         (
+            &["agentDelivery=sometimes"][..],
+            vec![
+                "- at '/agentDelivery': value must be one of 'init-container', \
+                 'image-volume', 'auto'",
+            ],
+        ),
+        (
             &["webhook.failurePolicy=Sometimes"][..],
             vec!["- at '/webhook/failurePolicy': value must be one of 'Ignore', 'Fail'"],
         ),
@@ -890,6 +899,49 @@ fn copy_dir(from: &Path, to: &Path) {
             copy_dir(&e.path(), &target);
         } else {
             std::fs::copy(e.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn agent_delivery_auto_renders_the_flag_and_the_rbac_of_its_component() {
+    let default = render(&[]);
+    assert!(!ids(&default).iter().any(|i| i.contains("agent-delivery")));
+    for delivery in ["image-volume", "auto"] {
+        let docs = render(&[&format!("agentDelivery={delivery}")]);
+        let deployment = find(&docs, "Deployment/otel-injector");
+        let args = &deployment["spec"]["template"]["spec"]["containers"][0]["args"];
+        let flags: Vec<&str> = args
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|a| a.as_str()?.strip_prefix("--agent-delivery="))
+            .collect();
+        assert_eq!(flags, [delivery]);
+        let roles: Vec<String> = ids(&docs)
+            .into_iter()
+            .filter(|i| i.contains("agent-delivery"))
+            .collect();
+        if delivery == "image-volume" {
+            assert!(roles.is_empty(), "{roles:?}");
+            continue;
+        }
+        assert_eq!(
+            roles,
+            [
+                "ClusterRole/otel-injector-agent-delivery-auto",
+                "ClusterRoleBinding/otel-injector-agent-delivery-auto",
+            ]
+        );
+        let component = manifest("components/agent-delivery-auto/rbac.yaml");
+        for id in &roles {
+            for field in ["rules", "roleRef", "subjects"] {
+                assert_eq!(
+                    find(&docs, id)[field],
+                    find(&component, id)[field],
+                    "{id} {field}"
+                );
+            }
         }
     }
 }

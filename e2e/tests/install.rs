@@ -64,6 +64,7 @@ async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_
         [
             "--enabled-languages=java,nodejs,python,dotnet,apache-httpd,nginx,sdk",
             "--verify-exporter-tls=false",
+            "--agent-delivery=init-container",
             "--events=true",
             "--log-format=json",
         ]
