@@ -11,6 +11,9 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
+mod rendered;
+use rendered::{find, ids, manifest};
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -84,36 +87,6 @@ fn refused(sets: &[&str]) -> String {
     let (ok, _, stderr) = helm(&args);
     assert!(!ok, "helm template {sets:?} succeeded");
     stderr
-}
-
-fn ids(docs: &[Value]) -> Vec<String> {
-    docs.iter()
-        .map(|d| {
-            format!(
-                "{}/{}",
-                d["kind"].as_str().unwrap_or(""),
-                d["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], id: &str) -> &'a Value {
-    let i = ids(docs)
-        .iter()
-        .position(|i| i == id)
-        .unwrap_or_else(|| panic!("{id} not rendered: {:?}", ids(docs)));
-    &docs[i]
-}
-
-/// The documents of a file under `manifests/`.
-fn manifest(path: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(root().join("manifests").join(path)).expect(path);
-    serde_saphyr::from_multiple::<Value>(&text)
-        .expect(path)
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
 }
 
 fn args(docs: &[Value]) -> Vec<String> {

@@ -8,6 +8,9 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
+mod rendered;
+use rendered::{find, ids, manifest};
+
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -60,35 +63,6 @@ fn relative_to(dir: &Path, target: &Path) -> PathBuf {
     let mut out: PathBuf = std::iter::repeat_n("..", up).collect();
     out.push(target.strip_prefix("/").expect("an absolute path"));
     out
-}
-
-fn manifest(path: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(root().join("manifests").join(path)).expect(path);
-    serde_saphyr::from_multiple::<Value>(&text)
-        .expect(path)
-        .into_iter()
-        .filter(|d| !d.is_null())
-        .collect()
-}
-
-fn ids(docs: &[Value]) -> Vec<String> {
-    docs.iter()
-        .map(|d| {
-            format!(
-                "{}/{}",
-                d["kind"].as_str().unwrap_or(""),
-                d["metadata"]["name"].as_str().unwrap_or("")
-            )
-        })
-        .collect()
-}
-
-fn find<'a>(docs: &'a [Value], id: &str) -> &'a Value {
-    let i = ids(docs)
-        .iter()
-        .position(|i| i == id)
-        .unwrap_or_else(|| panic!("{id} not rendered: {:?}", ids(docs)));
-    &docs[i]
 }
 
 /// The env of the Deployment's one container, as `NAME=value`.

@@ -11,6 +11,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::engine::census::controller;
 use crate::engine::{self, Catalog, EngineConfig, Report, SkipReason, Snapshot};
 use crate::warnings::shorten;
 
@@ -125,11 +126,6 @@ pub struct Summary {
     /// The pod's controller (its `ownerReferences` entry with `controller: true`), when the
     /// pod was read: what the Events of its skips are about.
     pub owner: Option<OwnerReference>,
-}
-
-/// The controller among `refs` (the entry with `controller: true`).
-fn controller(refs: Option<&Vec<OwnerReference>>) -> Option<OwnerReference> {
-    refs?.iter().find(|o| o.controller == Some(true)).cloned()
 }
 
 /// Objects up to this size are decoded without counting their containers first: even all
@@ -328,7 +324,7 @@ pub fn review(
         match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
             Some(Ok(pod)) => {
                 let pod = Pod::from(pod);
-                s.owner = controller(pod.metadata.owner_references.as_ref());
+                s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
                 let (text, report) = mutate_json(&snapshot, &pod);
                 patch = text;
                 s.report = report;
@@ -355,19 +351,12 @@ fn refused_status_patch(
     #[derive(Deserialize)]
     struct MetaOnly {
         #[serde(default)]
-        metadata: MetaKeys,
-    }
-    #[derive(Deserialize, Default)]
-    #[serde(default, rename_all = "camelCase")]
-    struct MetaKeys {
-        annotations: Option<BTreeMap<String, String>>,
-        labels: Option<BTreeMap<String, String>>,
-        owner_references: Option<Vec<OwnerReference>>,
+        metadata: MetaIn,
     }
     let Ok(MetaOnly { metadata: meta }) = serde_json::from_str::<MetaOnly>(object) else {
         return (None, None);
     };
-    let owner = controller(meta.owner_references.as_ref());
+    let owner = controller(meta.owner_references.as_deref()).cloned();
     if meta
         .annotations
         .as_ref()

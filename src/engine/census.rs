@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::SkipReason;
 use super::outcome::{Outcome, PodStatus, STATUS_ANNOTATION};
@@ -37,6 +37,12 @@ impl Workload {
     }
 }
 
+/// A pod's controller: its `ownerReferences` entry with `controller: true` (what its
+/// workload is, and what the Events of its skips are about).
+pub fn controller(refs: Option<&[OwnerReference]>) -> Option<&OwnerReference> {
+    refs?.iter().find(|r| r.controller == Some(true))
+}
+
 /// What the census reads of one pod.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodRecord {
@@ -58,10 +64,7 @@ impl PodRecord {
             .parse()
             .ok()?;
         let namespace = meta.namespace.clone().unwrap_or_default();
-        let owner = meta
-            .owner_references
-            .as_ref()
-            .and_then(|o| o.iter().find(|r| r.controller == Some(true)));
+        let owner = controller(meta.owner_references.as_deref());
         let workload = owner.map(|o| {
             let hash = meta
                 .labels
