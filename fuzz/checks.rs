@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission;
 use otel_injector::agents::LanguageSet;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::EngineConfig;
+use otel_injector::engine::{EngineConfig, Snapshot};
 use otel_injector::pod::valid;
 use otel_injector::warnings::MAX_WARNING_LEN;
 use serde_json::{Value, json};
@@ -94,6 +94,7 @@ impl Webhook {
             assert_eq!(out["response"]["allowed"], true);
             return;
         };
+        self.check_partial_decode(&review);
         assert_eq!(out["apiVersion"], "admission.k8s.io/v1");
         assert_eq!(out["kind"], "AdmissionReview");
         let response = &out["response"];
@@ -122,6 +123,31 @@ impl Webhook {
             let pod = typed(&object).expect("the patched pod decodes");
             valid::check(&pod).unwrap_or_else(|e| panic!("the patched pod is invalid: {e}"));
         }
+    }
+
+    /// The webhook decodes only the fields of a pod that the engine reads
+    /// ([`admission::decode_pod`]): deciding on that must give the patch and the report
+    /// that deciding on the whole typed pod gives.
+    fn check_partial_decode(&self, review: &Value) {
+        let object = &review["request"]["object"];
+        let (Some(whole), Ok(partial)) =
+            (typed(object), admission::decode_pod(&object.to_string()))
+        else {
+            return;
+        };
+        let namespace = review["request"]["namespace"].as_str().unwrap_or_default();
+        let snapshot = || Snapshot::take(&self.catalog, namespace, &self.config);
+        let (whole_patch, whole_report) = admission::mutate_json(&snapshot(), &whole);
+        let (patch, report) = admission::mutate_json(&snapshot(), &partial);
+        let utf8 =
+            |p: Option<Vec<u8>>| p.map(|p| String::from_utf8(p).expect("the patch is UTF-8"));
+        assert_eq!(
+            utf8(patch),
+            utf8(whole_patch),
+            "the partial decode patches differently"
+        );
+        assert_eq!(report.status(), whole_report.status());
+        assert_eq!(report.warnings, whole_report.warnings);
     }
 
     /// Builds a review from structured input and checks it.

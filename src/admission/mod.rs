@@ -1,12 +1,15 @@
 //! `admission.k8s.io/v1` AdmissionReview in and out. The request envelope is read straight
-//! from the bytes with the object kept raw, so a Pod is decoded once, typed, and any other
-//! kind is never decoded at all. The response always echoes the request's `uid`.
+//! from the bytes with the object kept raw, so a Pod is decoded once, typed and only in the
+//! fields the engine reads ([`decode_pod`]), and any other kind is never decoded at all. The response always echoes the request's `uid`.
 
 use std::collections::BTreeMap;
 
 use base64::Engine as _;
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::{Pod, PodSpec};
+use k8s_openapi::api::core::v1::{
+    Container, EnvFromSource, EnvVar, EphemeralContainer, Pod, PodSpec, SecurityContext, Volume,
+    VolumeMount,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -75,7 +78,88 @@ struct MetaIn {
 #[serde(default)]
 struct PodIn {
     metadata: MetaIn,
-    spec: Option<PodSpec>,
+    spec: Option<SpecIn>,
+}
+
+/// The parts of a pod's spec the engine and the patch read. Everything else (probes,
+/// ports, resources, tolerations, the sources of volumes…) is skipped while parsing: the
+/// patch only appends to lists and addresses their entries by index, so it never writes
+/// back what was not read. `null` reads as absent, as k8s-openapi reads it.
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct SpecIn {
+    containers: Option<Vec<ContainerIn>>,
+    init_containers: Option<Vec<ContainerIn>>,
+    /// Only their names are read (no two containers of a pod may share one).
+    ephemeral_containers: Option<Vec<NameIn>>,
+    /// Only their names are read (what the plan adds must not collide with them).
+    volumes: Option<Vec<NameIn>>,
+    node_name: Option<String>,
+    share_process_namespace: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+struct ContainerIn {
+    name: Option<String>,
+    image: Option<String>,
+    image_pull_policy: Option<String>,
+    env: Option<Vec<EnvVar>>,
+    env_from: Option<Vec<EnvFromSource>>,
+    volume_mounts: Option<Vec<VolumeMount>>,
+    security_context: Option<SecurityContext>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct NameIn {
+    name: Option<String>,
+}
+
+impl From<ContainerIn> for Container {
+    fn from(c: ContainerIn) -> Container {
+        Container {
+            name: c.name.unwrap_or_default(),
+            image: c.image,
+            image_pull_policy: c.image_pull_policy,
+            env: c.env,
+            env_from: c.env_from,
+            volume_mounts: c.volume_mounts,
+            security_context: c.security_context,
+            ..Default::default()
+        }
+    }
+}
+
+impl From<SpecIn> for PodSpec {
+    fn from(s: SpecIn) -> PodSpec {
+        let containers = |list: Option<Vec<ContainerIn>>| {
+            list.map(|l| l.into_iter().map(Container::from).collect::<Vec<_>>())
+        };
+        PodSpec {
+            containers: containers(s.containers).unwrap_or_default(),
+            init_containers: containers(s.init_containers),
+            ephemeral_containers: s.ephemeral_containers.map(|l| {
+                l.into_iter()
+                    .map(|n| EphemeralContainer {
+                        name: n.name.unwrap_or_default(),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            volumes: s.volumes.map(|l| {
+                l.into_iter()
+                    .map(|n| Volume {
+                        name: n.name.unwrap_or_default(),
+                        ..Default::default()
+                    })
+                    .collect()
+            }),
+            node_name: s.node_name,
+            share_process_namespace: s.share_process_namespace,
+            ..Default::default()
+        }
+    }
 }
 
 impl From<PodIn> for Pod {
@@ -92,10 +176,17 @@ impl From<PodIn> for Pod {
                 owner_references: m.owner_references,
                 ..Default::default()
             },
-            spec: p.spec,
+            spec: p.spec.map(PodSpec::from),
             status: None,
         }
     }
+}
+
+/// A pod object as the webhook reads it: only the fields the engine and the patch read
+/// ([`MetaIn`], [`SpecIn`]), every other field skipped unread. Deciding on it gives the same
+/// answer as deciding on the whole typed pod (the fuzz corpus checks this on every input).
+pub fn decode_pod(object: &str) -> Result<Pod, serde_json::Error> {
+    serde_json::from_str::<PodIn>(object).map(Pod::from)
 }
 
 /// Why a body is not a readable AdmissionReview (answered with HTTP 400).
@@ -321,9 +412,8 @@ pub fn review(
             (patch, owner) = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
             s.owner = owner;
         }
-        match (asks && !too_many).then(|| serde_json::from_str::<PodIn>(object)) {
+        match (asks && !too_many).then(|| decode_pod(object)) {
             Some(Ok(pod)) => {
-                let pod = Pod::from(pod);
                 s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
                 let (text, report) = mutate_json(&snapshot, &pod);
                 patch = text;
