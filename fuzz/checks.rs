@@ -81,7 +81,19 @@ impl Default for Webhook {
 impl Webhook {
     /// Reviews `data` and checks the answer. Panics on any broken promise.
     pub fn check_review(&self, data: &[u8]) {
-        let Ok((body, summary)) = admission::review(data, &self.catalog, &self.config) else {
+        let answer = admission::review(data, &self.catalog, &self.config);
+        // The one-pass read of the envelope answers as the plain read does.
+        let plain = admission::review_two_pass(data, &self.catalog, &self.config);
+        match (&answer, &plain) {
+            (Ok((body, _)), Ok((plain, _))) => assert_eq!(
+                String::from_utf8_lossy(body),
+                String::from_utf8_lossy(plain),
+                "the one-pass read answers differently"
+            ),
+            (Err(e), Err(p)) => assert_eq!(e.to_string(), p.to_string()),
+            _ => panic!("the one-pass read and the plain read disagree on readability"),
+        }
+        let Ok((body, summary)) = answer else {
             // Not a readable review: answered with an error status, nothing to check.
             return;
         };
@@ -155,7 +167,7 @@ impl Webhook {
         let Ok(pod) = FuzzPod::arbitrary_take_rest(Unstructured::new(data)) else {
             return;
         };
-        self.check_review(&pod.review().to_string().into_bytes());
+        self.check_review(pod.review_text().as_bytes());
     }
 }
 
@@ -367,6 +379,17 @@ fn container(c: &FuzzContainer) -> Value {
 
 impl FuzzPod {
     /// The AdmissionReview the API server would send for this pod's CREATE.
+    /// [`FuzzPod::review`] as the API server writes it: the request's fields in its order
+    /// (`kind`, `namespace` and `operation` before `object`), `oldObject` and `dryRun` after.
+    pub fn review_text(&self) -> String {
+        let review = self.review();
+        let r = &review["request"];
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":{},"kind":{},"resource":{},"namespace":{},"operation":"CREATE","object":{},"oldObject":null,"dryRun":false}}}}"#,
+            r["uid"], r["kind"], r["resource"], r["namespace"], r["object"]
+        )
+    }
+
     pub fn review(&self) -> Value {
         let mut annotations = serde_json::Map::new();
         let prefix = "instrumentation.opentelemetry.io/";

@@ -15,10 +15,13 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::engine::census::controller;
-use crate::engine::{self, Catalog, EngineConfig, Report, SkipReason, Snapshot};
+use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, SkipReason, Snapshot};
 use crate::warnings::shorten;
 
+mod envelope;
 pub mod patch;
+
+use envelope::Object;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 /// Every key that asks for injection starts with this (`inject-<lang>`).
@@ -357,7 +360,61 @@ pub fn review(
     catalog: &dyn Catalog,
     config: &EngineConfig,
 ) -> Result<(Vec<u8>, Summary), ReviewError> {
+    // A body of this size decodes within bounds whatever it holds: its pod, when it may ask
+    // for injection, is decoded as the envelope is read ([`envelope`]).
+    let one_pass = (body.len() <= COUNT_CONTAINERS_ABOVE)
+        .then(|| envelope::read(body, &|ns| namespace_asks(catalog, ns)))
+        .flatten();
+    match one_pass {
+        Some(read) => answer(read, catalog, config),
+        None => review_two_pass(body, catalog, config),
+    }
+}
+
+/// [`review`] with the envelope read as it is by any size of body: `request.object` kept
+/// raw, a pod decoded from it afterwards. The same answer, one more scan of the pod; the fuzz
+/// checks compare the two.
+#[doc(hidden)]
+pub fn review_two_pass(
+    body: &[u8],
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+) -> Result<(Vec<u8>, Summary), ReviewError> {
     let review: ReviewIn<'_> = serde_json::from_slice(body)?;
+    let request = review.request.map(|r| envelope::Request {
+        uid: r.uid,
+        kind: r.kind,
+        namespace: r.namespace,
+        name: r.name,
+        operation: r.operation,
+        dry_run: r.dry_run,
+        object: r.object.map_or(Object::Absent, Object::Raw),
+    });
+    let read = envelope::Review {
+        api_version: review.api_version,
+        kind: review.kind,
+        request,
+    };
+    answer(read, catalog, config)
+}
+
+/// Whether the namespace's annotations ask for injection.
+fn namespace_asks(catalog: &dyn Catalog, namespace: &str) -> bool {
+    catalog.namespace(namespace).is_some_and(|n| info_asks(&n))
+}
+
+fn info_asks(namespace: &NamespaceInfo) -> bool {
+    namespace
+        .annotations
+        .keys()
+        .any(|k| k.starts_with(INJECT_PREFIX))
+}
+
+fn answer(
+    review: envelope::Review<'_>,
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+) -> Result<(Vec<u8>, Summary), ReviewError> {
     if review.api_version.is_some_and(|v| v != API_VERSION)
         || review.kind.is_some_and(|k| k != KIND)
     {
@@ -383,17 +440,18 @@ pub fn review(
     let mut patch = None;
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
     if is_pod && s.operation == "CREATE" {
-        let object = req.object.map_or("", |o| o.get());
+        let (object, decoded) = match req.object {
+            Object::Absent => ("", None),
+            Object::Raw(raw) => (raw.get(), None),
+            Object::Pod(pod, text) => (text, Some(pod)),
+        };
         // On CREATE the pod's own namespace may be empty: the request's is the truth.
         let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(object.len());
         // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
         // is answered without decoding it (most pods, with the default configuration that
         // sends every pod).
         let asks = object.contains(INJECT_PREFIX)
-            || snapshot
-                .namespace_info
-                .as_ref()
-                .is_some_and(|n| n.annotations.keys().any(|k| k.starts_with(INJECT_PREFIX)));
+            || snapshot.namespace_info.as_deref().is_some_and(info_asks);
         // Decoding costs about the size of a `Container` per container, far more than the
         // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
         let too_many = asks && too_many_containers(object);
@@ -412,7 +470,8 @@ pub fn review(
             (patch, owner) = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
             s.owner = owner;
         }
-        match (asks && !too_many).then(|| decode_pod(object)) {
+        let pod = || decoded.map_or_else(|| decode_pod(object), |p| Ok(Pod::from(*p)));
+        match (asks && !too_many).then(pod) {
             Some(Ok(pod)) => {
                 s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
                 let (text, report) = mutate_json(&snapshot, &pod);

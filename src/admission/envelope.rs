@@ -1,0 +1,422 @@
+//! The AdmissionReview envelope read in one pass, the pod decoded where it stands.
+//!
+//! The plain read ([`super::ReviewIn`]) keeps `request.object` raw, which scans the object
+//! once to find where it ends, and [`super::decode_pod`] then scans it again. For a Pod
+//! CREATE that may ask for injection, this reader decodes the pod as the envelope is read,
+//! once, and finds the object's text (its size bounds the patch) from where its key and the
+//! next key stand in the body. It reads only the shape the API server writes (`kind`,
+//! `namespace` and `operation` before `object`); anything else, and any error, is left to the
+//! plain read, so both always give the same answer.
+
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::{Gvk, INJECT_PREFIX, PodIn};
+
+/// A review read in one pass: the envelope's fields and the pod, decoded.
+pub(super) struct Review<'a> {
+    pub api_version: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub request: Option<Request<'a>>,
+}
+
+pub(super) struct Request<'a> {
+    pub uid: String,
+    pub kind: Gvk,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub operation: String,
+    pub dry_run: Option<bool>,
+    pub object: Object<'a>,
+}
+
+pub(super) enum Object<'a> {
+    Absent,
+    Raw(&'a RawValue),
+    /// A Pod CREATE decoded as it was read, and its JSON text.
+    Pod(Box<PodIn>, &'a str),
+}
+
+/// Reads `body` in one pass; `namespace_asks` says whether a namespace's annotations ask for
+/// injection. `None` when the plain read must be used (see the module's documentation).
+pub(super) fn read<'a>(
+    body: &'a [u8],
+    namespace_asks: &dyn Fn(&str) -> bool,
+) -> Option<Review<'a>> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let review = ReviewSeed {
+        body,
+        namespace_asks,
+    }
+    .deserialize(&mut de)
+    .ok()?;
+    de.end().ok()?;
+    Some(review)
+}
+
+struct ReviewSeed<'s, 'a> {
+    body: &'a [u8],
+    namespace_asks: &'s dyn Fn(&str) -> bool,
+}
+
+impl<'de> DeserializeSeed<'de> for ReviewSeed<'_, 'de> {
+    type Value = Review<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Review<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ReviewSeed<'_, 'de> {
+    type Value = Review<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an AdmissionReview")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Review<'de>, M::Error> {
+        let (mut api_version, mut kind, mut request) = (None, None, None);
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            match key.text {
+                "apiVersion" => set(&mut api_version, map.next_value::<Option<&str>>()?)?,
+                "kind" => set(&mut kind, map.next_value::<Option<&str>>()?)?,
+                "request" => {
+                    let seed = RequestSeed {
+                        body: self.body,
+                        namespace_asks: self.namespace_asks,
+                    };
+                    set(&mut request, map.next_value_seed(OptionSeed(seed))?)?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Review {
+            api_version: api_version.flatten(),
+            kind: kind.flatten(),
+            request: request.flatten(),
+        })
+    }
+}
+
+/// A field seen twice is an error, as the plain read makes it.
+fn set<T, E: de::Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
+    if slot.is_some() {
+        return Err(E::custom("duplicate field"));
+    }
+    *slot = Some(value);
+    Ok(())
+}
+
+struct RequestSeed<'s, 'a> {
+    body: &'a [u8],
+    namespace_asks: &'s dyn Fn(&str) -> bool,
+}
+
+impl<'de> DeserializeSeed<'de> for RequestSeed<'_, 'de> {
+    type Value = Request<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Request<'de>, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
+    type Value = Request<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an AdmissionReview request")
+    }
+
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Request<'de>, M::Error> {
+        let body = self.body;
+        let (mut uid, mut kind, mut namespace, mut name) = (None, None, None, None);
+        let (mut operation, mut dry_run, mut object) = (None, None, None);
+        // Where the decoded pod's text starts; the key after it says where it ends.
+        let mut pod_start: Option<usize> = None;
+        let mut pod_end: Option<usize> = None;
+        let mut after_pod = false;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if std::mem::take(&mut after_pod) {
+                pod_end = key.offset(body).and_then(|k| value_end(body, k));
+            }
+            match key.text {
+                "uid" => set(&mut uid, map.next_value::<String>()?)?,
+                "kind" => set(&mut kind, map.next_value::<Gvk>()?)?,
+                "namespace" => set(&mut namespace, map.next_value::<Option<String>>()?)?,
+                "name" => set(&mut name, map.next_value::<Option<String>>()?)?,
+                "operation" => set(&mut operation, map.next_value::<String>()?)?,
+                "dryRun" => set(&mut dry_run, map.next_value::<Option<bool>>()?)?,
+                "object" => {
+                    let is_pod = kind.as_ref().is_some_and(|k: &Gvk| {
+                        k.kind == "Pod" && k.group.is_empty() && k.version == "v1"
+                    });
+                    let in_place = is_pod
+                        && operation.as_deref() == Some("CREATE")
+                        && namespace.as_ref().is_some_and(|ns: &Option<String>| {
+                            memchr::memmem::find(body, INJECT_PREFIX.as_bytes()).is_some()
+                                || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
+                        });
+                    let start = key
+                        .offset(body)
+                        .and_then(|k| value_start(body, k + key.text.len()));
+                    match start.filter(|_| in_place && object.is_none()) {
+                        Some(start) => {
+                            let pod: PodIn = map.next_value()?;
+                            object = Some(Object::Pod(Box::new(pod), ""));
+                            pod_start = Some(start);
+                            after_pod = true;
+                        }
+                        None => {
+                            let raw = map.next_value::<Option<&RawValue>>()?;
+                            set(&mut object, raw.map_or(Object::Absent, Object::Raw))?;
+                        }
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        let object = match (object, pod_start) {
+            (Some(Object::Pod(pod, _)), Some(start)) => {
+                // The object was the last key, or its end was not where expected: its text
+                // is read again from where it starts.
+                let text = pod_end
+                    .and_then(|end| text(body, start, end))
+                    .or_else(|| rescan(body, start))
+                    .ok_or_else(|| de::Error::custom("the pod's text was not found"))?;
+                Object::Pod(pod, text)
+            }
+            (other, _) => other.unwrap_or(Object::Absent),
+        };
+        Ok(Request {
+            uid: uid.ok_or_else(|| de::Error::missing_field("uid"))?,
+            kind: kind.unwrap_or_default(),
+            namespace: namespace.flatten(),
+            name: name.flatten(),
+            operation: operation.unwrap_or_default(),
+            dry_run: dry_run.flatten(),
+            object,
+        })
+    }
+}
+
+/// A map key, and whether it was read straight from the body (no escapes): then where it
+/// stands tells where its value starts and the value before it ends.
+struct Key<'de> {
+    text: &'de str,
+    borrowed: bool,
+}
+
+impl Key<'_> {
+    /// The key's offset in `body`, when it was read from it.
+    fn offset(&self, body: &[u8]) -> Option<usize> {
+        if !self.borrowed {
+            return None;
+        }
+        let at = (self.text.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
+        (at + self.text.len() <= body.len()).then_some(at)
+    }
+}
+
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Key<'de>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Key<'de>, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Key<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a key")
+    }
+
+    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Key<'de>, E> {
+        Ok(Key {
+            text,
+            borrowed: true,
+        })
+    }
+
+    // An escaped key: the one-pass read gives up (the plain read takes it).
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Key<'de>, E> {
+        Err(E::custom("escaped key"))
+    }
+}
+
+/// `Option<T>` read with a seed.
+struct OptionSeed<S>(S);
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OptionSeed<S> {
+    type Value = Option<S::Value>;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_option(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OptionSeed<S> {
+    type Value = Option<S::Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("null or a value")
+    }
+
+    fn visit_none<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        self.0.deserialize(d).map(Some)
+    }
+}
+
+fn is_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+/// Where the value of the key whose text ends at `key_end` starts, when it is an object:
+/// past the closing quote, blanks, the colon and blanks.
+fn value_start(body: &[u8], key_end: usize) -> Option<usize> {
+    let mut i = key_end;
+    (body.get(i)? == &b'"').then_some(())?;
+    i += 1;
+    while is_space(*body.get(i)?) {
+        i += 1;
+    }
+    (body.get(i)? == &b':').then_some(())?;
+    i += 1;
+    while is_space(*body.get(i)?) {
+        i += 1;
+    }
+    (body.get(i)? == &b'{').then_some(i)
+}
+
+/// Where the object before the key whose text starts at `key` ends: before the opening
+/// quote, blanks, the comma and blanks.
+fn value_end(body: &[u8], key: usize) -> Option<usize> {
+    let mut i = key.checked_sub(1)?;
+    (body.get(i)? == &b'"').then_some(())?;
+    while is_space(*body.get(i.checked_sub(1)?)?) {
+        i -= 1;
+    }
+    i = i.checked_sub(1)?;
+    (body.get(i)? == &b',').then_some(())?;
+    while is_space(*body.get(i.checked_sub(1)?)?) {
+        i -= 1;
+    }
+    (body.get(i.checked_sub(1)?)? == &b'}').then_some(i)
+}
+
+fn text(body: &[u8], start: usize, end: usize) -> Option<&str> {
+    std::str::from_utf8(body.get(start..end)?).ok()
+}
+
+/// The JSON value that starts at `start`, read again.
+fn rescan(body: &[u8], start: usize) -> Option<&str> {
+    let mut de = serde_json::Deserializer::from_slice(body.get(start..)?);
+    <&RawValue>::deserialize(&mut de).ok().map(RawValue::get)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod_text(body: &str) -> Option<String> {
+        let review = read(body.as_bytes(), &|_| false)?;
+        match review.request?.object {
+            Object::Pod(_, text) => Some(text.to_owned()),
+            _ => None,
+        }
+    }
+
+    const POD: &str = r#"{"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":"true"}},"spec":{"containers":[{"name":"a"}]}}"#;
+
+    #[test]
+    fn the_pods_text_is_found_wherever_it_ends() {
+        let head = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"shop","operation":"CREATE","object":"#;
+        // Followed by a key, with and without blanks; the last key; pretty-printed.
+        for tail in [
+            r#","oldObject":null}}"#,
+            " ,\n \"dryRun\": false}}",
+            "}}",
+            " \n}\n}\n",
+        ] {
+            let body = format!("{head}{POD}{tail}");
+            assert_eq!(pod_text(&body).as_deref(), Some(POD), "{tail:?}");
+        }
+        let spaced = format!(
+            "{}{POD}}}}}",
+            head.replace(r#""object":"#, "\"object\" :\n  ")
+        );
+        assert_eq!(pod_text(&spaced).as_deref(), Some(POD));
+    }
+
+    #[test]
+    fn the_api_servers_review_is_read_in_one_pass() {
+        let body = include_str!("../../tests/data/pod-create-inject-java.json");
+        let plain: serde_json::Value = serde_json::from_str(body).unwrap();
+        let text = pod_text(body).expect("read in one pass");
+        let parsed: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(parsed, plain["request"]["object"]);
+        assert!(text.starts_with('{') && text.ends_with('}'));
+    }
+
+    #[test]
+    fn other_shapes_are_left_to_the_plain_read() {
+        let review = |request: &str| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{request}}}"#
+            )
+        };
+        // The object before the kind, the operation or the namespace: kept raw.
+        let late = review(&format!(
+            r#"{{"uid":"u","object":{POD},"kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"shop","operation":"CREATE"}}"#
+        ));
+        let read_late = read(late.as_bytes(), &|_| false).unwrap();
+        assert!(matches!(read_late.request.unwrap().object, Object::Raw(_)));
+        // An UPDATE, and a pod that asks for nothing in a namespace that asks for nothing.
+        for (op, pod) in [("UPDATE", POD), ("CREATE", r#"{"metadata":{}}"#)] {
+            let body = review(&format!(
+                r#"{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"shop","operation":"{op}","object":{pod}}}"#
+            ));
+            let r = read(body.as_bytes(), &|_| false).unwrap();
+            assert!(
+                matches!(r.request.unwrap().object, Object::Raw(_)),
+                "{op} {pod}"
+            );
+        }
+        // A pod that asks for nothing, in a namespace that asks: decoded.
+        let body = review(
+            r#"{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"shop","operation":"CREATE","object":{"metadata":{}}}"#,
+        );
+        let r = read(body.as_bytes(), &|ns| ns == "shop").unwrap();
+        assert!(matches!(r.request.unwrap().object, Object::Pod(..)));
+        // Escaped keys, duplicate fields, a pod that does not decode, trailing text: no
+        // one-pass read.
+        for bad in [
+            review(r#"{"u\u0069d":"u"}"#),
+            review(r#"{"uid":"u","uid":"v"}"#),
+            review(
+                r#"{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"shop","operation":"CREATE","object":{"spec":{"containers":"no"},"metadata":{"annotations":{"instrumentation.opentelemetry.io/inject-java":"true"}}}}"#,
+            ),
+            review(r#"{"uid":"u"}"#) + "x",
+        ] {
+            assert!(read(bad.as_bytes(), &|_| true).is_none(), "{bad}");
+        }
+    }
+}
