@@ -9,7 +9,10 @@ use otel_injector::server::Aborted;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    match otel_injector::app::run(Cli::parse().command).await {
+    let result = otel_injector::app::run(Cli::parse().command).await;
+    // Log lines still pending come before the error message.
+    otel_injector::telemetry::flush();
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         // A second signal during the drain: the shell's code for an interrupted process.
         Err(e) if e.is::<Aborted>() => ExitCode::from(130),

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use serde::Serialize;
 
 use crate::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
@@ -52,7 +52,21 @@ impl JsonPatch {
     }
 
     /// Writes `,"<key>":"<pointer>"`, the tokens escaped as RFC 6901 and the whole as JSON.
+    /// Tokens that need no escaping of either kind (the field names, indices and `-` that
+    /// make most paths) are copied as they are.
     fn pointer(&mut self, key: &str, tokens: &[&str]) {
+        self.buf.extend_from_slice(b",\"");
+        self.buf.extend_from_slice(key.as_bytes());
+        self.buf.extend_from_slice(b"\":");
+        if tokens.iter().all(|t| t.bytes().all(plain_pointer_byte)) {
+            self.buf.push(b'"');
+            for t in tokens {
+                self.buf.push(b'/');
+                self.buf.extend_from_slice(t.as_bytes());
+            }
+            self.buf.push(b'"');
+            return;
+        }
         self.pointer.clear();
         for t in tokens {
             self.pointer.push('/');
@@ -64,9 +78,6 @@ impl JsonPatch {
                 }
             }
         }
-        self.buf.extend_from_slice(b",\"");
-        self.buf.extend_from_slice(key.as_bytes());
-        self.buf.extend_from_slice(b"\":");
         let pointer = std::mem::take(&mut self.pointer);
         self.write(pointer.as_str());
         self.pointer = pointer;
@@ -88,6 +99,23 @@ impl JsonPatch {
         self.buf.push(b'}');
     }
 
+    /// [`JsonPatch::add`] of one variable, a literal one written directly: most of what a
+    /// patch adds, in the member order k8s-openapi writes (`name`, `value`, `valueFrom`).
+    fn add_env(&mut self, path: &[&str], var: &EnvVar) {
+        if var.value_from.is_some() {
+            return self.add(path, var);
+        }
+        self.start("add");
+        self.pointer("path", path);
+        self.buf.extend_from_slice(br#","value":{"name":"#);
+        self.write(var.name.as_str());
+        if let Some(value) = &var.value {
+            self.buf.extend_from_slice(br#","value":"#);
+            self.write(value.as_str());
+        }
+        self.buf.extend_from_slice(b"}}");
+    }
+
     fn remove(&mut self, path: &[&str]) {
         self.start("remove");
         self.pointer("path", path);
@@ -100,6 +128,12 @@ impl JsonPatch {
         self.pointer("path", path);
         self.buf.push(b'}');
     }
+}
+
+/// A byte that stands for itself in a JSON Pointer token written as a JSON string: printable
+/// ASCII other than the pointer's `~` and `/` and the string's `"` and `\`.
+fn plain_pointer_byte(b: u8) -> bool {
+    matches!(b, 0x20..=0x7e) && !matches!(b, b'~' | b'/' | b'"' | b'\\')
 }
 
 /// Appends `items` to the array at `base`, creating the array when the pod has none.
@@ -148,14 +182,14 @@ fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPla
             ops.add(&joined(&env, &[i.as_str(), "value"]), value);
         }
         for e in env_plan.appended() {
-            ops.add(&env_path(&["-"]), e);
+            ops.add_env(&env_path(&["-"]), e);
         }
         if let Some(i) = env_plan.moved_to_end() {
             let i = i.to_string();
             ops.moved(&joined(&env, &[i.as_str()]), &env_path(&["-"]));
         }
         for e in env_plan.prepended().iter().rev() {
-            ops.add(&env_path(&["0"]), e);
+            ops.add_env(&env_path(&["0"]), e);
         }
     }
     let mut mounts = base.to_vec();
@@ -318,6 +352,58 @@ mod tests {
     use crate::pod::env::literal;
     use k8s_openapi::api::core::v1::{Container, Pod};
     use serde_json::{Value, json};
+
+    #[test]
+    fn pointers_are_written_as_serde_json_writes_them() {
+        let every_ascii: String = (0u8..=0x7f).map(char::from).collect();
+        let cases: [&[&str]; 5] = [
+            &["spec", "containers", "0", "env", "-"],
+            &["metadata", "annotations", "otel-injector/status"],
+            &[
+                "metadata",
+                "labels",
+                "a~b",
+                "q\"uote",
+                "back\\slash",
+                "tab\t",
+                "é",
+            ],
+            &[every_ascii.as_str()],
+            &[],
+        ];
+        for tokens in cases {
+            let mut p = JsonPatch::default();
+            p.pointer("path", tokens);
+            let escaped: String = tokens
+                .iter()
+                .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
+                .collect();
+            let expected = format!(",\"path\":{}", serde_json::to_string(&escaped).unwrap());
+            assert_eq!(String::from_utf8(p.buf).unwrap(), expected, "{tokens:?}");
+        }
+    }
+
+    #[test]
+    fn variables_are_written_as_k8s_openapi_writes_them() {
+        let vars = [
+            literal("A", "1"),
+            literal("Q\"UOTE", "a \"b\" \\ \n é"),
+            EnvVar {
+                name: "NO_VALUE".into(),
+                ..Default::default()
+            },
+            crate::pod::env::field_ref("POD", "metadata.name"),
+        ];
+        for var in &vars {
+            let (mut direct, mut typed) = (JsonPatch::default(), JsonPatch::default());
+            direct.add_env(&["spec", "containers", "0", "env", "-"], var);
+            typed.add(&["spec", "containers", "0", "env", "-"], var);
+            assert_eq!(
+                String::from_utf8(direct.buf).unwrap(),
+                String::from_utf8(typed.buf).unwrap()
+            );
+        }
+    }
 
     /// The patch as typed operations, after checking that its text is exactly what
     /// serde_json makes of them (key order included).

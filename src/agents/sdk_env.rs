@@ -2,6 +2,7 @@
 //! name, exporter endpoint, propagators, sampler and resource attributes, derived from the
 //! pod alone (owner names come from naming conventions, never from an API call).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Container;
@@ -21,6 +22,10 @@ pub const OTEL_PROPAGATORS: &str = "OTEL_PROPAGATORS";
 pub const OTEL_TRACES_SAMPLER: &str = "OTEL_TRACES_SAMPLER";
 pub const OTEL_TRACES_SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
 pub const OTEL_POD_IP: &str = "OTEL_POD_IP";
+/// The variables above as a dependent variable refers to them.
+const POD_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME)";
+const POD_UID_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_UID)";
+const NODE_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME)";
 pub const OTEL_NODE_IP: &str = "OTEL_NODE_IP";
 
 /// Keys already present in a user's `OTEL_RESOURCE_ATTRIBUTES` value.
@@ -34,16 +39,16 @@ fn existing_keys(value: &str) -> Vec<&str> {
 
 /// The resource attributes for one container, sorted by key. `existing` are keys the user
 /// already set, which are never added again.
-pub fn resource_attributes(
-    info: &PodInfo<'_>,
-    spec: &InstrumentationSpec,
-    container: &Container,
+pub fn resource_attributes<'a>(
+    info: &'a PodInfo<'a>,
+    spec: &'a InstrumentationSpec,
+    container: &'a Container,
     existing: &[&str],
-) -> BTreeMap<String, String> {
+) -> BTreeMap<&'a str, Cow<'a, str>> {
     let mut res = BTreeMap::new();
-    let mut put = |k: &str, v: &str| {
+    let mut put = |k: &'a str, v: Cow<'a, str>| {
         if !v.is_empty() && !existing.contains(&k) {
-            res.insert(k.to_owned(), v.to_owned());
+            res.insert(k, v);
         }
     };
     let uids = spec.add_k8s_uid_attributes();
@@ -51,24 +56,18 @@ pub fn resource_attributes(
 
     // Lowest precedence: the Instrumentation's own attributes.
     for (k, v) in spec.resource.iter().flat_map(|r| &r.resource_attributes) {
-        put(k, v);
+        put(k, v.into());
     }
     // Then what Kubernetes tells about the pod.
-    put("k8s.namespace.name", info.namespace);
-    put("k8s.container.name", &container.name);
-    put(
-        "k8s.pod.name",
-        &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_NAME})"),
-    );
+    put("k8s.namespace.name", info.namespace.into());
+    put("k8s.container.name", container.name.as_str().into());
+    put("k8s.pod.name", POD_NAME_REFERENCE.into());
     if uids {
         let uid = info.pod.metadata.uid.as_deref().unwrap_or("");
         if uid.is_empty() {
-            put(
-                "k8s.pod.uid",
-                &format!("$({OTEL_RESOURCE_ATTRIBUTES_POD_UID})"),
-            );
+            put("k8s.pod.uid", POD_UID_REFERENCE.into());
         } else {
-            put("k8s.pod.uid", uid);
+            put("k8s.pod.uid", uid.into());
         }
     }
     let node = info
@@ -78,46 +77,47 @@ pub fn resource_attributes(
         .and_then(|s| s.node_name.as_deref())
         .unwrap_or("");
     if node.is_empty() {
-        put(
-            "k8s.node.name",
-            &format!("$({OTEL_RESOURCE_ATTRIBUTES_NODE_NAME})"),
-        );
+        put("k8s.node.name", NODE_NAME_REFERENCE.into());
     } else {
-        put("k8s.node.name", node);
+        put("k8s.node.name", node.into());
     }
     let instance_id = info.annotation("service.instance.id").map_or_else(
         || {
-            format!(
-                "{}.$({OTEL_RESOURCE_ATTRIBUTES_POD_NAME}).{}",
+            Cow::Owned(format!(
+                "{}.{POD_NAME_REFERENCE}.{}",
                 info.namespace, container.name
-            )
+            ))
         },
-        str::to_owned,
+        Cow::Borrowed,
     );
-    put("service.instance.id", &instance_id);
+    put("service.instance.id", instance_id);
     let o = &info.owners;
     if let Some(d) = &o.deployment {
-        put("k8s.deployment.name", d);
+        put("k8s.deployment.name", d.as_str().into());
     }
     let named = [
-        ("replicaset", &o.replicaset),
-        ("statefulset", &o.statefulset),
-        ("daemonset", &o.daemonset),
-        ("job", &o.job),
+        ("k8s.replicaset.name", "k8s.replicaset.uid", &o.replicaset),
+        (
+            "k8s.statefulset.name",
+            "k8s.statefulset.uid",
+            &o.statefulset,
+        ),
+        ("k8s.daemonset.name", "k8s.daemonset.uid", &o.daemonset),
+        ("k8s.job.name", "k8s.job.uid", &o.job),
     ];
-    for (kind, owner) in named {
+    for (name_key, uid_key, owner) in named {
         if let Some((name, uid)) = owner {
-            put(&format!("k8s.{kind}.name"), name);
+            put(name_key, name.as_str().into());
             if uids {
-                put(&format!("k8s.{kind}.uid"), uid);
+                put(uid_key, uid.as_str().into());
             }
         }
     }
     if let Some(c) = &o.cronjob {
-        put("k8s.cronjob.name", c);
+        put("k8s.cronjob.name", c.as_str().into());
     }
     if let Some(v) = info.service_version(use_labels, container) {
-        put("service.version", &v);
+        put("service.version", v.into());
     }
     // Highest precedence: the pod's resource.opentelemetry.io/* annotations.
     for (k, v) in info.pod.metadata.annotations.iter().flatten() {
@@ -125,13 +125,13 @@ pub fn resource_attributes(
             && attr != "service.name"
             && !attr.is_empty()
         {
-            put(attr, v);
+            put(attr, v.into());
         }
     }
     let service_namespace = info
         .annotation("service.namespace")
         .unwrap_or(info.namespace);
-    put("service.namespace", service_namespace);
+    put("service.namespace", service_namespace.into());
     res
 }
 
@@ -249,8 +249,9 @@ pub fn inject_sdk_config(
     env.move_to_end(OTEL_RESOURCE_ATTRIBUTES);
 }
 
-fn join_attributes(attrs: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
+fn join_attributes(attrs: &BTreeMap<&str, Cow<'_, str>>) -> String {
+    let len = attrs.iter().map(|(k, v)| k.len() + v.len() + 2).sum();
+    let mut out = String::with_capacity(len);
     for (k, v) in attrs {
         if !out.is_empty() {
             out.push(',');
@@ -260,4 +261,26 @@ fn join_attributes(attrs: &BTreeMap<String, String>) -> String {
         out.push_str(v);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_name_the_variables() {
+        let reference = |name: &str| format!("$({name})");
+        assert_eq!(
+            POD_NAME_REFERENCE,
+            reference(OTEL_RESOURCE_ATTRIBUTES_POD_NAME)
+        );
+        assert_eq!(
+            POD_UID_REFERENCE,
+            reference(OTEL_RESOURCE_ATTRIBUTES_POD_UID)
+        );
+        assert_eq!(
+            NODE_NAME_REFERENCE,
+            reference(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME)
+        );
+    }
 }

@@ -1,7 +1,9 @@
 //! The environment of one container as a plan: the original list plus the edits made to it,
 //! so that the patch touches only what changed.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::pod::names::NameSet;
 
 use k8s_openapi::api::core::v1::EnvVar;
 
@@ -139,7 +141,7 @@ impl<'a> EnvPlan<'a> {
 
     /// A variable the plan adds that is already defined (by the user or by the plan).
     pub fn check_added(&self) -> Result<(), &str> {
-        let mut seen: HashSet<&str> = self.original.iter().map(|e| e.name.as_str()).collect();
+        let mut seen: NameSet<'_> = self.original.iter().map(|e| e.name.as_str()).collect();
         for e in self.prepended.iter().chain(&self.appended) {
             if !seen.insert(&e.name) {
                 return Err(&e.name);

@@ -4,6 +4,7 @@
 
 pub mod env;
 pub mod info;
+pub mod names;
 pub mod plan;
 pub mod select;
 pub mod valid;

@@ -1,7 +1,9 @@
 //! The mutation plan: what injection adds to a pod, kept as additions over the borrowed
 //! original so that the patch touches only what changed (no clone of the whole pod).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
+
+use crate::pod::names::NameSet;
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
 
@@ -177,14 +179,14 @@ impl<'a> PodPlan<'a> {
             .iter()
             .map(|(_, c)| c)
             .chain(&self.new_containers);
-        let mut names: HashSet<&str> = original_containers.map(String::as_str).collect();
+        let mut names: NameSet<'_> = original_containers.map(String::as_str).collect();
         for c in added.clone() {
             if !names.insert(&c.name) {
                 return Err(format!("container name {:?} is already taken", c.name));
             }
         }
         let original_volumes = spec.and_then(|s| s.volumes.as_ref()).into_iter().flatten();
-        let mut volumes: HashSet<&str> = original_volumes.map(|v| v.name.as_str()).collect();
+        let mut volumes: NameSet<'_> = original_volumes.map(|v| v.name.as_str()).collect();
         for v in &self.new_volumes {
             if !volumes.insert(&v.name) {
                 return Err(format!("volume name {:?} is already taken", v.name));
@@ -192,7 +194,7 @@ impl<'a> PodPlan<'a> {
         }
         let mounts_ok =
             |container: &str, kept: &mut dyn Iterator<Item = &VolumeMount>, new: &[VolumeMount]| {
-                let mut paths: HashSet<&str> = kept.map(|m| m.mount_path.as_str()).collect();
+                let mut paths: NameSet<'_> = kept.map(|m| m.mount_path.as_str()).collect();
                 for m in new {
                     if !volumes.contains(m.name.as_str()) {
                         return Err(format!(
@@ -221,7 +223,7 @@ impl<'a> PodPlan<'a> {
                 &mut std::iter::empty(),
                 c.volume_mounts.as_deref().unwrap_or_default(),
             )?;
-            let mut env = HashSet::new();
+            let mut env = NameSet::default();
             for e in c.env.iter().flatten() {
                 if !env.insert(e.name.as_str()) {
                     return Err(format!(
