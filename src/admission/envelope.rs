@@ -36,8 +36,8 @@ pub(super) struct Request<'a> {
 pub(super) enum Object<'a> {
     Absent,
     Raw(&'a RawValue),
-    /// A Pod CREATE decoded as it was read, and its JSON text.
-    Pod(Box<PodIn>, &'a str),
+    /// A Pod CREATE decoded as it was read, and its JSON text (UTF-8).
+    Pod(Box<PodIn>, &'a [u8]),
 }
 
 /// Reads `body` in one pass; `namespace_asks` says whether a namespace's annotations ask for
@@ -167,7 +167,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                     match start.filter(|_| in_place && object.is_none()) {
                         Some(start) => {
                             let pod: PodIn = map.next_value()?;
-                            object = Some(Object::Pod(Box::new(pod), ""));
+                            object = Some(Object::Pod(Box::new(pod), &[]));
                             pod_start = Some(start);
                             after_pod = true;
                         }
@@ -187,9 +187,14 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                 // The object was the last key, or its end was not where expected: its text
                 // is read again from where it starts.
                 let text = pod_end
-                    .and_then(|end| text(body, start, end))
-                    .or_else(|| rescan(body, start))
+                    .and_then(|end| body.get(start..end))
+                    .or_else(|| rescan(body, start).map(str::as_bytes))
                     .ok_or_else(|| de::Error::custom("the pod's text was not found"))?;
+                // What the pod's decode skipped was not checked to be UTF-8; the plain read
+                // refuses a body where it is not.
+                if !text.is_ascii() && std::str::from_utf8(text).is_err() {
+                    return Err(de::Error::custom("the pod is not UTF-8"));
+                }
                 Object::Pod(pod, text)
             }
             (other, _) => other.unwrap_or(Object::Absent),
@@ -322,10 +327,6 @@ fn value_end(body: &[u8], key: usize) -> Option<usize> {
     (body.get(i.checked_sub(1)?)? == &b'}').then_some(i)
 }
 
-fn text(body: &[u8], start: usize, end: usize) -> Option<&str> {
-    std::str::from_utf8(body.get(start..end)?).ok()
-}
-
 /// The JSON value that starts at `start`, read again.
 fn rescan(body: &[u8], start: usize) -> Option<&str> {
     let mut de = serde_json::Deserializer::from_slice(body.get(start..)?);
@@ -339,7 +340,7 @@ mod tests {
     fn pod_text(body: &str) -> Option<String> {
         let review = read(body.as_bytes(), &|_| false)?;
         match review.request?.object {
-            Object::Pod(_, text) => Some(text.to_owned()),
+            Object::Pod(_, text) => Some(String::from_utf8(text.to_vec()).unwrap()),
             _ => None,
         }
     }
@@ -408,6 +409,14 @@ mod tests {
         assert!(matches!(r.request.unwrap().object, Object::Pod(..)));
         // Escaped keys, duplicate fields, a pod that does not decode, trailing text: no
         // one-pass read.
+        // Text the pod's decode skips must still be UTF-8, as the plain read requires.
+        let mut latin1 = review(&format!(
+            r#"{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"shop","operation":"CREATE","object":{{"x":"?","metadata":{{}}}},"dryRun":false}}"#
+        ))
+        .into_bytes();
+        let at = latin1.iter().position(|&b| b == b'?').unwrap();
+        latin1[at] = 0xe9;
+        assert!(read(&latin1, &|_| true).is_none());
         for bad in [
             review(r#"{"u\u0069d":"u"}"#),
             review(r#"{"uid":"u","uid":"v"}"#),

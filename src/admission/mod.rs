@@ -440,21 +440,23 @@ fn answer(
     let mut patch = None;
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
     if is_pod && s.operation == "CREATE" {
-        let (object, decoded) = match req.object {
-            Object::Absent => ("", None),
-            Object::Raw(raw) => (raw.get(), None),
-            Object::Pod(pod, text) => (text, Some(pod)),
+        // The object's JSON text, and the pod when it was decoded in one pass with the
+        // envelope (then `object`, the text as a `str`, is not needed: the pod is small).
+        let (object, bytes, decoded) = match req.object {
+            Object::Absent => ("", &[][..], None),
+            Object::Raw(raw) => (raw.get(), raw.get().as_bytes(), None),
+            Object::Pod(pod, bytes) => ("", bytes, Some(pod)),
         };
         // On CREATE the pod's own namespace may be empty: the request's is the truth.
-        let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(object.len());
+        let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(bytes.len());
         // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
         // is answered without decoding it (most pods, with the default configuration that
         // sends every pod).
-        let asks = object.contains(INJECT_PREFIX)
+        let asks = memchr::memmem::find(bytes, INJECT_PREFIX.as_bytes()).is_some()
             || snapshot.namespace_info.as_deref().is_some_and(info_asks);
         // Decoding costs about the size of a `Container` per container, far more than the
         // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
-        let too_many = asks && too_many_containers(object);
+        let too_many = decoded.is_none() && asks && too_many_containers(object);
         if too_many {
             s.report.requested = true;
             s.report.skip(
@@ -463,7 +465,7 @@ fn answer(
                 None,
                 format!(
                     "otel-injector: the pod has too many containers for its size ({} bytes); not injected",
-                    object.len()
+                    bytes.len()
                 ),
             );
             let owner;
