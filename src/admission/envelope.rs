@@ -410,9 +410,9 @@ mod tests {
         // Escaped keys, duplicate fields, a pod that does not decode, trailing text: no
         // one-pass read.
         // Text the pod's decode skips must still be UTF-8, as the plain read requires.
-        let mut latin1 = review(&format!(
-            r#"{{"uid":"u","kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"shop","operation":"CREATE","object":{{"x":"?","metadata":{{}}}},"dryRun":false}}"#
-        ))
+        let mut latin1 = review(
+            r#"{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"shop","operation":"CREATE","object":{"x":"?","metadata":{}},"dryRun":false}"#,
+        )
         .into_bytes();
         let at = latin1.iter().position(|&b| b == b'?').unwrap();
         latin1[at] = 0xe9;
