@@ -145,27 +145,50 @@ fn append_all<T: Serialize>(ops: &mut JsonPatch, base: &[&str], exists: bool, it
         ops.add(base, items);
         return;
     }
-    let mut path = base.to_vec();
-    path.push("-");
+    let mut tokens = Tokens::new(base);
+    tokens.push("-");
     for item in items {
-        ops.add(&path, item);
+        ops.add(tokens.as_slice(), item);
     }
 }
 
-/// `base` followed by `rest`.
-fn joined<'a>(base: &[&'a str], rest: &[&'a str]) -> Vec<&'a str> {
-    let mut p = Vec::with_capacity(base.len() + rest.len());
-    p.extend_from_slice(base);
-    p.extend_from_slice(rest);
-    p
+/// A JSON Pointer's tokens, held on the stack (every path of a patch has at most 6).
+struct Tokens<'a> {
+    tokens: [&'a str; 8],
+    len: usize,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(base: &[&'a str]) -> Self {
+        let mut t = Tokens {
+            tokens: [""; 8],
+            len: 0,
+        };
+        for token in base {
+            t.push(token);
+        }
+        t
+    }
+
+    fn push(&mut self, token: &'a str) {
+        assert!(
+            self.len < self.tokens.len(),
+            "a patch path of at most 8 tokens"
+        );
+        self.tokens[self.len] = token;
+        self.len += 1;
+    }
+
+    fn as_slice(&self) -> &[&'a str] {
+        &self.tokens[..self.len]
+    }
 }
 
 fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPlan<'_>) {
     let idx = index.to_string();
-    let base = ["spec", list, idx.as_str()];
     let env_plan = &c.env;
     let env = ["spec", list, idx.as_str(), "env"];
-    let env_path = |rest: &[&'static str]| joined(&env, rest);
+    let append = ["spec", list, idx.as_str(), "env", "-"];
     if env_plan.original().is_empty() && c.container.env.is_none() {
         // No env list yet: one add with the whole list (prepends and appends both land here).
         let all = env_plan.to_vec();
@@ -179,28 +202,28 @@ fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPla
         // no `value` member, and RFC 6902 `replace` requires one.
         for (i, value) in env_plan.replaced() {
             let i = i.to_string();
-            ops.add(&joined(&env, &[i.as_str(), "value"]), value);
+            ops.add(
+                &["spec", list, idx.as_str(), "env", i.as_str(), "value"],
+                value,
+            );
         }
         for e in env_plan.appended() {
-            ops.add_env(&env_path(&["-"]), e);
+            ops.add_env(&append, e);
         }
         if let Some(i) = env_plan.moved_to_end() {
             let i = i.to_string();
-            ops.moved(&joined(&env, &[i.as_str()]), &env_path(&["-"]));
+            ops.moved(&["spec", list, idx.as_str(), "env", i.as_str()], &append);
         }
         for e in env_plan.prepended().iter().rev() {
-            ops.add_env(&env_path(&["0"]), e);
+            ops.add_env(&["spec", list, idx.as_str(), "env", "0"], e);
         }
     }
-    let mut mounts = base.to_vec();
-    mounts.push("volumeMounts");
+    let mounts = ["spec", list, idx.as_str(), "volumeMounts"];
     let mut removed = c.removed_mounts.clone();
     removed.sort_unstable_by(|a, b| b.cmp(a));
     for i in removed {
         let i = i.to_string();
-        let mut p = mounts.clone();
-        p.push(i.as_str());
-        ops.remove(&p);
+        ops.remove(&["spec", list, idx.as_str(), "volumeMounts", i.as_str()]);
     }
     append_all(
         ops,
