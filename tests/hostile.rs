@@ -420,7 +420,9 @@ async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
     let shed_at_start = server.metric(&dropped("webhook", "shed")).await;
     let mut latencies = Vec::new();
     let mut open_seen = Vec::new();
-    while flood_started.elapsed() < Duration::from_secs(3) {
+    // At least 3 s of flood and at least 5 samples: a debug server on a busy machine answers
+    // near the bound, and then 3 s alone may hold only 4.
+    while flood_started.elapsed() < Duration::from_secs(3) || latencies.len() < 5 {
         latencies.push(legit_review(&server, &body, &uid).await);
         open_seen.push(server.metric(OPEN_WEBHOOK).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -442,7 +444,6 @@ async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
         max < LEGIT_BOUND,
         "a fresh client waited {max:?} during the flood"
     );
-    assert!(latencies.len() >= 5, "only {} reviews", latencies.len());
     // Shed connections may stay open a moment after they were chosen.
     assert!(
         max_open <= (CAP + MAX_SHEDDING) as f64,

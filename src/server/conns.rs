@@ -175,8 +175,11 @@ impl Tracker {
             },
         );
         reg.enter(id, phase);
-        drop(reg);
+        // Counted under the registry's lock, as it is uncounted: the gauge never shows more
+        // connections than the registry holds (a drop and an admission racing otherwise
+        // showed one more than the cap allows).
         self.metrics.open.inc();
+        drop(reg);
         Conn(shared)
     }
 
@@ -378,9 +381,9 @@ impl Drop for Registration {
                 reg.shedding -= 1;
             }
         }
+        shared.tracker.metrics.open.dec();
         drop(reg);
         shared.tracker.changed.notify_one();
-        shared.tracker.metrics.open.dec();
     }
 }
 
