@@ -175,7 +175,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         });
     }
     if let Caches::Files(files) = &caches {
-        load_files(files.clone(), &metrics).await?;
+        load_files(files.clone(), metrics.clone()).await?;
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
@@ -353,17 +353,18 @@ async fn rollout(args: &RolloutArgs) -> anyhow::Result<()> {
 
 /// Reads the Instrumentation files (off the runtime's workers): the catalog is ready when it
 /// returns `Ok`; an unreadable file ends `serve` with its error.
-async fn load_files(files: Arc<cluster::FileCatalog>, metrics: &Metrics) -> anyhow::Result<()> {
+async fn load_files(files: Arc<cluster::FileCatalog>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
     let count = files.paths().len();
     metrics.store("instrumentations", 0, false);
     let read = files.clone();
-    let n = tokio::task::spawn_blocking(move || read.load()).await??;
+    // The store is counted synced before the catalog says it is ready, never after.
+    let synced = move |n| metrics.store("instrumentations", n, true);
+    let n = tokio::task::spawn_blocking(move || read.load_then(synced)).await??;
     tracing::info!(
         instrumentations = n,
         files = count,
         "Instrumentations loaded from files; not watching the cluster"
     );
-    metrics.store("instrumentations", n, true);
     Ok(())
 }
 

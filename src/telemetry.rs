@@ -118,7 +118,7 @@ fn write_batches(shared: &'static Shared) {
         drop(pending);
         let _ = std::io::stderr().write_all(&batch);
         batch.clear();
-        batch.shrink_to(MAX_PENDING);
+        batch.shrink_to(64 * 1024);
     }
 }
 

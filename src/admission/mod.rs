@@ -1,6 +1,8 @@
 //! `admission.k8s.io/v1` AdmissionReview in and out. The request envelope is read straight
-//! from the bytes with the object kept raw, so a Pod is decoded once, typed and only in the
-//! fields the engine reads ([`decode_pod`]), and any other kind is never decoded at all. The response always echoes the request's `uid`.
+//! from the bytes: a Pod CREATE that may ask for injection is decoded as it is read
+//! ([`envelope`]), any other object is kept raw and never decoded, and a pod is decoded only
+//! in the fields the engine reads ([`decode_pod`]). The response always echoes the request's
+//! `uid`.
 
 use std::collections::BTreeMap;
 

@@ -239,11 +239,18 @@ impl FileCatalog {
     /// Reads every file (blocking); the catalog is ready once this returns `Ok`. Returns the
     /// number of Instrumentations read. A second call reads nothing.
     pub fn load(&self) -> Result<usize, FileCatalogError> {
+        self.load_then(|_| {})
+    }
+
+    /// [`FileCatalog::load`], calling `announce` with the number read just before the
+    /// catalog becomes ready (so what it records, a metric, is there when `/readyz` says so).
+    pub fn load_then(&self, announce: impl FnOnce(usize)) -> Result<usize, FileCatalogError> {
         if let Some(c) = self.loaded.get() {
             return Ok(c.len());
         }
         let catalog = StaticCatalog::load(&self.paths)?;
         let n = catalog.len();
+        announce(n);
         let _ = self.loaded.set(catalog);
         Ok(n)
     }
