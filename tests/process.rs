@@ -568,13 +568,9 @@ async fn listeners_bind_before_the_instrumentation_file_is_read() {
         "{patch} {:?}",
         r.warnings
     );
-    assert!(
-        server
-            .log()
-            .contains("Instrumentations loaded from files; not watching the cluster"),
-        "{}",
-        server.log()
-    );
+    let loaded = "Instrumentations loaded from files; not watching the cluster";
+    let log = server.log_with(loaded, Duration::from_secs(5)).await;
+    assert!(log.contains(loaded), "{log}");
 }
 
 #[tokio::test]

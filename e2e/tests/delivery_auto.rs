@@ -99,14 +99,10 @@ async fn auto_without_the_metrics_permission_follows_the_version() {
         auto_series(&env.webhook.metrics().await),
         ["otel_injector_apiserver_image_volumes{source=\"version\"} 1"]
     );
-    let log = env.webhook.log();
-    assert!(
-        log.contains(
-            "the API server refused GET /metrics (HTTP 403): grant get on the non-resource \
-             URL /metrics (manifests/components/agent-delivery-auto)"
-        ),
-        "{log}"
-    );
+    let refused = "the API server refused GET /metrics (HTTP 403): grant get on the non-resource \
+                   URL /metrics (manifests/components/agent-delivery-auto)";
+    let log = env.webhook.log_with(refused, Duration::from_secs(5)).await;
+    assert!(log.contains(refused), "{log}");
     let ns = env.namespace("shop", &[]).await;
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "java", endpoint_spec("http://c:4318"))

@@ -540,6 +540,19 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// The log once it holds `needle` (lines reach the file up to about 20 ms after they are
+    /// logged: the server batches them), or as it is after `within`.
+    pub async fn log_with(&self, needle: &str, within: std::time::Duration) -> String {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let log = self.log();
+            if log.contains(needle) || std::time::Instant::now() >= until {
+                return log;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    }
+
     /// The `--instrumentation-file` path (when the builder wrote one).
     pub fn instrumentation_file(&self) -> PathBuf {
         self.dir.path().join("instrumentations.yaml")
