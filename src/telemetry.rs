@@ -50,17 +50,43 @@ const GATHER: Duration = Duration::from_millis(20);
 /// writer would (stderr that does not keep up slows logging down; memory stays bounded).
 const MAX_PENDING: usize = 1024 * 1024;
 
-/// The pending lines, and the lock taken around every write to stderr (after `pending`'s,
-/// never before it), which keeps lines in the order they were logged.
+/// The pending lines, and the output behind the lock taken around every write to it (after
+/// `pending`'s, never before it), which keeps lines in the order they were logged.
 struct Shared {
     pending: Mutex<Vec<u8>>,
     wake: Condvar,
-    out: Mutex<()>,
+    out: Mutex<Box<dyn Write + Send>>,
 }
 
-static SHARED: OnceLock<Shared> = OnceLock::new();
+impl Shared {
+    /// Pending lines to `out`, and the writer thread that writes them.
+    fn start(out: Box<dyn Write + Send>) -> &'static Shared {
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            pending: Mutex::new(Vec::new()),
+            wake: Condvar::new(),
+            out: Mutex::new(out),
+        }));
+        let spawned = std::thread::Builder::new()
+            .name("log-writer".into())
+            .spawn(move || write_batches(shared));
+        if spawned.is_err() {
+            // No thread: lines wait for 1 MiB of them, or for `flush`; say so.
+            eprintln!("otel-injector: no log writer thread; logs are written at exit");
+        }
+        shared
+    }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    /// Writes `pending` out and empties it; the caller holds `pending`'s lock.
+    fn write_pending(&self, pending: &mut Vec<u8>) {
+        let mut out = lock(&self.out);
+        let _ = out.write_all(pending);
+        pending.clear();
+    }
+}
+
+static SHARED: OnceLock<&'static Shared> = OnceLock::new();
+
+fn lock<T: ?Sized>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -75,20 +101,9 @@ impl Batched {
         let mut started = false;
         let shared = SHARED.get_or_init(|| {
             started = true;
-            Shared {
-                pending: Mutex::new(Vec::new()),
-                wake: Condvar::new(),
-                out: Mutex::new(()),
-            }
+            Shared::start(Box::new(std::io::stderr()))
         });
         if started {
-            let spawned = std::thread::Builder::new()
-                .name("log-writer".into())
-                .spawn(move || write_batches(shared));
-            if spawned.is_err() {
-                // No thread: every line waits for the next one, or for `flush`; say so.
-                eprintln!("otel-injector: no log writer thread; logs are written at exit");
-            }
             let previous = std::panic::take_hook();
             std::panic::set_hook(Box::new(move |info| {
                 flush_unless_busy();
@@ -114,9 +129,11 @@ fn write_batches(shared: &'static Shared) {
         std::thread::sleep(GATHER);
         let mut pending = lock(&shared.pending);
         std::mem::swap(&mut *pending, &mut batch);
-        let _out = lock(&shared.out);
+        // The output's lock before `pending`'s is released: no line overtakes this batch.
+        let mut out = lock(&shared.out);
         drop(pending);
-        let _ = std::io::stderr().write_all(&batch);
+        let _ = out.write_all(&batch);
+        drop(out);
         batch.clear();
         batch.shrink_to(64 * 1024);
     }
@@ -125,27 +142,18 @@ fn write_batches(shared: &'static Shared) {
 /// Writes every pending line now.
 pub fn flush() {
     if let Some(shared) = SHARED.get() {
-        let mut pending = lock(&shared.pending);
-        let _out = lock(&shared.out);
-        let _ = std::io::stderr().write_all(&pending);
-        pending.clear();
+        shared.write_pending(&mut lock(&shared.pending));
     }
 }
 
-/// [`flush`], unless a lock is held (a panic on a thread that holds one must not wait for
-/// itself).
+/// [`flush`], unless the pending lines' lock is held (a panic on a thread that holds it must
+/// not wait for itself).
 fn flush_unless_busy() {
-    let Some(shared) = SHARED.get() else {
-        return;
-    };
-    let Ok(mut pending) = shared.pending.try_lock() else {
-        return;
-    };
-    let Ok(_out) = shared.out.try_lock() else {
-        return;
-    };
-    let _ = std::io::stderr().write_all(&pending);
-    pending.clear();
+    if let Some(shared) = SHARED.get()
+        && let Ok(mut pending) = shared.pending.try_lock()
+    {
+        shared.write_pending(&mut pending);
+    }
 }
 
 /// One log line's writer: appends to the pending lines.
@@ -156,15 +164,12 @@ impl Write for Line {
         let shared = self.0;
         let mut pending = lock(&shared.pending);
         let was_empty = pending.is_empty();
-        if pending.len() + buf.len() > MAX_PENDING {
-            let _out = lock(&shared.out);
-            let mut stderr = std::io::stderr();
-            stderr.write_all(&pending)?;
-            pending.clear();
-            stderr.write_all(buf)?;
+        pending.extend_from_slice(buf);
+        if pending.len() > MAX_PENDING {
+            // The writer thread is behind: write here, as an unbatched writer would.
+            shared.write_pending(&mut pending);
             return Ok(buf.len());
         }
-        pending.extend_from_slice(buf);
         drop(pending);
         if was_empty {
             shared.wake.notify_one();
@@ -188,21 +193,65 @@ impl<'a> MakeWriter<'a> for Batched {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
+
+    /// An output the test reads back.
+    #[derive(Clone, Default)]
+    struct Sink(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Sink {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            lock(&self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn lines(range: std::ops::Range<usize>) -> Vec<String> {
+        range.map(|i| format!("line {i}\n")).collect()
+    }
 
     #[test]
-    fn lines_are_written_in_order_and_none_is_lost() {
-        // Through the writer this process's logging uses; `flush` empties it.
-        let batched = Batched::start();
-        let lines: Vec<String> = (0..200).map(|i| format!("line {i}\n")).collect();
-        for l in &lines {
+    fn the_writer_thread_writes_every_line_in_order() {
+        let sink = Sink::default();
+        let batched = Batched(Shared::start(Box::new(sink.clone())));
+        let written = lines(0..200);
+        for l in &written {
             batched.make_writer().write_all(l.as_bytes()).unwrap();
         }
-        let pending = lock(&batched.0.pending).clone();
-        // The writer thread may have taken some already; what is left is a suffix, whole
-        // lines in order.
-        let text = String::from_utf8(pending).unwrap();
-        assert!(lines.concat().ends_with(&text));
-        flush();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while lock(&sink.0).len() < written.concat().len() && std::time::Instant::now() < until {
+            std::thread::sleep(GATHER);
+        }
+        assert_eq!(
+            String::from_utf8(lock(&sink.0).clone()).unwrap(),
+            written.concat()
+        );
         assert!(lock(&batched.0.pending).is_empty());
+    }
+
+    #[test]
+    fn past_the_bound_the_logging_thread_writes_itself_in_order() {
+        let sink = Sink::default();
+        let shared = Shared::start(Box::new(sink.clone()));
+        // Hold the output, as a stderr that does not keep up would: the writer thread
+        // waits on it, and lines pile up past the bound.
+        let out = lock(&shared.out);
+        let big = "x".repeat(MAX_PENDING / 4) + "\n";
+        let logger = std::thread::spawn(move || {
+            for _ in 0..5 {
+                Line(shared).write_all(big.as_bytes()).unwrap();
+            }
+        });
+        std::thread::sleep(GATHER * 5);
+        assert!(lock(&sink.0).is_empty(), "nothing passes a held output");
+        drop(out);
+        logger.join().unwrap();
+        shared.write_pending(&mut lock(&shared.pending));
+        let text = String::from_utf8(lock(&sink.0).clone()).unwrap();
+        assert_eq!(text.len(), 5 * (MAX_PENDING / 4 + 1));
+        assert!(text.lines().all(|l| l.len() == MAX_PENDING / 4));
     }
 }
