@@ -91,4 +91,51 @@ async fn every_answer_is_logged_inside_the_review_span() {
     assert_eq!(reviewed["span"]["uid"], uid_of(&review));
     assert_eq!(reviewed["span"]["namespace"], "shop");
     assert_eq!(reviewed["span"]["operation"], "CREATE");
+    // The audit line: kind, languages and time; fields at their defaults are left out.
+    let fields: Vec<&str> = reviewed
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "injected",
+            "kind",
+            "level",
+            "message",
+            "micros",
+            "span",
+            "target",
+            "timestamp"
+        ]
+    );
+    assert_eq!(reviewed["kind"], "Pod");
+    assert_eq!(reviewed["injected"], r#"["java"]"#);
+    assert!(reviewed["micros"].as_u64().is_some());
+
+    // A dry run says so; warnings are listed.
+    let mut dry = review.clone();
+    dry["request"]["dryRun"] = true.into();
+    dry["request"]["object"]["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-python"] =
+        "true".into();
+    let before = logs.lines().len();
+    let (router, _) = webhook();
+    let r = call(router, post(MUTATE, serde_json::to_vec(&dry).unwrap())).await;
+    assert_eq!(r.status, 200);
+    let lines = logs.lines();
+    let line = lines[before..]
+        .iter()
+        .find(|l| l["message"] == "reviewed")
+        .expect("a reviewed line");
+    assert_eq!(line["dry_run"], true, "{line}");
+    assert_eq!(line["injected"], "[]", "{line}");
+    assert!(
+        line["warnings"]
+            .as_str()
+            .is_some_and(|w| w.contains("several languages requested")),
+        "{line}"
+    );
+    assert!(line.get("already_injected").is_none(), "{line}");
 }

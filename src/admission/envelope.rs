@@ -36,8 +36,13 @@ pub(super) struct Request<'a> {
 pub(super) enum Object<'a> {
     Absent,
     Raw(&'a RawValue),
-    /// A Pod CREATE decoded as it was read, and its JSON text (UTF-8).
-    Pod(Box<PodIn>, &'a [u8]),
+    /// A Pod CREATE decoded as it was read, its JSON text (UTF-8), and whether that text
+    /// holds an `inject-` annotation key's prefix (found by the read's search of the body).
+    Pod {
+        pod: Box<PodIn>,
+        text: &'a [u8],
+        prefixed: bool,
+    },
 }
 
 /// Reads `body` in one pass; `namespace_asks` says whether a namespace's annotations ask for
@@ -140,6 +145,8 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
         let mut pod_start: Option<usize> = None;
         let mut pod_end: Option<usize> = None;
         let mut after_pod = false;
+        // Where the body first holds an `inject-` key's prefix, once searched.
+        let mut prefix_at: Option<usize> = None;
         while let Some(key) = map.next_key_seed(KeySeed)? {
             if std::mem::take(&mut after_pod) {
                 pod_end = key.offset(body).and_then(|k| value_end(body, k));
@@ -158,7 +165,8 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                     let in_place = is_pod
                         && operation.as_deref() == Some("CREATE")
                         && namespace.as_ref().is_some_and(|ns: &Option<String>| {
-                            memchr::memmem::find(body, INJECT_PREFIX.as_bytes()).is_some()
+                            prefix_at = memchr::memmem::find(body, INJECT_PREFIX.as_bytes());
+                            prefix_at.is_some()
                                 || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
                         });
                     let start = key
@@ -167,7 +175,11 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                     match start.filter(|_| in_place && object.is_none()) {
                         Some(start) => {
                             let pod: PodIn = map.next_value()?;
-                            object = Some(Object::Pod(Box::new(pod), &[]));
+                            object = Some(Object::Pod {
+                                pod: Box::new(pod),
+                                text: &[],
+                                prefixed: false,
+                            });
                             pod_start = Some(start);
                             after_pod = true;
                         }
@@ -183,7 +195,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
             }
         }
         let object = match (object, pod_start) {
-            (Some(Object::Pod(pod, _)), Some(start)) => {
+            (Some(Object::Pod { pod, .. }), Some(start)) => {
                 // The object was the last key, or its end was not where expected: its text
                 // is read again from where it starts.
                 let text = pod_end
@@ -195,7 +207,18 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                 if !text.is_ascii() && std::str::from_utf8(text).is_err() {
                     return Err(de::Error::custom("the pod is not UTF-8"));
                 }
-                Object::Pod(pod, text)
+                // The body's first prefix tells whether the text holds one, unless it stands
+                // before the text (in the request's other fields): then the text is searched.
+                let prefixed = match prefix_at {
+                    Some(at) if at >= start => at + INJECT_PREFIX.len() <= start + text.len(),
+                    Some(_) => memchr::memmem::find(text, INJECT_PREFIX.as_bytes()).is_some(),
+                    None => false,
+                };
+                Object::Pod {
+                    pod,
+                    text,
+                    prefixed,
+                }
             }
             (other, _) => other.unwrap_or(Object::Absent),
         };
@@ -340,7 +363,14 @@ mod tests {
     fn pod_text(body: &str) -> Option<String> {
         let review = read(body.as_bytes(), &|_| false)?;
         match review.request?.object {
-            Object::Pod(_, text) => Some(String::from_utf8(text.to_vec()).unwrap()),
+            Object::Pod { text, prefixed, .. } => {
+                // The carried search agrees with a search of the text itself.
+                assert_eq!(
+                    prefixed,
+                    memchr::memmem::find(text, INJECT_PREFIX.as_bytes()).is_some()
+                );
+                Some(String::from_utf8(text.to_vec()).unwrap())
+            }
             _ => None,
         }
     }
@@ -406,7 +436,7 @@ mod tests {
             r#"{"uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},"namespace":"shop","operation":"CREATE","object":{"metadata":{}}}"#,
         );
         let r = read(body.as_bytes(), &|ns| ns == "shop").unwrap();
-        assert!(matches!(r.request.unwrap().object, Object::Pod(..)));
+        assert!(matches!(r.request.unwrap().object, Object::Pod { .. }));
         // Escaped keys, duplicate fields, a pod that does not decode, trailing text: no
         // one-pass read.
         // Text the pod's decode skips must still be UTF-8, as the plain read requires.

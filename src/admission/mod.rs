@@ -6,7 +6,6 @@
 
 use std::collections::BTreeMap;
 
-use base64::Engine as _;
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{
     Container, EnvFromSource, EnvVar, EphemeralContainer, Pod, PodSpec, SecurityContext, Volume,
@@ -20,6 +19,7 @@ use crate::engine::census::controller;
 use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, SkipReason, Snapshot};
 use crate::warnings::shorten;
 
+mod base64;
 mod envelope;
 pub mod patch;
 
@@ -444,18 +444,24 @@ fn answer(
     if is_pod && s.operation == "CREATE" {
         // The object's JSON text, and the pod when it was decoded in one pass with the
         // envelope (then `object`, the text as a `str`, is not needed: the pod is small).
-        let (object, bytes, decoded) = match req.object {
-            Object::Absent => ("", &[][..], None),
-            Object::Raw(raw) => (raw.get(), raw.get().as_bytes(), None),
-            Object::Pod(pod, bytes) => ("", bytes, Some(pod)),
+        let (object, bytes, decoded, prefixed) = match req.object {
+            Object::Absent => ("", &[][..], None, false),
+            Object::Raw(raw) => {
+                let prefixed = memchr::memmem::find(raw.get().as_bytes(), INJECT_PREFIX.as_bytes());
+                (raw.get(), raw.get().as_bytes(), None, prefixed.is_some())
+            }
+            Object::Pod {
+                pod,
+                text,
+                prefixed,
+            } => ("", text, Some(pod), prefixed),
         };
         // On CREATE the pod's own namespace may be empty: the request's is the truth.
         let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(bytes.len());
         // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
         // is answered without decoding it (most pods, with the default configuration that
         // sends every pod).
-        let asks = memchr::memmem::find(bytes, INJECT_PREFIX.as_bytes()).is_some()
-            || snapshot.namespace_info.as_deref().is_some_and(info_asks);
+        let asks = prefixed || snapshot.namespace_info.as_deref().is_some_and(info_asks);
         // Decoding costs about the size of a `Container` per container, far more than the
         // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
         let too_many = decoded.is_none() && asks && too_many_containers(object);
@@ -532,8 +538,7 @@ fn refused_status_patch(
 /// The response body: `{"apiVersion","kind","response":{"uid","allowed","patchType",
 /// "patch","warnings"}}`, the patch base64-encoded straight into the body.
 fn response(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Vec<u8> {
-    use base64::engine::general_purpose::STANDARD;
-    let patch_len = patch.map_or(0, |p| p.len().div_ceil(3) * 4);
+    let patch_len = patch.map_or(0, |p| base64::encoded_len(p.len()));
     let mut out = Vec::with_capacity(160 + uid.len() + patch_len);
     out.extend_from_slice(
         br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
@@ -543,10 +548,7 @@ fn response(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Vec<u8> {
     out.extend_from_slice(br#","allowed":true"#);
     if let Some(p) = patch {
         out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
-        let start = out.len();
-        out.resize(start + patch_len, 0);
-        let written = STANDARD.encode_slice(p, &mut out[start..]).unwrap_or(0);
-        out.truncate(start + written);
+        base64::encode_into(p, &mut out);
         out.push(b'"');
     }
     if !warnings.is_empty() {
@@ -560,6 +562,7 @@ fn response(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ::base64::Engine as _;
     use serde_json::json;
 
     #[test]
@@ -567,7 +570,7 @@ mod tests {
         let patch = br#"[{"op":"add","path":"/metadata/annotations","value":{"a":"b"}}]"#;
         let body = response(r#"u"1\"#, Some(patch), &["w \"1\"".to_owned()]);
         let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        let encoded = base64::engine::general_purpose::STANDARD.encode(patch);
+        let encoded = ::base64::engine::general_purpose::STANDARD.encode(patch);
         assert_eq!(
             v,
             json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -585,7 +588,7 @@ mod tests {
                 serde_json::from_slice(&response("u", Some(&p), &[])).unwrap();
             assert_eq!(
                 v["response"]["patch"],
-                base64::engine::general_purpose::STANDARD.encode(&p)
+                ::base64::engine::general_purpose::STANDARD.encode(&p)
             );
         }
     }

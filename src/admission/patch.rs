@@ -68,6 +68,8 @@ impl JsonPatch {
             return;
         }
         self.pointer.clear();
+        self.pointer
+            .reserve(tokens.iter().map(|t| t.len() * 2 + 1).sum());
         for t in tokens {
             self.pointer.push('/');
             for c in t.chars() {

@@ -92,29 +92,25 @@ pub fn resource_attributes<'a>(
     );
     put("service.instance.id", instance_id);
     let o = &info.owners;
-    if let Some(d) = &o.deployment {
-        put("k8s.deployment.name", d.as_str().into());
+    if let Some(d) = o.deployment {
+        put("k8s.deployment.name", d.into());
     }
     let named = [
-        ("k8s.replicaset.name", "k8s.replicaset.uid", &o.replicaset),
-        (
-            "k8s.statefulset.name",
-            "k8s.statefulset.uid",
-            &o.statefulset,
-        ),
-        ("k8s.daemonset.name", "k8s.daemonset.uid", &o.daemonset),
-        ("k8s.job.name", "k8s.job.uid", &o.job),
+        ("k8s.replicaset.name", "k8s.replicaset.uid", o.replicaset),
+        ("k8s.statefulset.name", "k8s.statefulset.uid", o.statefulset),
+        ("k8s.daemonset.name", "k8s.daemonset.uid", o.daemonset),
+        ("k8s.job.name", "k8s.job.uid", o.job),
     ];
     for (name_key, uid_key, owner) in named {
         if let Some((name, uid)) = owner {
-            put(name_key, name.as_str().into());
+            put(name_key, name.into());
             if uids {
-                put(uid_key, uid.as_str().into());
+                put(uid_key, uid.into());
             }
         }
     }
-    if let Some(c) = &o.cronjob {
-        put("k8s.cronjob.name", c.as_str().into());
+    if let Some(c) = o.cronjob {
+        put("k8s.cronjob.name", c.into());
     }
     if let Some(v) = info.service_version(use_labels, container) {
         put("service.version", v.into());

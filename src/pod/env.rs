@@ -7,6 +7,10 @@ use crate::pod::names::NameSet;
 
 use k8s_openapi::api::core::v1::EnvVar;
 
+/// Room made for appended variables on the first append: the SDK configuration's and an
+/// agent's own (twelve for Java), so the list does not grow twice.
+const APPENDED_HINT: usize = 12;
+
 /// Environment of one container: the original list plus the edits made to it.
 #[derive(Clone, Debug)]
 pub struct EnvPlan<'a> {
@@ -88,8 +92,16 @@ impl<'a> EnvPlan<'a> {
         if self.contains(&var.name) {
             return false;
         }
-        self.appended.push(var);
+        self.append(var);
         true
+    }
+
+    fn append(&mut self, var: EnvVar) {
+        if self.appended.capacity() == 0 {
+            // What an agent and the SDK configuration append, in one allocation.
+            self.appended.reserve(APPENDED_HINT);
+        }
+        self.appended.push(var);
     }
 
     /// Puts `var` before all other variables unless one of that name exists, so that
@@ -107,7 +119,7 @@ impl<'a> EnvPlan<'a> {
     pub fn set_literal(&mut self, name: &str, value: String) -> bool {
         match self.find(name) {
             None => {
-                self.appended.push(literal(name, value));
+                self.append(literal(name, value));
                 true
             }
             Some(Found::Original(i)) => {

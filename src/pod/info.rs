@@ -11,21 +11,22 @@ const LABEL_APP_VERSION: &str = "app.kubernetes.io/version";
 const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
 
 /// The workloads that own a pod, derived from its owner references and labels.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Owners {
-    pub deployment: Option<String>,
-    pub replicaset: Option<(String, String)>,
-    pub statefulset: Option<(String, String)>,
-    pub daemonset: Option<(String, String)>,
-    pub job: Option<(String, String)>,
-    pub cronjob: Option<String>,
+/// Names (and, with them, uids) borrowed from the pod.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Owners<'a> {
+    pub deployment: Option<&'a str>,
+    pub replicaset: Option<(&'a str, &'a str)>,
+    pub statefulset: Option<(&'a str, &'a str)>,
+    pub daemonset: Option<(&'a str, &'a str)>,
+    pub job: Option<(&'a str, &'a str)>,
+    pub cronjob: Option<&'a str>,
 }
 
-impl Owners {
+impl<'a> Owners<'a> {
     /// A ReplicaSet made by a Deployment is named `<deployment>-<pod-template-hash>` and its
     /// pods carry that hash as a label; a Job made by a CronJob is named
     /// `<cronjob>-<scheduled minutes since the epoch>`.
-    pub fn of(pod: &Pod) -> Self {
+    pub fn of(pod: &'a Pod) -> Self {
         let mut o = Owners::default();
         let hash = pod
             .metadata
@@ -33,33 +34,33 @@ impl Owners {
             .as_ref()
             .and_then(|l| l.get(LABEL_POD_TEMPLATE_HASH));
         for r in pod.metadata.owner_references.iter().flatten() {
-            let named = (r.name.clone(), r.uid.clone());
-            match r.kind.to_ascii_lowercase().as_str() {
-                "replicaset" => {
-                    if let Some(h) = hash.filter(|h| !h.is_empty()) {
-                        o.deployment = r
-                            .name
-                            .strip_suffix(h.as_str())
-                            .and_then(|p| p.strip_suffix('-'))
-                            .filter(|d| !d.is_empty())
-                            .map(str::to_owned);
-                    }
-                    o.replicaset = Some(named);
+            let named = (r.name.as_str(), r.uid.as_str());
+            let kind = |k: &str| r.kind.eq_ignore_ascii_case(k);
+            if kind("replicaset") {
+                if let Some(h) = hash.filter(|h| !h.is_empty()) {
+                    o.deployment = r
+                        .name
+                        .strip_suffix(h.as_str())
+                        .and_then(|p| p.strip_suffix('-'))
+                        .filter(|d| !d.is_empty());
                 }
-                "deployment" => o.deployment = Some(r.name.clone()),
-                "statefulset" => o.statefulset = Some(named),
-                "daemonset" => o.daemonset = Some(named),
-                "job" => {
-                    o.cronjob = r.name.rsplit_once('-').and_then(|(prefix, suffix)| {
-                        (suffix.len() >= 8
-                            && suffix.bytes().all(|b| b.is_ascii_digit())
-                            && !prefix.is_empty())
-                        .then(|| prefix.to_owned())
-                    });
-                    o.job = Some(named);
-                }
-                "cronjob" => o.cronjob = Some(r.name.clone()),
-                _ => {}
+                o.replicaset = Some(named);
+            } else if kind("deployment") {
+                o.deployment = Some(&r.name);
+            } else if kind("statefulset") {
+                o.statefulset = Some(named);
+            } else if kind("daemonset") {
+                o.daemonset = Some(named);
+            } else if kind("job") {
+                o.cronjob = r.name.rsplit_once('-').and_then(|(prefix, suffix)| {
+                    (suffix.len() >= 8
+                        && suffix.bytes().all(|b| b.is_ascii_digit())
+                        && !prefix.is_empty())
+                    .then_some(prefix)
+                });
+                o.job = Some(named);
+            } else if kind("cronjob") {
+                o.cronjob = Some(&r.name);
             }
         }
         o
@@ -72,7 +73,7 @@ pub struct PodInfo<'a> {
     pub pod: &'a Pod,
     /// The request's namespace (the pod's may be empty on CREATE).
     pub namespace: &'a str,
-    pub owners: Owners,
+    pub owners: Owners<'a>,
 }
 
 impl<'a> PodInfo<'a> {
@@ -123,12 +124,12 @@ impl<'a> PodInfo<'a> {
                     })
                     .flatten()
             })
-            .or(o.deployment.as_deref())
-            .or(o.replicaset.as_ref().map(|r| r.0.as_str()))
-            .or(o.statefulset.as_ref().map(|r| r.0.as_str()))
-            .or(o.daemonset.as_ref().map(|r| r.0.as_str()))
-            .or(o.cronjob.as_deref())
-            .or(o.job.as_ref().map(|r| r.0.as_str()))
+            .or(o.deployment)
+            .or(o.replicaset.map(|r| r.0))
+            .or(o.statefulset.map(|r| r.0))
+            .or(o.daemonset.map(|r| r.0))
+            .or(o.cronjob)
+            .or(o.job.map(|r| r.0))
             .or(self.pod_name())
             .unwrap_or(&container.name)
             .to_owned()
@@ -198,8 +199,8 @@ mod tests {
             "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet",
                 "name": "web-7d4b9c8f5", "uid": "u1", "controller": true}]}}));
         let o = Owners::of(&p);
-        assert_eq!(o.deployment.as_deref(), Some("web"));
-        assert_eq!(o.replicaset, Some(("web-7d4b9c8f5".into(), "u1".into())));
+        assert_eq!(o.deployment, Some("web"));
+        assert_eq!(o.replicaset, Some(("web-7d4b9c8f5", "u1")));
 
         // A ReplicaSet without the hash label is not guessed to be a Deployment's.
         let p = pod(
@@ -213,11 +214,8 @@ mod tests {
             "kind": "Job", "name": "nightly-backup-29380320", "uid": "u2"}]}}),
         );
         let o = Owners::of(&p);
-        assert_eq!(o.cronjob.as_deref(), Some("nightly-backup"));
-        assert_eq!(
-            o.job.as_ref().map(|j| j.0.as_str()),
-            Some("nightly-backup-29380320")
-        );
+        assert_eq!(o.cronjob, Some("nightly-backup"));
+        assert_eq!(o.job.map(|j| j.0), Some("nightly-backup-29380320"));
 
         let p = pod(
             json!({"metadata": {"ownerReferences": [{"apiVersion": "batch/v1",

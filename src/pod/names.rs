@@ -9,6 +9,8 @@ pub struct NameSet<'a>(Vec<&'a str>);
 impl<'a> FromIterator<&'a str> for NameSet<'a> {
     fn from_iter<I: IntoIterator<Item = &'a str>>(names: I) -> Self {
         let mut v: Vec<&str> = names.into_iter().collect();
+        // Room for the names a plan adds, without growing.
+        v.reserve(16);
         v.sort_unstable();
         NameSet(v)
     }

@@ -15,6 +15,7 @@ use tracing::Span;
 use tracing::field::Empty;
 
 use crate::admission::{self, Summary};
+use crate::agents::Language;
 use crate::cluster::events::{EventSink, SkipEvent};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
@@ -220,15 +221,29 @@ fn queue_events(events: &EventSink, s: &Summary) {
     }
 }
 
+/// Languages written as a list of their names (`["java", "nodejs"]`), without collecting them.
+struct Names<'a>(&'a [Language]);
+
+impl std::fmt::Debug for Names<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list()
+            .entries(self.0.iter().map(|l| l.as_str()))
+            .finish()
+    }
+}
+
+/// The audit line of a review that asked for something (or got warnings): its kind, the
+/// languages injected and the time taken; the warnings, a dry run and an earlier injection
+/// only when there are (a field left out is its default: none, false).
 fn log_review(s: &Summary, elapsed: Duration) {
     if s.report.requested || !s.report.warnings.is_empty() {
-        let injected: Vec<_> = s.report.injected.iter().map(|l| l.as_str()).collect();
+        let warnings = &s.report.warnings;
         tracing::info!(
             kind = %s.kind,
-            dry_run = s.dry_run,
-            injected = ?injected,
-            warnings = ?s.report.warnings,
-            already_injected = s.report.already_injected,
+            injected = ?Names(&s.report.injected),
+            warnings = (!warnings.is_empty()).then_some(tracing::field::debug(warnings)),
+            dry_run = s.dry_run.then_some(true),
+            already_injected = s.report.already_injected.then_some(true),
             micros = elapsed.as_micros() as u64,
             "reviewed"
         );

@@ -127,7 +127,7 @@ fn origin(
     spec: &Value,
     langs: &[Language],
     chosen: &BTreeMap<Language, (&str, Option<&Instrumentation>)>,
-    owners: &Owners,
+    owners: &Owners<'_>,
     m: &Mutation,
 ) -> (&'static str, String) {
     if let Some(path) = spec
@@ -179,7 +179,7 @@ fn origin(
     }
 }
 
-fn service_name_origin(value: &str, owners: &Owners, m: &Mutation) -> String {
+fn service_name_origin(value: &str, owners: &Owners<'_>, m: &Mutation) -> String {
     let annotated = m
         .before
         .pod
@@ -191,18 +191,12 @@ fn service_name_origin(value: &str, owners: &Owners, m: &Mutation) -> String {
         return format!("the pod annotation {RESOURCE_ANNOTATION_PREFIX}service.name");
     }
     let owned = [
-        ("Deployment", owners.deployment.as_deref()),
-        (
-            "ReplicaSet",
-            owners.replicaset.as_ref().map(|r| r.0.as_str()),
-        ),
-        (
-            "StatefulSet",
-            owners.statefulset.as_ref().map(|r| r.0.as_str()),
-        ),
-        ("DaemonSet", owners.daemonset.as_ref().map(|r| r.0.as_str())),
-        ("CronJob", owners.cronjob.as_deref()),
-        ("Job", owners.job.as_ref().map(|r| r.0.as_str())),
+        ("Deployment", owners.deployment),
+        ("ReplicaSet", owners.replicaset.map(|r| r.0)),
+        ("StatefulSet", owners.statefulset.map(|r| r.0)),
+        ("DaemonSet", owners.daemonset.map(|r| r.0)),
+        ("CronJob", owners.cronjob),
+        ("Job", owners.job.map(|r| r.0)),
     ];
     if let Some((kind, _)) = owned.iter().find(|(_, n)| *n == Some(value)) {
         return format!("the {kind}'s name");
