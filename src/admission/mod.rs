@@ -220,7 +220,7 @@ pub struct Summary {
     pub patched: bool,
     pub report: Report,
     /// The pod's controller (its `ownerReferences` entry with `controller: true`), when the
-    /// pod was read: what the Events of its skips are about.
+    /// pod was read and something was skipped: what the Events of its skips are about.
     pub owner: Option<OwnerReference>,
 }
 
@@ -483,10 +483,12 @@ fn answer(
         let pod = || decoded.map_or_else(|| decode_pod(object), |p| Ok(Pod::from(*p)));
         match (asks && !too_many).then(pod) {
             Some(Ok(pod)) => {
-                s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
                 let (text, report) = mutate_json(&snapshot, &pod);
                 patch = text;
                 s.report = report;
+                if !s.report.skipped.is_empty() {
+                    s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
+                }
             }
             Some(Err(e)) => s.report.warnings.push(shorten(format!(
                 "otel-injector: pod could not be decoded ({e}); not injected"
