@@ -15,9 +15,9 @@
 # Server CPU is user+system time of every thread, from /proc/<pid>/stat before and after each
 # measured phase, divided by the requests wrk completed in that phase. On a machine of two or
 # more CPUs, wrk runs on the last one and the server on the others (`taskset`), so that the
-# two never take turns on one CPU (on the 2-CPU machine this made the injected review's
-# rounds agree within 3 % instead of 8 %); --no-pin lets the scheduler place them. Phases alternate
-# floor, noop, inject for --rounds rounds; the table gives every phase and the medians.
+# two never take turns on one CPU (on the 2-CPU machine, five runs of one binary spread
+# 2.41-2.47x pinned, three unpinned 2.34-2.69x); --no-pin lets the scheduler place them.
+# Phases alternate floor, noop, inject for --rounds rounds; the table gives every phase and the medians.
 # wrk (Debian's package) is installed when missing; the binary is a release build
 # (`cargo build --release --locked`) unless --binary names one. Everything listens on
 # 127.0.0.1 and stops on its own; the temp dir (certs, logs) is removed unless --keep.
