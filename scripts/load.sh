@@ -108,7 +108,7 @@ CPUS="$(nproc)"
 SERVER_ON=()
 WRK_ON=()
 if [[ "$PIN" == 1 ]] && (( CPUS >= 2 )) && command -v taskset >/dev/null; then
-    SERVER_ON=(taskset -c "0-$((CPUS - 2))")
+    SERVER_ON=(taskset -c "$( (( CPUS == 2 )) && echo 0 || echo "0-$((CPUS - 2))")")
     WRK_ON=(taskset -c "$((CPUS - 1))")
 fi
 
@@ -196,7 +196,7 @@ if [[ -n "$PROFILE" ]]; then
         run "$s" "$DURATION" >/dev/null
         wait "$perf_pid" || true
         perf report -i "$PROFILE/$s.data" --no-children --sort symbol --stdio 2>/dev/null |
-            grep -E '^ +[0-9]' >"$PROFILE/$s.all" || true
+            grep -E '^ +[0-9]' | sed -E 's/[[:space:]]+-[[:space:]]+-[[:space:]]*$//' >"$PROFILE/$s.all" || true
         sed -n '1,40p' "$PROFILE/$s.all" >"$PROFILE/$s.txt"
         echo "[load] profile of $s: $PROFILE/$s.txt" >&2
     done
