@@ -7,8 +7,9 @@ use crate::pod::names::NameSet;
 
 use k8s_openapi::api::core::v1::EnvVar;
 
-/// Room made for appended variables on the first append: the SDK configuration's and an
-/// agent's own (twelve for Java), so the list does not grow twice.
+/// Room made for appended variables on the first append: about what the SDK configuration
+/// and an agent append together (ten for the Java pod of `just load`), so the list does not
+/// grow twice.
 const APPENDED_HINT: usize = 12;
 
 /// Environment of one container: the original list plus the edits made to it.
