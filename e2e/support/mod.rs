@@ -15,4 +15,6 @@ pub mod kubelet;
 pub mod labeler;
 pub mod process;
 pub mod runner;
+#[path = "../../tests/support/text.rs"]
+pub mod text;
 pub mod webhook;

@@ -297,17 +297,9 @@ impl Webhook {
         self.proc.log_text()
     }
 
-    /// The log once it holds `needle` (lines reach the file up to about 20 ms after they are
-    /// logged: the server batches them), or as it is after `within`.
+    /// The log once it holds `needle`, or as it is after `within` (lines are batched).
     pub async fn log_with(&self, needle: &str, within: std::time::Duration) -> String {
-        let until = std::time::Instant::now() + within;
-        loop {
-            let log = self.log();
-            if log.contains(needle) || std::time::Instant::now() >= until {
-                return log;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        super::text::once_it_holds(|| self.log(), needle, within).await
     }
 
     pub fn log_path(&self) -> PathBuf {

@@ -162,13 +162,18 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                     let is_pod = kind.as_ref().is_some_and(|k: &Gvk| {
                         k.kind == "Pod" && k.group.is_empty() && k.version == "v1"
                     });
-                    let in_place = is_pod
-                        && operation.as_deref() == Some("CREATE")
-                        && namespace.as_ref().is_some_and(|ns: &Option<String>| {
-                            prefix_at = memchr::memmem::find(body, INJECT_PREFIX.as_bytes());
-                            prefix_at.is_some()
-                                || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
-                        });
+                    // A Pod CREATE whose namespace came first may ask for injection: by a
+                    // key in the body (searched once, the answer reuses where it stands), or
+                    // by its namespace's annotations.
+                    let create_in = namespace
+                        .as_ref()
+                        .filter(|_| is_pod && operation.as_deref() == Some("CREATE"));
+                    if create_in.is_some() {
+                        prefix_at = memchr::memmem::find(body, INJECT_PREFIX.as_bytes());
+                    }
+                    let in_place = create_in.is_some_and(|ns: &Option<String>| {
+                        prefix_at.is_some() || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
+                    });
                     let start = key
                         .offset(body)
                         .and_then(|k| value_start(body, k + key.text.len()));
@@ -395,6 +400,29 @@ mod tests {
             head.replace(r#""object":"#, "\"object\" :\n  ")
         );
         assert_eq!(pod_text(&spaced).as_deref(), Some(POD));
+    }
+
+    #[test]
+    fn whether_the_pod_holds_an_inject_key_is_told_by_the_bodys_first_one() {
+        let prefixed = |body: &str| match read(body.as_bytes(), &|_| true)?.request?.object {
+            Object::Pod { prefixed, .. } => Some(prefixed),
+            _ => None,
+        };
+        let key = format!("{INJECT_PREFIX}java");
+        let plain = r#"{"metadata":{"annotations":{"a":"b"}}}"#;
+        let asking = format!(r#"{{"metadata":{{"annotations":{{"{key}":"true"}}}}}}"#);
+        let body = |before: &str, pod: &str, after: &str| {
+            format!(
+                r#"{{"request":{{"uid":"u","userInfo":{{"extra":{{"x":["{before}"]}}}},"kind":{{"group":"","version":"v1","kind":"Pod"}},"namespace":"shop","operation":"CREATE","object":{pod},"oldObject":{{"n":"{after}"}}}}}}"#
+            )
+        };
+        // The first one in the pod; only before it (the pod is searched); only after it;
+        // before it and in it; none (the namespace asks).
+        assert_eq!(prefixed(&body("", &asking, "")), Some(true));
+        assert_eq!(prefixed(&body(&key, plain, "")), Some(false));
+        assert_eq!(prefixed(&body("", plain, &key)), Some(false));
+        assert_eq!(prefixed(&body(&key, &asking, &key)), Some(true));
+        assert_eq!(prefixed(&body("", plain, "")), Some(false));
     }
 
     #[test]

@@ -147,42 +147,12 @@ fn append_all<T: Serialize>(ops: &mut JsonPatch, base: &[&str], exists: bool, it
         ops.add(base, items);
         return;
     }
-    let mut tokens = Tokens::new(base);
-    tokens.push("-");
+    // `base` and `-`, on the stack (a patch path has at most 6 tokens).
+    let mut tokens = [""; 8];
+    tokens[..base.len()].copy_from_slice(base);
+    tokens[base.len()] = "-";
     for item in items {
-        ops.add(tokens.as_slice(), item);
-    }
-}
-
-/// A JSON Pointer's tokens, held on the stack (every path of a patch has at most 6).
-struct Tokens<'a> {
-    tokens: [&'a str; 8],
-    len: usize,
-}
-
-impl<'a> Tokens<'a> {
-    fn new(base: &[&'a str]) -> Self {
-        let mut t = Tokens {
-            tokens: [""; 8],
-            len: 0,
-        };
-        for token in base {
-            t.push(token);
-        }
-        t
-    }
-
-    fn push(&mut self, token: &'a str) {
-        assert!(
-            self.len < self.tokens.len(),
-            "a patch path of at most 8 tokens"
-        );
-        self.tokens[self.len] = token;
-        self.len += 1;
-    }
-
-    fn as_slice(&self) -> &[&'a str] {
-        &self.tokens[..self.len]
+        ops.add(&tokens[..=base.len()], item);
     }
 }
 

@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 pub mod router;
+pub mod text;
 
 use std::fmt::Write as _;
 use std::future::Future;
@@ -540,17 +541,9 @@ impl Server {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
-    /// The log once it holds `needle` (lines reach the file up to about 20 ms after they are
-    /// logged: the server batches them), or as it is after `within`.
+    /// The log once it holds `needle`, or as it is after `within` (lines are batched).
     pub async fn log_with(&self, needle: &str, within: std::time::Duration) -> String {
-        let until = std::time::Instant::now() + within;
-        loop {
-            let log = self.log();
-            if log.contains(needle) || std::time::Instant::now() >= until {
-                return log;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        text::once_it_holds(|| self.log(), needle, within).await
     }
 
     /// The `--instrumentation-file` path (when the builder wrote one).
