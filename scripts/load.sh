@@ -108,8 +108,11 @@ CPUS="$(nproc)"
 SERVER_ON=()
 WRK_ON=()
 if [[ "$PIN" == 1 ]] && (( CPUS >= 2 )) && command -v taskset >/dev/null; then
-    SERVER_ON=(taskset -c "$( (( CPUS == 2 )) && echo 0 || echo "0-$((CPUS - 2))")")
-    WRK_ON=(taskset -c "$((CPUS - 1))")
+    SERVER_CPUS="0"
+    (( CPUS > 2 )) && SERVER_CPUS="0-$((CPUS - 2))"
+    WRK_CPU="$((CPUS - 1))"
+    SERVER_ON=(taskset -c "$SERVER_CPUS")
+    WRK_ON=(taskset -c "$WRK_CPU")
 fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -158,7 +161,7 @@ run() {
 
 echo "[load] $BINARY, wrk -t1 -c$CONNECTIONS, ${DURATION}s per phase after ${WARMUP}s warm-up, $ROUNDS round(s), log level $LOG_LEVEL" >&2
 if (( ${#SERVER_ON[@]} > 0 )); then
-    echo "[load] server on CPU ${SERVER_ON[2]}, wrk on CPU ${WRK_ON[2]}" >&2
+    echo "[load] server on CPU $SERVER_CPUS, wrk on CPU $WRK_CPU" >&2
 else
     echo "[load] server and wrk placed by the scheduler" >&2
 fi

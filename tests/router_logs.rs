@@ -138,4 +138,21 @@ async fn every_answer_is_logged_inside_the_review_span() {
         "{line}"
     );
     assert!(line.get("already_injected").is_none(), "{line}");
+
+    // A pod injected before says so, and nothing else that is at its default.
+    let mut again = review.clone();
+    again["request"]["object"]["metadata"]["annotations"]["otel-injector/injected"] = "java".into();
+    let before = logs.lines().len();
+    let (router, _) = webhook();
+    let r = call(router, post(MUTATE, serde_json::to_vec(&again).unwrap())).await;
+    assert_eq!(r.status, 200);
+    let lines = logs.lines();
+    let line = lines[before..]
+        .iter()
+        .find(|l| l["message"] == "reviewed")
+        .expect("a reviewed line");
+    assert_eq!(line["already_injected"], true, "{line}");
+    assert_eq!(line["injected"], "[]", "{line}");
+    assert!(line.get("dry_run").is_none(), "{line}");
+    assert!(line.get("warnings").is_none(), "{line}");
 }

@@ -14,7 +14,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
-use super::{Gvk, INJECT_PREFIX, PodIn};
+use super::{Gvk, INJECT_PREFIX, PodIn, find_inject_prefix};
 
 /// A review read in one pass: the envelope's fields and the pod, decoded.
 pub(super) struct Review<'a> {
@@ -169,7 +169,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                         .as_ref()
                         .filter(|_| is_pod && operation.as_deref() == Some("CREATE"));
                     if create_in.is_some() {
-                        prefix_at = memchr::memmem::find(body, INJECT_PREFIX.as_bytes());
+                        prefix_at = find_inject_prefix(body);
                     }
                     let in_place = create_in.is_some_and(|ns: &Option<String>| {
                         prefix_at.is_some() || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
@@ -216,7 +216,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                 // before the text (in the request's other fields): then the text is searched.
                 let prefixed = match prefix_at {
                     Some(at) if at >= start => at + INJECT_PREFIX.len() <= start + text.len(),
-                    Some(_) => memchr::memmem::find(text, INJECT_PREFIX.as_bytes()).is_some(),
+                    Some(_) => find_inject_prefix(text).is_some(),
                     None => false,
                 };
                 Object::Pod {
@@ -370,10 +370,7 @@ mod tests {
         match review.request?.object {
             Object::Pod { text, prefixed, .. } => {
                 // The carried search agrees with a search of the text itself.
-                assert_eq!(
-                    prefixed,
-                    memchr::memmem::find(text, INJECT_PREFIX.as_bytes()).is_some()
-                );
+                assert_eq!(prefixed, find_inject_prefix(text).is_some());
                 Some(String::from_utf8(text.to_vec()).unwrap())
             }
             _ => None,

@@ -28,6 +28,12 @@ use envelope::Object;
 const API_VERSION: &str = "admission.k8s.io/v1";
 /// Every key that asks for injection starts with this (`inject-<lang>`).
 const INJECT_PREFIX: &str = "instrumentation.opentelemetry.io/inject-";
+
+/// Where `text` first holds [`INJECT_PREFIX`]: a pod without it asks for nothing by its own
+/// annotations.
+fn find_inject_prefix(text: &[u8]) -> Option<usize> {
+    memchr::memmem::find(text, INJECT_PREFIX.as_bytes())
+}
 const KIND: &str = "AdmissionReview";
 
 #[derive(Deserialize)]
@@ -447,8 +453,13 @@ fn answer(
         let (object, bytes, decoded, prefixed) = match req.object {
             Object::Absent => ("", &[][..], None, false),
             Object::Raw(raw) => {
-                let prefixed = memchr::memmem::find(raw.get().as_bytes(), INJECT_PREFIX.as_bytes());
-                (raw.get(), raw.get().as_bytes(), None, prefixed.is_some())
+                let text = raw.get();
+                (
+                    text,
+                    text.as_bytes(),
+                    None,
+                    find_inject_prefix(text.as_bytes()).is_some(),
+                )
             }
             Object::Pod {
                 pod,

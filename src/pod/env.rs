@@ -142,11 +142,11 @@ impl<'a> EnvPlan<'a> {
             Some(Found::Original(i)) => self.moved_to_end = Some(i),
             Some(Found::Appended(i)) => {
                 let v = self.appended.remove(i);
-                self.appended.push(v);
+                self.append(v);
             }
             Some(Found::Prepended(i)) => {
                 let v = self.prepended.remove(i);
-                self.appended.push(v);
+                self.append(v);
             }
             None => {}
         }
