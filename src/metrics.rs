@@ -129,15 +129,19 @@ pub enum ConnClose {
     IdleTimeout,
     /// A request's answer was not written out in time.
     RequestTimeout,
+    /// The drain had begun and the connection waited without a request for
+    /// [`crate::server::conns::DRAIN_IDLE`].
+    Draining,
 }
 
 impl ConnClose {
-    pub const ALL: [ConnClose; 5] = [
+    pub const ALL: [ConnClose; 6] = [
         ConnClose::Shed,
         ConnClose::HandshakeTimeout,
         ConnClose::HeaderTimeout,
         ConnClose::IdleTimeout,
         ConnClose::RequestTimeout,
+        ConnClose::Draining,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -147,6 +151,27 @@ impl ConnClose {
             ConnClose::HeaderTimeout => "header_timeout",
             ConnClose::IdleTimeout => "idle_timeout",
             ConnClose::RequestTimeout => "request_timeout",
+            ConnClose::Draining => "draining",
+        }
+    }
+}
+
+/// Why an answer told the client to close its connection (`Connection: close`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub enum ConnRetire {
+    /// The drain had begun.
+    Draining,
+    /// The connection was past `--max-connection-age`.
+    MaxAge,
+}
+
+impl ConnRetire {
+    pub const ALL: [ConnRetire; 2] = [ConnRetire::Draining, ConnRetire::MaxAge];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ConnRetire::Draining => "draining",
+            ConnRetire::MaxAge => "max_age",
         }
     }
 }
@@ -225,11 +250,16 @@ pub struct ReloadLabels {
 pub struct ConnMetrics {
     pub open: Gauge,
     dropped: [Counter; ConnClose::ALL.len()],
+    retired: [Counter; ConnRetire::ALL.len()],
 }
 
 impl ConnMetrics {
     pub fn dropped(&self, reason: ConnClose) {
         self.dropped[reason as usize].inc();
+    }
+
+    pub fn retired(&self, reason: ConnRetire) {
+        self.retired[reason as usize].inc();
     }
 }
 
@@ -247,6 +277,7 @@ pub struct Metrics {
     pub cert_expiry: Gauge,
     pub connections_open: Family<ListenerLabels, Gauge>,
     pub connections_dropped: Family<DroppedLabels, Counter>,
+    pub connections_retired: Family<DroppedLabels, Counter>,
     pub image_volumes: Family<SourceLabels, Gauge>,
     pub events: Family<ReloadLabels, Counter>,
     /// 1 while this replica holds the Lease of the leader-only background writers.
@@ -307,6 +338,7 @@ impl Metrics {
             cert_expiry: Gauge::default(),
             connections_open: Family::default(),
             connections_dropped: Family::default(),
+            connections_retired: Family::default(),
             image_volumes: Family::default(),
             events: Family::default(),
             leader: Gauge::default(),
@@ -371,6 +403,12 @@ impl Metrics {
                 "dropped",
                 "Connections the server closed before the client did, by listener and reason",
                 m.connections_dropped.clone(),
+            );
+            conns.register(
+                "retired",
+                "Answers that told the client to close its connection (Connection: close), by \
+                 listener and reason: draining (after SIGTERM) or max_age",
+                m.connections_retired.clone(),
             );
         }
         registry.register(
@@ -444,6 +482,12 @@ impl Metrics {
                 .get_or_create(&ListenerLabels { listener });
             for reason in ConnClose::ALL {
                 let _ = m.connections_dropped.get_or_create(&DroppedLabels {
+                    listener,
+                    reason: reason.as_str(),
+                });
+            }
+            for reason in ConnRetire::ALL {
+                let _ = m.connections_retired.get_or_create(&DroppedLabels {
                     listener,
                     reason: reason.as_str(),
                 });
@@ -534,6 +578,14 @@ impl Metrics {
                 .clone(),
             dropped: ConnClose::ALL.map(|reason| {
                 self.connections_dropped
+                    .get_or_create(&DroppedLabels {
+                        listener,
+                        reason: reason.as_str(),
+                    })
+                    .clone()
+            }),
+            retired: ConnRetire::ALL.map(|reason| {
+                self.connections_retired
                     .get_or_create(&DroppedLabels {
                         listener,
                         reason: reason.as_str(),

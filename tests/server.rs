@@ -552,6 +552,39 @@ async fn idle_keep_alive_connections_live_until_the_idle_timeout() {
     assert_eq!(review_of(&r).uid, uid_of(&review));
 }
 
+/// After a rolling update every client's pooled connections sit on the replica that came
+/// back first; past `--max-connection-age` a connection's next answer carries
+/// `Connection: close`, so the client reconnects and a Service spreads it again.
+#[tokio::test]
+async fn connections_past_their_age_are_told_to_close_after_an_answer() {
+    let _serial = serial().await;
+    let server = Server::builder()
+        .args(["--max-connection-age", "1s"])
+        .start()
+        .await;
+    let review = fixture("pod-create.json");
+    let body = serde_json::to_vec(&review).unwrap();
+    let mut c = server.connect().await;
+    let r = within(
+        IO_TIMEOUT,
+        "young",
+        c.roundtrip(&post(MUTATE, &body, false)),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.header("connection"), None);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = within(IO_TIMEOUT, "old", c.roundtrip(&post(MUTATE, &body, false)))
+        .await
+        .expect("an old connection is still served");
+    assert_eq!(review_of(&r).uid, uid_of(&review));
+    assert_eq!(r.header("connection"), Some("close"));
+    let eof = within(IO_TIMEOUT, "close", c.read_some()).await;
+    assert!(matches!(eof, Ok(0)), "after Connection: close: {eof:?}");
+    let series = "otel_injector_connections_retired_total{listener=\"webhook\",reason=\"max_age\"}";
+    assert_eq!(server.metric(series).await, 1.0);
+}
+
 #[tokio::test]
 async fn unresolvable_instrumentations_are_warned_about_and_counted() {
     let _serial = serial().await;

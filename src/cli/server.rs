@@ -15,7 +15,7 @@ use super::ClusterArgs;
 use super::duration;
 use crate::cluster::events::{self, EventSink, SkipEvent};
 use crate::metrics::Metrics;
-use crate::server::listener::{
+use crate::server::conns::{
     DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
 };
 use crate::server::{ConnLimits, Drain, Shutdown, shutdown};
@@ -53,6 +53,14 @@ pub struct ServerArgs {
     /// Lowered at start if the open-file limit cannot hold it.
     #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+
+    /// A connection older than this (less up to a fifth, spread over connections) answers
+    /// its next request with Connection: close, so the client reconnects and a Service
+    /// spreads its connections over the replicas that serve (after a rolling update they
+    /// all sit on the replica restarted first). 0s: keep connections for as long as the
+    /// client does. Both listeners.
+    #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTION_AGE", default_value = "60s", value_parser = duration)]
+    pub max_connection_age: Duration,
 }
 
 impl ServerArgs {
@@ -64,6 +72,7 @@ impl ServerArgs {
             idle: self.idle_timeout,
             request: REQUEST_TIMEOUT,
             max_connections: self.max_connections,
+            max_age: self.max_connection_age,
         }
     }
 
@@ -166,7 +175,9 @@ impl EventArgs {
 #[command(next_help_heading = "Shutdown")]
 pub struct ShutdownArgs {
     /// On SIGTERM, keep serving this long with /readyz failing, so endpoints drop the
-    /// replica before it stops accepting connections.
+    /// replica before it stops accepting connections. Meanwhile every answer carries
+    /// Connection: close and a connection without a request closes after 1 s, so that no
+    /// client's pool holds a connection to this replica when the listener stops.
     #[arg(long, env = "OTEL_INJECTOR_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     pub shutdown_delay: Duration,
 

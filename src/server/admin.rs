@@ -11,7 +11,8 @@ use axum::response::IntoResponse;
 use axum::routing::get;
 use tokio::net::TcpListener;
 
-use super::listener::{ConnLimits, serve_plain};
+use super::conns::ConnLimits;
+use super::listener::serve_plain;
 use super::shutdown::Drain;
 use crate::engine::Catalog;
 use crate::metrics::Metrics;

@@ -6,6 +6,11 @@
 //! within the header timeout of its first byte, however slowly the rest arrives. When the
 //! listener is at its cap, a new connection closes the oldest one that is not serving a
 //! request (see [`Tracker::admit`]) instead of waiting for a slot.
+//!
+//! A connection is retired, never cut: once the drain has begun, or once it is older than
+//! its maximum age, its next answer carries `Connection: close` (the client then knows not
+//! to reuse it, and nothing it sends is lost); while draining, one that waits without a
+//! request closes after [`DRAIN_IDLE`], before the listener stops.
 
 use std::collections::{BTreeMap, HashMap};
 use std::convert::Infallible;
@@ -26,8 +31,64 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::listener::ConnLimits;
-use crate::metrics::{ConnClose, ConnMetrics, Metrics};
+use super::shutdown::Drain;
+use crate::metrics::{ConnClose, ConnMetrics, ConnRetire, Metrics};
+
+/// Default `--header-timeout`.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default `--idle-timeout`: above the API server's 90 s idle timeout.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+/// Default `--max-connections`.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default `--admin-max-connections`.
+pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 64;
+/// Default `--max-connection-age`: after a rolling update, every client's pool has moved
+/// to the replicas that serve within about this long.
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(60);
+/// From a complete request head to the answer written out: the longest request deadline
+/// the webhook accepts ([`super::webhook::MAX_DEADLINE`]) plus time to decide and write.
+/// Past it the caller has long given up; a client that does not read its answer cannot
+/// hold a slot for longer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
+/// While draining, a connection without a request closes once it has waited this long.
+/// A client's pool hands out its most recently used connection first, so one idle this
+/// long is the one it is least likely to be writing to as it closes; a connection in use
+/// gets `Connection: close` on its next answer instead, which loses nothing.
+pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
+
+/// The connection layer's limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnLimits {
+    /// A TLS handshake must finish within this.
+    pub handshake: Duration,
+    /// A request head must be complete within this of its first byte.
+    pub header: Duration,
+    /// A connection may wait this long for the first byte of a request, on a new
+    /// connection or between requests on a keep-alive one.
+    pub idle: Duration,
+    /// From a complete request head to the response written out.
+    pub request: Duration,
+    /// Connections open at once. At the cap, a new connection closes the oldest one
+    /// without a request in progress.
+    pub max_connections: usize,
+    /// A connection older than this (less up to a fifth, spread by connection) answers
+    /// its next request with `Connection: close`, so the client opens a new one, which a
+    /// Service may send to another replica. Zero: no limit.
+    pub max_age: Duration,
+}
+
+impl Default for ConnLimits {
+    fn default() -> Self {
+        ConnLimits {
+            handshake: Duration::from_secs(10),
+            header: DEFAULT_HEADER_TIMEOUT,
+            idle: DEFAULT_IDLE_TIMEOUT,
+            request: REQUEST_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_age: DEFAULT_MAX_CONNECTION_AGE,
+        }
+    }
+}
 
 /// Connections chosen to give way and not closed yet beyond which a listener waits before
 /// accepting more: how far open connections may briefly exceed the cap.
@@ -84,14 +145,27 @@ impl Phase {
     }
 }
 
-/// How long `phase` may last.
-fn timeout(limits: &ConnLimits, phase: Phase) -> Duration {
+/// How long `phase` may last; shorter for a connection without a request once the drain
+/// has begun.
+fn timeout(limits: &ConnLimits, phase: Phase, draining: bool) -> Duration {
     match phase {
         Phase::Handshake => limits.handshake,
         Phase::Head => limits.header,
+        Phase::Fresh | Phase::Idle if draining => limits.idle.min(DRAIN_IDLE),
         Phase::Fresh | Phase::Idle => limits.idle,
         Phase::Request => limits.request,
     }
+}
+
+/// The age past which connection `id` is retired: `max_age` less up to a fifth, spread by
+/// id, so that connections opened together (after a restart) do not all turn over in the
+/// same instant. `None` without a limit.
+fn retire_age(max_age: Duration, id: u64) -> Option<Duration> {
+    if max_age.is_zero() {
+        return None;
+    }
+    let spread = u32::try_from(id % 8).unwrap_or(0);
+    Some(max_age - max_age / 40 * spread)
 }
 
 /// The open connections of one listener.
@@ -99,6 +173,8 @@ pub struct Tracker {
     listener: &'static str,
     limits: ConnLimits,
     metrics: ConnMetrics,
+    /// Where the shutdown stands: draining retires every connection.
+    drain: Drain,
     registry: Mutex<Registry>,
     /// Signaled when a connection leaves or becomes one that could give way.
     changed: Notify,
@@ -125,6 +201,8 @@ struct Slot {
 struct Shared {
     id: u64,
     tracker: Arc<Tracker>,
+    /// When it was registered; with [`ConnLimits::max_age`], when it is retired.
+    opened: Instant,
     /// The phase, readable without the registry lock.
     phase: AtomicU8,
     /// The response body has been handed to hyper; the next completed flush ends the
@@ -134,14 +212,23 @@ struct Shared {
     shed: AtomicBool,
     /// Wakes the connection's task: a new phase (and deadline), or shed.
     wake: Notify,
+    /// Tells the connection's HTTP to close gracefully (draining, and no request for
+    /// [`DRAIN_IDLE`]).
+    retire: Notify,
 }
 
 impl Tracker {
-    pub fn new(listener: &'static str, limits: ConnLimits, metrics: Arc<Metrics>) -> Arc<Self> {
+    pub fn new(
+        listener: &'static str,
+        limits: ConnLimits,
+        metrics: Arc<Metrics>,
+        drain: Drain,
+    ) -> Arc<Self> {
         Arc::new(Tracker {
             listener,
             limits,
             metrics: metrics.connections(listener),
+            drain,
             registry: Mutex::new(Registry::default()),
             changed: Notify::new(),
         })
@@ -160,10 +247,12 @@ impl Tracker {
         let shared = Arc::new(Shared {
             id,
             tracker: self.clone(),
+            opened: Instant::now(),
             phase: AtomicU8::new(phase as u8),
             answered: AtomicBool::new(false),
             shed: AtomicBool::new(false),
             wake: Notify::new(),
+            retire: Notify::new(),
         });
         reg.conns.insert(
             id,
@@ -191,6 +280,17 @@ impl Tracker {
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.registry().conns.len()
+    }
+
+    /// Resolves once no connection is open (after the listener has stopped accepting).
+    pub async fn all_closed(&self) {
+        loop {
+            let changed = self.changed.notified();
+            if self.open() == 0 {
+                return;
+            }
+            changed.await;
+        }
     }
 
     /// Returns once a new connection may be registered: below the cap, counting the
@@ -303,15 +403,34 @@ impl Conn {
         self.0.wake.notify_one();
     }
 
-    /// When the current phase runs out, and which phase that is.
-    fn deadline(&self) -> Option<(Phase, Instant)> {
+    /// When the current phase runs out, and which phase that is; `draining`: with the
+    /// drain's shorter wait for a request.
+    fn deadline(&self, draining: bool) -> Option<(Phase, Instant)> {
         let tracker = &self.0.tracker;
         let reg = tracker.registry();
         let slot = reg.conns.get(&self.0.id)?;
         Some((
             slot.phase,
-            slot.since + timeout(&tracker.limits, slot.phase),
+            slot.since + timeout(&tracker.limits, slot.phase, draining),
         ))
+    }
+
+    /// Resolves when the connection is to close gracefully: the drain has begun and it
+    /// waited [`DRAIN_IDLE`] without a request.
+    pub async fn retired(&self) {
+        self.0.retire.notified().await;
+    }
+
+    /// Why the answer being written must be this connection's last, if it must: the drain
+    /// has begun, or the connection is past its age.
+    fn retiring(&self) -> Option<ConnRetire> {
+        let tracker = &self.0.tracker;
+        if tracker.drain.is_draining() {
+            return Some(ConnRetire::Draining);
+        }
+        retire_age(tracker.limits.max_age, self.0.id)
+            .filter(|age| self.0.opened.elapsed() >= *age)
+            .map(|_| ConnRetire::MaxAge)
     }
 
     /// Plaintext bytes arrived: the first of a request head starts its deadline.
@@ -334,23 +453,42 @@ impl Conn {
     pub async fn run(self, work: impl Future<Output = ()>) -> Option<ConnClose> {
         let _registered = Registration(self.clone());
         tokio::pin!(work);
+        let mut drain = self.0.tracker.drain.clone();
+        let draining = drain.draining();
+        tokio::pin!(draining);
+        let mut drain_seen = false;
+        // Asked to close gracefully because it waited without a request while draining.
+        let mut retired = false;
         let closed = loop {
-            let Some((phase, deadline)) = self.deadline() else {
+            let Some((phase, deadline)) = self.deadline(drain_seen && !retired) else {
                 break None;
             };
             tokio::select! {
                 biased;
-                () = &mut work => break None,
+                () = &mut work => break retired.then_some(ConnClose::Draining),
                 () = self.0.wake.notified() => {
                     if self.0.shed.load(Ordering::Acquire) {
                         break Some(ConnClose::Shed);
                     }
                 }
+                // The drain shortens the deadline of a connection without a request.
+                () = &mut draining, if !drain_seen => drain_seen = true,
                 () = tokio::time::sleep_until(deadline) => {
                     // The phase may have changed without the task noticing yet.
-                    if self.deadline().is_some_and(|(p, d)| p == phase && d <= Instant::now()) {
-                        break Some(phase.timed_out());
+                    let expired = self
+                        .deadline(drain_seen && !retired)
+                        .is_some_and(|(p, d)| p == phase && d <= Instant::now());
+                    if !expired {
+                        continue;
                     }
+                    if drain_seen && !retired && matches!(phase, Phase::Fresh | Phase::Idle) {
+                        // hyper closes it at once if no request has begun, else after
+                        // answering it; the phase's own deadline still bounds that.
+                        retired = true;
+                        self.0.retire.notify_one();
+                        continue;
+                    }
+                    break Some(phase.timed_out());
                 }
             }
         };
@@ -481,8 +619,18 @@ impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
         self.conn.set(Phase::Request);
         let answered = Answered(self.conn.clone());
         let response = self.inner.call(req);
+        let conn = self.conn.clone();
         Box::pin(async move {
-            let Ok(response) = response.await;
+            let Ok(mut response) = response.await;
+            // Decided when the answer is ready, so a drain that began during the request
+            // still retires the connection. hyper closes it once this answer is written.
+            if let Some(reason) = conn.retiring() {
+                response.headers_mut().insert(
+                    http::header::CONNECTION,
+                    http::HeaderValue::from_static("close"),
+                );
+                conn.0.tracker.metrics.retired(reason);
+            }
             Ok(response.map(|inner| TrackedBody {
                 inner,
                 _answered: answered,
@@ -530,8 +678,25 @@ impl hyper::body::Body for TrackedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::server::shutdown::{Shutdown, with_signals};
+    use tokio::sync::mpsc;
+
+    /// A drain that starts when the sender sends (no delay before closing).
+    fn drain() -> (mpsc::UnboundedSender<()>, Shutdown, Drain) {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let signals = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+        let (shutdown, drain) = with_signals(signals, Duration::from_secs(60), Duration::ZERO);
+        (tx, shutdown, drain)
+    }
+
+    fn tracker_with(limits: ConnLimits) -> (mpsc::UnboundedSender<()>, Shutdown, Arc<Tracker>) {
+        let (tx, shutdown, drain) = drain();
+        let t = Tracker::new("test", limits, Arc::new(Metrics::new()), drain);
+        (tx, shutdown, t)
+    }
 
     fn tracker() -> Arc<Tracker> {
+        let (_, _, drain) = drain();
         Tracker::new(
             "test",
             ConnLimits {
@@ -539,7 +704,122 @@ mod tests {
                 ..ConnLimits::default()
             },
             Arc::new(Metrics::new()),
+            drain,
         )
+    }
+
+    #[test]
+    fn connections_retire_at_their_age_spread_over_a_fifth() {
+        let age = Duration::from_secs(60);
+        let ages: Vec<Duration> = (0..16).map(|id| retire_age(age, id).unwrap()).collect();
+        assert_eq!(ages[0], age);
+        assert_eq!(ages[7], Duration::from_millis(49_500));
+        assert_eq!(ages[8], age);
+        assert!(ages.iter().all(|a| *a > age * 4 / 5 && *a <= age));
+        assert_eq!(
+            ages[..8]
+                .iter()
+                .collect::<std::collections::BTreeSet<_>>()
+                .len(),
+            8
+        );
+        assert_eq!(retire_age(Duration::ZERO, 3), None);
+    }
+
+    #[tokio::test]
+    async fn an_old_connection_retires_and_a_young_one_does_not() {
+        let (_signal, _shutdown, t) = tracker_with(ConnLimits {
+            max_age: Duration::from_millis(200),
+            ..ConnLimits::default()
+        });
+        let c = t.register(Phase::Fresh);
+        assert_eq!(c.retiring(), None);
+        tokio::time::sleep(Duration::from_millis(210)).await;
+        assert_eq!(c.retiring(), Some(ConnRetire::MaxAge));
+        let young = t.register(Phase::Fresh);
+        assert_eq!(young.retiring(), None);
+        // Without a maximum age, never.
+        let (_signal, _shutdown, t) = tracker_with(ConnLimits {
+            max_age: Duration::ZERO,
+            ..ConnLimits::default()
+        });
+        let c = t.register(Phase::Fresh);
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(c.retiring(), None);
+    }
+
+    #[tokio::test]
+    async fn once_draining_every_answer_retires_and_idle_connections_close_after_a_second() {
+        let (signal, shutdown, t) = tracker_with(ConnLimits::default());
+        let run = tokio::spawn(shutdown.signaled(std::future::pending::<()>()));
+        // The connection's work as the listener's: it ends when asked to retire (hyper
+        // closes an idle connection at once).
+        let serve = |c: &Conn| {
+            let c = c.clone();
+            tokio::spawn(c.clone().run(async move { c.retired().await }))
+        };
+        // Idle for a while before the drain: retired as soon as the drain begins.
+        let old_idle = t.register(Phase::Fresh);
+        old_idle.set(Phase::Request);
+        old_idle.set(Phase::Idle);
+        let old_task = serve(&old_idle);
+        let busy = t.register(Phase::Fresh);
+        busy.set(Phase::Request);
+        let busy_task = serve(&busy);
+        tokio::time::sleep(DRAIN_IDLE + Duration::from_millis(100)).await;
+        assert!(!old_task.is_finished(), "closed before the drain");
+        assert_eq!(busy.retiring(), None);
+
+        let started = Instant::now();
+        signal.send(()).unwrap();
+        let closed = tokio::time::timeout(Duration::from_secs(5), old_task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(closed, Some(ConnClose::Draining));
+        assert!(
+            started.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            started.elapsed()
+        );
+        // The request in progress is never cut; its answer retires the connection.
+        assert_eq!(busy.retiring(), Some(ConnRetire::Draining));
+        tokio::time::sleep(DRAIN_IDLE + Duration::from_millis(100)).await;
+        assert!(
+            !busy_task.is_finished(),
+            "a request in progress was retired"
+        );
+        // Once answered, it waits a second for a request, then is retired.
+        busy.set(Phase::Idle);
+        let idle_from = Instant::now();
+        let closed = tokio::time::timeout(Duration::from_secs(5), busy_task)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(closed, Some(ConnClose::Draining));
+        let took = idle_from.elapsed();
+        assert!(
+            (DRAIN_IDLE..DRAIN_IDLE + Duration::from_millis(300)).contains(&took),
+            "{took:?}"
+        );
+        // A handshake keeps its own deadline.
+        let handshaking = t.register(Phase::Handshake);
+        let (phase, deadline) = handshaking.deadline(true).unwrap();
+        assert_eq!(phase, Phase::Handshake);
+        assert!(deadline - Instant::now() > Duration::from_secs(9));
+        // The listener's wait ends when the last connection has gone.
+        let all = tokio::spawn({
+            let t = t.clone();
+            async move { t.all_closed().await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!all.is_finished());
+        drop(Registration(handshaking));
+        tokio::time::timeout(Duration::from_secs(5), all)
+            .await
+            .unwrap()
+            .unwrap();
+        run.abort();
     }
 
     #[tokio::test]
@@ -575,14 +855,14 @@ mod tests {
     async fn deadlines_follow_the_phase_and_trickled_bytes_do_not_move_them() {
         let t = tracker();
         let c = t.register(Phase::Fresh);
-        let (p, fresh) = c.deadline().unwrap();
+        let (p, fresh) = c.deadline(false).unwrap();
         assert_eq!(p, Phase::Fresh);
         c.bytes_read();
-        let (p, head) = c.deadline().unwrap();
+        let (p, head) = c.deadline(false).unwrap();
         assert_eq!(p, Phase::Head);
         assert!(head < fresh);
         c.bytes_read();
-        assert_eq!(c.deadline().unwrap(), (Phase::Head, head));
+        assert_eq!(c.deadline(false).unwrap(), (Phase::Head, head));
         c.set(Phase::Request);
         // The answer counts as given only once it is flushed after the body is handed over.
         c.flushed();
@@ -591,7 +871,7 @@ mod tests {
         assert_eq!(c.phase(), Phase::Request);
         c.flushed();
         assert_eq!(c.phase(), Phase::Idle);
-        let (p, idle) = c.deadline().unwrap();
+        let (p, idle) = c.deadline(false).unwrap();
         assert_eq!(p, Phase::Idle);
         assert!(idle - head >= Duration::from_secs(115));
     }
@@ -653,15 +933,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_phase_that_outlives_its_deadline_closes_the_connection() {
-        let t = Tracker::new(
-            "test",
-            ConnLimits {
-                header: Duration::from_millis(200),
-                idle: Duration::from_millis(600),
-                ..ConnLimits::default()
-            },
-            Arc::new(Metrics::new()),
-        );
+        let (_signal, _shutdown, t) = tracker_with(ConnLimits {
+            header: Duration::from_millis(200),
+            idle: Duration::from_millis(600),
+            ..ConnLimits::default()
+        });
         // Idle for 300 ms (within the idle timeout), then a head that never completes:
         // closed 200 ms after its first byte, earlier than the idle deadline it replaced.
         let c = t.register(Phase::Fresh);

@@ -11,29 +11,15 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::TokioIo;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
-use super::conns::{Phase, TrackedIo, TrackedService, Tracker};
+use super::conns::{ConnLimits, Phase, TrackedIo, TrackedService, Tracker};
 use super::shutdown::Drain;
 use crate::metrics::Metrics;
 
-/// Default `--header-timeout`.
-pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
-/// Default `--idle-timeout`: above the API server's 90 s idle timeout.
-pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(120);
-/// Default `--max-connections`.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
-/// Default `--admin-max-connections`.
-pub const DEFAULT_ADMIN_MAX_CONNECTIONS: usize = 64;
-/// From a complete request head to the answer written out: the longest request deadline
-/// the webhook accepts ([`super::webhook::MAX_DEADLINE`]) plus time to decide and write.
-/// Past it the caller has long given up; a client that does not read its answer cannot
-/// hold a slot for longer.
-pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
 /// Connections the kernel completes and queues before we accept them: `listen(2)` lowers
 /// this to `net.core.somaxconn` (4096 by default since Linux 5.4, per network namespace),
 /// as Go's listeners do. The standard library's 128 overflows at once when clients that
@@ -44,35 +30,6 @@ const BACKLOG: u32 = 65535;
 /// under 1 KiB), and this bounds what one connection can make the server hold. hyper's
 /// own default lets each connection grow its buffer to 408 KiB.
 const MAX_BUF_SIZE: usize = 16 * 1024;
-
-/// The connection layer's limits.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConnLimits {
-    /// A TLS handshake must finish within this.
-    pub handshake: Duration,
-    /// A request head must be complete within this of its first byte.
-    pub header: Duration,
-    /// A connection may wait this long for the first byte of a request, on a new
-    /// connection or between requests on a keep-alive one.
-    pub idle: Duration,
-    /// From a complete request head to the response written out.
-    pub request: Duration,
-    /// Connections open at once. At the cap, a new connection closes the oldest one
-    /// without a request in progress.
-    pub max_connections: usize,
-}
-
-impl Default for ConnLimits {
-    fn default() -> Self {
-        ConnLimits {
-            handshake: Duration::from_secs(10),
-            header: DEFAULT_HEADER_TIMEOUT,
-            idle: DEFAULT_IDLE_TIMEOUT,
-            request: REQUEST_TIMEOUT,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-        }
-    }
-}
 
 /// Binds a listener with the deepest accept queue the system allows ([`BACKLOG`]).
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
@@ -94,7 +51,7 @@ pub async fn serve_tls(
     metrics: Arc<Metrics>,
     drain: Drain,
 ) {
-    let tracker = Tracker::new("webhook", limits, metrics);
+    let tracker = Tracker::new("webhook", limits, metrics, drain.clone());
     serve(
         listener,
         Phase::Handshake,
@@ -114,7 +71,7 @@ pub async fn serve_plain(
     metrics: Arc<Metrics>,
     drain: Drain,
 ) {
-    let tracker = Tracker::new("admin", limits, metrics);
+    let tracker = Tracker::new("admin", limits, metrics, drain.clone());
     serve(
         listener,
         Phase::Fresh,
@@ -142,7 +99,6 @@ async fn serve<H, F, S>(
     F: Future<Output = io::Result<S>> + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let graceful = GracefulShutdown::new();
     loop {
         let accepted = tokio::select! {
             biased;
@@ -173,7 +129,6 @@ async fn serve<H, F, S>(
         let handle = conn.clone();
         let setup = handshake(tcp);
         let router = router.clone();
-        let watcher = graceful.watcher();
         let mut drain = drain.clone();
         let work = async move {
             let io = tokio::select! {
@@ -194,8 +149,22 @@ async fn serve<H, F, S>(
                 // Deadlines are the tracker's: hyper's would also count the idle wait.
                 .header_read_timeout(None)
                 .keep_alive(true)
-                .serve_connection(TokioIo::new(TrackedIo::new(io, conn)), service);
-            if let Err(e) = watcher.watch(http).await {
+                .serve_connection(TokioIo::new(TrackedIo::new(io, conn.clone())), service);
+            tokio::pin!(http);
+            // Closed gracefully (the answer in progress is finished and marked as the
+            // last, an idle connection closes with a TLS close_notify) when the listener
+            // closes or the tracker retires the connection while draining.
+            let ended = tokio::select! {
+                r = http.as_mut() => r,
+                () = async { tokio::select! {
+                    _ = drain.closing() => {},
+                    () = conn.retired() => {},
+                } } => {
+                    http.as_mut().graceful_shutdown();
+                    http.await
+                }
+            };
+            if let Err(e) = ended {
                 tracing::debug!(error = %e, "connection ended with an error");
             }
         };
@@ -206,20 +175,21 @@ async fn serve<H, F, S>(
         );
     }
     drop(listener);
-    let open = graceful.count();
+    let open = tracker.open();
     let timeout = drain.timeout();
     tracing::info!(
         listener = tracker.name(),
         open,
         "listener closed; draining connections"
     );
-    if tokio::time::timeout(timeout, graceful.shutdown())
+    if tokio::time::timeout(timeout, tracker.all_closed())
         .await
         .is_err()
     {
         tracing::warn!(
             listener = tracker.name(),
             drain = ?timeout,
+            open = tracker.open(),
             "connections still open after the drain period; closing them"
         );
     }

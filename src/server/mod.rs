@@ -10,6 +10,7 @@ pub mod listener;
 pub mod shutdown;
 pub mod webhook;
 
-pub use listener::{ConnLimits, serve_plain, serve_tls};
+pub use conns::ConnLimits;
+pub use listener::{serve_plain, serve_tls};
 pub use shutdown::{Aborted, Drain, Shutdown};
 pub use webhook::{DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_DEADLINE, Webhook, router};

@@ -57,7 +57,7 @@ pub fn sigint_or_sigterm(delay: Duration, timeout: Duration) -> std::io::Result<
 }
 
 /// The pair, driven by any stream of signals (tests).
-fn with_signals(
+pub(crate) fn with_signals(
     signals: impl Stream<Item = ()> + Send + 'static,
     delay: Duration,
     timeout: Duration,
