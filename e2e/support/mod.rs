@@ -15,6 +15,7 @@ pub mod kubelet;
 pub mod labeler;
 pub mod process;
 pub mod runner;
+pub mod service;
 #[path = "../../tests/support/text.rs"]
 pub mod text;
 pub mod webhook;

@@ -21,6 +21,7 @@ mod memory;
 mod offline;
 mod outcome;
 mod privileges;
+mod rolling;
 mod rollout;
 mod routing;
 mod selfcert;

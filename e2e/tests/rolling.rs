@@ -1,0 +1,328 @@
+//! A rolling update of the webhook under load, done as a Deployment's: two replicas behind
+//! one Service-like address (`support/service.rs`: new connections go to replicas whose
+//! `/readyz` answered 200 at their last probe), 32 clients creating pods that ask for Java
+//! through the real API server, and each replica replaced in turn: a new process started
+//! and ready, the old one sent SIGTERM and drained, then removed. With `failurePolicy:
+//! Ignore` a call the webhook does not answer admits the pod without the agent, so the
+//! assertion is the user's: no create fails and every pod is stored injected. After the
+//! rollout, `--max-connection-age` spreads the API server's connections over both new
+//! replicas again.
+//!
+//! Runs alone (it holds [`CLUSTER_WIDE`] exclusively): its load would slow other tests'
+//! webhooks. `E2E_ROLLING_CLIENTS` sets the clients (default 32).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::support::api::{self, Registration};
+use crate::support::service::Service;
+use crate::support::webhook::Webhook;
+
+/// The readiness probe's period (the shipped manifests: 2 s, `failureThreshold: 1`).
+const PROBE: Duration = Duration::from_secs(1);
+/// `--shutdown-delay`: longer than a probe period, as the manifests' 5 s is.
+const SHUTDOWN_DELAY: &str = "3s";
+/// `--max-connection-age` of the replicas, short so that the test sees connections move.
+const MAX_AGE: Duration = Duration::from_secs(3);
+
+/// What one create came to.
+struct Created {
+    status: u16,
+    injected: bool,
+    took: Duration,
+    body: Value,
+}
+
+/// Creates pods that ask for Java in `ns` from `clients` concurrent clients until `stop`.
+fn load(
+    client: &kube::Client,
+    ns: &str,
+    clients: usize,
+    stop: &Arc<AtomicBool>,
+) -> Vec<tokio::task::JoinHandle<Vec<Created>>> {
+    (0..clients)
+        .map(|c| {
+            let (client, ns, stop) = (client.clone(), ns.to_owned(), stop.clone());
+            tokio::spawn(async move {
+                let mut out = Vec::new();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let mut p = pod(&format!("c{c}-{i}"), &[(INJECT_JAVA, "true")]);
+                    // Never scheduled: the test is about admission, not about nodes.
+                    p["spec"]["schedulingGates"] = json!([{"name": "e2e.otel-injector.io/hold"}]);
+                    let t0 = Instant::now();
+                    let r = api::create_pod(&client, &ns, &p, false).await;
+                    let took = t0.elapsed();
+                    let (status, body) = match r {
+                        Ok(r) => (r.status, r.body),
+                        Err(e) => (0, json!({ "error": e })),
+                    };
+                    out.push(Created {
+                        status,
+                        injected: is_injected(&body),
+                        took,
+                        body,
+                    });
+                    i += 1;
+                }
+                out
+            })
+        })
+        .collect()
+}
+
+async fn replica(identity: &crate::support::identity::Identity, tls: &std::path::Path) -> Webhook {
+    let args: Vec<String> = [
+        "--shutdown-delay",
+        SHUTDOWN_DELAY,
+        "--shutdown-timeout",
+        "10s",
+        "--max-connection-age",
+        "3s",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut w = Webhook::start_serving(
+        std::path::Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        &identity.kubeconfig,
+        &args,
+        Some(tls),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    w.wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    w
+}
+
+fn percentile(sorted: &[Duration], p: usize) -> f64 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)].as_secs_f64() * 1e3
+}
+
+/// Admission requests a replica answered.
+async fn answered(w: &Webhook) -> f64 {
+    w.requests().await.total()
+}
+
+#[tokio::test]
+async fn a_rolling_update_under_load_loses_no_pod() {
+    let _alone = CLUSTER_WIDE.write().await;
+    let clients: usize = std::env::var("E2E_ROLLING_CLIENTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(32);
+    let cp = cluster().await;
+    let client = cp.client();
+    let id = "rolling";
+    let identity = identity(Rbac::Default).await;
+    // One serving certificate for every replica, as the Secret they all mount.
+    let tls = tempfile::tempdir().unwrap();
+    let certs = otel_injector::certs::generate(
+        "otel-injector e2e rolling CA",
+        &["127.0.0.1".to_owned(), "localhost".to_owned()],
+    )
+    .unwrap();
+    certs.write_to(tls.path()).unwrap();
+
+    let service = Service::start(PROBE).await.unwrap();
+    let mut old = Vec::new();
+    for name in ["a", "b"] {
+        let w = replica(&identity, tls.path()).await;
+        service.add(name, w.addr, w.admin);
+        old.push((name, w));
+    }
+    for (name, _) in &old {
+        service
+            .wait_ready(name, Duration::from_secs(10))
+            .await
+            .unwrap();
+    }
+    let ns = format!("{id}-pods");
+    api::create_namespace(&client, &ns, &[(SCOPE_LABEL, id)], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inst = json!({
+        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "namespace": ns},
+        "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}
+    });
+    let r = api::create_instrumentation(&client, &ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let name = format!("e2e-{id}-a-otel-injector");
+    let config = api::webhook_configuration(&Registration {
+        manifest: &api::webhook_manifest_path(),
+        name: &name,
+        url: &format!("https://{}/mutate-v1-pod", service.addr),
+        ca_pem: &certs.ca_cert,
+        failure_policy: "Ignore",
+        timeout_seconds: 5,
+        scope: Some((SCOPE_LABEL, id)),
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    api::delete_doc(&client, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    api::create_webhook_configuration(&client, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // Until the configuration is live and both caches hold the Instrumentation.
+    let marker = pod("marker", &[(INJECT_JAVA, "true")]);
+    let t0 = Instant::now();
+    let mut in_a_row = 0;
+    while in_a_row < 10 {
+        let r = api::create_pod(&client, &ns, &marker, true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        in_a_row = if is_injected(&r.body) {
+            in_a_row + 1
+        } else {
+            0
+        };
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "never injected: {}",
+            r.body
+        );
+    }
+
+    // The load, and the rollout in its middle: a new replica ready, then the old one
+    // sent SIGTERM, drained and removed; one at a time (maxSurge 1, maxUnavailable 0).
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let tasks = load(&client, &ns, clients, &stop);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut new = Vec::new();
+    let mut drains = Vec::new();
+    for (i, (old_name, mut old_replica)) in old.into_iter().enumerate() {
+        let name = ["a2", "b2"][i];
+        let w = replica(&identity, tls.path()).await;
+        service.add(name, w.addr, w.admin);
+        service
+            .wait_ready(name, Duration::from_secs(10))
+            .await
+            .unwrap();
+        new.push((name, w));
+        let t = Instant::now();
+        old_replica
+            .terminate(Duration::from_secs(20))
+            .await
+            .unwrap_or_else(|e| panic!("{old_name}: {e}\n{}", old_replica.log()));
+        drains.push(t.elapsed());
+        let log = old_replica.log();
+        assert!(log.contains("drained; exiting"), "{old_name}:\n{log}");
+        // What the listener still held when it stopped (connections in a request).
+        let open = log
+            .lines()
+            .find(|l| {
+                l.contains("listener closed; draining connections")
+                    && l.contains("listener=webhook")
+            })
+            .and_then(|l| l.split("open=").nth(1))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok());
+        eprintln!(
+            "[rolling] {old_name} drained in {:?}; webhook connections open at listener close: {open:?}",
+            t.elapsed()
+        );
+        service.remove(old_name);
+    }
+    let rolled = started.elapsed();
+
+    // Spread again: past the connections' age, both new replicas answer.
+    tokio::time::sleep(MAX_AGE + Duration::from_secs(1)).await;
+    let before: Vec<f64> = futures::future::join_all(new.iter().map(|(_, w)| answered(w))).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let after: Vec<f64> = futures::future::join_all(new.iter().map(|(_, w)| answered(w))).await;
+    stop.store(true, Ordering::Relaxed);
+    let mut created = Vec::new();
+    for t in tasks {
+        created.extend(t.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+
+    let failed: Vec<&Created> = created.iter().filter(|c| c.status != 201).collect();
+    let uninjected: Vec<&Created> = created
+        .iter()
+        .filter(|c| c.status == 201 && !c.injected)
+        .collect();
+    let mut times: Vec<Duration> = created.iter().map(|c| c.took).collect();
+    times.sort();
+    let window: Vec<f64> = before.iter().zip(&after).map(|(b, a)| a - b).collect();
+    let total_window: f64 = window.iter().sum();
+    let metrics = api::get_text(&client, "/metrics")
+        .await
+        .map(|(_, t)| t)
+        .unwrap_or_default();
+    let fail_open: f64 = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("apiserver_admission_webhook_fail_open_count")
+                && l.contains("otel-injector")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    eprintln!(
+        "[rolling] {} creates from {clients} clients in {elapsed:.1?} ({:.0} pods/s), rollout \
+         done after {rolled:.1?}; create p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms; failed {}, \
+         stored without the agent {}; API server fail-open count {fail_open}; drains {drains:?}; \
+         connections routed {:?}, rejected {}; after the rollout, answers per replica in 3 s: {window:?}",
+        created.len(),
+        created.len() as f64 / elapsed.as_secs_f64(),
+        percentile(&times, 50),
+        percentile(&times, 99),
+        percentile(&times, 100),
+        failed.len(),
+        uninjected.len(),
+        service.routed(),
+        service.rejected(),
+    );
+    assert!(
+        created.len() >= 200,
+        "too little load to mean anything: {}",
+        created.len()
+    );
+    assert!(
+        failed.is_empty(),
+        "{} creates failed, e.g. {}",
+        failed.len(),
+        failed[0].body
+    );
+    assert!(
+        uninjected.is_empty(),
+        "{} pods stored without the agent during the rollout, e.g. {}",
+        uninjected.len(),
+        uninjected[0].body["metadata"]
+    );
+    assert_eq!(fail_open, 0.0, "the API server failed open");
+    for (k, w) in window.iter().enumerate() {
+        assert!(
+            *w >= total_window / 5.0,
+            "replica {} answered {w} of {total_window} reviews after the rollout: not spread",
+            new[k].0
+        );
+    }
+
+    let r = api::send(
+        &client,
+        axum::http::Method::DELETE,
+        &format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let _ = api::send(
+        &client,
+        axum::http::Method::DELETE,
+        &format!("/api/v1/namespaces/{ns}"),
+        None,
+    )
+    .await;
+}
