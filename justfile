@@ -79,6 +79,13 @@ bench:
 load *ARGS:
     scripts/load.sh {{ARGS}}
 
+# The status controller's pod watch with 100,000 injected pods in the real API server: the
+# resident memory of a replica following them and of one listing them (release binary;
+# minutes). E.g. `E2E_SCALE_PODS=20000 just scale`.
+scale: controlplane
+    cargo build --locked --release --bin otel-injector
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture scale::
+
 # Build the container image without a container engine: a static binary, a CycloneDX SBOM
 # and an OCI layout assembled by crane, in target/image/<arch>/ (scripts/image.sh).
 image:

@@ -24,6 +24,7 @@ mod privileges;
 mod rolling;
 mod rollout;
 mod routing;
+mod scale;
 mod selfcert;
 mod status;
 mod telemetry;

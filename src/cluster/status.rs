@@ -32,7 +32,7 @@ use crate::crd::{
     API_VERSION, Instrumentation, InstrumentationStatus, KIND, SkippedReason, SpecHash,
     WorkloadStatus,
 };
-use crate::engine::census::{PodRecord, Tally, census};
+use crate::engine::census::{Interner, PodRecord, Tally, census};
 use crate::engine::outcome::INJECTED_LABEL;
 use crate::engine::{Catalog, Entry, ObjectKind, ObjectLookup};
 use crate::metrics::{Metrics, WriteResult};
@@ -62,7 +62,8 @@ pub const CONFIG_MAP_MISSING: &str = "ExporterTLSConfigMapMissing";
 /// The pods that asked for injection, as the watch last had them.
 #[derive(Default)]
 struct Pods {
-    records: HashMap<(String, String), PodRecord>,
+    /// By [`pod_key`].
+    records: HashMap<u128, PodRecord>,
     synced: bool,
 }
 
@@ -238,20 +239,38 @@ impl LogLimit {
     }
 }
 
-fn key_of(meta: &PartialObjectMeta<Pod>) -> (String, String) {
-    (
-        meta.metadata.namespace.clone().unwrap_or_default(),
-        meta.metadata.name.clone().unwrap_or_default(),
-    )
+/// A pod's key in the watch's map: its UID (the API server's UUID) as 16 bytes, so that
+/// no name is kept per pod. A UID that is not a UUID (never from a real API server) is
+/// keyed by a digest of it.
+fn pod_key(meta: &PartialObjectMeta<Pod>) -> u128 {
+    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
+    let hex: String = uid.chars().filter(|c| *c != '-').collect();
+    if hex.len() == 32
+        && let Ok(k) = u128::from_str_radix(&hex, 16)
+    {
+        return k;
+    }
+    let id = format!(
+        "{uid}/{}/{}",
+        meta.metadata.namespace.as_deref().unwrap_or_default(),
+        meta.metadata.name.as_deref().unwrap_or_default()
+    );
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let mut k = [0u8; 16];
+    k.copy_from_slice(&digest.as_ref()[..16]);
+    u128::from_be_bytes(k)
 }
 
 /// What is kept of a pod: its record, unless it is terminating (it no longer counts).
-fn record(pod: &PartialObjectMeta<Pod>) -> Option<PodRecord> {
+fn record(pod: &PartialObjectMeta<Pod>, names: &mut Interner) -> Option<PodRecord> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
     }
-    PodRecord::from_meta(&pod.metadata)
+    PodRecord::from_meta(&pod.metadata, names)
 }
+
+/// Removals after which the names no record holds any more are forgotten.
+const COMPACT_EVERY: u32 = 1024;
 
 /// Follows the pods labeled [`INJECTED_LABEL`] (metadata only) into `pods`, keeping only
 /// their records; tells `dirty` when a record changed. Errors are retried with backoff.
@@ -261,7 +280,10 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
     let stream =
         watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config).default_backoff();
     let mut stream = std::pin::pin!(stream);
-    let mut listing: HashMap<(String, String), PodRecord> = HashMap::new();
+    let mut listing: HashMap<u128, PodRecord> = HashMap::new();
+    // Only this task writes records, so the names live here, not under the lock.
+    let mut names = Interner::default();
+    let mut removals = 0u32;
     let mut failures = LogLimit::default();
     while let Some(ev) = stream.next().await {
         let changed = match ev {
@@ -270,8 +292,8 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 false
             }
             Ok(Event::InitApply(o)) => {
-                if let Some(r) = record(&o) {
-                    listing.insert(key_of(&o), r);
+                if let Some(r) = record(&o, &mut names) {
+                    listing.insert(pod_key(&o), r);
                 }
                 false
             }
@@ -280,20 +302,42 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 p.records = std::mem::take(&mut listing);
                 p.records.shrink_to_fit();
                 p.synced = true;
-                tracing::info!(pods = p.records.len(), "status controller: pods listed");
+                drop(p);
+                names.compact();
+                let p = pods.lock().unwrap_or_else(|e| e.into_inner());
+                tracing::info!(
+                    pods = p.records.len(),
+                    names = names.len(),
+                    "status controller: pods listed"
+                );
                 true
             }
             Ok(Event::Apply(o)) => {
-                let key = key_of(&o);
+                let key = pod_key(&o);
+                let r = record(&o, &mut names);
                 let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
-                match record(&o) {
-                    Some(r) => p.records.insert(key, r.clone()).is_none_or(|old| old != r),
-                    None => p.records.remove(&key).is_some(),
+                match r {
+                    Some(r) => match p.records.get_mut(&key) {
+                        Some(old) if *old == r => false,
+                        Some(old) => {
+                            *old = r;
+                            true
+                        }
+                        None => {
+                            p.records.insert(key, r);
+                            true
+                        }
+                    },
+                    None => {
+                        removals += 1;
+                        p.records.remove(&key).is_some()
+                    }
                 }
             }
             Ok(Event::Delete(o)) => {
+                removals += 1;
                 let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
-                p.records.remove(&key_of(&o)).is_some()
+                p.records.remove(&pod_key(&o)).is_some()
             }
             Err(e) => {
                 if failures.due() {
@@ -311,6 +355,15 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 false
             }
         };
+        if removals >= COMPACT_EVERY {
+            removals = 0;
+            names.compact();
+            // A map emptied by a mass deletion gives its memory back.
+            let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
+            if p.records.capacity() > 2 * p.records.len() + 1024 {
+                p.records.shrink_to_fit();
+            }
+        }
         if changed {
             let n = pods.lock().unwrap_or_else(|e| e.into_inner()).records.len();
             metrics
@@ -575,6 +628,49 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    fn pod_meta(uid: Option<&str>, ns: &str, name: &str) -> PartialObjectMeta<Pod> {
+        let mut m = PartialObjectMeta::<Pod>::default();
+        m.metadata.uid = uid.map(str::to_owned);
+        m.metadata.namespace = Some(ns.into());
+        m.metadata.name = Some(name.into());
+        m
+    }
+
+    #[test]
+    fn pods_are_keyed_by_their_uid_as_sixteen_bytes() {
+        assert_eq!(
+            pod_key(&pod_meta(
+                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
+                "a",
+                "b"
+            )),
+            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
+        );
+        // The same UID in another pod's metadata is the same pod (a Delete event's).
+        assert_eq!(
+            pod_key(&pod_meta(
+                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
+                "x",
+                "y"
+            )),
+            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
+        );
+        // Not a UUID: a digest, stable, and different per pod.
+        let odd = pod_key(&pod_meta(Some("not-a-uuid"), "a", "b"));
+        assert_eq!(odd, pod_key(&pod_meta(Some("not-a-uuid"), "a", "b")));
+        assert_ne!(odd, pod_key(&pod_meta(Some("not-a-uuid"), "a", "c")));
+        assert_ne!(
+            pod_key(&pod_meta(None, "a", "b")),
+            pod_key(&pod_meta(None, "b", "a"))
+        );
+        // 32 characters once the dashes are gone, but not hex: a digest too.
+        let g = "0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1fzz";
+        assert_eq!(
+            pod_key(&pod_meta(Some(g), "a", "b")),
+            pod_key(&pod_meta(Some(g), "a", "b"))
+        );
     }
 
     fn inst(generation: i64) -> Entry {

@@ -4,7 +4,8 @@
 //! annotation and the controller owner), for the status controller, `rollout` and
 //! `explain`. Pure: the callers read the pods and the current spec digests.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -43,27 +44,87 @@ pub fn controller(refs: Option<&[OwnerReference]>) -> Option<&OwnerReference> {
     refs?.iter().find(|r| r.controller == Some(true))
 }
 
-/// What the census reads of one pod.
+/// What the census counts of one entry of a pod's status annotation. A skip that names no
+/// Instrumentation counts for none, and is not kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Counted {
+    Injected {
+        instrumentation: Arc<str>,
+        spec: SpecHash,
+    },
+    Skipped {
+        reason: SkipReason,
+        /// `ns/name`, or `ns/*`.
+        instrumentation: Arc<str>,
+    },
+}
+
+/// What the census reads of one pod: its workload and its counted entries, their names
+/// shared through an [`Interner`] (a watch of 100,000 pods holds each namespace, workload
+/// and Instrumentation name once). About 100 bytes per pod with one entry.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PodRecord {
-    pub namespace: String,
-    pub name: String,
     /// `None` for a pod without a controller owner.
-    pub workload: Option<Workload>,
-    pub status: PodStatus,
+    pub workload: Option<Arc<Workload>>,
+    pub entries: Box<[Counted]>,
+}
+
+/// The names the records share. Grows with the distinct names seen; [`Interner::compact`]
+/// forgets those no record holds any more.
+#[derive(Debug, Default)]
+pub struct Interner {
+    strings: HashSet<Arc<str>>,
+    workloads: HashSet<Arc<Workload>>,
+}
+
+impl Interner {
+    pub fn str(&mut self, s: &str) -> Arc<str> {
+        if let Some(a) = self.strings.get(s) {
+            return a.clone();
+        }
+        let a: Arc<str> = s.into();
+        self.strings.insert(a.clone());
+        a
+    }
+
+    fn workload(&mut self, w: Workload) -> Arc<Workload> {
+        if let Some(a) = self.workloads.get(&w) {
+            return a.clone();
+        }
+        let a = Arc::new(w);
+        self.workloads.insert(a.clone());
+        a
+    }
+
+    /// Forgets the names that only the interner still holds.
+    pub fn compact(&mut self) {
+        self.strings.retain(|a| Arc::strong_count(a) > 1);
+        self.workloads.retain(|a| Arc::strong_count(a) > 1);
+        self.strings.shrink_to_fit();
+        self.workloads.shrink_to_fit();
+    }
+
+    /// Names and workloads held.
+    pub fn len(&self) -> usize {
+        self.strings.len() + self.workloads.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 impl PodRecord {
     /// The record of a pod from its metadata; `None` when it has no readable status
     /// annotation (it did not go through this webhook, or the text was changed by hand).
-    pub fn from_meta(meta: &ObjectMeta) -> Option<PodRecord> {
+    pub fn from_meta(meta: &ObjectMeta, names: &mut Interner) -> Option<PodRecord> {
         let status: PodStatus = meta
             .annotations
             .as_ref()?
             .get(STATUS_ANNOTATION)?
             .parse()
             .ok()?;
-        let namespace = meta.namespace.clone().unwrap_or_default();
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
         let owner = controller(meta.owner_references.as_deref());
         let workload = owner.map(|o| {
             let hash = meta
@@ -74,25 +135,41 @@ impl PodRecord {
                 .then(|| hash.and_then(|h| o.name.strip_suffix(h.as_str())?.strip_suffix('-')))
                 .flatten()
                 .filter(|d| !d.is_empty());
-            match deployment {
+            names.workload(match deployment {
                 Some(d) => Workload {
-                    namespace: namespace.clone(),
+                    namespace: namespace.to_owned(),
                     kind: "Deployment".into(),
                     name: d.into(),
                 },
                 None => Workload {
-                    namespace: namespace.clone(),
+                    namespace: namespace.to_owned(),
                     kind: o.kind.clone(),
                     name: o.name.clone(),
                 },
-            }
+            })
         });
-        Some(PodRecord {
-            namespace,
-            name: meta.name.clone().unwrap_or_default(),
-            workload,
-            status,
-        })
+        let entries = status
+            .entries
+            .into_iter()
+            .filter_map(|e| match e.outcome {
+                Outcome::Injected {
+                    instrumentation,
+                    spec,
+                } => Some(Counted::Injected {
+                    instrumentation: names.str(&instrumentation),
+                    spec,
+                }),
+                Outcome::Skipped {
+                    reason,
+                    instrumentation: Some(target),
+                } => Some(Counted::Skipped {
+                    reason,
+                    instrumentation: names.str(&target),
+                }),
+                Outcome::Skipped { .. } => None,
+            })
+            .collect();
+        Some(PodRecord { workload, entries })
     }
 }
 
@@ -169,13 +246,13 @@ pub fn census<'a>(
 ) -> BTreeMap<String, Tally> {
     let mut out: BTreeMap<String, Tally> = BTreeMap::new();
     for pod in pods {
-        for entry in &pod.status.entries {
-            let (key, apply): (&str, &dyn Fn(&mut Counts)) = match &entry.outcome {
-                Outcome::Injected {
+        for entry in &pod.entries {
+            let (key, apply): (&str, &dyn Fn(&mut Counts)) = match entry {
+                Counted::Injected {
                     instrumentation,
                     spec,
                 } => {
-                    let Some(now) = existing.get(instrumentation) else {
+                    let Some(now) = existing.get(&**instrumentation) else {
                         continue;
                     };
                     if now == spec {
@@ -184,11 +261,11 @@ pub fn census<'a>(
                         (instrumentation, &|c: &mut Counts| c.outdated += 1)
                     }
                 }
-                Outcome::Skipped {
+                Counted::Skipped {
                     reason,
-                    instrumentation: Some(target),
+                    instrumentation,
                 } => {
-                    let Some(key) = counted_for(target, existing) else {
+                    let Some(key) = counted_for(instrumentation, existing) else {
                         continue;
                     };
                     let reason = *reason;
@@ -197,7 +274,7 @@ pub fn census<'a>(
                     if let Some(w) = &pod.workload {
                         *tally
                             .workloads
-                            .entry(w.clone())
+                            .entry(Workload::clone(w))
                             .or_default()
                             .skipped
                             .entry(reason)
@@ -205,12 +282,11 @@ pub fn census<'a>(
                     }
                     continue;
                 }
-                Outcome::Skipped { .. } => continue,
             };
             let tally = out.entry(key.to_owned()).or_default();
             apply(&mut tally.pods);
             if let Some(w) = &pod.workload {
-                apply(tally.workloads.entry(w.clone()).or_default());
+                apply(tally.workloads.entry(Workload::clone(w)).or_default());
             }
         }
     }
@@ -258,29 +334,93 @@ mod tests {
     #[test]
     fn a_replica_set_named_after_its_template_hash_is_read_as_its_deployment() {
         let p = |owner, hash| {
-            PodRecord::from_meta(&meta("p", owner, hash, "pod=skipped cache_not_ready")).unwrap()
+            PodRecord::from_meta(
+                &meta("p", owner, hash, "pod=skipped cache_not_ready"),
+                &mut Interner::default(),
+            )
+            .unwrap()
+            .workload
+            .map(|w| Workload::clone(&w))
         };
         assert_eq!(
-            p(Some(("ReplicaSet", "web-7d9f")), Some("7d9f")).workload,
+            p(Some(("ReplicaSet", "web-7d9f")), Some("7d9f")),
             Some(workload("Deployment", "web"))
         );
         assert_eq!(
-            p(Some(("ReplicaSet", "web-7d9f")), None).workload,
+            p(Some(("ReplicaSet", "web-7d9f")), None),
             Some(workload("ReplicaSet", "web-7d9f"))
         );
         assert_eq!(
-            p(Some(("ReplicaSet", "7d9f")), Some("7d9f")).workload,
+            p(Some(("ReplicaSet", "7d9f")), Some("7d9f")),
             Some(workload("ReplicaSet", "7d9f"))
         );
         assert_eq!(
-            p(Some(("StatefulSet", "db")), None).workload,
+            p(Some(("StatefulSet", "db")), None),
             Some(workload("StatefulSet", "db"))
         );
-        assert_eq!(p(None, None).workload, None);
+        assert_eq!(p(None, None), None);
+        let names = &mut Interner::default();
         let mut unreadable = meta("p", None, None, "java=done");
-        assert_eq!(PodRecord::from_meta(&unreadable), None);
+        assert_eq!(PodRecord::from_meta(&unreadable, names), None);
         unreadable.annotations = None;
-        assert_eq!(PodRecord::from_meta(&unreadable), None);
+        assert_eq!(PodRecord::from_meta(&unreadable, names), None);
+    }
+
+    #[test]
+    fn records_share_their_names_and_compaction_forgets_unheld_ones() {
+        let names = &mut Interner::default();
+        let status = "java=injected shop/java 01020304; python=skipped cache_not_ready; \
+                      nodejs=skipped no_instrumentation shop/*";
+        let a = PodRecord::from_meta(
+            &meta("a", Some(("ReplicaSet", "web-h1")), Some("h1"), status),
+            names,
+        )
+        .unwrap();
+        let b = PodRecord::from_meta(
+            &meta("b", Some(("ReplicaSet", "web-h1")), Some("h1"), status),
+            names,
+        )
+        .unwrap();
+        // The skip without an Instrumentation counts for none and is not kept.
+        assert_eq!(
+            a.entries[..],
+            [
+                Counted::Injected {
+                    instrumentation: "shop/java".into(),
+                    spec: SpecHash([1, 2, 3, 4])
+                },
+                Counted::Skipped {
+                    reason: SkipReason::NoInstrumentation,
+                    instrumentation: "shop/*".into()
+                },
+            ]
+        );
+        let (
+            Counted::Injected {
+                instrumentation: ia,
+                ..
+            },
+            Counted::Injected {
+                instrumentation: ib,
+                ..
+            },
+        ) = (&a.entries[0], &b.entries[0])
+        else {
+            panic!("{a:?} {b:?}");
+        };
+        assert!(Arc::ptr_eq(ia, ib), "one name, held once");
+        assert!(Arc::ptr_eq(
+            a.workload.as_ref().unwrap(),
+            b.workload.as_ref().unwrap()
+        ));
+        // Two strings and one workload.
+        assert_eq!(names.len(), 3);
+        drop(a);
+        names.compact();
+        assert_eq!(names.len(), 3, "b still holds them");
+        drop(b);
+        names.compact();
+        assert!(names.is_empty());
     }
 
     #[test]
@@ -301,7 +441,7 @@ mod tests {
             meta("g", None, None, "pod=skipped cache_not_ready"),
         ]
         .iter()
-        .filter_map(PodRecord::from_meta)
+        .filter_map(|m| PodRecord::from_meta(m, &mut Interner::default()))
         .collect();
         let c = census(&pods, &existing);
         assert_eq!(c.keys().collect::<Vec<_>>(), ["shop/java", "solo/only"]);

@@ -147,10 +147,11 @@ pub async fn read_plan(
             format!("list pods labeled {INJECTED_LABEL}"),
             LIST_PODS,
         ))?;
+    let mut names = census::Interner::default();
     let records: Vec<PodRecord> = pods
         .items
         .iter()
-        .filter_map(|p| PodRecord::from_meta(&p.metadata))
+        .filter_map(|p| PodRecord::from_meta(&p.metadata, &mut names))
         .collect();
     let tally = census::census(&records, &existing)
         .remove(&key)
