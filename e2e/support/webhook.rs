@@ -93,11 +93,14 @@ impl Webhook {
                 tls.join("tls.crt").display().to_string(),
                 "--tls-key-file".into(),
                 tls.join("tls.key").display().to_string(),
-                "--shutdown-delay".into(),
-                "0s".into(),
                 "--log-level".into(),
                 "info".into(),
             ];
+            // No drain delay unless a test asks for one: a killed test webhook has nobody
+            // to drain for.
+            if !extra_args.iter().any(|a| a.starts_with("--shutdown-delay")) {
+                args.extend(["--shutdown-delay".into(), "0s".into()]);
+            }
             // The status controller writes the status of every Instrumentation of the
             // cluster: off unless a test asks for it.
             if !extra_args.iter().any(|a| a.starts_with("--status=")) {
