@@ -261,6 +261,16 @@ impl ConnMetrics {
     pub fn retired(&self, reason: ConnRetire) {
         self.retired[reason as usize].inc();
     }
+
+    /// Connections closed for `reason` so far.
+    pub fn dropped_count(&self, reason: ConnClose) -> u64 {
+        self.dropped[reason as usize].get()
+    }
+
+    /// Answers that retired their connection for `reason` so far.
+    pub fn retired_count(&self, reason: ConnRetire) -> u64 {
+        self.retired[reason as usize].get()
+    }
 }
 
 /// Every metric the webhook exports.

@@ -176,7 +176,7 @@ impl EventArgs {
 pub struct ShutdownArgs {
     /// On SIGTERM, keep serving this long with /readyz failing, so endpoints drop the
     /// replica before it stops accepting connections. Meanwhile every answer carries
-    /// Connection: close and a connection without a request closes after 1 s, so that no
+    /// Connection: close and a connection without a request closes after 2 s, so that no
     /// client's pool holds a connection to this replica when the listener stops.
     #[arg(long, env = "OTEL_INJECTOR_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     pub shutdown_delay: Duration,

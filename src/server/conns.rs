@@ -54,7 +54,7 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
 /// A client's pool hands out its most recently used connection first, so one idle this
 /// long is the one it is least likely to be writing to as it closes; a connection in use
 /// gets `Connection: close` on its next answer instead, which loses nothing.
-pub const DRAIN_IDLE: Duration = Duration::from_secs(1);
+pub const DRAIN_IDLE: Duration = Duration::from_secs(2);
 
 /// The connection layer's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -280,6 +280,15 @@ impl Tracker {
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.registry().conns.len()
+    }
+
+    /// Of the drain so far: answers that retired their connection, and connections closed
+    /// after waiting [`DRAIN_IDLE`] without a request (for the drain's log line).
+    pub fn drain_counts(&self) -> (u64, u64) {
+        (
+            self.metrics.retired_count(ConnRetire::Draining),
+            self.metrics.dropped_count(ConnClose::Draining),
+        )
     }
 
     /// Resolves once no connection is open (after the listener has stopped accepting).

@@ -177,9 +177,12 @@ async fn serve<H, F, S>(
     drop(listener);
     let open = tracker.open();
     let timeout = drain.timeout();
+    let (retired, closed_idle) = tracker.drain_counts();
     tracing::info!(
         listener = tracker.name(),
         open,
+        retired,
+        closed_idle,
         "listener closed; draining connections"
     );
     if tokio::time::timeout(timeout, tracker.all_closed())
