@@ -129,8 +129,7 @@ pub enum ConnClose {
     IdleTimeout,
     /// A request's answer was not written out in time.
     RequestTimeout,
-    /// The drain had begun and the connection waited without a request for
-    /// [`crate::server::conns::DRAIN_IDLE`].
+    /// The drain had begun and the connection waited 2 s without a request.
     Draining,
 }
 

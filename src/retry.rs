@@ -23,6 +23,50 @@ pub fn policy() -> ExponentialBuilder {
         .without_max_times()
 }
 
+/// Longest base wait between two attempts of a watch (or its list); jitter adds up to as
+/// much again. A watch resuming after an outage needs at most two attempts (the watch,
+/// then, when its history was compacted meanwhile, the list), so an Instrumentation changed
+/// while the API server was away is served within about two seconds of its return.
+pub const WATCH_MAX_DELAY: Duration = Duration::from_millis(400);
+
+/// The watches' backoff (kube-runtime's is 800 ms doubling to 30 s): 100 ms doubling to
+/// [`WATCH_MAX_DELAY`], each wait plus a random part up to its own length, started over
+/// once the watch delivers again. A failing watch costs the API server under two requests a
+/// second per replica and watch, a handful in all for a webhook's few replicas and watches,
+/// where kube-runtime's default is sized for fleets of controllers.
+pub struct WatchBackoff(backon::ExponentialBackoff);
+
+impl WatchBackoff {
+    fn builder() -> ExponentialBuilder {
+        ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(WATCH_MAX_DELAY)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times()
+    }
+}
+
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        WatchBackoff(Self::builder().build())
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.0.next().unwrap_or(WATCH_MAX_DELAY))
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        *self = WatchBackoff::default();
+    }
+}
+
 /// Calls `op` until it returns `Ok`, waiting the [`policy`]'s delays between attempts.
 /// `notify` sees each error and the delay before the next attempt (to log them). The
 /// delays start over on the next call.
@@ -57,6 +101,25 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn watches_retry_within_a_second_and_start_over_after_a_success() {
+        use kube::runtime::utils::Backoff as _;
+        let mut b = WatchBackoff::default();
+        let delays: Vec<Duration> = b.by_ref().take(12).collect();
+        // Jitter adds up to one more minimum delay.
+        assert!(delays[0] >= Duration::from_millis(100) && delays[0] < Duration::from_millis(300));
+        assert!(
+            delays.iter().all(|d| *d <= WATCH_MAX_DELAY * 2),
+            "{delays:?}"
+        );
+        assert!(
+            delays[8..].iter().all(|d| *d >= WATCH_MAX_DELAY),
+            "{delays:?}"
+        );
+        b.reset();
+        assert!(b.next().unwrap() < Duration::from_millis(300));
+    }
 
     #[test]
     fn delays_double_from_half_a_second_to_thirty_seconds_and_go_on() {

@@ -93,7 +93,12 @@ pub struct ControlPlane {
     /// has run.
     pub controllers: Option<Controllers>,
     apiserver: Mutex<Supervised>,
+    /// kube-apiserver's program and flags, to start it again ([`Self::restart_apiserver`]).
+    apiserver_cmd: (PathBuf, Vec<String>),
+    /// How often kube-apiserver was started.
+    apiserver_starts: std::sync::atomic::AtomicU32,
     etcd: Mutex<Supervised>,
+    etcd_url: String,
     tmp: Option<tempfile::TempDir>,
     janitor: Option<Janitor>,
 }
@@ -216,44 +221,46 @@ impl ControlPlane {
         )
         .map_err(|e| format!("spawn etcd: {e}"))?;
         let p = |name: &str| dir.join(name).display().to_string();
+        let apiserver_args: Vec<String> = [
+            "--etcd-servers".into(),
+            etcd_url.clone(),
+            "--cert-dir".into(),
+            p("apiserver-certs"),
+            "--tls-cert-file".into(),
+            cert_dir.join("tls.crt").display().to_string(),
+            "--tls-private-key-file".into(),
+            cert_dir.join("tls.key").display().to_string(),
+            "--secure-port".into(),
+            api_port.to_string(),
+            "--bind-address".into(),
+            "127.0.0.1".into(),
+            "--advertise-address".into(),
+            "127.0.0.1".into(),
+            "--endpoint-reconciler-type".into(),
+            "none".into(),
+            "--service-cluster-ip-range".into(),
+            "10.0.0.0/24".into(),
+            "--service-account-issuer".into(),
+            "https://kubernetes.default.svc.cluster.local".into(),
+            "--service-account-key-file".into(),
+            p("sa.pub"),
+            "--service-account-signing-key-file".into(),
+            p("sa.key"),
+            "--token-auth-file".into(),
+            p("tokens.csv"),
+            "--authorization-mode".into(),
+            "RBAC".into(),
+            "--disable-admission-plugins".into(),
+            "ServiceAccount".into(),
+            "--allow-privileged=true".into(),
+        ]
+        .into_iter()
+        .chain(extra.iter().map(|a| a.to_string()))
+        .collect();
         let apiserver = Supervised::spawn(
             "kube-apiserver",
             &bin.join("kube-apiserver"),
-            [
-                "--etcd-servers".into(),
-                etcd_url,
-                "--cert-dir".into(),
-                p("apiserver-certs"),
-                "--tls-cert-file".into(),
-                cert_dir.join("tls.crt").display().to_string(),
-                "--tls-private-key-file".into(),
-                cert_dir.join("tls.key").display().to_string(),
-                "--secure-port".into(),
-                api_port.to_string(),
-                "--bind-address".into(),
-                "127.0.0.1".into(),
-                "--advertise-address".into(),
-                "127.0.0.1".into(),
-                "--endpoint-reconciler-type".into(),
-                "none".into(),
-                "--service-cluster-ip-range".into(),
-                "10.0.0.0/24".into(),
-                "--service-account-issuer".into(),
-                "https://kubernetes.default.svc.cluster.local".into(),
-                "--service-account-key-file".into(),
-                p("sa.pub"),
-                "--service-account-signing-key-file".into(),
-                p("sa.key"),
-                "--token-auth-file".into(),
-                p("tokens.csv"),
-                "--authorization-mode".into(),
-                "RBAC".into(),
-                "--disable-admission-plugins".into(),
-                "ServiceAccount".into(),
-                "--allow-privileged=true".into(),
-            ]
-            .into_iter()
-            .chain(extra.iter().map(|a| a.to_string())),
+            &apiserver_args,
             &dir.join("kube-apiserver.log"),
             |_| {},
         )
@@ -282,7 +289,10 @@ impl ControlPlane {
             timings: Timings::default(),
             controllers: None,
             apiserver: Mutex::new(apiserver),
+            apiserver_cmd: (bin.join("kube-apiserver"), apiserver_args),
+            apiserver_starts: std::sync::atomic::AtomicU32::new(1),
             etcd: Mutex::new(etcd),
+            etcd_url: etcd_url.clone(),
             tmp,
             janitor,
         };
@@ -386,6 +396,53 @@ impl ControlPlane {
         Client::try_from(self.config.clone()).expect("kube client from the e2e kubeconfig")
     }
 
+    /// Kills kube-apiserver (SIGKILL), leaving etcd running: the API server is away.
+    pub fn kill_apiserver(&self) {
+        self.apiserver
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .stop();
+    }
+
+    /// Starts kube-apiserver again with the same flags (same port, same etcd) and waits for
+    /// its `/readyz`; returns how long that took. Its log goes to `kube-apiserver-N.log`.
+    pub async fn restart_apiserver(&self) -> Result<Duration, String> {
+        use std::sync::atomic::Ordering;
+        let n = self.apiserver_starts.fetch_add(1, Ordering::AcqRel) + 1;
+        let (program, args) = &self.apiserver_cmd;
+        let started = Instant::now();
+        let p = Supervised::spawn(
+            "kube-apiserver",
+            program,
+            args,
+            &self.dir.join(format!("kube-apiserver-{n}.log")),
+            |_| {},
+        )
+        .map_err(|e| format!("spawn kube-apiserver: {e}"))?;
+        *self.apiserver.lock().unwrap_or_else(|e| e.into_inner()) = p;
+        self.wait_ready(started).await.map_err(|e| e.message)?;
+        Ok(started.elapsed())
+    }
+
+    /// Compacts etcd's history up to its current revision (through etcd's JSON gateway), so
+    /// that a watch resuming from an older resource version gets 410 Gone and lists again.
+    /// Returns the revision.
+    pub async fn compact_etcd(&self) -> Result<i64, String> {
+        let addr: std::net::SocketAddr = self
+            .etcd_url
+            .trim_start_matches("http://")
+            .parse()
+            .map_err(|e| format!("etcd address: {e}"))?;
+        let range = etcd_post(addr, "/v3/kv/range", r#"{"key":"AA=="}"#).await?;
+        let revision: i64 = range["header"]["revision"]
+            .as_str()
+            .and_then(|r| r.parse().ok())
+            .ok_or_else(|| format!("no revision in {range}"))?;
+        let body = format!(r#"{{"revision":"{revision}","physical":true}}"#);
+        etcd_post(addr, "/v3/kv/compaction", &body).await?;
+        Ok(revision)
+    }
+
     /// Stops both servers and removes the temp dir (also done on drop).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.controllers.take() {
@@ -406,6 +463,47 @@ impl Drop for ControlPlane {
         }
         self.stop();
     }
+}
+
+/// POSTs JSON to etcd's gateway (plain HTTP/1.1, `Connection: close`): the answer's JSON.
+async fn etcd_post(
+    addr: std::net::SocketAddr,
+    path: &str,
+    body: &str,
+) -> Result<serde_json::Value, String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let exchange = async {
+        let mut s = tokio::net::TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("etcd {addr}: {e}"))?;
+        s.write_all(
+            format!(
+                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let (head, rest) = text.split_once("\r\n\r\n").ok_or("no header end")?;
+        if !head.starts_with("HTTP/1.1 200") {
+            return Err(format!("etcd {path}: {head}\n{rest}"));
+        }
+        // The gateway may answer chunked: the JSON object is what lies between the braces.
+        let json = rest
+            .find('{')
+            .zip(rest.rfind('}'))
+            .map(|(a, b)| &rest[a..=b])
+            .ok_or_else(|| format!("etcd {path}: no JSON in {rest}"))?;
+        serde_json::from_str(json).map_err(|e| format!("etcd {path}: {e}: {json}"))
+    };
+    tokio::time::timeout(Duration::from_secs(5), exchange)
+        .await
+        .map_err(|_| format!("etcd {path}: no answer in 5 s"))?
 }
 
 /// A kube config from a kubeconfig file, with bounded timeouts.

@@ -11,6 +11,7 @@ mod support;
 mod certmanager;
 mod delivery_auto;
 mod delivery_cost;
+mod faults;
 mod harness;
 mod injection;
 mod install;

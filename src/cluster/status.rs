@@ -277,8 +277,8 @@ const COMPACT_EVERY: u32 = 1024;
 async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metrics: Arc<Metrics>) {
     let config = watcher::Config::default().labels(INJECTED_LABEL);
     // `PartialObjectMeta` makes it a metadata-only list and watch.
-    let stream =
-        watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config).default_backoff();
+    let stream = watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config)
+        .backoff(crate::retry::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut listing: HashMap<u128, PodRecord> = HashMap::new();
     // Only this task writes records, so the names live here, not under the lock.

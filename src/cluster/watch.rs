@@ -604,7 +604,7 @@ async fn watch_names<K>(
     let reader = writer.as_reader();
     let config = watcher::Config::default().page_size(LIST_PAGE);
     let stream = watcher::watcher(Api::<Meta<K>>::all(client), config)
-        .default_backoff()
+        .backoff(crate::retry::WatchBackoff::default())
         .modify(|o| {
             o.metadata.managed_fields = None;
             o.metadata.annotations = None;
@@ -635,7 +635,7 @@ impl CatalogWriters {
             Api::<DynamicObject>::all_with(client.clone(), &resource),
             cfg.clone(),
         )
-        .default_backoff()
+        .backoff(crate::retry::WatchBackoff::default())
         .modify(trim_instrumentation)
         .map(move |ev| {
             signal(matches!(ev, Ok(Event::Init)), ev.is_err());
@@ -658,7 +658,7 @@ impl CatalogWriters {
             changes: self.namespace_changes,
         };
         let ns = watcher::watcher(Api::<Meta<Namespace>>::all(client.clone()), cfg)
-            .default_backoff()
+            .backoff(crate::retry::WatchBackoff::default())
             .map(move |ev| {
                 ev.map(|ev| {
                     let shape = shape(&ev);
