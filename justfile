@@ -79,6 +79,13 @@ bench:
 load *ARGS:
     scripts/load.sh {{ARGS}}
 
+# A burst of pod creations through the real control plane and two webhook replicas behind
+# one address: pods/s and create latency without and with the webhook, and a Deployment
+# scaled 0 -> N (release binary). E.g. `E2E_BURST_PODS=5000 just burst`.
+burst: controlplane
+    cargo build --locked --release --bin otel-injector
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture burst::
+
 # The status controller's pod watch with 100,000 injected pods in the real API server: the
 # resident memory of a replica following them and of one listing them (release binary;
 # minutes). E.g. `E2E_SCALE_PODS=20000 just scale`.

@@ -8,6 +8,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod burst;
 mod certmanager;
 mod delivery_auto;
 mod delivery_cost;

@@ -13,7 +13,8 @@
 //! fail-open count.
 //!
 //! Runs alone (it holds [`CLUSTER_WIDE`] exclusively): its load would slow other tests'
-//! webhooks. `E2E_ROLLING_CLIENTS` sets the clients (default 32).
+//! webhooks. `E2E_ROLLING_CLIENTS` sets the clients (default 32), `E2E_WEBHOOK_BIN` the
+//! `otel-injector` binary the replicas run (default: this build's).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,15 +35,35 @@ const SHUTDOWN_DELAY: &str = "3s";
 const MAX_AGE: Duration = Duration::from_secs(3);
 
 /// What one create came to.
-struct Created {
-    status: u16,
-    injected: bool,
-    took: Duration,
-    body: Value,
+pub struct Created {
+    pub status: u16,
+    pub injected: bool,
+    pub took: Duration,
+    pub body: Value,
+}
+
+/// Creates a pod that asks for Java, never scheduled (the tests are about admission, not
+/// about nodes).
+pub async fn create(client: &kube::Client, ns: &str, name: &str) -> Created {
+    let mut p = pod(name, &[(INJECT_JAVA, "true")]);
+    p["spec"]["schedulingGates"] = json!([{"name": "e2e.otel-injector.io/hold"}]);
+    let t0 = Instant::now();
+    let r = api::create_pod(client, ns, &p, false).await;
+    let took = t0.elapsed();
+    let (status, body) = match r {
+        Ok(r) => (r.status, r.body),
+        Err(e) => (0, json!({ "error": e })),
+    };
+    Created {
+        status,
+        injected: is_injected(&body),
+        took,
+        body,
+    }
 }
 
 /// Creates pods that ask for Java in `ns` from `clients` concurrent clients until `stop`.
-fn load(
+pub fn load(
     client: &kube::Client,
     ns: &str,
     clients: usize,
@@ -55,28 +76,20 @@ fn load(
                 let mut out = Vec::new();
                 let mut i = 0;
                 while !stop.load(Ordering::Relaxed) {
-                    let mut p = pod(&format!("c{c}-{i}"), &[(INJECT_JAVA, "true")]);
-                    // Never scheduled: the test is about admission, not about nodes.
-                    p["spec"]["schedulingGates"] = json!([{"name": "e2e.otel-injector.io/hold"}]);
-                    let t0 = Instant::now();
-                    let r = api::create_pod(&client, &ns, &p, false).await;
-                    let took = t0.elapsed();
-                    let (status, body) = match r {
-                        Ok(r) => (r.status, r.body),
-                        Err(e) => (0, json!({ "error": e })),
-                    };
-                    out.push(Created {
-                        status,
-                        injected: is_injected(&body),
-                        took,
-                        body,
-                    });
+                    out.push(create(&client, &ns, &format!("c{c}-{i}")).await);
                     i += 1;
                 }
                 out
             })
         })
         .collect()
+}
+
+/// The `otel-injector` binary the replicas run: `E2E_WEBHOOK_BIN`, or this build's.
+fn binary() -> std::path::PathBuf {
+    std::env::var_os("E2E_WEBHOOK_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
 }
 
 async fn replica(identity: &crate::support::identity::Identity, tls: &std::path::Path) -> Webhook {
@@ -90,21 +103,17 @@ async fn replica(identity: &crate::support::identity::Identity, tls: &std::path:
     ]
     .map(String::from)
     .to_vec();
-    let mut w = Webhook::start_serving(
-        std::path::Path::new(env!("CARGO_BIN_EXE_otel-injector")),
-        &identity.kubeconfig,
-        &args,
-        Some(tls),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut w = Webhook::start_serving(&binary(), &identity.kubeconfig, &args, Some(tls))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     w.wait_ready(Duration::from_secs(30))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     w
 }
 
-fn percentile(sorted: &[Duration], p: usize) -> f64 {
+/// The `p`th percentile of `sorted`, in milliseconds.
+pub fn percentile(sorted: &[Duration], p: usize) -> f64 {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
@@ -160,85 +169,145 @@ impl Run {
     }
 }
 
+/// Two replicas of the webhook behind one [`Service`], registered for namespace `<id>-pods`,
+/// which holds a Java Instrumentation; both caches hold it.
+pub struct Rig {
+    pub client: kube::Client,
+    pub service: Service,
+    pub replicas: Vec<(&'static str, Webhook)>,
+    /// The namespace the configuration matches.
+    pub ns: String,
+    identity: crate::support::identity::Identity,
+    tls: tempfile::TempDir,
+    /// The MutatingWebhookConfiguration's name.
+    configuration: String,
+}
+
+impl Rig {
+    pub async fn start(id: &str) -> Rig {
+        let cp = cluster().await;
+        let client = cp.client();
+        let identity = identity(Rbac::Default).await;
+        // One serving certificate for every replica, as the Secret they all mount.
+        let tls = tempfile::tempdir().unwrap();
+        let certs = otel_injector::certs::generate(
+            "otel-injector e2e rolling CA",
+            &["127.0.0.1".to_owned(), "localhost".to_owned()],
+        )
+        .unwrap();
+        certs.write_to(tls.path()).unwrap();
+
+        let service = Service::start(PROBE).await.unwrap();
+        let mut replicas = Vec::new();
+        for name in ["a", "b"] {
+            let w = replica(&identity, tls.path()).await;
+            service.add(name, w.addr, w.admin);
+            replicas.push((name, w));
+        }
+        for (name, _) in &replicas {
+            service
+                .wait_ready(name, Duration::from_secs(10))
+                .await
+                .unwrap();
+        }
+        let ns = format!("{id}-pods");
+        api::create_namespace(&client, &ns, &[(SCOPE_LABEL, id)], &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let inst = json!({
+            "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+            "metadata": {"name": "java", "namespace": ns},
+            "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}
+        });
+        let r = api::create_instrumentation(&client, &ns, &inst)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{}", r.body);
+        let configuration = format!("e2e-{id}-a-otel-injector");
+        let config = api::webhook_configuration(&Registration {
+            manifest: &api::webhook_manifest_path(),
+            name: &configuration,
+            url: &format!("https://{}/mutate-v1-pod", service.addr),
+            ca_pem: &certs.ca_cert,
+            failure_policy: "Ignore",
+            timeout_seconds: 5,
+            scope: Some((SCOPE_LABEL, id)),
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
+        api::delete_doc(&client, &config)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        api::create_webhook_configuration(&client, &config)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        // Until the configuration is live and both caches hold the Instrumentation.
+        let marker = pod("marker", &[(INJECT_JAVA, "true")]);
+        let t0 = Instant::now();
+        let mut in_a_row = 0;
+        while in_a_row < 10 {
+            let r = api::create_pod(&client, &ns, &marker, true)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            in_a_row = if is_injected(&r.body) {
+                in_a_row + 1
+            } else {
+                0
+            };
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "never injected: {}",
+                r.body
+            );
+        }
+        Rig {
+            client,
+            service,
+            replicas,
+            ns,
+            identity,
+            tls,
+            configuration,
+        }
+    }
+
+    /// A new replica with the same flags and certificate.
+    async fn replica(&self) -> Webhook {
+        replica(&self.identity, self.tls.path()).await
+    }
+
+    /// Deletes the configuration and the namespace.
+    pub async fn delete(&self) {
+        let r = api::send(
+            &self.client,
+            axum::http::Method::DELETE,
+            &format!(
+                "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+                self.configuration
+            ),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        let _ = api::send(
+            &self.client,
+            axum::http::Method::DELETE,
+            &format!("/api/v1/namespaces/{}", self.ns),
+            None,
+        )
+        .await;
+    }
+}
+
 /// Two replicas behind the Service, `clients` creators, and each replica replaced in turn,
 /// the old one first (maxSurge 0, maxUnavailable 1: a Deployment so configured, or a
 /// DaemonSet). Meanwhile the other replica takes every new connection, so when the rollout
 /// ends the API server's pool sits on the replica replaced first unless connections age out.
 async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
-    let cp = cluster().await;
-    let client = cp.client();
-    let identity = identity(Rbac::Default).await;
-    // One serving certificate for every replica, as the Secret they all mount.
-    let tls = tempfile::tempdir().unwrap();
-    let certs = otel_injector::certs::generate(
-        "otel-injector e2e rolling CA",
-        &["127.0.0.1".to_owned(), "localhost".to_owned()],
-    )
-    .unwrap();
-    certs.write_to(tls.path()).unwrap();
-
-    let service = Service::start(PROBE).await.unwrap();
-    let mut old = Vec::new();
-    for name in ["a", "b"] {
-        let w = replica(&identity, tls.path()).await;
-        service.add(name, w.addr, w.admin);
-        old.push((name, w));
-    }
-    for (name, _) in &old {
-        service
-            .wait_ready(name, Duration::from_secs(10))
-            .await
-            .unwrap();
-    }
-    let ns = format!("{id}-pods");
-    api::create_namespace(&client, &ns, &[(SCOPE_LABEL, id)], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let inst = json!({
-        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
-        "metadata": {"name": "java", "namespace": ns},
-        "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}
-    });
-    let r = api::create_instrumentation(&client, &ns, &inst)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 201, "{}", r.body);
-    let name = format!("e2e-{id}-a-otel-injector");
-    let config = api::webhook_configuration(&Registration {
-        manifest: &api::webhook_manifest_path(),
-        name: &name,
-        url: &format!("https://{}/mutate-v1-pod", service.addr),
-        ca_pem: &certs.ca_cert,
-        failure_policy: "Ignore",
-        timeout_seconds: 5,
-        scope: Some((SCOPE_LABEL, id)),
-    })
-    .unwrap_or_else(|e| panic!("{e}"));
-    api::delete_doc(&client, &config)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    api::create_webhook_configuration(&client, &config)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    // Until the configuration is live and both caches hold the Instrumentation.
-    let marker = pod("marker", &[(INJECT_JAVA, "true")]);
-    let t0 = Instant::now();
-    let mut in_a_row = 0;
-    while in_a_row < 10 {
-        let r = api::create_pod(&client, &ns, &marker, true)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        in_a_row = if is_injected(&r.body) {
-            in_a_row + 1
-        } else {
-            0
-        };
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "never injected: {}",
-            r.body
-        );
-    }
+    let mut rig = Rig::start(id).await;
+    let (client, ns) = (rig.client.clone(), rig.ns.clone());
+    let old = std::mem::take(&mut rig.replicas);
+    let service = &rig.service;
 
     // The load, and the rollout in its middle.
     let fail_open_before = fail_open_count(&client).await;
@@ -298,7 +367,7 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
         drains.push(t.elapsed());
         service.remove(old_name);
         let name = ["a2", "b2"][i];
-        let w = replica(&identity, tls.path()).await;
+        let w = rig.replica().await;
         service.add(name, w.addr, w.admin);
         service
             .wait_ready(name, Duration::from_secs(10))
@@ -349,22 +418,7 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
         "too little load to mean anything: {}",
         run.created.len()
     );
-    let r = api::send(
-        &client,
-        axum::http::Method::DELETE,
-        &format!("/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{name}"),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    let _ = api::send(
-        &client,
-        axum::http::Method::DELETE,
-        &format!("/api/v1/namespaces/{ns}"),
-        None,
-    )
-    .await;
+    rig.delete().await;
     run
 }
 
