@@ -86,6 +86,13 @@ burst: controlplane
     cargo build --locked --release --bin otel-injector
     E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture burst::
 
+# Half an hour of pod creations at 20/s through two replicas, the Instrumentation changed
+# every 30 s: every pod injected with the spec of its time, memory and descriptors flat
+# (release binary). E.g. `E2E_SOAK_MINUTES=5 just soak`.
+soak: controlplane
+    cargo build --locked --release --bin otel-injector
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture soak::
+
 # The status controller's pod watch with 100,000 injected pods in the real API server: the
 # resident memory of a replica following them and of one listing them (release binary;
 # minutes). E.g. `E2E_SCALE_PODS=20000 just scale`.

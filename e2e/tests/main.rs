@@ -28,6 +28,7 @@ mod rollout;
 mod routing;
 mod scale;
 mod selfcert;
+mod soak;
 mod status;
 mod telemetry;
 mod workloads;
