@@ -8,9 +8,17 @@
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::Client;
 
-use super::watch::parse_version;
 use crate::engine::auto_image_volumes;
 use crate::metrics::Metrics;
+
+/// `(major, minor)` of a version as the API server reports it (`"1"`, `"37+"`).
+pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {
+    let number = |s: &str| -> Option<u32> {
+        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+        digits.parse().ok()
+    };
+    Some((number(major)?, number(minor)?))
+}
 
 /// The feature gate `auto` agent delivery follows.
 pub const IMAGE_VOLUME_GATE: &str = "ImageVolume";

@@ -332,15 +332,6 @@ impl Catalog for KubeCatalog {
     }
 }
 
-/// `(major, minor)` of a version as the API server reports it (`"1"`, `"37+"`).
-pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {
-    let number = |s: &str| -> Option<u32> {
-        let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
-        digits.parse().ok()
-    };
-    Some((number(major)?, number(minor)?))
-}
-
 /// Reads the API server's version and `ImageVolume` gate into `server` (retrying until the
 /// version is known), then again each time a watch reconnects (the API server may have been
 /// restarted or upgraded meanwhile); the last reading stays in force during a re-read.
