@@ -84,6 +84,8 @@ fn lists(log: &str, store: &str) -> usize {
 
 #[tokio::test]
 async fn the_webhook_serves_through_an_api_server_restart_and_converges_after_it() {
+    // Its own control plane, but not while a test that measures under load runs alone.
+    let _shared = CLUSTER_WIDE.read().await;
     let cp = ControlPlane::start()
         .await
         .unwrap_or_else(|e| panic!("control plane: {e}"));
