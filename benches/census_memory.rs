@@ -82,8 +82,7 @@ fn main() {
     let mut records: HashMap<u128, PodRecord> = HashMap::new();
     for i in 0..n {
         let meta = pod(i);
-        let hex: String = meta.uid.as_deref().unwrap().replace('-', "");
-        let key = u128::from_str_radix(&hex, 16).unwrap();
+        let key = PodRecord::key(&meta);
         let record = PodRecord::from_meta(&meta, &mut names).expect("a readable status");
         records.insert(key, record);
     }

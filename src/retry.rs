@@ -36,20 +36,15 @@ pub const WATCH_MAX_DELAY: Duration = Duration::from_millis(400);
 /// where kube-runtime's default is sized for fleets of controllers.
 pub struct WatchBackoff(backon::ExponentialBackoff);
 
-impl WatchBackoff {
-    fn builder() -> ExponentialBuilder {
-        ExponentialBuilder::new()
+impl Default for WatchBackoff {
+    fn default() -> Self {
+        let delays = ExponentialBuilder::new()
             .with_min_delay(Duration::from_millis(100))
             .with_max_delay(WATCH_MAX_DELAY)
             .with_factor(2.0)
             .with_jitter()
-            .without_max_times()
-    }
-}
-
-impl Default for WatchBackoff {
-    fn default() -> Self {
-        WatchBackoff(Self::builder().build())
+            .without_max_times();
+        WatchBackoff(delays.build())
     }
 }
 

@@ -620,6 +620,12 @@ pub async fn create_webhook_configuration(client: &Client, config: &Value) -> Re
     Ok(())
 }
 
+/// Creates a MutatingWebhookConfiguration, replacing one of the same name.
+pub async fn replace_webhook_configuration(client: &Client, config: &Value) -> Result<(), String> {
+    delete_doc(client, config).await?;
+    create_webhook_configuration(client, config).await
+}
+
 pub fn base64_of(bytes: &[u8]) -> String {
     use base64::Engine as _;
     base64::engine::general_purpose::STANDARD.encode(bytes)

@@ -465,45 +465,17 @@ impl Drop for ControlPlane {
     }
 }
 
-/// POSTs JSON to etcd's gateway (plain HTTP/1.1, `Connection: close`): the answer's JSON.
+/// POSTs JSON to etcd's gateway: the answer's JSON.
 async fn etcd_post(
     addr: std::net::SocketAddr,
     path: &str,
     body: &str,
 ) -> Result<serde_json::Value, String> {
-    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
-    let exchange = async {
-        let mut s = tokio::net::TcpStream::connect(addr)
-            .await
-            .map_err(|e| format!("etcd {addr}: {e}"))?;
-        s.write_all(
-            format!(
-                "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-                body.len()
-            )
-            .as_bytes(),
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-        let mut buf = Vec::new();
-        s.read_to_end(&mut buf).await.map_err(|e| e.to_string())?;
-        let text = String::from_utf8_lossy(&buf).into_owned();
-        let (head, rest) = text.split_once("\r\n\r\n").ok_or("no header end")?;
-        if !head.starts_with("HTTP/1.1 200") {
-            return Err(format!("etcd {path}: {head}\n{rest}"));
-        }
-        // The gateway may answer chunked: the JSON object is what lies between the braces.
-        let json = rest
-            .find('{')
-            .zip(rest.rfind('}'))
-            .map(|(a, b)| &rest[a..=b])
-            .ok_or_else(|| format!("etcd {path}: no JSON in {rest}"))?;
-        serde_json::from_str(json).map_err(|e| format!("etcd {path}: {e}: {json}"))
-    };
-    tokio::time::timeout(Duration::from_secs(5), exchange)
-        .await
-        .map_err(|_| format!("etcd {path}: no answer in 5 s"))?
+    let (status, text) = super::webhook::http_request(addr, "POST", path, Some(body)).await?;
+    if status != 200 {
+        return Err(format!("etcd {path}: HTTP {status}: {text}"));
+    }
+    serde_json::from_str(&text).map_err(|e| format!("etcd {path}: {e}: {text}"))
 }
 
 /// A kube config from a kubeconfig file, with bounded timeouts.

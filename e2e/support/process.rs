@@ -234,3 +234,35 @@ pub fn random_hex() -> io::Result<String> {
     File::open("/dev/urandom")?.read_exact(&mut buf)?;
     Ok(buf.iter().map(|b| format!("{b:02x}")).collect())
 }
+
+/// What a process holds, from `/proc/<pid>`: resident set, its peak, open descriptors.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Usage {
+    /// `VmRSS`, bytes.
+    pub rss: u64,
+    /// `VmHWM` (the peak resident set), bytes.
+    pub peak: u64,
+    pub fds: usize,
+}
+
+/// The [`Usage`] of `pid`; zeros for a process that is gone.
+pub fn usage(pid: u32) -> Usage {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let bytes = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map_or(0, |kib| kib * 1024)
+    };
+    Usage {
+        rss: bytes("VmRSS:"),
+        peak: bytes("VmHWM:"),
+        fds: std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count()),
+    }
+}
+
+/// Bytes in MiB, for reports.
+pub fn mib(bytes: u64) -> f64 {
+    bytes as f64 / 1048576.0
+}

@@ -323,12 +323,70 @@ impl Drop for Webhook {
     }
 }
 
+/// The value of one sample of a metrics text (`series` is `name{labels}` as printed).
+pub fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The sum of every sample of `name` (a metric family, or one of its `_sum`/`_count`
+/// series) whose labels hold each of `labels` (e.g. `operation="CREATE"`); 0 when none.
+pub fn metric_sum(text: &str, name: &str, labels: &[&str]) -> f64 {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (set, value) = match rest.strip_prefix('{') {
+                Some(r) => r.split_once("} ")?,
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            labels
+                .iter()
+                .all(|want| set.contains(want))
+                .then(|| value.trim().parse::<f64>().ok())?
+        })
+        .fold(0.0, |a, b| a + b)
+}
+
+/// `(sum, count)` of the webhook's own `otel_injector_admission_duration_seconds`.
+pub fn admission_time(metrics: &str) -> (f64, f64) {
+    (
+        metric_sum(metrics, "otel_injector_admission_duration_seconds_sum", &[]),
+        metric_sum(
+            metrics,
+            "otel_injector_admission_duration_seconds_count",
+            &[],
+        ),
+    )
+}
+
 /// A plain HTTP/1.1 GET with `Connection: close`: (status, body). Bounded to 5 s.
 pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
+    http_request(addr, "GET", path, None).await
+}
+
+/// A plain HTTP/1.1 request with `Connection: close`, and a JSON body if given: (status,
+/// body, de-chunked). Bounded to 5 s.
+pub async fn http_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    json: Option<&str>,
+) -> Result<(u16, String), String> {
     let exchange = async {
-        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let mut s = TcpStream::connect(addr)
+            .await
+            .map_err(|e| format!("{addr}: {e}"))?;
+        let body = match json {
+            Some(b) => format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{b}",
+                b.len()
+            ),
+            None => "\r\n".to_owned(),
+        };
         s.write_all(
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+            format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{body}")
+                .as_bytes(),
         )
         .await
         .map_err(|e| e.to_string())?;
@@ -349,7 +407,7 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), Str
     };
     tokio::time::timeout(Duration::from_secs(5), exchange)
         .await
-        .map_err(|_| format!("GET {path}: no answer in 5 s"))?
+        .map_err(|_| format!("{method} {path}: no answer in 5 s"))?
 }
 
 fn dechunk(mut body: &str) -> String {

@@ -27,9 +27,16 @@ use crate::support::webhook::Webhook;
 /// margin for this shared 2-core machine.
 const CONVERGED_WITHIN: Duration = Duration::from_secs(8);
 
-/// A review of a pod in `shop` that asks for Java.
-fn review(uid: &str) -> Value {
-    json!({
+/// A pod in `shop` that asks for Java.
+fn asking() -> Value {
+    pod("app", &[(INJECT_JAVA, "true")])
+}
+
+/// The exporter endpoint the webhook's answer gives the pod: its patch applied, the app
+/// container's `OTEL_EXPORTER_OTLP_ENDPOINT`.
+async fn served_endpoint(w: &Webhook, uid: &str) -> Result<String, String> {
+    use base64::Engine as _;
+    let review = json!({
         "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {
             "uid": uid,
@@ -37,15 +44,10 @@ fn review(uid: &str) -> Value {
             "resource": {"group": "", "version": "v1", "resource": "pods"},
             "namespace": "shop", "operation": "CREATE",
             "userInfo": {"username": "e2e"},
-            "object": pod("app", &[(INJECT_JAVA, "true")]),
+            "object": asking(),
         }
-    })
-}
-
-/// The exporter endpoint the webhook's answer sets, read from its patch.
-async fn served_endpoint(w: &Webhook, uid: &str) -> Result<String, String> {
-    use base64::Engine as _;
-    let (status, body) = w.post_review(&review(uid)).await?;
+    });
+    let (status, body) = w.post_review(&review).await?;
     if status != 200 {
         return Err(format!("HTTP {status}: {body}"));
     }
@@ -55,13 +57,10 @@ async fn served_endpoint(w: &Webhook, uid: &str) -> Result<String, String> {
     let patch = base64::engine::general_purpose::STANDARD
         .decode(patch)
         .map_err(|e| e.to_string())?;
-    let text = String::from_utf8_lossy(&patch);
-    let marker = r#""name":"OTEL_EXPORTER_OTLP_ENDPOINT","value":""#;
-    let at = text
-        .find(marker)
-        .ok_or_else(|| format!("no endpoint in the patch: {text}"))?;
-    let rest = &text[at + marker.len()..];
-    Ok(rest[..rest.find('"').unwrap_or(rest.len())].to_owned())
+    let patch: json_patch::Patch = serde_json::from_slice(&patch).map_err(|e| e.to_string())?;
+    let mut pod = asking();
+    json_patch::patch(&mut pod, &patch).map_err(|e| format!("the patch does not apply: {e}"))?;
+    Ok(env_value(&pod, 0, "OTEL_EXPORTER_OTLP_ENDPOINT").to_owned())
 }
 
 async fn set_endpoint(client: &kube::Client, endpoint: &str) {

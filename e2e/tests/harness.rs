@@ -421,10 +421,7 @@ impl Env {
         if !options.configuration_annotations.is_empty() {
             config["metadata"]["annotations"] = Value::Object(options.configuration_annotations);
         }
-        api::delete_doc(&client, &config)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        api::create_webhook_configuration(&client, &config)
+        api::replace_webhook_configuration(&client, &config)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Env {
@@ -717,6 +714,19 @@ impl Env {
     pub async fn requests(&self) -> Requests {
         self.webhook.requests().await
     }
+}
+
+/// The `otel-injector` binary a measurement runs: `$E2E_WEBHOOK_BIN` (the recipes pass the
+/// release build), else this build's.
+pub fn webhook_binary() -> std::path::PathBuf {
+    std::env::var_os("E2E_WEBHOOK_BIN")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
+}
+
+/// The `p`th percentile of `sorted`, in milliseconds.
+pub fn percentile(sorted: &[Duration], p: usize) -> f64 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
 /// A one-container pod (`app`, image `shop/checkout:1.4.2`, env `PORT=8080`) with these

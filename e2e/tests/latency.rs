@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::harness::*;
 use crate::support::api;
-use crate::support::webhook::Requests;
+use crate::support::webhook::{Requests, admission_time};
 
 /// Creates `n` pods that ask for nothing in each namespace of `namespaces`, alternating
 /// between them; returns each namespace's creation times (client side: POST to 201).
@@ -38,18 +38,11 @@ async fn series(
     times
 }
 
-fn ms(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e3
-}
-
 /// (p50, p99) in milliseconds.
 fn percentiles(times: &[Duration]) -> (f64, f64) {
     let mut t = times.to_vec();
     t.sort();
-    (
-        ms(t[t.len() / 2]),
-        ms(t[(t.len() * 99 / 100).min(t.len() - 1)]),
-    )
+    (percentile(&t, 50), percentile(&t, 99))
 }
 
 fn report(what: &str, times: &[Duration]) -> (f64, f64) {
@@ -59,21 +52,6 @@ fn report(what: &str, times: &[Duration]) -> (f64, f64) {
         times.len()
     );
     (p50, p99)
-}
-
-/// `_sum` and `_count` of the webhook's own `otel_injector_admission_duration_seconds`.
-fn admission_time(metrics: &str) -> (f64, f64) {
-    let value = |name: &str| {
-        metrics
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or(0.0)
-    };
-    (
-        value("otel_injector_admission_duration_seconds_sum "),
-        value("otel_injector_admission_duration_seconds_count "),
-    )
 }
 
 #[tokio::test]

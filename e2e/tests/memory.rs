@@ -14,7 +14,6 @@
 //! objects look as `kubectl apply` leaves them: a `last-applied-configuration` annotation
 //! and managed fields, plus a few labels and annotations of their own.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
@@ -22,20 +21,8 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 use crate::support::api;
+use crate::support::process::{mib, usage};
 use crate::support::webhook::Webhook;
-
-/// Resident and peak resident set of a process, in KiB.
-fn rss_kib(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
 
 /// The object as `kubectl apply` stores it: with its own last-applied copy.
 fn applied(mut object: Value) -> Value {
@@ -121,14 +108,12 @@ async fn await_store(webhook: &Webhook, store: &str, want: usize) {
     }
 }
 
-/// RSS once the process has settled (after the allocator returned what it frees).
+/// (VmRSS, VmHWM) in bytes once the process has settled (after the allocator returned what
+/// it frees).
 async fn settled_rss(webhook: &Webhook) -> (u64, u64) {
     tokio::time::sleep(Duration::from_secs(2)).await;
-    rss_kib(webhook.pid().expect("webhook running"))
-}
-
-fn mib(kib: u64) -> f64 {
-    kib as f64 / 1024.0
+    let u = usage(webhook.pid().expect("webhook running"));
+    (u.rss, u.peak)
 }
 
 #[tokio::test]
@@ -138,9 +123,7 @@ async fn memory_with_many_namespaces_and_instrumentations() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
-    let binary = std::env::var_os("E2E_WEBHOOK_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")));
+    let binary = webhook_binary();
     let cp = cluster().await;
     let client = cp.client();
     let id = identity(Rbac::Default).await;
@@ -201,8 +184,8 @@ async fn memory_with_many_namespaces_and_instrumentations() {
     await_store(&second, "instrumentations", n_insts).await;
     let restarted = settled_rss(&second).await;
 
-    let per_ns = (with_namespaces.0.saturating_sub(at_rest.0) * 1024) as f64 / namespaces as f64;
-    let per_inst = (with_both.0.saturating_sub(with_namespaces.0) * 1024) as f64 / n_insts as f64;
+    let per_ns = with_namespaces.0.saturating_sub(at_rest.0) as f64 / namespaces as f64;
+    let per_inst = with_both.0.saturating_sub(with_namespaces.0) as f64 / n_insts as f64;
     eprintln!("[memory] binary {}", binary.display());
     eprintln!(
         "[memory] followed by watch: at rest {:.1} MiB; + {namespaces} namespaces {:.1} MiB ({per_ns:.0} B each); + {n_insts} Instrumentations {:.1} MiB ({per_inst:.0} B each); peak {:.1} MiB",

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use crate::harness::*;
 use crate::support::api::{self, Registration};
 use crate::support::service::Service;
-use crate::support::webhook::Webhook;
+use crate::support::webhook::{Webhook, metric_sum};
 
 /// The readiness probe's period (the shipped manifests: 2 s, `failureThreshold: 1`).
 const PROBE: Duration = Duration::from_secs(1);
@@ -85,13 +85,6 @@ pub fn load(
         .collect()
 }
 
-/// The `otel-injector` binary the replicas run: `E2E_WEBHOOK_BIN`, or this build's.
-fn binary() -> std::path::PathBuf {
-    std::env::var_os("E2E_WEBHOOK_BIN")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
-}
-
 async fn replica(identity: &crate::support::identity::Identity, tls: &std::path::Path) -> Webhook {
     let args: Vec<String> = [
         "--shutdown-delay",
@@ -103,18 +96,13 @@ async fn replica(identity: &crate::support::identity::Identity, tls: &std::path:
     ]
     .map(String::from)
     .to_vec();
-    let mut w = Webhook::start_serving(&binary(), &identity.kubeconfig, &args, Some(tls))
+    let mut w = Webhook::start_serving(&webhook_binary(), &identity.kubeconfig, &args, Some(tls))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     w.wait_ready(Duration::from_secs(30))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     w
-}
-
-/// The `p`th percentile of `sorted`, in milliseconds.
-pub fn percentile(sorted: &[Duration], p: usize) -> f64 {
-    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)].as_secs_f64() * 1e3
 }
 
 /// Admission requests a replica answered.
@@ -129,13 +117,11 @@ async fn fail_open_count(client: &kube::Client) -> f64 {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(status, 200);
-    text.lines()
-        .filter(|l| {
-            l.starts_with("apiserver_admission_webhook_fail_open_count{")
-                && l.contains("otel-injector")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .fold(0.0, |a, b| a + b)
+    metric_sum(
+        &text,
+        "apiserver_admission_webhook_fail_open_count",
+        &["otel-injector"],
+    )
 }
 
 /// How the old replicas go.
@@ -234,10 +220,7 @@ impl Rig {
             scope: Some((SCOPE_LABEL, id)),
         })
         .unwrap_or_else(|e| panic!("{e}"));
-        api::delete_doc(&client, &config)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        api::create_webhook_configuration(&client, &config)
+        api::replace_webhook_configuration(&client, &config)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         // Until the configuration is live and both caches hold the Instrumentation.
@@ -275,7 +258,7 @@ impl Rig {
         replica(&self.identity, self.tls.path()).await
     }
 
-    /// Deletes the configuration and the namespace.
+    /// Deletes the configuration, the pods (waiting until they are gone) and the namespace.
     pub async fn delete(&self) {
         let r = api::send(
             &self.client,
@@ -289,6 +272,38 @@ impl Rig {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.status, 200, "{}", r.body);
+        // Thousands of injected pods: gone at once and waited for, before the test lets
+        // others run (the status tests count every injected pod of the cluster).
+        let pods = format!("/api/v1/namespaces/{}/pods", self.ns);
+        let r = api::send(
+            &self.client,
+            axum::http::Method::DELETE,
+            &format!("{pods}?gracePeriodSeconds=0"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 200, "delete the pods: {}", r.body);
+        let t0 = Instant::now();
+        loop {
+            let r = api::send(
+                &self.client,
+                axum::http::Method::GET,
+                &format!("{pods}?limit=1"),
+                None,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+            if r.body["items"].as_array().is_some_and(Vec::is_empty) {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(120),
+                "pods of {} still there after 2 minutes",
+                self.ns
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
         let _ = api::send(
             &self.client,
             axum::http::Method::DELETE,

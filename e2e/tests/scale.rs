@@ -15,7 +15,6 @@
 //! annotations, and the app's own labels. They have no owner: the garbage collector deletes
 //! pods whose owner does not exist.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
@@ -26,42 +25,19 @@ use serde_json::json;
 use crate::harness::*;
 use crate::support::api;
 use crate::support::identity::NAMESPACE;
-use crate::support::webhook::Webhook;
+use crate::support::process::{Usage, mib, usage};
+use crate::support::webhook::{Webhook, metric};
 
 /// What a replica may hold at 100,000 pods (the issue's bound; the chart's limit is above).
 const MAX_RSS: u64 = 64 * 1024 * 1024;
 const NAMESPACES: usize = 100;
 
-/// Resident and peak resident set of a process, in bytes.
-fn rss(pid: u32) -> (u64, u64) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kb| kb * 1024)
-            .unwrap_or(0)
-    };
-    (field("VmRSS:"), field("VmHWM:"))
-}
-
-fn mib(b: u64) -> f64 {
-    b as f64 / 1048576.0
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// Waits until the replica's pod watch holds at least `n` pods; returns how long it took.
 async fn await_watched(w: &Webhook, n: usize, limit: Duration) -> Duration {
     let t0 = Instant::now();
     loop {
-        let watched = metric(&w.metrics().await, "otel_injector_status_pods_watched");
+        let watched =
+            metric(&w.metrics().await, "otel_injector_status_pods_watched").unwrap_or(0.0);
         if watched >= n as f64 {
             return t0.elapsed();
         }
@@ -98,9 +74,7 @@ async fn the_pod_watch_of_a_hundred_thousand_pods_fits_in_64_mib() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
-    let binary = std::env::var_os("E2E_WEBHOOK_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")));
+    let binary = webhook_binary();
     let _alone = CLUSTER_WIDE.write().await;
     let cp = cluster().await;
     let client = cp.client();
@@ -117,7 +91,7 @@ async fn the_pod_watch_of_a_hundred_thousand_pods_fits_in_64_mib() {
         .log_with("status controller: pods listed", Duration::from_secs(30))
         .await;
     assert!(log.contains("status controller: pods listed"), "{log}");
-    let (before, _) = rss(pid);
+    let before = usage(pid).rss;
 
     let t0 = Instant::now();
     let created = futures::stream::iter(0..n)
@@ -145,14 +119,22 @@ async fn the_pod_watch_of_a_hundred_thousand_pods_fits_in_64_mib() {
         .await;
     let creating = t0.elapsed();
     let lag = await_watched(&a, n, Duration::from_secs(300)).await;
-    let (followed, followed_peak) = rss(pid);
+    let Usage {
+        rss: followed,
+        peak: followed_peak,
+        ..
+    } = usage(pid);
 
     // A replica that starts with every pod present lists them.
     let t1 = Instant::now();
     let b = replica(&binary, &id.kubeconfig, "scale-b").await;
     await_watched(&b, n, Duration::from_secs(300)).await;
     let listed_after = t1.elapsed();
-    let (listed, listed_peak) = rss(b.pid().expect("running"));
+    let Usage {
+        rss: listed,
+        peak: listed_peak,
+        ..
+    } = usage(b.pid().expect("running"));
     let per_pod = followed.saturating_sub(before) as f64 / n as f64;
     eprintln!(
         "[scale] {created} pods created in {creating:.1?} ({:.0}/s); the watch held them all \

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use crate::harness::*;
 use crate::rolling::{Rig, create};
 use crate::support::api;
+use crate::support::process::{Usage, mib, usage};
 
 /// How long after a change a pod may still get the previous generation.
 const LAG: Duration = Duration::from_secs(2);
@@ -32,21 +33,6 @@ fn env_u64(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// (VmRSS in bytes, open file descriptors) of a process.
-fn usage(pid: u32) -> (u64, usize) {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let rss = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024;
-    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| d.count())
-        .unwrap_or(0);
-    (rss, fds)
 }
 
 /// The generation the pod's first container got, if any.
@@ -98,7 +84,7 @@ async fn a_half_hour_soak_injects_every_pod_with_the_current_spec_and_stays_flat
         .collect();
     let slots = Arc::new(tokio::sync::Semaphore::new(IN_FLIGHT));
     let mut tasks = Vec::new();
-    let mut samples: Vec<(Duration, Vec<(u64, usize)>)> = Vec::new();
+    let mut samples: Vec<(Duration, Vec<Usage>)> = Vec::new();
     let started = Instant::now();
     let (mut generation, mut since) = (0u64, started);
     let mut next_change = started + CHANGE_EVERY;
@@ -159,23 +145,23 @@ async fn a_half_hour_soak_injects_every_pod_with_the_current_spec_and_stays_flat
         }
     }
     // Flat after the warm-up: the last sample against the first one past it.
-    let after: Vec<&(Duration, Vec<(u64, usize)>)> =
+    let after: Vec<&(Duration, Vec<Usage>)> =
         samples.iter().filter(|(t, _)| *t >= warm_up).collect();
     let (first, last) = (after[0], after[after.len() - 1]);
-    let mib = |b: u64| b as f64 / 1048576.0;
     for (k, pid) in pids.iter().enumerate() {
-        let (r0, f0) = first.1[k];
-        let (r1, f1) = last.1[k];
-        let peak = after.iter().map(|s| s.1[k].0).max().unwrap_or(0);
+        let (u0, u1) = (first.1[k], last.1[k]);
+        let peak = after.iter().map(|s| s.1[k].rss).max().unwrap_or(0);
         eprintln!(
             "[soak] replica {k} (pid {pid}): VmRSS {:.2} MiB at {:.0?} -> {:.2} MiB at {:.0?} \
-             (peak {:.2}), growth {:+.3} MiB; open fds {f0} -> {f1}",
-            mib(r0),
+             (highest sample {:.2}), growth {:+.3} MiB; open fds {} -> {}",
+            mib(u0.rss),
             first.0,
-            mib(r1),
+            mib(u1.rss),
             last.0,
             mib(peak),
-            mib(r1) - mib(r0)
+            mib(u1.rss) - mib(u0.rss),
+            u0.fds,
+            u1.fds,
         );
     }
     eprintln!(
@@ -192,12 +178,12 @@ async fn a_half_hour_soak_injects_every_pod_with_the_current_spec_and_stays_flat
         "e.g. {first_failure:?}"
     );
     for k in 0..pids.len() {
-        let growth = last.1[k].0.saturating_sub(first.1[k].0);
+        let growth = last.1[k].rss.saturating_sub(first.1[k].rss);
         assert!(
             growth <= 1024 * 1024,
             "replica {k}: RSS grew {growth} B after the warm-up"
         );
-        let fds = last.1[k].1.abs_diff(first.1[k].1);
+        let fds = last.1[k].fds.abs_diff(first.1[k].fds);
         assert!(
             fds <= 4,
             "replica {k}: open fds moved by {fds} after the warm-up"

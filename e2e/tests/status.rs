@@ -23,7 +23,8 @@ use crate::support::api;
 use crate::support::chart;
 use crate::support::controllers::toleration;
 use crate::support::identity::NAMESPACE;
-use crate::support::webhook::Webhook;
+use crate::support::process::usage;
+use crate::support::webhook::{self, Webhook};
 use crate::workloads::{create, running_pods};
 
 /// The Lease of every status test (the shipped Role grants this name only).
@@ -212,10 +213,7 @@ fn want(injected: u64, outdated: u64, skipped: Value, workloads: Value) -> Value
 
 /// The value of one sample of the metrics text (`name{labels} value`), 0 when absent.
 fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
-        .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
+    webhook::metric(text, series).unwrap_or(0.0)
 }
 
 /// The pods of the whole cluster (other tests' too) that carry the injected label and are
@@ -754,16 +752,6 @@ async fn two_electors_of_one_lease_take_turns() {
     }
 }
 
-/// Resident memory of a process, in bytes (`VmRSS` of `/proc/PID/status`).
-fn rss(pid: u32) -> u64 {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
-}
-
 /// Creates `n` bare pods (unscheduled: they do not tolerate the kwok node) carrying the
 /// outcome, 32 at a time; returns when the last was created.
 async fn bare_pods(env: &Env, ns: &str, n: usize, outcome: &str) {
@@ -806,7 +794,7 @@ async fn many_pods(id: &str, n: usize) {
     )
     .await;
     let pid = env.webhook.pid().expect("running");
-    let before = rss(pid);
+    let before = usage(pid).rss;
     bare_pods(&env, &ns, n, &format!("java=injected {ns}/java {hash}")).await;
     let n64 = u64::try_from(n).unwrap();
     let (_, took) = await_status(
@@ -817,7 +805,7 @@ async fn many_pods(id: &str, n: usize) {
         Duration::from_secs(30),
     )
     .await;
-    let after = rss(pid);
+    let after = usage(pid).rss;
     let per_pod = after.saturating_sub(before) / n64;
     eprintln!(
         "[e2e] status of {n} pods converged {took:?} after the last pod was created; \

@@ -239,26 +239,9 @@ impl LogLimit {
     }
 }
 
-/// A pod's key in the watch's map: its UID (the API server's UUID) as 16 bytes, so that
-/// no name is kept per pod. A UID that is not a UUID (never from a real API server) is
-/// keyed by a digest of it.
+/// A pod's key in the watch's map ([`PodRecord::key`]).
 fn pod_key(meta: &PartialObjectMeta<Pod>) -> u128 {
-    let uid = meta.metadata.uid.as_deref().unwrap_or_default();
-    let hex: String = uid.chars().filter(|c| *c != '-').collect();
-    if hex.len() == 32
-        && let Ok(k) = u128::from_str_radix(&hex, 16)
-    {
-        return k;
-    }
-    let id = format!(
-        "{uid}/{}/{}",
-        meta.metadata.namespace.as_deref().unwrap_or_default(),
-        meta.metadata.name.as_deref().unwrap_or_default()
-    );
-    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
-    let mut k = [0u8; 16];
-    k.copy_from_slice(&digest.as_ref()[..16]);
-    u128::from_be_bytes(k)
+    PodRecord::key(&meta.metadata)
 }
 
 /// What is kept of a pod: its record, unless it is terminating (it no longer counts).
@@ -302,11 +285,11 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 p.records = std::mem::take(&mut listing);
                 p.records.shrink_to_fit();
                 p.synced = true;
+                let listed = p.records.len();
                 drop(p);
                 names.compact();
-                let p = pods.lock().unwrap_or_else(|e| e.into_inner());
                 tracing::info!(
-                    pods = p.records.len(),
+                    pods = listed,
                     names = names.len(),
                     "status controller: pods listed"
                 );
@@ -317,17 +300,11 @@ async fn watch_pods(client: Client, pods: SharedPods, dirty: Arc<Notify>, metric
                 let r = record(&o, &mut names);
                 let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
                 match r {
-                    Some(r) => match p.records.get_mut(&key) {
-                        Some(old) if *old == r => false,
-                        Some(old) => {
-                            *old = r;
-                            true
-                        }
-                        None => {
-                            p.records.insert(key, r);
-                            true
-                        }
-                    },
+                    Some(r) if p.records.get(&key) == Some(&r) => false,
+                    Some(r) => {
+                        p.records.insert(key, r);
+                        true
+                    }
                     None => {
                         removals += 1;
                         p.records.remove(&key).is_some()
@@ -628,49 +605,6 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
-    }
-
-    fn pod_meta(uid: Option<&str>, ns: &str, name: &str) -> PartialObjectMeta<Pod> {
-        let mut m = PartialObjectMeta::<Pod>::default();
-        m.metadata.uid = uid.map(str::to_owned);
-        m.metadata.namespace = Some(ns.into());
-        m.metadata.name = Some(name.into());
-        m
-    }
-
-    #[test]
-    fn pods_are_keyed_by_their_uid_as_sixteen_bytes() {
-        assert_eq!(
-            pod_key(&pod_meta(
-                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
-                "a",
-                "b"
-            )),
-            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
-        );
-        // The same UID in another pod's metadata is the same pod (a Delete event's).
-        assert_eq!(
-            pod_key(&pod_meta(
-                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
-                "x",
-                "y"
-            )),
-            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
-        );
-        // Not a UUID: a digest, stable, and different per pod.
-        let odd = pod_key(&pod_meta(Some("not-a-uuid"), "a", "b"));
-        assert_eq!(odd, pod_key(&pod_meta(Some("not-a-uuid"), "a", "b")));
-        assert_ne!(odd, pod_key(&pod_meta(Some("not-a-uuid"), "a", "c")));
-        assert_ne!(
-            pod_key(&pod_meta(None, "a", "b")),
-            pod_key(&pod_meta(None, "b", "a"))
-        );
-        // 32 characters once the dashes are gone, but not hex: a digest too.
-        let g = "0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1fzz";
-        assert_eq!(
-            pod_key(&pod_meta(Some(g), "a", "b")),
-            pod_key(&pod_meta(Some(g), "a", "b"))
-        );
     }
 
     fn inst(generation: i64) -> Entry {

@@ -115,6 +115,28 @@ impl Interner {
 }
 
 impl PodRecord {
+    /// A pod's key in a map of records: its UID (the API server's UUID) as 16 bytes, so
+    /// that no name is kept per pod. A UID that is not a UUID (never from a real API
+    /// server) is keyed by a digest of it with the pod's namespace and name.
+    pub fn key(meta: &ObjectMeta) -> u128 {
+        let uid = meta.uid.as_deref().unwrap_or_default();
+        let hex: String = uid.chars().filter(|c| *c != '-').collect();
+        if hex.len() == 32
+            && let Ok(k) = u128::from_str_radix(&hex, 16)
+        {
+            return k;
+        }
+        let id = format!(
+            "{uid}/{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        );
+        let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+        let mut k = [0u8; 16];
+        k.copy_from_slice(&digest.as_ref()[..16]);
+        u128::from_be_bytes(k)
+    }
+
     /// The record of a pod from its metadata; `None` when it has no readable status
     /// annotation (it did not go through this webhook, or the text was changed by hand).
     pub fn from_meta(meta: &ObjectMeta, names: &mut Interner) -> Option<PodRecord> {
@@ -364,6 +386,51 @@ mod tests {
         assert_eq!(PodRecord::from_meta(&unreadable, names), None);
         unreadable.annotations = None;
         assert_eq!(PodRecord::from_meta(&unreadable, names), None);
+    }
+
+    fn pod_meta(uid: Option<&str>, ns: &str, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            uid: uid.map(str::to_owned),
+            namespace: Some(ns.into()),
+            name: Some(name.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pods_are_keyed_by_their_uid_as_sixteen_bytes() {
+        assert_eq!(
+            PodRecord::key(&pod_meta(
+                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
+                "a",
+                "b"
+            )),
+            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
+        );
+        // The same UID in another pod's metadata is the same pod (a Delete event's).
+        assert_eq!(
+            PodRecord::key(&pod_meta(
+                Some("0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1f04"),
+                "x",
+                "y"
+            )),
+            0x0f3c8a2e_4b71_4d7e_9a51_6c2d9e8b1f04
+        );
+        // Not a UUID: a digest, stable, and different per pod.
+        let odd = PodRecord::key(&pod_meta(Some("not-a-uuid"), "a", "b"));
+        assert_eq!(odd, PodRecord::key(&pod_meta(Some("not-a-uuid"), "a", "b")));
+        assert_ne!(odd, PodRecord::key(&pod_meta(Some("not-a-uuid"), "a", "c")));
+        assert_ne!(
+            PodRecord::key(&pod_meta(None, "a", "b")),
+            PodRecord::key(&pod_meta(None, "b", "a"))
+        );
+        // 32 characters once the dashes are gone, but not hex: a digest too (which, unlike
+        // a UUID's key, depends on the pod's name).
+        let g = "0f3c8a2e-4b71-4d7e-9a51-6c2d9e8b1fzz";
+        assert_ne!(
+            PodRecord::key(&pod_meta(Some(g), "a", "b")),
+            PodRecord::key(&pod_meta(Some(g), "a", "c"))
+        );
     }
 
     #[test]

@@ -628,11 +628,11 @@ impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
         self.conn.set(Phase::Request);
         let answered = Answered(self.conn.clone());
         let response = self.inner.call(req);
-        let conn = self.conn.clone();
         Box::pin(async move {
             let Ok(mut response) = response.await;
             // Decided when the answer is ready, so a drain that began during the request
             // still retires the connection. hyper closes it once this answer is written.
+            let conn = &answered.0;
             if let Some(reason) = conn.retiring() {
                 response.headers_mut().insert(
                     http::header::CONNECTION,
@@ -687,15 +687,12 @@ impl hyper::body::Body for TrackedBody {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::shutdown::{Shutdown, with_signals};
+    use crate::server::shutdown::{self, Shutdown};
     use tokio::sync::mpsc;
 
-    /// A drain that starts when the sender sends (no delay before closing).
+    /// A drain that begins when the sender sends (and closes a minute later).
     fn drain() -> (mpsc::UnboundedSender<()>, Shutdown, Drain) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let signals = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let (shutdown, drain) = with_signals(signals, Duration::from_secs(60), Duration::ZERO);
-        (tx, shutdown, drain)
+        shutdown::manual(Duration::from_secs(60), Duration::ZERO)
     }
 
     fn tracker_with(limits: ConnLimits) -> (mpsc::UnboundedSender<()>, Shutdown, Arc<Tracker>) {
@@ -758,7 +755,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn once_draining_every_answer_retires_and_idle_connections_close_after_a_second() {
+    async fn once_draining_every_answer_retires_and_idle_connections_close_after_drain_idle() {
         let (signal, shutdown, t) = tracker_with(ConnLimits::default());
         let run = tokio::spawn(shutdown.signaled(std::future::pending::<()>()));
         // The connection's work as the listener's: it ends when asked to retire (hyper
@@ -798,7 +795,7 @@ mod tests {
             !busy_task.is_finished(),
             "a request in progress was retired"
         );
-        // Once answered, it waits a second for a request, then is retired.
+        // Once answered, it waits DRAIN_IDLE for a request, then is retired.
         busy.set(Phase::Idle);
         let idle_from = Instant::now();
         let closed = tokio::time::timeout(Duration::from_secs(5), busy_task)

@@ -57,7 +57,7 @@ pub fn sigint_or_sigterm(delay: Duration, timeout: Duration) -> std::io::Result<
 }
 
 /// The pair, driven by any stream of signals (tests).
-pub(crate) fn with_signals(
+fn with_signals(
     signals: impl Stream<Item = ()> + Send + 'static,
     delay: Duration,
     timeout: Duration,
@@ -69,6 +69,19 @@ pub(crate) fn with_signals(
         delay,
     };
     (shutdown, Drain { phase: rx, timeout })
+}
+
+/// The pair with a channel for signals: each `()` sent is one signal (tests of this module
+/// and of the listeners).
+#[cfg(test)]
+pub(crate) fn manual(
+    delay: Duration,
+    timeout: Duration,
+) -> (tokio::sync::mpsc::UnboundedSender<()>, Shutdown, Drain) {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let signals = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
+    let (shutdown, drain) = with_signals(signals, delay, timeout);
+    (tx, shutdown, drain)
 }
 
 impl Shutdown {
@@ -142,14 +155,7 @@ mod tests {
     use tokio::time::Instant;
 
     fn pair(delay_ms: u64) -> (mpsc::UnboundedSender<()>, Shutdown, Drain) {
-        let (tx, mut rx) = mpsc::unbounded_channel();
-        let signals = futures::stream::poll_fn(move |cx| rx.poll_recv(cx));
-        let (shutdown, drain) = with_signals(
-            signals,
-            Duration::from_millis(delay_ms),
-            Duration::from_secs(1),
-        );
-        (tx, shutdown, drain)
+        manual(Duration::from_millis(delay_ms), Duration::from_secs(1))
     }
 
     #[tokio::test]
