@@ -291,6 +291,24 @@ impl Tracker {
         )
     }
 
+    /// Waits for the drain to begin, then wakes every open connection, so that those
+    /// without a request start their shorter wait ([`DRAIN_IDLE`]); connections opened
+    /// later see the drain when they first compute a deadline. One waiter on the drain per
+    /// listener, not one per connection: a flood of connections costs no more than before.
+    pub async fn follow_drain(self: Arc<Self>) {
+        let mut drain = self.drain.clone();
+        drain.draining().await;
+        let conns: Vec<Arc<Shared>> = self
+            .registry()
+            .conns
+            .values()
+            .map(|s| s.conn.clone())
+            .collect();
+        for conn in conns {
+            conn.wake.notify_one();
+        }
+    }
+
     /// Resolves once no connection is open (after the listener has stopped accepting).
     pub async fn all_closed(&self) {
         loop {
@@ -462,14 +480,13 @@ impl Conn {
     pub async fn run(self, work: impl Future<Output = ()>) -> Option<ConnClose> {
         let _registered = Registration(self.clone());
         tokio::pin!(work);
-        let mut drain = self.0.tracker.drain.clone();
-        let draining = drain.draining();
-        tokio::pin!(draining);
-        let mut drain_seen = false;
         // Asked to close gracefully because it waited without a request while draining.
         let mut retired = false;
         let closed = loop {
-            let Some((phase, deadline)) = self.deadline(drain_seen && !retired) else {
+            // The drain shortens the wait for a request ([`Tracker::follow_drain`] wakes
+            // every connection when it begins).
+            let draining = !retired && self.0.tracker.drain.is_draining();
+            let Some((phase, deadline)) = self.deadline(draining) else {
                 break None;
             };
             tokio::select! {
@@ -480,17 +497,15 @@ impl Conn {
                         break Some(ConnClose::Shed);
                     }
                 }
-                // The drain shortens the deadline of a connection without a request.
-                () = &mut draining, if !drain_seen => drain_seen = true,
                 () = tokio::time::sleep_until(deadline) => {
                     // The phase may have changed without the task noticing yet.
                     let expired = self
-                        .deadline(drain_seen && !retired)
+                        .deadline(draining)
                         .is_some_and(|(p, d)| p == phase && d <= Instant::now());
                     if !expired {
                         continue;
                     }
-                    if drain_seen && !retired && matches!(phase, Phase::Fresh | Phase::Idle) {
+                    if draining && matches!(phase, Phase::Fresh | Phase::Idle) {
                         // hyper closes it at once if no request has begun, else after
                         // answering it; the phase's own deadline still bounds that.
                         retired = true;
@@ -758,6 +773,7 @@ mod tests {
     async fn once_draining_every_answer_retires_and_idle_connections_close_after_drain_idle() {
         let (signal, shutdown, t) = tracker_with(ConnLimits::default());
         let run = tokio::spawn(shutdown.signaled(std::future::pending::<()>()));
+        let follow = tokio::spawn(t.clone().follow_drain());
         // The connection's work as the listener's: it ends when asked to retire (hyper
         // closes an idle connection at once).
         let serve = |c: &Conn| {
@@ -825,6 +841,7 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+        assert!(follow.is_finished());
         run.abort();
     }
 

@@ -99,6 +99,7 @@ async fn serve<H, F, S>(
     F: Future<Output = io::Result<S>> + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let follow = tokio::spawn(tracker.clone().follow_drain());
     loop {
         let accepted = tokio::select! {
             biased;
@@ -185,6 +186,7 @@ async fn serve<H, F, S>(
         closed_idle,
         "listener closed; draining connections"
     );
+    follow.abort();
     if tokio::time::timeout(timeout, tracker.all_closed())
         .await
         .is_err()
