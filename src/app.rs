@@ -142,7 +142,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
         catalog,
         config: engine.clone(),
         metrics: metrics.clone(),
-        events,
+        events: events.clone(),
     }));
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,
@@ -188,6 +188,7 @@ pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
                 metrics.clone(),
                 drain.clone(),
                 rollout,
+                events,
             )));
         }
         if args.cluster.label_namespaces {
@@ -229,6 +230,7 @@ async fn run_status(
     metrics: Arc<Metrics>,
     mut drain: server::Drain,
     rollout: Option<cluster::rollout::AutoRollout>,
+    events: crate::cluster::events::EventSink,
 ) {
     let client = tokio::select! {
         client = client => client,
@@ -238,7 +240,12 @@ async fn run_status(
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
     let leadership = cluster::elect(client.clone(), lease);
     let changes = catalog.instrumentation_changes();
-    let controller = cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+    let mut controller =
+        cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+    if args.find_missed {
+        let excluded = args.missed_excluded_namespaces.iter().cloned().collect();
+        controller = controller.finding_missed(excluded, events);
+    }
     // The automatic rollout shares the Lease: one holder runs every leader-only writer.
     let status_on = args.status;
     let status = async {

@@ -293,6 +293,8 @@ pub struct Metrics {
     pub leader: Gauge,
     pub status_writes: Family<ResultLabels, Counter>,
     pub status_pods: Gauge,
+    /// Pods found asking for injection without an outcome (admitted without the webhook).
+    pub missed_pods: Gauge,
 }
 
 /// How a status write ended.
@@ -353,6 +355,7 @@ impl Metrics {
             leader: Gauge::default(),
             status_writes: Family::default(),
             status_pods: Gauge::default(),
+            missed_pods: Gauge::default(),
             registry: Registry::default(),
         };
         {
@@ -455,6 +458,13 @@ impl Metrics {
                 "pods_watched",
                 "Pods that asked for injection, held by the status controller's pod watch",
                 m.status_pods.clone(),
+            );
+            status.register(
+                "pods_missed",
+                "Pods that asked for injection and were admitted without an outcome (the webhook \
+                 unreachable or not registered when they were created), as the status \
+                 controller's watches find them",
+                m.missed_pods.clone(),
             );
         }
         let build_info = Family::<BuildLabels, Gauge>::default();

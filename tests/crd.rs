@@ -500,6 +500,7 @@ fn crd_names_and_subresources() {
             ("Injected", ".status.injected"),
             ("Outdated", ".status.outdated"),
             ("Skipped", ".status.skipped"),
+            ("Missed", ".status.missed"),
         ]
     );
     // The status controller's counts are integers, shown by `kubectl get` without `-o wide`.

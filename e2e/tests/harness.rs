@@ -179,6 +179,10 @@ pub enum Rbac {
     /// Plus `components/rollout/rbac.yaml` (restart workloads, status.rollout, Events, the
     /// Lease), for `e2e-rollout`.
     Rollout,
+    /// Plus `components/status/rbac.yaml`, `components/rollout/rbac.yaml` and
+    /// `components/events/rbac.yaml`: the status controller finding missed pods, announcing
+    /// them and the automatic rollout restarting them, for `e2e-missed`.
+    Missed,
 }
 
 impl Rbac {
@@ -216,6 +220,15 @@ impl Rbac {
             Rbac::Rollout => (
                 "e2e-rollout",
                 &["base/otel-injector.yaml", "components/rollout/rbac.yaml"],
+            ),
+            Rbac::Missed => (
+                "e2e-missed",
+                &[
+                    "base/otel-injector.yaml",
+                    "components/status/rbac.yaml",
+                    "components/rollout/rbac.yaml",
+                    "components/events/rbac.yaml",
+                ],
             ),
             Rbac::AgentDeliveryAuto => (
                 "e2e-agent-delivery-auto",

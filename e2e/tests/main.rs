@@ -20,6 +20,7 @@ mod languages;
 mod latency;
 mod manifests;
 mod memory;
+mod missed;
 mod offline;
 mod outcome;
 mod privileges;

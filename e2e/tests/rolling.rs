@@ -10,7 +10,8 @@
 //!
 //! The same with SIGKILL instead of the drain is a measurement (`#[ignore]`d): what
 //! fail-open costs, as pods stored without the agent, counted against the API server's own
-//! fail-open count.
+//! fail-open count and against what a status controller (a third process, not behind the
+//! Service) finds missed.
 //!
 //! Runs alone (it holds [`CLUSTER_WIDE`] exclusively): its load would slow other tests'
 //! webhooks. `E2E_ROLLING_CLIENTS` sets the clients (default 32), `E2E_WEBHOOK_BIN` the
@@ -42,10 +43,10 @@ pub struct Created {
     pub body: Value,
 }
 
-/// Creates a pod that asks for Java, never scheduled (the tests are about admission, not
-/// about nodes).
+/// Creates a pod that asks for Java (by annotation and label: a pod the webhook misses is
+/// then found), never scheduled (the tests are about admission, not about nodes).
 pub async fn create(client: &kube::Client, ns: &str, name: &str) -> Created {
-    let mut p = pod(name, &[(INJECT_JAVA, "true")]);
+    let mut p = pod_labeled(name, &[(INJECT_JAVA, "true")], &[(INJECT_JAVA, "true")]);
     p["spec"]["schedulingGates"] = json!([{"name": "e2e.otel-injector.io/hold"}]);
     let t0 = Instant::now();
     let r = api::create_pod(client, ns, &p, false).await;
@@ -105,6 +106,63 @@ async fn replica(identity: &crate::support::identity::Identity, tls: &std::path:
     w
 }
 
+/// A replica that runs only the status controller (with its RBAC), not behind the Service.
+async fn status_replica() -> Webhook {
+    let id = identity(Rbac::Status).await;
+    let args: Vec<String> = [
+        "--status=true",
+        "--lease-identity=rolling-status",
+        "--lease-name=otel-injector",
+        "--lease-duration=3s",
+    ]
+    .map(String::from)
+    .into_iter()
+    .chain([format!(
+        "--lease-namespace={}",
+        crate::support::identity::NAMESPACE
+    )])
+    .collect();
+    let mut w = Webhook::start_serving(&webhook_binary(), &id.kubeconfig, &args, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    w.wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    w
+}
+
+/// `status.missed` of the rig's Instrumentation once it equals `want`, or after it stayed the
+/// same for 10 s (at most 60 s); and when.
+async fn settled_missed(client: &kube::Client, ns: &str, want: i64) -> (i64, Duration) {
+    let t0 = Instant::now();
+    let mut last: Option<(i64, Instant)> = None;
+    loop {
+        let r = api::send(
+            client,
+            axum::http::Method::GET,
+            &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/java"),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        let n = r.body["status"]["missed"].as_i64().unwrap_or(-1);
+        if n == want {
+            return (n, t0.elapsed());
+        }
+        match last {
+            Some((m, since)) if m == n => {
+                if since.elapsed() > Duration::from_secs(10)
+                    || t0.elapsed() > Duration::from_secs(60)
+                {
+                    return (n, t0.elapsed());
+                }
+            }
+            _ => last = Some((n, Instant::now())),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 /// Admission requests a replica answered.
 async fn answered(w: &Webhook) -> f64 {
     w.requests().await.total()
@@ -140,6 +198,8 @@ struct Run {
     /// Reviews answered by each new replica in a window after the rollout.
     window: Vec<f64>,
     fail_open: f64,
+    /// With [`Replace::Kill`]: the Instrumentation's `status.missed` once it settled.
+    found: Option<i64>,
 }
 
 impl Run {
@@ -324,6 +384,12 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
     let old = std::mem::take(&mut rig.replicas);
     let service = &rig.service;
 
+    // With SIGKILL, a status controller that finds the pods admitted without the webhook.
+    let finder = match replace {
+        Replace::Kill => Some(status_replica().await),
+        Replace::Drain => None,
+    };
+
     // The load, and the rollout in its middle.
     let fail_open_before = fail_open_count(&client).await;
     let stop = Arc::new(AtomicBool::new(false));
@@ -403,11 +469,20 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
         created.extend(t.await.unwrap());
     }
     let elapsed = started.elapsed();
-    let run = Run {
+    let mut run = Run {
         created,
         window: before.iter().zip(&after).map(|(b, a)| a - b).collect(),
         fail_open: fail_open_count(&client).await - fail_open_before,
+        found: None,
     };
+    if finder.is_some() {
+        let want = i64::try_from(run.uninjected().len()).unwrap_or(i64::MAX);
+        let (found, after) = settled_missed(&client, &ns, want).await;
+        eprintln!(
+            "[rolling] status.missed {found} ({want} stored without the agent) {after:.1?} after the load"
+        );
+        run.found = Some(found);
+    }
     let mut times: Vec<Duration> = run.created.iter().map(|c| c.took).collect();
     times.sort();
     eprintln!(
@@ -490,7 +565,8 @@ async fn after_a_rolling_update_connections_spread_over_the_new_replicas() {
 
 /// What fail-open costs: the replicas killed instead of drained. No create fails (the API
 /// server admits the pod), and the pods whose calls were lost are stored without the agent
-/// and without an outcome; the count matches the API server's own.
+/// and without an outcome; the count matches the API server's own, and the status
+/// controller finds every one of them (`status.missed`).
 #[tokio::test]
 #[ignore = "a measurement: cargo test --features e2e --test e2e -- --ignored --nocapture rolling::killed"]
 async fn killed_replicas_cost_the_pods_whose_calls_were_lost() {
@@ -509,5 +585,10 @@ async fn killed_replicas_cost_the_pods_whose_calls_were_lost() {
         uninjected.len() as f64,
         run.fail_open,
         "pods stored without the agent and the API server's fail-open count"
+    );
+    assert_eq!(
+        run.found,
+        Some(uninjected.len() as i64),
+        "the pods stored without the agent and those the status controller found missed"
     );
 }

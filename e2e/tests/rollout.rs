@@ -430,7 +430,7 @@ async fn rollout_command_stops_at_a_workload_whose_new_pods_crash_loop() {
 }
 
 /// The Instrumentation's `status.rollout`, as stored.
-async fn rollout_status(env: &Env, ns: &str, name: &str) -> Value {
+pub async fn rollout_status(env: &Env, ns: &str, name: &str) -> Value {
     let r = api::send(
         &env.client,
         axum::http::Method::GET,
@@ -444,7 +444,7 @@ async fn rollout_status(env: &Env, ns: &str, name: &str) -> Value {
 }
 
 /// Waits (at most `limit`) until `status.rollout` has this state for this spec.
-async fn until_rollout(env: &Env, ns: &str, state: &str, spec: &str, limit: Duration) -> Value {
+pub async fn until_rollout(env: &Env, ns: &str, state: &str, spec: &str, limit: Duration) -> Value {
     let t0 = Instant::now();
     loop {
         let s = rollout_status(env, ns, "java").await;

@@ -1,6 +1,6 @@
 //! The status controller through the real control plane: Deployments whose pods the real
 //! controller manager makes (and the garbage collector deletes) are counted in the
-//! Instrumentation's status as injected, outdated or skipped, per workload; `kubectl get
+//! Instrumentation's status as injected, outdated, skipped or missed, per workload; `kubectl get
 //! otelinst` shows the counts; a missing exporter TLS Secret degrades it; of two replicas one
 //! holds the Lease and writes, and the other takes over when it dies; 1,000 pods converge in
 //! seconds, and the pod watch's memory is measured.
@@ -356,15 +356,15 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
         lines[0],
         [
             "NAME", "AGE", "ENDPOINT", "SAMPLER", "SAMPLER", "ARG", "INJECTED", "OUTDATED",
-            "SKIPPED"
+            "SKIPPED", "MISSED"
         ]
     );
     assert_eq!(lines.len(), 2, "{}", out.stdout);
-    // The sampler columns are blank: the row is name, age, endpoint and the three counts.
+    // The sampler columns are blank: the row is name, age, endpoint and the four counts.
     let row = &lines[1];
-    assert_eq!(row.len(), 6, "{}", out.stdout);
+    assert_eq!(row.len(), 7, "{}", out.stdout);
     assert_eq!(row[0], "java");
-    assert_eq!(row[2..], ["http://collector.example:4318", "3", "0", "1"]);
+    assert_eq!(row[2..], ["http://collector.example:4318", "3", "0", "1", "0"]);
 
     // Scaled up and down: the counts follow.
     scale(&env, &ns, "checkout", 5).await;

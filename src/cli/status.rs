@@ -26,6 +26,32 @@ pub struct StatusArgs {
     )]
     pub status: bool,
 
+    /// Also find the pods that asked for injection and were admitted without the webhook (it
+    /// was unreachable, or not registered yet, when they were created): those that ask by an
+    /// inject-* label, and every pod of a namespace that asks. Counted in `status.missed` and
+    /// the metric otel_injector_status_pods_missed, announced with one InjectionMissed Event
+    /// per workload (with --events), restarted by the automatic rollout. Pods that ask only by
+    /// annotation in a namespace that asks for nothing cannot be seen without watching every
+    /// pod, and are not. Needs nothing beyond --status.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_FIND_MISSED",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub find_missed: bool,
+
+    /// Namespaces whose pods are never counted missed: the webhook configuration's exclusions
+    /// by name (namespaces and pods labeled otel-injector/inject=disabled are always left out).
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_MISSED_EXCLUDED_NAMESPACES",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()]
+    )]
+    pub missed_excluded_namespaces: Vec<String>,
+
     /// Namespace of the Lease; by default $POD_NAMESPACE, else the service account's
     /// namespace (in a pod) or the kubeconfig context's.
     #[arg(long, env = "OTEL_INJECTOR_LEASE_NAMESPACE")]

@@ -1,6 +1,8 @@
 //! Kubernetes Events for skipped injections: a Warning `InstrumentationSkipped` per skipped
 //! language, about the pod's controller (a ReplicaSet, StatefulSet, Job…), else the
-//! Instrumentation the skip names, else the pod's Namespace. The admission path only hands
+//! Instrumentation the skip names, else the pod's Namespace; and, from the status
+//! controller, a Warning `InjectionMissed` per workload whose pods asked and were admitted
+//! without the webhook. The admission path only hands
 //! each event to a bounded queue ([`EventSink::record`]: `try_send`, never waits); one worker
 //! deduplicates, rate-limits and publishes through kube-runtime's [`Recorder`] (which turns
 //! repeats within its cache into a series). Nothing here runs on the request path but the
@@ -23,8 +25,21 @@ use crate::crd::API_VERSION as INSTRUMENTATION_API_VERSION;
 use crate::engine::Catalog;
 use crate::metrics::{EventResult, Metrics};
 
-/// The Events' `reason`.
-pub const REASON: &str = "InstrumentationSkipped";
+/// The Events' `reason`: a skip at admission, or pods admitted without the webhook.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    Skipped,
+    Missed,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Skipped => "InstrumentationSkipped",
+            Reason::Missed => "InjectionMissed",
+        }
+    }
+}
 /// The Events' `reportingController`.
 pub const CONTROLLER: &str = "otel-injector";
 /// The default queue size (`--event-queue-size`).
@@ -37,6 +52,7 @@ const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 /// One skipped language (or pod), as the admission path knows it: no API call needed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SkipEvent {
+    pub reason: Reason,
     /// The pod's namespace (the request's).
     pub namespace: String,
     /// The pod's controller, from its `ownerReferences`.
@@ -335,7 +351,7 @@ fn event(skip: &SkipEvent) -> Event {
     };
     Event {
         type_: EventType::Warning,
-        reason: REASON.to_owned(),
+        reason: skip.reason.as_str().to_owned(),
         note: Some(skip.note.clone()),
         action,
         secondary: None,
@@ -374,8 +390,8 @@ pub async fn run<P: Publish>(
                     tracing::warn!(
                         error = %e,
                         failures,
-                        "cannot publish an InstrumentationSkipped Event (needs create and patch \
-                         on events.k8s.io events); admission is not affected"
+                        "cannot publish an Event (needs create and patch on events.k8s.io \
+                         events); admission is not affected"
                     );
                     logged_at = Some(now);
                     failures = 0;
@@ -485,6 +501,7 @@ mod tests {
 
     fn skip(owner: Option<OwnerReference>, instrumentation: Option<&str>) -> SkipEvent {
         SkipEvent {
+            reason: Reason::Skipped,
             namespace: "shop".into(),
             owner,
             instrumentation: instrumentation.map(str::to_owned),
@@ -542,7 +559,11 @@ mod tests {
         let e = event(&skip(None, None));
         assert_eq!(
             (e.type_, e.reason.as_str(), e.action.as_str()),
-            (EventType::Warning, REASON, "InjectApacheHttpd")
+            (
+                EventType::Warning,
+                "InstrumentationSkipped",
+                "InjectApacheHttpd"
+            )
         );
         assert_eq!(e.note.as_deref(), Some("inject-apache-httpd: nope"));
     }
@@ -597,6 +618,7 @@ mod tests {
         let worker = tokio::spawn(run(rx, hang, catalog.clone(), limits, metrics.clone()));
         for i in 0..10 {
             sink.record(SkipEvent {
+                reason: Reason::Skipped,
                 note: format!("n{i}"),
                 ..skip(None, None)
             });
@@ -636,6 +658,7 @@ mod tests {
         };
         let worker = tokio::spawn(run(rx, failing, catalog, limits, metrics.clone()));
         sink.record(SkipEvent {
+            reason: Reason::Skipped,
             note: "other".into(),
             ..skip(None, None)
         });

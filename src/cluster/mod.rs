@@ -14,6 +14,7 @@ pub mod files;
 pub mod labeler;
 pub mod lease;
 pub mod list;
+pub mod missed;
 pub mod rollout;
 pub mod status;
 pub mod watch;

@@ -11,7 +11,7 @@
 //! changed, at most about once per [`DEBOUNCE`]. Nothing else waits on it: the webhook, the
 //! metrics and `/readyz` work the same whether it runs, leads or fails.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -26,15 +26,17 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::events::{EventSink, Reason, SkipEvent};
+use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
 use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::{
     API_VERSION, Instrumentation, InstrumentationStatus, KIND, SkippedReason, SpecHash,
     WorkloadStatus,
 };
-use crate::engine::census::{Interner, PodRecord, Tally, census};
+use crate::engine::census::{Interner, PodRecord, Tally, Workload, census};
 use crate::engine::outcome::INJECTED_LABEL;
-use crate::engine::{Catalog, Entry, ObjectKind, ObjectLookup};
+use crate::engine::{Catalog, Entry, Instrumentations, ObjectKind, ObjectLookup};
 use crate::metrics::{Metrics, WriteResult};
 
 /// The field manager of every status write; it owns only the fields written here.
@@ -74,6 +76,10 @@ pub struct StatusController {
     catalog: Arc<KubeCatalog>,
     leadership: Leadership,
     metrics: Arc<Metrics>,
+    /// Namespaces excluded by name from the search for missed pods; `None`: no search.
+    find_missed: Option<BTreeSet<String>>,
+    events: EventSink,
+    missed: SharedMissed,
 }
 
 impl StatusController {
@@ -81,14 +87,40 @@ impl StatusController {
         StatusController {
             catalog,
             leadership,
+            events: EventSink::disabled(metrics.clone()),
             metrics,
+            find_missed: None,
+            missed: SharedMissed::default(),
         }
+    }
+
+    /// Also finds the pods admitted without the webhook ([`super::missed`]), except in the
+    /// namespaces `excluded`, counts them in `missed` and announces them through `events`
+    /// (one `InjectionMissed` Event per workload while it has any).
+    pub fn finding_missed(mut self, excluded: BTreeSet<String>, events: EventSink) -> Self {
+        self.find_missed = Some(excluded);
+        self.events = events;
+        self
     }
 
     /// Runs until dropped.
     pub async fn run(self, client: Client) {
         let pods = SharedPods::default();
         let dirty = Arc::new(Notify::new());
+        let finder = self.find_missed.clone().map(|excluded| Finder {
+            namespaces: self.catalog.namespace_store(),
+            excluded: Arc::new(excluded),
+            missed: self.missed.clone(),
+            dirty: dirty.clone(),
+            metrics: self.metrics.clone(),
+        });
+        let catalog = self.catalog.clone();
+        let find = async {
+            match finder {
+                Some(f) => f.run(client.clone(), &catalog).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::join!(
             watch_pods(
                 client.clone(),
@@ -96,7 +128,8 @@ impl StatusController {
                 dirty.clone(),
                 self.metrics.clone()
             ),
-            self.write(client, pods, dirty),
+            find,
+            self.write(client.clone(), pods, dirty),
         );
     }
 
@@ -107,6 +140,7 @@ impl StatusController {
             HashMap::new();
         let mut retry_at: Option<Instant> = None;
         let mut failures = LogLimit::default();
+        let mut announced = HashSet::new();
         loop {
             tokio::select! {
                 _ = dirty.notified() => {}
@@ -125,7 +159,7 @@ impl StatusController {
                 continue;
             }
             let failed = self
-                .write_all(&client, &pods, &mut written, &mut failures)
+                .write_all(&client, &pods, &mut written, &mut failures, &mut announced)
                 .await;
             retry_at = failed.then(|| Instant::now() + RETRY);
         }
@@ -139,6 +173,7 @@ impl StatusController {
         pods: &SharedPods,
         written: &mut HashMap<(String, String), (Option<String>, InstrumentationStatus)>,
         failures: &mut LogLimit,
+        announced: &mut HashSet<(String, Option<Workload>)>,
     ) -> bool {
         let index = self.catalog.instrumentations();
         let existing: BTreeMap<String, SpecHash> = index
@@ -147,8 +182,10 @@ impl StatusController {
             .collect();
         let tallies = {
             let pods = pods.lock().unwrap_or_else(|e| e.into_inner());
-            census(pods.records.values(), &existing)
+            let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
+            census(pods.records.values().chain(missed.records()), &existing)
         };
+        self.announce_missed(&tallies, &index, announced);
         let lookup = self
             .catalog
             .objects_synced()
@@ -213,6 +250,96 @@ impl StatusController {
         }
         failed
     }
+}
+
+impl StatusController {
+    /// One Warning `InjectionMissed` Event per workload (and per Instrumentation for pods
+    /// without a controller) when its missed pods are first counted; announced again only
+    /// after it had none.
+    fn announce_missed(
+        &self,
+        tallies: &BTreeMap<String, Tally>,
+        index: &Instrumentations,
+        announced: &mut HashSet<(String, Option<Workload>)>,
+    ) {
+        let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
+        for (key, tally) in tallies {
+            if tally.pods.missed == 0 {
+                continue;
+            }
+            let in_workloads: u32 = tally.workloads.values().map(|c| c.missed).sum();
+            let groups = tally
+                .workloads
+                .iter()
+                .filter(|(_, c)| c.missed > 0)
+                .map(|(w, c)| (Some(w), c.missed))
+                .chain(
+                    (tally.pods.missed > in_workloads)
+                        .then_some((None, tally.pods.missed - in_workloads)),
+                );
+            for (workload, n) in groups {
+                let id = (key.clone(), workload.cloned());
+                now.insert(id.clone());
+                if announced.contains(&id) {
+                    continue;
+                }
+                let Some((namespace, owner)) = missed_regarding(key, workload, index) else {
+                    continue;
+                };
+                let pods = if n == 1 { "pod" } else { "pods" };
+                let of = workload.map_or(String::from(" without a controller"), |w| {
+                    format!(" of {w}")
+                });
+                self.events.record(SkipEvent {
+                    reason: Reason::Missed,
+                    namespace,
+                    owner,
+                    instrumentation: Some(key.clone()),
+                    language: None,
+                    note: format!(
+                        "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
+                         injection: the webhook was unreachable or not registered when they were \
+                         created; a restart injects them"
+                    ),
+                });
+                tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
+            }
+        }
+        *announced = now;
+    }
+}
+
+/// The namespace and owner a missed-pods Event is about: the workload (its API version from
+/// its kind), else the Instrumentation (through [`super::events::regarding`]'s fallback).
+fn missed_regarding(
+    key: &str,
+    workload: Option<&Workload>,
+    index: &Instrumentations,
+) -> Option<(
+    String,
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+)> {
+    let (ns, name) = key.split_once('/')?;
+    index.get(ns, name)?;
+    let Some(w) = workload else {
+        return Some((ns.to_owned(), None));
+    };
+    let api_version = match w.kind.as_str() {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps/v1",
+        "Job" | "CronJob" => "batch/v1",
+        _ => return Some((ns.to_owned(), None)),
+    };
+    Some((
+        w.namespace.clone(),
+        Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: api_version.into(),
+                kind: w.kind.clone(),
+                name: w.name.clone(),
+                ..Default::default()
+            },
+        ),
+    ))
 }
 
 async fn sleep_until(at: Option<Instant>) {
@@ -409,6 +536,7 @@ pub fn owned(status: &InstrumentationStatus) -> InstrumentationStatus {
         injected: status.injected,
         outdated: status.outdated,
         skipped: status.skipped,
+        missed: status.missed,
         skipped_reasons: status.skipped_reasons.clone(),
         workloads: status.workloads.clone(),
         workloads_omitted: status.workloads_omitted,
@@ -446,6 +574,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
         status.injected = Some(count(pods.current));
         status.outdated = Some(count(pods.outdated));
         status.skipped = Some(count(pods.skipped_total()));
+        status.missed = Some(count(pods.missed));
         let mut reasons: Vec<SkippedReason> = pods
             .skipped
             .iter()
@@ -458,8 +587,13 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
         reasons.truncate(MAX_REASONS);
         status.skipped_reasons = reasons;
         let same = previous.is_some_and(|p| {
-            (p.injected, p.outdated, p.skipped)
-                == (status.injected, status.outdated, status.skipped)
+            (p.injected, p.outdated, p.skipped, p.missed)
+                == (
+                    status.injected,
+                    status.outdated,
+                    status.skipped,
+                    status.missed,
+                )
         });
         status.last_change_time = match previous {
             Some(p) if same && p.last_change_time.is_some() => p.last_change_time.clone(),
@@ -476,6 +610,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                     injected: count(c.current),
                     outdated: count(c.outdated),
                     skipped: count(c.skipped_total()),
+                    missed: count(c.missed),
                     last_change_time: None,
                 };
                 let before = previous.and_then(|p| {
@@ -485,8 +620,8 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                 });
                 ws.last_change_time = match before {
                     Some(o)
-                        if (o.injected, o.outdated, o.skipped)
-                            == (ws.injected, ws.outdated, ws.skipped) =>
+                        if (o.injected, o.outdated, o.skipped, o.missed)
+                            == (ws.injected, ws.outdated, ws.skipped, ws.missed) =>
                     {
                         o.last_change_time.clone().or_else(|| Some(now.clone()))
                     }
@@ -496,7 +631,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
             })
             .collect();
         // The most stale first; the census's order (namespace, kind, name) among equals.
-        workloads.sort_by_key(|w| std::cmp::Reverse(w.outdated + w.skipped));
+        workloads.sort_by_key(|w| std::cmp::Reverse(w.outdated + w.skipped + w.missed));
         if workloads.len() > MAX_WORKLOADS {
             status.workloads_omitted = i64::try_from(workloads.len() - MAX_WORKLOADS).ok();
             workloads.truncate(MAX_WORKLOADS);
@@ -627,6 +762,7 @@ mod tests {
             current,
             outdated,
             skipped: skipped.iter().copied().collect(),
+            missed: 0,
         }
     }
 
@@ -635,17 +771,24 @@ mod tests {
 
     #[test]
     fn the_status_counts_reasons_workloads_and_conditions() {
+        let missed = |mut c: Counts, n| {
+            c.missed = n;
+            c
+        };
         let tally = Tally {
-            pods: counts(
-                3,
-                2,
-                &[
-                    (SkipReason::InstrumentationNotFound, 1),
-                    (SkipReason::ExporterTlsMissing, 4),
-                ],
+            pods: missed(
+                counts(
+                    3,
+                    2,
+                    &[
+                        (SkipReason::InstrumentationNotFound, 1),
+                        (SkipReason::ExporterTlsMissing, 4),
+                    ],
+                ),
+                1,
             ),
             workloads: [
-                (workload("Deployment", "web"), counts(3, 0, &[])),
+                (workload("Deployment", "web"), missed(counts(3, 0, &[]), 1)),
                 (workload("Deployment", "api"), counts(0, 2, &[])),
                 (
                     workload("DaemonSet", "agent"),
@@ -667,7 +810,7 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&s).unwrap(),
             json!({
-                "injected": 3, "outdated": 2, "skipped": 5,
+                "injected": 3, "outdated": 2, "skipped": 5, "missed": 1,
                 "skippedReasons": [
                     {"reason": "exporter_tls_missing", "pods": 4},
                     {"reason": "instrumentation_not_found", "pods": 1}
@@ -675,7 +818,7 @@ mod tests {
                 "workloads": [
                     {"kind": "Deployment", "namespace": "shop", "name": "api", "injected": 0, "outdated": 2, "skipped": 0, "lastChangeTime": "2027-01-15T08:00:00Z"},
                     {"kind": "DaemonSet", "namespace": "shop", "name": "agent", "injected": 0, "outdated": 0, "skipped": 1, "lastChangeTime": "2027-01-15T08:00:00Z"},
-                    {"kind": "Deployment", "namespace": "shop", "name": "web", "injected": 3, "outdated": 0, "skipped": 0, "lastChangeTime": "2027-01-15T08:00:00Z"}
+                    {"kind": "Deployment", "namespace": "shop", "name": "web", "injected": 3, "outdated": 0, "skipped": 0, "missed": 1, "lastChangeTime": "2027-01-15T08:00:00Z"}
                 ],
                 "specHash": "3f2a9c1b",
                 "observedGeneration": 4,
@@ -695,7 +838,7 @@ mod tests {
         let mut more = tally.clone();
         more.pods.current = 4;
         more.workloads
-            .insert(workload("Deployment", "web"), counts(4, 0, &[]));
+            .insert(workload("Deployment", "web"), missed(counts(4, 0, &[]), 1));
         let later = desired(&Inputs {
             entry: &entry,
             spec_hash: Some(HASH),

@@ -119,7 +119,7 @@ pub struct NamespaceEntry {
 impl NamespaceEntry {
     /// The entry of a namespace's metadata; `empty` is shared by every namespace that has
     /// nothing the engine reads (most of them).
-    fn of(meta: ObjectMeta, empty: &Arc<NamespaceInfo>) -> (String, NamespaceEntry) {
+    pub fn of(meta: ObjectMeta, empty: &Arc<NamespaceInfo>) -> (String, NamespaceEntry) {
         let mut labels = meta.labels.unwrap_or_default();
         let label = labels.remove(NAMESPACE_LABEL);
         let annotations = meta
@@ -162,6 +162,11 @@ impl NamespaceStore {
             .unwrap_or_else(|e| e.into_inner())
             .get(name)
             .map(|entry| entry.info.clone())
+    }
+
+    /// Every namespace's entry, read-locked: hold it briefly.
+    pub fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, NamespaceEntry>> {
+        self.0.read().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The names of the namespaces whose entries match `filter`.

@@ -39,7 +39,8 @@ pub const KIND: &str = "Instrumentation";
     printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#,
     printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
     printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
-    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#
+    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
+    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {
@@ -110,6 +111,11 @@ pub struct InstrumentationStatus {
     /// Pods that asked for this Instrumentation and were not injected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<i64>,
+    /// Pods that asked for this Instrumentation and were admitted without an outcome: the
+    /// webhook was unreachable, or not registered yet, when they were created (found by
+    /// their `inject-*` label, or in a namespace that asks). A restart injects them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<i64>,
     /// The most frequent reasons of the skipped pods (at most 5), most pods first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_reasons: Vec<SkippedReason>,
@@ -126,7 +132,7 @@ pub struct InstrumentationStatus {
     /// The `metadata.generation` this status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// When `injected`, `outdated` or `skipped` last changed.
+    /// When `injected`, `outdated`, `skipped` or `missed` last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,
     /// `Ready`: the object is readable and the objects it references exist; `Degraded`: why
@@ -194,9 +200,16 @@ pub struct WorkloadStatus {
     pub injected: i64,
     pub outdated: i64,
     pub skipped: i64,
+    /// Admitted without the webhook.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub missed: i64,
     /// When these counts last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// OTLP exporter configuration.

@@ -1,7 +1,8 @@
 //! What the pods that asked for injection say about each Instrumentation: how many run its
-//! current spec, how many an older one (outdated), how many were skipped and why, and the
-//! workloads they belong to. Computed from pod metadata alone (the `otel-injector/status`
-//! annotation and the controller owner), for the status controller, `rollout` and
+//! current spec, how many an older one (outdated), how many were skipped and why, how many
+//! were missed (they asked, and were admitted without an outcome), and the workloads they
+//! belong to. Computed from pod metadata alone (the `otel-injector/status` annotation, the
+//! injection keys and the controller owner), for the status controller, `rollout` and
 //! `explain`. Pure: the callers read the pods and the current spec digests.
 
 use std::collections::{BTreeMap, HashSet};
@@ -11,7 +12,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 
 use super::SkipReason;
 use super::outcome::{Outcome, PodStatus, STATUS_ANNOTATION};
+use crate::agents::Language;
 use crate::crd::SpecHash;
+use crate::pod::select::{Keys, Request, effective};
 
 /// The workload a pod belongs to: its controller owner, a ReplicaSet named after a
 /// Deployment (`<deployment>-<pod-template-hash>`) read as that Deployment.
@@ -57,6 +60,9 @@ pub enum Counted {
         /// `ns/name`, or `ns/*`.
         instrumentation: Arc<str>,
     },
+    /// The pod asked for this Instrumentation (`ns/name`, or `ns/*`) and carries no
+    /// outcome: it was admitted without the webhook.
+    Missed { instrumentation: Arc<str> },
 }
 
 /// What the census reads of one pod: its workload and its counted entries, their names
@@ -146,30 +152,7 @@ impl PodRecord {
             .get(STATUS_ANNOTATION)?
             .parse()
             .ok()?;
-        let namespace = meta.namespace.as_deref().unwrap_or_default();
-        let owner = controller(meta.owner_references.as_deref());
-        let workload = owner.map(|o| {
-            let hash = meta
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("pod-template-hash"));
-            let deployment = (o.kind == "ReplicaSet" && o.api_version == "apps/v1")
-                .then(|| hash.and_then(|h| o.name.strip_suffix(h.as_str())?.strip_suffix('-')))
-                .flatten()
-                .filter(|d| !d.is_empty());
-            names.workload(match deployment {
-                Some(d) => Workload {
-                    namespace: namespace.to_owned(),
-                    kind: "Deployment".into(),
-                    name: d.into(),
-                },
-                None => Workload {
-                    namespace: namespace.to_owned(),
-                    kind: o.kind.clone(),
-                    name: o.name.clone(),
-                },
-            })
-        });
+        let workload = workload_of(meta, names);
         let entries = status
             .entries
             .into_iter()
@@ -193,6 +176,82 @@ impl PodRecord {
             .collect();
         Some(PodRecord { workload, entries })
     }
+
+    /// The record of a pod that asked for injection (by its labels and annotations, and its
+    /// namespace's `namespace` keys, with the webhook's precedence) and carries no outcome;
+    /// `None` when it carries one, asks for nothing, or opted out by the label
+    /// `otel-injector/inject=disabled`. One entry per language asked for.
+    pub fn missed_from_meta(
+        meta: &ObjectMeta,
+        namespace: Keys<'_>,
+        names: &mut Interner,
+    ) -> Option<PodRecord> {
+        let has = |m: &Option<BTreeMap<String, String>>, k: &str, v: Option<&str>| {
+            m.as_ref()
+                .and_then(|m| m.get(k))
+                .is_some_and(|x| v.is_none_or(|v| x == v))
+        };
+        if has(&meta.annotations, STATUS_ANNOTATION, None)
+            || has(&meta.labels, OPT_OUT_LABEL, Some(OPT_OUT))
+        {
+            return None;
+        }
+        let pod = Keys {
+            labels: meta.labels.as_ref(),
+            annotations: meta.annotations.as_ref(),
+        };
+        let ns = meta.namespace.as_deref().unwrap_or_default();
+        let entries: Box<[Counted]> = Language::ALL
+            .iter()
+            .filter_map(|l| {
+                let key = l.inject_annotation();
+                let target = match Request::parse(effective(namespace.get(key), pod.get(key))) {
+                    Request::No => return None,
+                    Request::Default => format!("{ns}/*"),
+                    Request::Named(name) => format!("{ns}/{name}"),
+                    Request::Qualified { namespace, name } => format!("{namespace}/{name}"),
+                };
+                Some(Counted::Missed {
+                    instrumentation: names.str(&target),
+                })
+            })
+            .collect();
+        if entries.is_empty() {
+            return None;
+        }
+        Some(PodRecord {
+            workload: workload_of(meta, names),
+            entries,
+        })
+    }
+}
+
+/// The label that opts a pod (or namespace) out of the webhook, and its value.
+pub const OPT_OUT_LABEL: &str = "otel-injector/inject";
+pub const OPT_OUT: &str = "disabled";
+
+/// A pod's workload, from its controller owner (a ReplicaSet named after its template hash
+/// read as its Deployment).
+fn workload_of(meta: &ObjectMeta, names: &mut Interner) -> Option<Arc<Workload>> {
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let owner = controller(meta.owner_references.as_deref())?;
+    let hash = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("pod-template-hash"));
+    let deployment = (owner.kind == "ReplicaSet" && owner.api_version == "apps/v1")
+        .then(|| hash.and_then(|h| owner.name.strip_suffix(h.as_str())?.strip_suffix('-')))
+        .flatten()
+        .filter(|d| !d.is_empty());
+    let (kind, name) = match deployment {
+        Some(d) => ("Deployment".to_owned(), d.to_owned()),
+        None => (owner.kind.clone(), owner.name.clone()),
+    };
+    Some(names.workload(Workload {
+        namespace: namespace.to_owned(),
+        kind,
+        name,
+    }))
 }
 
 /// How one group of pods (an Instrumentation's, or one workload's of it) stands.
@@ -204,9 +263,17 @@ pub struct Counts {
     pub outdated: u32,
     /// Skipped, by reason (a pod is counted once per skipped language).
     pub skipped: BTreeMap<SkipReason, u32>,
+    /// Asked for it and admitted without an outcome (the webhook unreachable, or not yet
+    /// registered when the pod was created); a restart injects them.
+    pub missed: u32,
 }
 
 impl Counts {
+    /// Whether a restart would bring some of these pods to the current spec.
+    pub fn stale(&self) -> bool {
+        self.outdated > 0 || self.missed > 0 || self.skipped_for_want_of_it() > 0
+    }
+
     pub fn skipped_total(&self) -> u32 {
         self.skipped.values().sum()
     }
@@ -233,12 +300,12 @@ pub struct Tally {
 }
 
 impl Tally {
-    /// Workloads `rollout` would restart: restartable ones with outdated pods or pods
-    /// skipped for want of the Instrumentation.
+    /// Workloads `rollout` would restart: restartable ones with outdated or missed pods or
+    /// pods skipped for want of the Instrumentation.
     pub fn stale_workloads(&self) -> impl Iterator<Item = (&Workload, &Counts)> {
         self.workloads
             .iter()
-            .filter(|(w, c)| w.restartable() && (c.outdated > 0 || c.skipped_for_want_of_it() > 0))
+            .filter(|(w, c)| w.restartable() && c.stale())
     }
 }
 
@@ -282,6 +349,12 @@ pub fn census<'a>(
                     } else {
                         (instrumentation, &|c: &mut Counts| c.outdated += 1)
                     }
+                }
+                Counted::Missed { instrumentation } => {
+                    let Some(key) = counted_for(instrumentation, existing) else {
+                        continue;
+                    };
+                    (key, &|c: &mut Counts| c.missed += 1)
                 }
                 Counted::Skipped {
                     reason,
@@ -518,7 +591,8 @@ mod tests {
             Counts {
                 current: 2,
                 outdated: 1,
-                skipped: [(SkipReason::InstrumentationNotFound, 1)].into()
+                skipped: [(SkipReason::InstrumentationNotFound, 1)].into(),
+                missed: 0,
             }
         );
         assert_eq!(
@@ -526,7 +600,8 @@ mod tests {
             Counts {
                 current: 1,
                 outdated: 1,
-                skipped: BTreeMap::new()
+                skipped: BTreeMap::new(),
+                missed: 0,
             }
         );
         let stale: Vec<_> = java.stale_workloads().map(|(w, _)| w.to_string()).collect();
@@ -538,6 +613,143 @@ mod tests {
                 .map(|(w, _)| w.to_string())
                 .collect::<Vec<_>>(),
             ["StatefulSet/shop/db"]
+        );
+    }
+
+    #[test]
+    fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
+        let names = &mut Interner::default();
+        let map = |kv: &[(&str, &str)]| -> Option<BTreeMap<String, String>> {
+            (!kv.is_empty()).then(|| {
+                kv.iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect()
+            })
+        };
+        let pod = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| ObjectMeta {
+            namespace: Some("shop".into()),
+            labels: map(labels),
+            annotations: map(annotations),
+            owner_references: meta("p", Some(("ReplicaSet", "web-h1")), None, "").owner_references,
+            ..Default::default()
+        };
+        let none = BTreeMap::new();
+        let no_keys = Keys {
+            labels: None,
+            annotations: None,
+        };
+        let missed = |m: &ObjectMeta, ns: Keys<'_>, names: &mut Interner| {
+            PodRecord::missed_from_meta(m, ns, names).map(|r| {
+                r.entries
+                    .iter()
+                    .map(|e| match e {
+                        Counted::Missed { instrumentation } => instrumentation.to_string(),
+                        other => panic!("{other:?}"),
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
+        const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
+        // By label: `true` is the namespace's one, a name is in the pod's namespace, `ns/name`
+        // is qualified; every language asked for is an entry.
+        assert_eq!(
+            missed(
+                &pod(&[(JAVA, "true"), (PYTHON, "obs/py")], &[]),
+                no_keys,
+                names
+            ),
+            Some(vec!["shop/*".to_owned(), "obs/py".to_owned()])
+        );
+        assert_eq!(
+            missed(&pod(&[], &[(JAVA, "java")]), no_keys, names),
+            Some(vec!["shop/java".to_owned()])
+        );
+        // The workload is the pod's controller, as for the counted pods.
+        let r = PodRecord::missed_from_meta(&pod(&[(JAVA, "true")], &[]), no_keys, names).unwrap();
+        assert_eq!(
+            r.workload.as_deref(),
+            Some(&workload("ReplicaSet", "web-h1"))
+        );
+        // The namespace asks; the pod says nothing, or a name of its own, or `false`.
+        let ns_annotations: BTreeMap<String, String> =
+            [(JAVA.to_owned(), "default".to_owned())].into();
+        let asking = Keys {
+            labels: Some(&none),
+            annotations: Some(&ns_annotations),
+        };
+        assert_eq!(
+            missed(&pod(&[], &[]), asking, names),
+            Some(vec!["shop/default".to_owned()])
+        );
+        assert_eq!(
+            missed(&pod(&[], &[(JAVA, "mine")]), asking, names),
+            Some(vec!["shop/mine".to_owned()])
+        );
+        assert_eq!(missed(&pod(&[], &[(JAVA, "false")]), asking, names), None);
+        // A label wins over the annotation of the same key.
+        assert_eq!(
+            missed(&pod(&[(JAVA, "false")], &[(JAVA, "true")]), no_keys, names),
+            None
+        );
+        // Asking for nothing; opted out; or answered by the webhook (an outcome): not missed.
+        assert_eq!(missed(&pod(&[], &[]), no_keys, names), None);
+        assert_eq!(
+            missed(
+                &pod(&[(JAVA, "true"), (OPT_OUT_LABEL, OPT_OUT)], &[]),
+                no_keys,
+                names
+            ),
+            None
+        );
+        assert_eq!(
+            missed(
+                &pod(
+                    &[(JAVA, "true")],
+                    &[(STATUS_ANNOTATION, "pod=skipped cache_not_ready")]
+                ),
+                no_keys,
+                names
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn missed_pods_count_for_the_instrumentation_they_asked_for_and_make_a_workload_stale() {
+        let h = SpecHash([0; 4]);
+        let existing: BTreeMap<String, SpecHash> = [("shop/java".to_owned(), h)].into();
+        let names = &mut Interner::default();
+        let deployment = Some(names.workload(workload("Deployment", "web")));
+        let job = Some(names.workload(workload("Job", "once")));
+        let record = |w: &Option<Arc<Workload>>, target: &str, names: &mut Interner| PodRecord {
+            workload: w.clone(),
+            entries: [Counted::Missed {
+                instrumentation: names.str(target),
+            }]
+            .into(),
+        };
+        let pods = [
+            record(&deployment, "shop/*", names),
+            record(&deployment, "shop/java", names),
+            record(&job, "shop/java", names),
+            record(&None, "shop/java", names),
+            record(&None, "shop/gone", names),
+        ];
+        let c = census(&pods, &existing);
+        let java = &c["shop/java"];
+        assert_eq!(java.pods.missed, 4);
+        assert_eq!(
+            java.pods.current + java.pods.outdated + java.pods.skipped_total(),
+            0
+        );
+        assert_eq!(java.workloads[&workload("Deployment", "web")].missed, 2);
+        assert_eq!(
+            java.stale_workloads()
+                .map(|(w, _)| w.to_string())
+                .collect::<Vec<_>>(),
+            ["Deployment/shop/web"],
+            "a Job is not restarted"
         );
     }
 

@@ -16,7 +16,7 @@ use tracing::field::Empty;
 
 use crate::admission::{self, Summary};
 use crate::agents::Language;
-use crate::cluster::events::{EventSink, SkipEvent};
+use crate::cluster::events::{EventSink, Reason, SkipEvent};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
 use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
@@ -212,6 +212,7 @@ fn queue_events(events: &EventSink, s: &Summary) {
     }
     for skip in &s.report.skipped {
         events.record(SkipEvent {
+            reason: Reason::Skipped,
             namespace: s.namespace.clone(),
             owner: s.owner.clone(),
             instrumentation: skip.instrumentation.clone(),

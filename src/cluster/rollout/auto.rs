@@ -31,6 +31,60 @@ use crate::engine::census::Workload;
 pub const DEBOUNCE: Duration = Duration::from_secs(5);
 /// How often the Instrumentations are listed while nothing is pending.
 pub const INTERVAL: Duration = Duration::from_secs(30);
+/// A rolled-out Instrumentation whose restartable workloads have pods admitted without the
+/// webhook (`status.workloads[].missed`) is rolled out again to restart them once that count
+/// has stayed the same for [`DEBOUNCE`] (an outage that still makes missed pods has not
+/// ended), and at most once per this (a webhook still unreachable at the restart would
+/// otherwise have them restarted over and over).
+pub const MISSED_RETRY: Duration = Duration::from_secs(3600);
+
+/// When the workloads of an Instrumentation's missed pods are due for a restart.
+#[derive(Debug, Default)]
+pub struct MissedTrigger {
+    /// Per Instrumentation: its missed count and since when it has been that.
+    seen: BTreeMap<String, (i64, Instant)>,
+    /// Per Instrumentation: when its missed pods' workloads were last restarted.
+    tried: BTreeMap<String, Instant>,
+}
+
+impl MissedTrigger {
+    /// Whether to restart the workloads of `key`'s missed pods now: `missed` (its
+    /// `status.missed`) has stayed the same, above 0 and in a restartable workload, for
+    /// [`DEBOUNCE`], and they were not restarted within [`MISSED_RETRY`].
+    pub fn due(&mut self, key: &str, missed: i64, restartable: bool, now: Instant) -> bool {
+        if missed == 0 || !restartable {
+            self.seen.remove(key);
+            return false;
+        }
+        let since = match self.seen.get(key) {
+            Some((n, t)) if *n == missed => *t,
+            _ => {
+                self.seen.insert(key.to_owned(), (missed, now));
+                now
+            }
+        };
+        let retry = self
+            .tried
+            .get(key)
+            .is_none_or(|t| now.saturating_duration_since(*t) >= MISSED_RETRY);
+        now.saturating_duration_since(since) >= DEBOUNCE && retry
+    }
+
+    /// Records that `key`'s workloads are being restarted.
+    pub fn tried(&mut self, key: &str, now: Instant) {
+        self.seen.remove(key);
+        self.tried.insert(key.to_owned(), now);
+    }
+
+    /// How long until a count now settling is due.
+    fn next(&self, now: Instant) -> Option<Duration> {
+        self.seen
+            .iter()
+            .filter(|(k, _)| !self.tried.contains_key(*k))
+            .map(|(_, (_, t))| DEBOUNCE.saturating_sub(now.saturating_duration_since(*t)))
+            .min()
+    }
+}
 /// `status.rollout.restarted` keeps this many names.
 pub const RESTARTED_KEPT: usize = 50;
 /// The reason of the Warning Event of a stopped rollout.
@@ -154,6 +208,7 @@ impl AutoRollout {
         let recorder = Recorder::new(client.clone(), reporter);
         // Per Instrumentation: the spec last seen due and since when.
         let mut seen: BTreeMap<String, (SpecHash, Instant)> = BTreeMap::new();
+        let mut missed = MissedTrigger::default();
         loop {
             if !leadership.is_leader() {
                 seen.clear();
@@ -162,7 +217,7 @@ impl AutoRollout {
                     "rollout: this replica holds the Lease; following automatic Instrumentations"
                 );
             }
-            let wait = match self.pass(&client, &api, &mut seen).await {
+            let wait = match self.pass(&client, &api, &mut seen, &mut missed).await {
                 Ok(Some((inst, spec))) => {
                     tokio::select! {
                         () = self.roll(&client, &recorder, &inst, spec) => {}
@@ -175,6 +230,7 @@ impl AutoRollout {
                 Ok(None) => seen
                     .values()
                     .map(|(_, t)| DEBOUNCE.saturating_sub(t.elapsed()))
+                    .chain(missed.next(Instant::now()))
                     .min()
                     .unwrap_or(INTERVAL),
                 Err(e) => {
@@ -195,16 +251,19 @@ impl AutoRollout {
     }
 
     /// Lists the Instrumentations; clears `status.rollout` of those no longer automatic and
-    /// returns the first whose spec is due and settled.
+    /// returns the first whose spec is due and settled, else the first rolled out whose
+    /// status counts missed pods in restartable workloads (once per [`MISSED_RETRY`]).
     async fn pass(
         &self,
         client: &Client,
         api: &Api<DynamicObject>,
         seen: &mut BTreeMap<String, (SpecHash, Instant)>,
+        trigger: &mut MissedTrigger,
     ) -> kube::Result<Option<(Instrumentation, SpecHash)>> {
         let list = api.list(&ListParams::default()).await?;
         let mut present = BTreeSet::new();
         let mut ready = None;
+        let mut missed = None;
         for o in &list.items {
             let (ns, name) = key_of(o);
             let k = format!("{ns}/{name}");
@@ -219,7 +278,14 @@ impl AutoRollout {
             };
             let spec = SpecHash::of(&inst.spec);
             match due(automatic, spec, rollout_of(o).as_ref()) {
-                Due::Nothing | Due::Done => {}
+                Due::Nothing => {}
+                Due::Done => {
+                    let count = inst.status.as_ref().and_then(|s| s.missed).unwrap_or(0);
+                    let due = trigger.due(&k, count, restartable_missed(&inst), Instant::now());
+                    if missed.is_none() && due {
+                        missed = Some((inst, spec));
+                    }
+                }
                 Due::Clear => {
                     if let Err(e) = apply_status(client, &inst, None).await {
                         tracing::warn!(instrumentation = %k, error = %e, "rollout: cannot remove status.rollout");
@@ -243,8 +309,13 @@ impl AutoRollout {
         seen.retain(|k, _| present.contains(k));
         if let Some((inst, _)) = &ready {
             seen.remove(&key(inst));
+            return Ok(ready);
         }
-        Ok(ready)
+        if let Some((inst, _)) = &missed {
+            tracing::info!(instrumentation = %key(inst), "rollout: restarting the workloads of pods admitted without the webhook");
+            trigger.tried(&key(inst), Instant::now());
+        }
+        Ok(missed)
     }
 
     /// Plans from a fresh list of the pods and rolls out, recording each step in
@@ -369,6 +440,19 @@ impl AutoRollout {
     }
 }
 
+/// Whether the status counts missed pods in a workload a rollout restarts.
+fn restartable_missed(inst: &Instrumentation) -> bool {
+    inst.status.iter().flat_map(|s| &s.workloads).any(|w| {
+        w.missed > 0
+            && Workload {
+                namespace: w.namespace.clone(),
+                kind: w.kind.clone(),
+                name: w.name.clone(),
+            }
+            .restartable()
+    })
+}
+
 fn key(inst: &Instrumentation) -> String {
     format!(
         "{}/{}",
@@ -459,6 +543,30 @@ mod tests {
                 "{automatic} {status:?}"
             );
         }
+    }
+
+    #[test]
+    fn missed_pods_are_restarted_once_their_count_settles_and_then_not_again_for_an_hour() {
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let mut t = MissedTrigger::default();
+        assert!(!t.due("a", 0, true, at(0)));
+        assert!(!t.due("a", 3, false, at(0)), "no restartable workload");
+        assert!(!t.due("a", 3, true, at(0)));
+        assert_eq!(t.next(at(1)), Some(Duration::from_secs(4)));
+        // Still growing: the debounce starts again.
+        assert!(!t.due("a", 4, true, at(4)));
+        assert!(!t.due("a", 4, true, at(8)));
+        assert!(t.due("a", 4, true, at(9)));
+        t.tried("a", at(9));
+        assert_eq!(t.next(at(9)), None);
+        // Missed again (the webhook still unreachable at the restart): not before an hour.
+        assert!(!t.due("a", 4, true, at(20)));
+        assert!(!t.due("a", 4, true, at(3608)));
+        assert!(t.due("a", 4, true, at(3609)));
+        // Another Instrumentation is its own.
+        assert!(!t.due("b", 1, true, at(3609)));
+        assert!(t.due("b", 1, true, at(3614)));
     }
 
     fn w(name: &str) -> Workload {

@@ -111,6 +111,8 @@ pub struct Restart {
     pub workload: Workload,
     /// Pods injected with an earlier spec.
     pub outdated: u32,
+    /// Pods admitted without the webhook.
+    pub missed: u32,
     /// Pods skipped for want of the Instrumentation, by reason.
     pub skipped: BTreeMap<SkipReason, u32>,
 }
@@ -121,6 +123,9 @@ impl Restart {
         let mut parts = Vec::new();
         if self.outdated > 0 {
             parts.push(format!("{} outdated", self.outdated));
+        }
+        if self.missed > 0 {
+            parts.push(format!("{} missed", self.missed));
         }
         for (reason, n) in &self.skipped {
             parts.push(format!("{n} skipped ({})", reason.as_str()));
@@ -164,9 +169,10 @@ fn workloads(n: usize) -> &'static str {
 pub fn describe(key: &str, tally: &Tally, plan: &Plan) -> String {
     let pods = &tally.pods;
     let mut out = format!(
-        "Instrumentation {key}: {} pods current, {} outdated, {} skipped for want of it\n",
+        "Instrumentation {key}: {} pods current, {} outdated, {} missed, {} skipped for want of it\n",
         pods.current,
         pods.outdated,
+        pods.missed,
         pods.skipped_for_want_of_it()
     );
     if plan.restarts.is_empty() {
@@ -205,10 +211,7 @@ fn curable(counts: &Counts) -> BTreeMap<SkipReason, u32> {
 
 /// Workloads with pods that a restart would bring to the current spec, in order.
 fn stale(tally: &Tally) -> impl Iterator<Item = (&Workload, &Counts)> {
-    tally
-        .workloads
-        .iter()
-        .filter(|(_, c)| c.outdated > 0 || c.skipped_for_want_of_it() > 0)
+    tally.workloads.iter().filter(|(_, c)| c.stale())
 }
 
 /// The workloads whose objects [`plan`] needs: stale, restartable, in a namespace not
@@ -278,6 +281,7 @@ pub fn plan(
         out.restarts.push(Restart {
             workload: w.clone(),
             outdated: counts.outdated,
+            missed: counts.missed,
             skipped: curable(counts),
         });
     }
@@ -306,6 +310,7 @@ mod tests {
             current: 1,
             outdated,
             skipped: skipped.iter().copied().collect(),
+            missed: 0,
         }
     }
 
@@ -451,6 +456,7 @@ mod tests {
                     (SkipReason::LanguageDisabled, 1),
                 ]
                 .into(),
+                missed: 2,
             },
             workloads: BTreeMap::new(),
         };
@@ -459,11 +465,13 @@ mod tests {
                 Restart {
                     workload: w("shop", "Deployment", "web"),
                     outdated: 3,
+                    missed: 2,
                     skipped: BTreeMap::new(),
                 },
                 Restart {
                     workload: w("shop", "StatefulSet", "db"),
                     outdated: 0,
+                    missed: 0,
                     skipped: [(SkipReason::NoInstrumentation, 2)].into(),
                 },
             ],
@@ -474,16 +482,16 @@ mod tests {
         };
         assert_eq!(
             describe("shop/java", &tally, &plan),
-            "Instrumentation shop/java: 4 pods current, 3 outdated, 2 skipped for want of it\n\
+            "Instrumentation shop/java: 4 pods current, 3 outdated, 2 missed, 2 skipped for want of it\n\
              to restart (2 workloads):\n\
-             \x20 Deployment/shop/web: 3 outdated\n\
+             \x20 Deployment/shop/web: 3 outdated, 2 missed\n\
              \x20 StatefulSet/shop/db: 2 skipped (no_instrumentation)\n\
              left alone (1 workload):\n\
              \x20 Deployment/shop/quiet: annotated otel-injector/rollout: disabled\n"
         );
         assert_eq!(
             describe("shop/java", &Tally::default(), &Plan::default()),
-            "Instrumentation shop/java: 0 pods current, 0 outdated, 0 skipped for want of it\n\
+            "Instrumentation shop/java: 0 pods current, 0 outdated, 0 missed, 0 skipped for want of it\n\
              nothing to restart\n"
         );
     }

@@ -1,10 +1,11 @@
 //! The rollout against the API server: read what the plan needs (one list of the pods that
-//! asked for injection, by their label; the Instrumentations; the namespaces; each stale
-//! workload), then restart the planned workloads at most N at a time and follow each until
+//! asked for injection, by their label, and the lists of those admitted without the webhook
+//! ([`missed::list`]); the Instrumentations; the namespaces; each stale workload), then restart the planned workloads at most N at a time and follow each until
 //! it completes, fails, crash-loops or times out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::NamespaceResourceScope;
@@ -20,7 +21,8 @@ use super::plan::{self, Exclusions, Object, Plan};
 use super::progress::{self, Progress};
 use super::{RESTARTED_AT, progress::crash_loop};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
-use crate::cluster::watch::{key_of, to_typed};
+use crate::cluster::missed;
+use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::census::{self, PodRecord, Tally, Workload};
 use crate::engine::outcome::INJECTED_LABEL;
@@ -148,11 +150,26 @@ pub async fn read_plan(
             LIST_PODS,
         ))?;
     let mut names = census::Interner::default();
-    let records: Vec<PodRecord> = pods
+    let mut records: Vec<PodRecord> = pods
         .items
         .iter()
         .filter_map(|p| PodRecord::from_meta(&p.metadata, &mut names))
         .collect();
+    // And the pods that asked and were admitted without the webhook.
+    let empty = Arc::default();
+    let entries: HashMap<String, NamespaceEntry> = namespaces
+        .items
+        .into_iter()
+        .map(|n| NamespaceEntry::of(n.metadata, &empty))
+        .collect();
+    records.extend(
+        missed::list(client, &entries, excluded, &mut names)
+            .await
+            .map_err(api_error(
+                "list the pods that asked for injection by label or namespace".into(),
+                LIST_PODS,
+            ))?,
+    );
     let tally = census::census(&records, &existing)
         .remove(&key)
         .unwrap_or_default();
