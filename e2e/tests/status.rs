@@ -364,7 +364,10 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
     let row = &lines[1];
     assert_eq!(row.len(), 7, "{}", out.stdout);
     assert_eq!(row[0], "java");
-    assert_eq!(row[2..], ["http://collector.example:4318", "3", "0", "1", "0"]);
+    assert_eq!(
+        row[2..],
+        ["http://collector.example:4318", "3", "0", "1", "0"]
+    );
 
     // Scaled up and down: the counts follow.
     scale(&env, &ns, "checkout", 5).await;
