@@ -258,7 +258,7 @@ async fn rollout_command_lists_the_outdated_workloads_then_restarts_them_to_the_
     assert_eq!(
         out,
         format!(
-            "Instrumentation {ns}/java: 0 pods current, 6 outdated, 1 skipped for want of it\n\
+            "Instrumentation {ns}/java: 0 pods current, 6 outdated, 0 missed, 1 skipped for want of it\n\
              to restart (4 workloads):\n\
              \x20 DaemonSet/{ns}/agent: 1 outdated\n\
              \x20 Deployment/{ns}/early: 1 skipped (instrumentation_not_found)\n\
@@ -367,7 +367,7 @@ async fn rollout_command_lists_the_outdated_workloads_then_restarts_them_to_the_
     assert_eq!(
         out,
         format!(
-            "Instrumentation {ns}/java: 5 pods current, 2 outdated, 0 skipped for want of it\n\
+            "Instrumentation {ns}/java: 5 pods current, 2 outdated, 0 missed, 0 skipped for want of it\n\
              nothing to restart\n\
              left alone (2 workloads):\n\
              \x20 Deployment/{off}/x: namespace labeled otel-injector/inject=disabled\n\

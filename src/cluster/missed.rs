@@ -283,6 +283,8 @@ impl Finder {
             for s in gone {
                 if let Some(t) = guard.0.remove(&s) {
                     t.abort();
+                    // Gone once this returns: it cannot write its records after the removal.
+                    let _ = t.await;
                 }
                 tracing::debug!(?s, "missed-pod watch stopped: the namespace no longer asks");
                 self.changed(|m| m.sources.remove(&s).is_some_and(|r| !r.is_empty()));
