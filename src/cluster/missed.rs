@@ -174,11 +174,12 @@ impl Finder {
     }
 
     fn changed(&self, update: impl FnOnce(&mut Missed) -> bool) {
-        let (changed, n) = {
+        // Counted only on a change: most events (a missed pod's status moving) change nothing.
+        let n = {
             let mut m = self.missed.lock().unwrap_or_else(|e| e.into_inner());
-            (update(&mut m), m.len())
+            update(&mut m).then(|| m.len())
         };
-        if changed {
+        if let Some(n) = n {
             self.metrics
                 .missed_pods
                 .set(i64::try_from(n).unwrap_or(i64::MAX));
