@@ -5,8 +5,10 @@
 //! reads the namespace cache; the Events about skipped injections ([`events`]), queued by the
 //! request path and published by a worker; the Lease that elects one replica for the
 //! leader-only background writers ([`lease`]) and the first of them, the status controller
-//! that keeps each Instrumentation's `status` current from its pods ([`status`]). The request
-//! path only reads the caches and queues; it never calls the API server.
+//! that keeps each Instrumentation's `status` current from its pods ([`status`]), with its
+//! finder of the pods admitted without the webhook ([`missed`]); the rollouts that restart
+//! workloads ([`rollout`]). The request path only reads the caches and queues; it never
+//! calls the API server.
 
 pub mod apiserver;
 pub mod events;
