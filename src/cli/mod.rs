@@ -62,8 +62,8 @@ pub enum Command {
     /// where each variable's value comes from, and every skip with its reason and fix.
     Explain(Box<ExplainArgs>),
     /// Restart, as `kubectl rollout restart` does, the Deployments, StatefulSets and
-    /// DaemonSets whose pods run an outdated spec of an Instrumentation or were skipped
-    /// because it did not exist yet, a few at a time, waiting for each to complete; stops at
+    /// DaemonSets whose pods run an outdated spec of an Instrumentation, were admitted without
+    /// the webhook, or were skipped because it did not exist yet, a few at a time, waiting for each to complete; stops at
     /// the first that does not (--dry-run: only print the plan).
     Rollout(Box<RolloutArgs>),
 }

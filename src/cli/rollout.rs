@@ -15,13 +15,17 @@ pub const POLL: Duration = Duration::from_secs(1);
 #[derive(Debug, Args)]
 #[command(after_help = "\
 What it reads (once, no watch): every Instrumentation (for the current spec digests), the \
-namespaces (their otel-injector/inject=disabled label), the metadata of the pods labeled \
-otel-injector/injected (their otel-injector/status annotation says which spec each runs, or \
-why it was skipped) in all namespaces, and each stale workload.
+namespaces (their otel-injector/inject=disabled label and their injection annotations), the \
+metadata of the pods labeled otel-injector/injected (their otel-injector/status annotation \
+says which spec each runs, or why it was skipped) in all namespaces, of the pods admitted \
+without the webhook (labeled instrumentation.opentelemetry.io/inject-<lang> without \
+otel-injector/injected, and every pod without it in a namespace that asks), and each stale \
+workload.
 
 What it restarts: the Deployments, StatefulSets and DaemonSets of the Instrumentation with \
-pods injected with an earlier spec, or skipped because the Instrumentation did not exist \
-yet (instrumentation_not_found, no_instrumentation); never in an excluded namespace or one \
+pods injected with an earlier spec, admitted without the webhook (missed), or skipped \
+because the Instrumentation did not exist yet (instrumentation_not_found, \
+no_instrumentation); never in an excluded namespace or one \
 labeled otel-injector/inject=disabled, never a workload whose pod template is labeled \
 otel-injector/inject=disabled or that is annotated otel-injector/rollout: disabled, and not \
 a paused Deployment or an OnDelete or partitioned update. A restart is what `kubectl rollout \
