@@ -14,6 +14,7 @@ pub mod cluster;
 pub mod crd;
 pub mod duration;
 pub mod engine;
+pub mod keys;
 pub mod metrics;
 pub mod offline;
 pub mod pod;

@@ -7,7 +7,14 @@ use std::path::Path;
 
 /// Top-level modules from the bottom up; a module may use any module of a lower layer.
 const LAYERS: &[&[&str]] = &[
-    &["warnings", "duration", "retry", "telemetry", "build_info"],
+    &[
+        "warnings",
+        "duration",
+        "retry",
+        "telemetry",
+        "build_info",
+        "keys",
+    ],
     &["crd"],
     &["pod"],
     &["agents"],

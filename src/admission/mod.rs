@@ -27,7 +27,7 @@ use envelope::Object;
 
 const API_VERSION: &str = "admission.k8s.io/v1";
 /// Every key that asks for injection starts with this (`inject-<lang>`).
-const INJECT_PREFIX: &str = "instrumentation.opentelemetry.io/inject-";
+use crate::keys::INJECT_PREFIX;
 
 /// Where `text` first holds [`INJECT_PREFIX`]: a pod without it asks for nothing by its own
 /// annotations.

@@ -13,7 +13,7 @@ use crate::crd::{InstrumentationSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 /// `linux-x64` (the default) or `linux-musl-x64`; namespace-vs-pod precedence applies.
-pub const RUNTIME_ANNOTATION: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
+pub use crate::keys::DOTNET_RUNTIME as RUNTIME_ANNOTATION;
 pub const OTEL_DOTNET_AUTO_HOME: &str = "OTEL_DOTNET_AUTO_HOME";
 pub const DOTNET_STARTUP_HOOKS: &str = "DOTNET_STARTUP_HOOKS";
 pub const DOTNET_ADDITIONAL_DEPS: &str = "DOTNET_ADDITIONAL_DEPS";

@@ -20,7 +20,7 @@ pub const DEFAULT_IMAGE: &str =
 /// The sidecar's name (the Operator's; it also marks a pod as injected for the Operator).
 pub const SIDECAR: &str = "opentelemetry-auto-instrumentation";
 /// Pod annotation naming the binary to instrument; read from the pod only.
-pub const TARGET_EXE_ANNOTATION: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
+pub use crate::keys::GO_TARGET_EXE as TARGET_EXE_ANNOTATION;
 /// The sidecar's variable naming the binary to instrument.
 pub const OTEL_GO_AUTO_TARGET_EXE: &str = "OTEL_GO_AUTO_TARGET_EXE";
 /// hostPath volume the eBPF programs need.

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use super::Language;
 
 /// Prefix of every pod and namespace annotation read by the webhook.
-pub const ANNOTATION_PREFIX: &str = "instrumentation.opentelemetry.io/";
+pub use crate::keys::ANNOTATION_PREFIX;
 
 /// Defines `Language` (one variant per agent, in injection order), `Language::ALL` and
 /// `Language::agent`, from `Variant => path::To::Agent` lines.

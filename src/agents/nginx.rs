@@ -127,11 +127,7 @@ fn empty_dir(name: &str) -> Volume {
 impl Agent for Nginx {
     // Breaks the pattern, exactly as in the Operator.
     fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(
-            Nginx,
-            "nginx",
-            "instrumentation.opentelemetry.io/inject-nginx-container-names"
-        );
+        const NAMES: Names = names!(Nginx, "nginx", crate::keys::NGINX_CONTAINER_NAMES);
         &NAMES
     }
     fn default_image(&self) -> Option<&'static str> {

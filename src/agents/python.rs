@@ -9,7 +9,7 @@ use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 pub const PYTHONPATH: &str = "PYTHONPATH";
 /// `glibc` (the default) or `musl`; namespace-vs-pod precedence applies.
-pub const PLATFORM_ANNOTATION: &str = "instrumentation.opentelemetry.io/otel-python-platform";
+pub use crate::keys::PYTHON_PLATFORM as PLATFORM_ANNOTATION;
 pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-python";
 pub const VOLUME: &str = "opentelemetry-auto-instrumentation-python";
 pub const MOUNT: &str = "/otel-auto-instrumentation-python";

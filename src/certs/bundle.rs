@@ -17,12 +17,12 @@ use rcgen::{Issuer, KeyPair};
 
 use crate::certs::generate as certs;
 
-/// Annotation: start of the serving certificate's validity (unix seconds).
-pub const NOT_BEFORE: &str = "otel-injector.opentelemetry.io/serving-not-before";
-/// Annotation: end of the serving certificate's validity (unix seconds).
-pub const NOT_AFTER: &str = "otel-injector.opentelemetry.io/serving-not-after";
 /// Annotation: the hosts (comma-separated) the serving certificate was made for.
-pub const HOSTS: &str = "otel-injector.opentelemetry.io/serving-hosts";
+pub use crate::keys::SERVING_HOSTS as HOSTS;
+/// Annotation: end of the serving certificate's validity (unix seconds).
+pub use crate::keys::SERVING_NOT_AFTER as NOT_AFTER;
+/// Annotation: start of the serving certificate's validity (unix seconds).
+pub use crate::keys::SERVING_NOT_BEFORE as NOT_BEFORE;
 
 const DAY: u64 = 24 * 60 * 60;
 /// Validity of the CA.
@@ -142,7 +142,7 @@ impl Bundle {
                 name: Some(name.to_owned()),
                 namespace: Some(namespace.to_owned()),
                 labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/managed-by".to_owned(),
+                    crate::keys::MANAGED_BY.to_owned(),
                     "otel-injector".to_owned(),
                 )])),
                 annotations: Some(annotations),

@@ -20,7 +20,7 @@ use crate::agents::{ANNOTATION_PREFIX, Language, LanguageSet};
 use crate::pod::select::Request;
 
 /// The label kept on namespaces that ask for injection through an annotation.
-pub const NAMESPACE_LABEL: &str = crate::engine::census::OPT_OUT_LABEL;
+pub use crate::keys::OPT_OUT_LABEL as NAMESPACE_LABEL;
 const FIELD_MANAGER: &str = "otel-injector";
 /// A failed write is tried again after this (or at the namespace's next change).
 const RETRY: Duration = Duration::from_secs(10);
@@ -40,7 +40,7 @@ pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: Lang
 }
 
 /// The label value that opts a namespace (or pod) out of the webhook.
-pub const DISABLED: &str = crate::engine::census::OPT_OUT;
+pub use crate::keys::OPT_OUT as DISABLED;
 
 /// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
 /// remove.

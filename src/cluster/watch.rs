@@ -59,8 +59,7 @@ where
 
 type Meta<K> = PartialObjectMeta<K>;
 
-/// kubectl's copy of the last applied object, kept as an annotation.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use crate::keys::LAST_APPLIED;
 
 /// Objects per page of a watch's initial list. Each page is held whole while it is decoded
 /// (the response text, serde's buffer of it, the decoded objects), so the page bounds the

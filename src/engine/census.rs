@@ -226,9 +226,7 @@ impl PodRecord {
     }
 }
 
-/// The label that opts a pod (or namespace) out of the webhook, and its value.
-pub const OPT_OUT_LABEL: &str = "otel-injector/inject";
-pub const OPT_OUT: &str = "disabled";
+pub use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 
 /// A pod's workload, from its controller owner (a ReplicaSet named after its template hash
 /// read as its Deployment).
@@ -238,7 +236,7 @@ fn workload_of(meta: &ObjectMeta, names: &mut Interner) -> Option<Arc<Workload>>
     let hash = meta
         .labels
         .as_ref()
-        .and_then(|l| l.get("pod-template-hash"));
+        .and_then(|l| l.get(crate::keys::POD_TEMPLATE_HASH));
     let deployment = (owner.kind == "ReplicaSet" && owner.api_version == "apps/v1")
         .then(|| hash.and_then(|h| owner.name.strip_suffix(h.as_str())?.strip_suffix('-')))
         .flatten()

@@ -33,9 +33,9 @@ use crate::warnings::shorten;
 
 /// Annotation the webhook puts on every pod it changed; its value lists the injected
 /// languages. A pod that carries it is never changed again (reinvocation, re-submission).
-pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
+pub use crate::keys::INJECTED_ANNOTATION;
 /// Static pods mirrored by the kubelet carry this; they are never mutated.
-pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+pub use crate::keys::MIRROR_ANNOTATION;
 
 /// The default bound on the mutated pod's JSON: etcd's default request limit
 /// (`--max-request-bytes`, 1.5 MiB); a larger pod could not be stored anyway.
@@ -46,7 +46,7 @@ pub const MIN_PATCH_BYTES_PER_TARGET: usize = 512;
 
 /// Annotation on an Instrumentation that lets pods of other namespaces use it when
 /// `--cross-namespace-references=opt-in`.
-pub const CROSS_NAMESPACE_ANNOTATION: &str = "otel-injector/cross-namespace";
+pub use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 
 /// Which Instrumentations a pod may name in another namespace (`ns/name`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -86,7 +86,7 @@ pub enum GoSidecar {
 }
 
 /// Annotation on an Instrumentation that overrides `--agent-delivery` for it.
-pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
+pub use crate::keys::DELIVERY_ANNOTATION;
 
 /// What `auto` delivery decides: image volumes when the API server's `ImageVolume` feature
 /// gate is known to be on, init containers when it is known to be off; when the gate could

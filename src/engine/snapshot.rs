@@ -168,7 +168,7 @@ impl FromIterator<Instrumentation> for Instrumentations {
 }
 
 /// The namespace label that sets the Pod Security Admission level enforced there.
-pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+pub use crate::keys::POD_SECURITY_ENFORCE;
 
 /// What the engine reads of a namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

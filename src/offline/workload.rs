@@ -20,7 +20,7 @@ use crate::engine::{Catalog, EngineConfig, Report, Snapshot};
 pub const TEMPLATE_HASH: &str = "offline";
 /// The scheduled-time suffix stand-in of a CronJob's Job (minutes since the epoch).
 pub const JOB_SUFFIX: &str = "00000000";
-const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+use crate::keys::POD_TEMPLATE_HASH;
 const RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 
 /// The kinds whose objects carry a pod (template).

@@ -4,11 +4,11 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 
 /// Prefix of pod annotations that set resource attributes.
-pub const RESOURCE_ANNOTATION_PREFIX: &str = "resource.opentelemetry.io/";
-const LABEL_APP_INSTANCE: &str = "app.kubernetes.io/instance";
-const LABEL_APP_NAME: &str = "app.kubernetes.io/name";
-const LABEL_APP_VERSION: &str = "app.kubernetes.io/version";
-const LABEL_POD_TEMPLATE_HASH: &str = "pod-template-hash";
+pub use crate::keys::RESOURCE_ANNOTATION_PREFIX;
+use crate::keys::{
+    APP_INSTANCE as LABEL_APP_INSTANCE, APP_NAME as LABEL_APP_NAME,
+    APP_VERSION as LABEL_APP_VERSION, POD_TEMPLATE_HASH as LABEL_POD_TEMPLATE_HASH,
+};
 
 /// The workloads that own a pod, derived from its owner references and labels.
 /// Names (and, with them, uids) borrowed from the pod.

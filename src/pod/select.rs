@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::plan::Slot;
 
 /// The common container list annotation, applied to every requested language.
-pub const CONTAINER_NAMES: &str = "instrumentation.opentelemetry.io/container-names";
+pub use crate::keys::CONTAINER_NAMES;
 
 /// What an effective `inject-<lang>` value asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]

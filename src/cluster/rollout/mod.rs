@@ -15,11 +15,7 @@ pub use plan::{Exclusions, Left, Object, Plan, Restart};
 pub use progress::Progress;
 pub use run::{Report, RolloutError, Settings, Step, Stop, StopReason};
 
-/// On an Instrumentation: `automatic` lets `serve` restart its stale workloads by itself. On
-/// a Deployment, StatefulSet or DaemonSet: `disabled` keeps every rollout away from it.
-pub const ROLLOUT_ANNOTATION: &str = "otel-injector/rollout";
-/// The value of [`ROLLOUT_ANNOTATION`] that turns the automatic mode on.
-pub const AUTOMATIC: &str = "automatic";
-/// The pod template annotation `kubectl rollout restart` writes; a new value makes the
-/// workload's controller replace its pods.
-pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+/// On an Instrumentation, `automatic` lets `serve` restart its stale workloads by itself; on
+/// a Deployment, StatefulSet or DaemonSet, `disabled` keeps every rollout away from it. A
+/// new `restartedAt` on a pod template makes the workload's controller replace its pods.
+pub use crate::keys::{AUTOMATIC, RESTARTED_AT, ROLLOUT_ANNOTATION};

@@ -1,0 +1,83 @@
+//! Every annotation, label and prefix key the product reads or writes, and their fixed
+//! values: public API, like the CRD. Spelled here only; the modules that own the behaviour
+//! re-export what they use under the names they always had. (Each language's
+//! `inject-<lang>` and `<lang>-container-names` keys are made by `agents::names!` with the
+//! text of [`INJECT_PREFIX`] and [`ANNOTATION_PREFIX`]: `concat!` needs literals.)
+
+// The OpenTelemetry Operator's, read the same way.
+
+/// The prefix of the injection keys on pods and namespaces (annotations, or labels).
+pub const ANNOTATION_PREFIX: &str = "instrumentation.opentelemetry.io/";
+/// The prefix of the per-language injection keys (`inject-java`, …).
+pub const INJECT_PREFIX: &str = "instrumentation.opentelemetry.io/inject-";
+/// The container list applied to every requested language.
+pub const CONTAINER_NAMES: &str = "instrumentation.opentelemetry.io/container-names";
+/// nginx's container list: it breaks the `<lang>-container-names` pattern, as in the Operator.
+pub const NGINX_CONTAINER_NAMES: &str =
+    "instrumentation.opentelemetry.io/inject-nginx-container-names";
+/// The Go agent's target executable.
+pub const GO_TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
+/// The .NET agent's runtime (`linux-x64`, `linux-musl-x64`).
+pub const DOTNET_RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
+/// The Python agent's platform (`glibc`, `musl`).
+pub const PYTHON_PLATFORM: &str = "instrumentation.opentelemetry.io/otel-python-platform";
+/// The prefix of pod annotations that set resource attributes.
+pub const RESOURCE_ANNOTATION_PREFIX: &str = "resource.opentelemetry.io/";
+
+// This project's.
+
+/// On every pod the webhook changed; its value lists the injected languages.
+pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
+/// On every pod that asked for injection: `true` when a language was injected, else `false`.
+pub const INJECTED_LABEL: &str = "otel-injector/injected";
+/// The outcome per requested language (grammar in `engine::outcome`).
+pub const STATUS_ANNOTATION: &str = "otel-injector/status";
+/// On a pod, pod template or namespace: [`OPT_OUT`] keeps the webhook away; `true` is what
+/// the targeted variant's labeler keeps on namespaces that ask.
+pub const OPT_OUT_LABEL: &str = "otel-injector/inject";
+/// The opt-out value of [`OPT_OUT_LABEL`] and of [`ROLLOUT_ANNOTATION`].
+pub const OPT_OUT: &str = "disabled";
+/// On an Instrumentation: lets pods of other namespaces use it
+/// (`--cross-namespace-references=opt-in`).
+pub const CROSS_NAMESPACE_ANNOTATION: &str = "otel-injector/cross-namespace";
+/// On a pod: how its agents are delivered (`copy`, `image-volume`).
+pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
+/// On an Instrumentation ([`AUTOMATIC`]) or a workload ([`OPT_OUT`]): the rollout.
+pub const ROLLOUT_ANNOTATION: &str = "otel-injector/rollout";
+/// The value of [`ROLLOUT_ANNOTATION`] that turns the automatic rollout on.
+pub const AUTOMATIC: &str = "automatic";
+/// On the built-in certificate's Secret: the serving certificate's validity and hosts.
+pub const SERVING_NOT_BEFORE: &str = "otel-injector.opentelemetry.io/serving-not-before";
+pub const SERVING_NOT_AFTER: &str = "otel-injector.opentelemetry.io/serving-not-after";
+pub const SERVING_HOSTS: &str = "otel-injector.opentelemetry.io/serving-hosts";
+
+// Kubernetes' and its tools'.
+
+/// On static pods mirrored by the kubelet; they are never mutated.
+pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
+/// A Deployment's ReplicaSet's pods carry their template's hash.
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// What `kubectl rollout restart` sets on a pod template.
+pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
+/// kubectl's copy of the last applied object.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+/// The Pod Security Admission level a namespace enforces.
+pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+/// The recommended labels the service name and version may come from.
+pub const APP_INSTANCE: &str = "app.kubernetes.io/instance";
+pub const APP_NAME: &str = "app.kubernetes.io/name";
+pub const APP_VERSION: &str = "app.kubernetes.io/version";
+/// On the objects this project creates (the built-in certificate's Secret).
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefixes_agree() {
+        assert!(INJECT_PREFIX.starts_with(ANNOTATION_PREFIX));
+        assert!(CONTAINER_NAMES.starts_with(ANNOTATION_PREFIX));
+        assert_eq!(INJECTED_ANNOTATION, INJECTED_LABEL, "one key, on two maps");
+    }
+}
