@@ -66,6 +66,10 @@ crd:
     cargo run --locked --quiet -- crd > manifests/crd.yaml
     cp manifests/crd.yaml charts/otel-injector/crds/instrumentations.yaml
 
+# Write docs/flags.md again from the command line's definition (a unit test compares them).
+flags-doc:
+    OTEL_INJECTOR_WRITE_FLAGS_DOC=1 cargo test --locked --lib cli::reference -- --quiet
+
 # Fuzz a target (`review` or `pod`); extra arguments go to libFuzzer, e.g. -runs=1000000.
 fuzz target="review" *ARGS:
     scripts/fuzz.sh {{target}} {{ARGS}}

@@ -8,6 +8,7 @@ mod cluster;
 mod engine;
 mod log;
 mod offline;
+pub mod reference;
 mod rollout;
 mod server;
 mod status;
