@@ -53,8 +53,14 @@ controlplane:
     scripts/e2e-build.sh all >/dev/null
     scripts/e2e-images.sh >/dev/null
 
-# Start a real control plane and the webhook, inject an annotated pod and print it.
-demo: controlplane
+# Start a real control plane and the webhook, inject an annotated pod and print it. Builds
+# only what it uses: the control plane, kwok, the collector and the images (not Helm or
+# cert-manager).
+demo:
+    scripts/e2e-build.sh controlplane >/dev/null
+    scripts/e2e-build.sh kwok >/dev/null
+    scripts/e2e-build.sh otelcol >/dev/null
+    scripts/e2e-images.sh >/dev/null
     cargo run --locked --quiet --features e2e --example demo
 
 # Write a development CA and serving certificate into certs/dev/.

@@ -29,7 +29,9 @@
 # Otherwise it builds the missing ones (a cold controlplane build takes many minutes on 2
 # cores) and moves each into place atomically. Progress goes to stderr. Go's own caches
 # (GOMODCACHE, GOCACHE) are used as configured; they make rebuilds of a changed go.mod cheap.
-# Set E2E_BUILD_VERBOSE=0 to drop `go build -v` package lines.
+# A build prints two lines to stderr, when it starts and when it ends (tool, versions,
+# seconds); Go's full output goes to $CACHE_ROOT/logs/<tool>.log, printed (its last lines) only
+# when the build fails. E2E_BUILD_VERBOSE=1 streams it instead, with `go build -v`.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -100,7 +102,10 @@ actionlint)
     ;;
 esac
 
-log() { printf '[e2e-build %s %s] %s\n' "$TOOL" "$(date +%H:%M:%S)" "$*" >&2; }
+say() { printf '[e2e-build %s %s] %s\n' "$TOOL" "$(date +%H:%M:%S)" "$*" >&2; }
+VERBOSE="${E2E_BUILD_VERBOSE:-0}"
+# Progress: to stderr when verbose, else to the build's log file (once it is open).
+log() { if [[ "$VERBOSE" == 1 || -z "${LOG_FILE:-}" ]]; then say "$@"; else say "$@" 2>>"$LOG_FILE"; fi; }
 
 [[ -f "$MOD_DIR/go.mod" && -f "$MOD_DIR/go.sum" ]] || { log "missing $MOD_DIR/go.mod or go.sum"; exit 1; }
 
@@ -146,18 +151,46 @@ if done_already; then
     exit 0
 fi
 
-command -v go >/dev/null || { log "go not found in PATH"; exit 1; }
+command -v go >/dev/null || { say "go not found in PATH"; exit 1; }
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0   # static binaries, like the official release builds
 GO_FLAGS=(-mod=readonly -trimpath)
-[[ "${E2E_BUILD_VERBOSE:-1}" == "1" ]] && GO_FLAGS+=(-v)
+[[ "$VERBOSE" == 1 ]] && GO_FLAGS+=(-v)
+
+# The pinned versions, as `go list` reads them from the module (one line each).
+versions() {
+    case "$TOOL" in
+    controlplane)
+        echo "kubernetes=$K8S_VERSION"
+        echo "etcd=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+        ;;
+    kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
+    otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
+    promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
+    helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
+    certmanager) echo "cert-manager=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)" ;;
+    crane) echo "crane=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry)" ;;
+    actionlint) echo "actionlint=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/rhysd/actionlint)" ;;
+    esac
+}
 
 TMP="$(mktemp -d "$OUT/.tmp.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$CACHE_ROOT/logs"
+LOG_FILE="$CACHE_ROOT/logs/$TOOL.log"
+: > "$LOG_FILE"
+VERSIONS="$(versions 2>>"$LOG_FILE" | paste -sd' ' -)"
+START=$SECONDS
+if [[ "$VERBOSE" == 1 ]]; then
+    LOG_FILE=""
+else
+    say "building $VERSIONS (full output: $LOG_FILE)"
+    # A failure shows what Go said, then exits with its status.
+    trap 'rc=$?; rm -rf "$TMP"; if (( rc != 0 )); then say "build failed after $((SECONDS - START)) s; the end of $LOG_FILE:"; tail -n 40 "$LOG_FILE" >&2; fi' EXIT
+fi
 
 log "$(go version); cache entry $OUT"
 log "building into $TMP (GOMODCACHE=$(go env GOMODCACHE), GOCACHE=$(go env GOCACHE))"
-START=$SECONDS
 
 build() { # name package
     local name="$1" pkg="$2" t0=$SECONDS
@@ -166,7 +199,11 @@ build() { # name package
         return
     fi
     log "go build $pkg -> $name"
-    (cd "$MOD_DIR" && go build "${GO_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP/$name" "$pkg")
+    if [[ -n "${LOG_FILE:-}" ]]; then
+        (cd "$MOD_DIR" && go build "${GO_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP/$name" "$pkg") >>"$LOG_FILE" 2>&1
+    else
+        (cd "$MOD_DIR" && go build "${GO_FLAGS[@]}" -ldflags "$LDFLAGS" -o "$TMP/$name" "$pkg")
+    fi
     mv -f "$TMP/$name" "$OUT/$name"   # rename within one filesystem: atomic
     log "$name done in $((SECONDS - t0)) s"
 }
@@ -177,7 +214,7 @@ if [[ "$TOOL" == certmanager ]]; then
     CM_VERSION="$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
     CM_DIR="$(cd "$MOD_DIR" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
     log "rendering the CRDs of $CM_DIR/deploy/charts/cert-manager"
-    "$OUT/cert-manager" crds "$CM_DIR/deploy/charts/cert-manager" "$CM_VERSION" > "$TMP/crds.yaml"
+    "$OUT/cert-manager" crds "$CM_DIR/deploy/charts/cert-manager" "$CM_VERSION" > "$TMP/crds.yaml" 2>>"${LOG_FILE:-/dev/stderr}"
     mv -f "$TMP/crds.yaml" "$OUT/crds.yaml"
 fi
 
@@ -185,20 +222,8 @@ fi
     echo "built=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
     echo "seconds=$((SECONDS - START))"
     echo "go=$(go version)"
-    case "$TOOL" in
-    controlplane)
-        echo "kubernetes=$K8S_VERSION"
-        echo "etcd=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
-        ;;
-    kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
-    otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
-    promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
-    helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
-    certmanager) echo "cert-manager=$CM_VERSION" ;;
-    crane) echo "crane=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry)" ;;
-    actionlint) echo "actionlint=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/rhysd/actionlint)" ;;
-    esac
+    echo "$VERSIONS" | tr ' ' '\n'
 } > "$OUT/build-info.txt"
-log "built in $((SECONDS - START)) s"
+say "built $VERSIONS in $((SECONDS - START)) s"
 link_target
 echo "$OUT"
