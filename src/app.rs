@@ -23,17 +23,78 @@ use crate::server::{self, admin};
 const ADMIN_GRACE: Duration = Duration::from_secs(1);
 
 /// Runs one command to its end.
-pub async fn run(command: Command) -> anyhow::Result<()> {
+pub async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve(args) => serve(*args).await,
         Command::Crd => {
             print!("{}", crate::crd::crd_yaml());
             Ok(())
         }
-        Command::DevCerts(args) => dev_certs(&args),
+        Command::DevCerts(args) => Ok(dev_certs(&args)?),
         Command::Inject(args) => inject(&args).await,
         Command::Explain(args) => explain(&args).await,
         Command::Rollout(args) => rollout(&args).await,
+    }
+}
+
+/// How a command failed: what `main` prints, and the exit code that says so.
+#[derive(Debug, thiserror::Error)]
+pub enum Failure {
+    /// A second signal cut the drain short: 130, as a shell reports an interrupted process.
+    /// Nothing is printed (the log said it).
+    #[error(transparent)]
+    Aborted(#[from] server::Aborted),
+    /// `inject`/`explain --strict`: the output is written, and some object was not (fully)
+    /// injected: 2.
+    #[error(transparent)]
+    Skipped(#[from] Skipped),
+    /// Bad manifests: the message names the file and document: 1.
+    #[error(transparent)]
+    Input(#[from] offline::manifests::InputError),
+    /// `rollout` cannot run: the message names the permission it lacks: 1.
+    #[error(transparent)]
+    Rollout(#[from] cluster::rollout::RolloutError),
+    /// `rollout` stopped at a workload: 1.
+    #[error(transparent)]
+    RolloutStopped(#[from] RolloutStopped),
+    /// Anything else, printed with its chain of causes: 1.
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// Errors with no exit code of their own: anything else (1), with their causes.
+macro_rules! other {
+    ($($t:ty),*) => {$(
+        impl From<$t> for Failure {
+            fn from(e: $t) -> Self {
+                Failure::Other(e.into())
+            }
+        }
+    )*};
+}
+other!(
+    std::io::Error,
+    serde_json::Error,
+    crate::certs::TlsError,
+    cluster::list::ListError
+);
+
+impl Failure {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Failure::Aborted(_) => 130,
+            Failure::Skipped(_) => 2,
+            _ => 1,
+        }
+    }
+
+    /// What `main` prints on stderr, if anything.
+    pub fn message(&self) -> Option<String> {
+        match self {
+            Failure::Aborted(_) => None,
+            Failure::Other(e) => Some(format!("Error: {e:?}")),
+            e => Some(format!("Error: {e}")),
+        }
     }
 }
 
@@ -47,7 +108,7 @@ pub struct Skipped(pub usize);
 /// once).
 async fn offline_inputs(
     args: &OfflineArgs,
-) -> anyhow::Result<(Vec<offline::manifests::Source>, offline::Context)> {
+) -> Result<(Vec<offline::manifests::Source>, offline::Context), Failure> {
     let sources = offline::manifests::read(&args.files)?;
     let cluster = match args.cluster() {
         Some(kubeconfig) => {
@@ -78,7 +139,7 @@ async fn offline_inputs(
 }
 
 /// `otel-injector inject`.
-async fn inject(args: &InjectArgs) -> anyhow::Result<()> {
+async fn inject(args: &InjectArgs) -> Result<(), Failure> {
     let (sources, ctx) = offline_inputs(&args.input).await?;
     let options = offline::inject::Options {
         output: args.output,
@@ -97,9 +158,9 @@ async fn inject(args: &InjectArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs `otel-injector serve` until a signal and a completed drain; `Err` wrapping
-/// [`server::Aborted`] when a second signal cut the drain short.
-pub async fn serve(args: ServeArgs) -> anyhow::Result<()> {
+/// Runs `otel-injector serve` until a signal and a completed drain;
+/// [`Failure::Aborted`] when a second signal cut the drain short.
+pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     args.log.init();
     // The kube client's rustls needs a process-wide provider; ours is passed explicitly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -273,7 +334,7 @@ async fn run_status(
 }
 
 /// `otel-injector explain`.
-async fn explain(args: &ExplainArgs) -> anyhow::Result<()> {
+async fn explain(args: &ExplainArgs) -> Result<(), Failure> {
     let (sources, ctx) = offline_inputs(&args.input).await?;
     let explanations = offline::explain::explain(&ctx, &sources)?;
     if explanations.is_empty() {
@@ -303,7 +364,7 @@ pub struct RolloutStopped {
 }
 
 /// `otel-injector rollout`.
-async fn rollout(args: &RolloutArgs) -> anyhow::Result<()> {
+async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
     use cluster::rollout::{RolloutError, Step, plan, run};
     // The kube client's rustls needs a process-wide provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -413,4 +474,41 @@ fn dev_certs(args: &DevCertsArgs) -> anyhow::Result<()> {
         args.hosts.join(", ")
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_failure_carries_its_exit_code_and_message() {
+        let input = Failure::from(offline::manifests::InputError::NoWorkload);
+        assert_eq!(input.exit_code(), 1);
+        assert_eq!(
+            input.message(),
+            Some(format!(
+                "Error: {}",
+                offline::manifests::InputError::NoWorkload
+            ))
+        );
+        let skipped = Failure::from(Skipped(3));
+        assert_eq!(skipped.exit_code(), 2);
+        assert_eq!(
+            skipped.message().as_deref(),
+            Some("Error: 3 object(s) asked for a language that was not injected (--strict)")
+        );
+        let other = Failure::from(anyhow::anyhow!("inner").context("outer"));
+        assert_eq!(other.exit_code(), 1);
+        // (With RUST_BACKTRACE set, anyhow adds the backtrace after the causes.)
+        assert!(
+            other
+                .message()
+                .is_some_and(|m| m.starts_with("Error: outer\n\nCaused by:\n    inner")),
+            "anything else is printed with its causes: {:?}",
+            other.message()
+        );
+        let io = Failure::from(std::io::Error::other("disk"));
+        assert_eq!(io.exit_code(), 1);
+        assert!(io.message().is_some_and(|m| m.starts_with("Error: disk")));
+    }
 }
