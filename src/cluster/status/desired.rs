@@ -1,0 +1,268 @@
+//! What an Instrumentation's status should be (pure): its counts from the census, its
+//! workloads, reasons and conditions, times carried over from what was written.
+
+use std::collections::BTreeSet;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+use super::{
+    CONFIG_MAP_MISSING, DEGRADED, MAX_REASONS, MAX_WORKLOADS, READY, SECRET_MISSING, UNREADABLE,
+};
+use crate::agents::exporter_tls::ExporterTls;
+use crate::crd::{Instrumentation, InstrumentationStatus, SkippedReason, SpecHash, WorkloadStatus};
+use crate::engine::census::Tally;
+use crate::engine::{Entry, ObjectKind, ObjectLookup};
+
+/// Secrets and ConfigMaps named by the exporter TLS section that do not exist in the
+/// Instrumentation's namespace or in the namespace of a workload it counts
+/// (`Kind ns/name`), sorted.
+pub(super) fn missing_references(
+    inst: &Instrumentation,
+    tally: Option<&Tally>,
+    lookup: &dyn ObjectLookup,
+) -> Vec<(ObjectKind, String)> {
+    let Some(tls) = ExporterTls::of(&inst.spec) else {
+        return Vec::new();
+    };
+    let mut namespaces: BTreeSet<&str> = BTreeSet::new();
+    namespaces.insert(inst.metadata.namespace.as_deref().unwrap_or_default());
+    namespaces.extend(
+        tally
+            .into_iter()
+            .flat_map(|t| t.workloads.keys())
+            .map(|w| w.namespace.as_str()),
+    );
+    let refs = [
+        (ObjectKind::Secret, tls.secret()),
+        (ObjectKind::ConfigMap, tls.config_map()),
+    ];
+    let mut out = Vec::new();
+    for (kind, name) in refs {
+        let Some(name) = name else { continue };
+        for ns in &namespaces {
+            if !lookup.exists(kind, ns, name) {
+                out.push((kind, format!("{ns}/{name}")));
+            }
+        }
+    }
+    out
+}
+
+/// What [`desired`] reads.
+pub struct Inputs<'a> {
+    /// The Instrumentation, or why it cannot be read.
+    pub entry: &'a Entry,
+    pub spec_hash: Option<SpecHash>,
+    /// Its pods (`None`: none asked for it).
+    pub tally: Option<&'a Tally>,
+    /// Referenced objects found missing (kind, `ns/name`).
+    pub missing: &'a [(ObjectKind, String)],
+    /// Whether references were checked at all (`--verify-exporter-tls`).
+    pub verified: bool,
+    /// The status as last written, for the times of what did not change.
+    pub previous: Option<&'a InstrumentationStatus>,
+    /// Now, in whole seconds (as the API server stores it).
+    pub now: Time,
+}
+
+/// The part of a status this controller owns (and so compares).
+pub fn owned(status: &InstrumentationStatus) -> InstrumentationStatus {
+    InstrumentationStatus {
+        injected: status.injected,
+        outdated: status.outdated,
+        skipped: status.skipped,
+        missed: status.missed,
+        skipped_reasons: status.skipped_reasons.clone(),
+        workloads: status.workloads.clone(),
+        workloads_omitted: status.workloads_omitted,
+        spec_hash: status.spec_hash.clone(),
+        observed_generation: status.observed_generation,
+        last_change_time: status.last_change_time.clone(),
+        conditions: status.conditions.clone(),
+        ..InstrumentationStatus::default()
+    }
+}
+
+fn count(n: u32) -> i64 {
+    i64::from(n)
+}
+
+/// The status an Instrumentation should have: its counts, reasons, workloads and conditions.
+/// Times are carried over from `previous` for whatever did not change.
+pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
+    let previous = inputs.previous;
+    let now = &inputs.now;
+    let (inst, error) = match inputs.entry {
+        Ok(inst) => (Some(inst), None),
+        Err(e) => (None, Some(e.as_str())),
+    };
+    let generation = inst.and_then(|i| i.metadata.generation);
+    let mut status = InstrumentationStatus {
+        observed_generation: generation,
+        spec_hash: inputs.spec_hash.map(|h| h.to_string()),
+        ..InstrumentationStatus::default()
+    };
+    if inst.is_some() {
+        let empty = Tally::default();
+        let tally = inputs.tally.unwrap_or(&empty);
+        let pods = &tally.pods;
+        status.injected = Some(count(pods.current));
+        status.outdated = Some(count(pods.outdated));
+        status.skipped = Some(count(pods.skipped_total()));
+        status.missed = Some(count(pods.missed));
+        let mut reasons: Vec<SkippedReason> = pods
+            .skipped
+            .iter()
+            .map(|(r, n)| SkippedReason {
+                reason: r.as_str().to_owned(),
+                pods: count(*n),
+            })
+            .collect();
+        reasons.sort_by(|a, b| b.pods.cmp(&a.pods).then_with(|| a.reason.cmp(&b.reason)));
+        reasons.truncate(MAX_REASONS);
+        status.skipped_reasons = reasons;
+        let same = previous.is_some_and(|p| {
+            (p.injected, p.outdated, p.skipped, p.missed)
+                == (
+                    status.injected,
+                    status.outdated,
+                    status.skipped,
+                    status.missed,
+                )
+        });
+        status.last_change_time = match previous {
+            Some(p) if same && p.last_change_time.is_some() => p.last_change_time.clone(),
+            _ => Some(now.clone()),
+        };
+        let mut workloads: Vec<WorkloadStatus> = tally
+            .workloads
+            .iter()
+            .map(|(w, c)| {
+                let mut ws = WorkloadStatus {
+                    kind: w.kind.clone(),
+                    namespace: w.namespace.clone(),
+                    name: w.name.clone(),
+                    injected: count(c.current),
+                    outdated: count(c.outdated),
+                    skipped: count(c.skipped_total()),
+                    missed: count(c.missed),
+                    last_change_time: None,
+                };
+                let before = previous.and_then(|p| {
+                    p.workloads.iter().find(|o| {
+                        (&o.kind, &o.namespace, &o.name) == (&ws.kind, &ws.namespace, &ws.name)
+                    })
+                });
+                ws.last_change_time = match before {
+                    Some(o)
+                        if (o.injected, o.outdated, o.skipped, o.missed)
+                            == (ws.injected, ws.outdated, ws.skipped, ws.missed) =>
+                    {
+                        o.last_change_time.clone().or_else(|| Some(now.clone()))
+                    }
+                    _ => Some(now.clone()),
+                };
+                ws
+            })
+            .collect();
+        // The most stale first; the census's order (namespace, kind, name) among equals.
+        workloads.sort_by_key(|w| std::cmp::Reverse(w.outdated + w.skipped + w.missed));
+        if workloads.len() > MAX_WORKLOADS {
+            status.workloads_omitted = i64::try_from(workloads.len() - MAX_WORKLOADS).ok();
+            workloads.truncate(MAX_WORKLOADS);
+        }
+        status.workloads = workloads;
+    }
+    // Conditions: the first problem found is the reason.
+    let problem: Option<(&str, String)> = match error {
+        Some(e) => Some((
+            UNREADABLE,
+            format!("the object cannot be read: {}", truncate(e, 1024)),
+        )),
+        None => inputs.missing.first().map(|(kind, _)| {
+            let reason = match kind {
+                ObjectKind::Secret => SECRET_MISSING,
+                ObjectKind::ConfigMap => CONFIG_MAP_MISSING,
+            };
+            let list: Vec<String> = inputs
+                .missing
+                .iter()
+                .map(|(k, n)| format!("{} {n}", k.as_str()))
+                .collect();
+            (
+                reason,
+                format!(
+                    "spec.exporter.tls names objects that do not exist: {}; pods there are not \
+                     injected",
+                    list.join(", ")
+                ),
+            )
+        }),
+    };
+    let ready_message = if inputs.verified {
+        "readable; the Secret and ConfigMap of spec.exporter.tls exist"
+    } else {
+        "readable (exporter TLS references are checked with --verify-exporter-tls)"
+    };
+    let (ready, degraded) = match &problem {
+        None => (
+            ("True", "Readable", ready_message.to_owned()),
+            ("False", "AsExpected", "no problem found".to_owned()),
+        ),
+        Some((reason, message)) => (
+            ("False", *reason, message.clone()),
+            ("True", *reason, message.clone()),
+        ),
+    };
+    status.conditions = vec![
+        condition(READY, ready, generation, previous, now),
+        condition(DEGRADED, degraded, generation, previous, now),
+    ];
+    status
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// A condition; its transition time is the previous one's while the status stays.
+fn condition(
+    type_: &str,
+    (status, reason, message): (&str, &str, String),
+    generation: Option<i64>,
+    previous: Option<&InstrumentationStatus>,
+    now: &Time,
+) -> Condition {
+    let before = previous.and_then(|p| p.conditions.iter().find(|c| c.type_ == type_));
+    let since = match before {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => now.clone(),
+    };
+    Condition {
+        type_: type_.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message,
+        observed_generation: generation,
+        last_transition_time: since,
+    }
+}
+
+/// Now, in whole seconds: the API server keeps `metav1.Time` to the second, so a finer time
+/// would never compare equal to what it stored.
+pub(super) fn now() -> Time {
+    let secs = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+        .unwrap_or_default();
+    Time(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
+}

@@ -1,0 +1,355 @@
+//! The status controller: keeps `status` of every Instrumentation current with what its pods
+//! say (injected with the current spec, with an older one, skipped and why, by workload) and
+//! with its conditions (`Ready`, `Degraded`).
+//!
+//! The pods come from a metadata-only watch of the pods labeled `otel-injector/injected` (every
+//! pod that asked for injection through this webhook); of each, only its [`PodRecord`] is kept,
+//! so memory follows the instrumented pods, not the cluster. The Instrumentations come from the
+//! catalog the webhook already watches. The watch runs on every replica (a new leader has a
+//! warm cache); only the holder of the Lease writes, by server-side apply to the status
+//! subresource under its own field manager, only the fields it owns, and only when they
+//! changed, at most about once per [`DEBOUNCE`]. Nothing else waits on it: the webhook, the
+//! metrics and `/readyz` work the same whether it runs, leads or fails.
+
+mod desired;
+mod pods;
+#[cfg(test)]
+mod tests;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+pub use desired::{Inputs, desired, owned};
+use desired::{missing_references, now};
+use pods::{SharedPods, watch_pods};
+
+use super::events::{EventSink, Reason, SkipEvent};
+use super::missed::{Finder, SharedMissed};
+use super::{KubeCatalog, Leadership};
+use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
+use crate::engine::census::{Tally, Workload, census};
+use crate::engine::{Catalog, Instrumentations};
+use crate::metrics::{Metrics, WriteResult};
+
+/// The field manager of every status write; it owns only the fields written here.
+pub const FIELD_MANAGER: &str = "otel-injector-status";
+/// `status.skippedReasons` holds at most this many reasons.
+pub const MAX_REASONS: usize = 5;
+/// `status.workloads` holds at most this many workloads.
+pub const MAX_WORKLOADS: usize = 50;
+/// Changes are gathered this long before the statuses are computed and written.
+pub const DEBOUNCE: Duration = Duration::from_millis(500);
+/// Everything is computed (and written where it differs) again this often, whatever changed.
+const RESYNC: Duration = Duration::from_secs(300);
+/// A failed write is tried again after this (or at the next change).
+const RETRY: Duration = Duration::from_secs(10);
+/// The same kind of failure is logged at most once per this.
+const LOG_EVERY: Duration = Duration::from_secs(60);
+
+/// Condition types and reasons.
+pub const READY: &str = "Ready";
+pub const DEGRADED: &str = "Degraded";
+pub const UNREADABLE: &str = "Unreadable";
+pub const SECRET_MISSING: &str = "ExporterTLSSecretMissing";
+pub const CONFIG_MAP_MISSING: &str = "ExporterTLSConfigMapMissing";
+
+/// Runs the pod watch and, while this replica leads, the status writes.
+pub struct StatusController {
+    catalog: Arc<KubeCatalog>,
+    leadership: Leadership,
+    metrics: Arc<Metrics>,
+    /// Namespaces excluded by name from the search for missed pods; `None`: no search.
+    find_missed: Option<BTreeSet<String>>,
+    events: EventSink,
+    missed: SharedMissed,
+}
+
+impl StatusController {
+    pub fn new(catalog: Arc<KubeCatalog>, leadership: Leadership, metrics: Arc<Metrics>) -> Self {
+        StatusController {
+            catalog,
+            leadership,
+            events: EventSink::disabled(metrics.clone()),
+            metrics,
+            find_missed: None,
+            missed: SharedMissed::default(),
+        }
+    }
+
+    /// Also finds the pods admitted without the webhook ([`super::missed`]), except in the
+    /// namespaces `excluded`, counts them in `missed` and announces them through `events`
+    /// (one `InjectionMissed` Event per workload while it has any).
+    pub fn finding_missed(mut self, excluded: BTreeSet<String>, events: EventSink) -> Self {
+        self.find_missed = Some(excluded);
+        self.events = events;
+        self
+    }
+
+    /// Runs until dropped.
+    pub async fn run(self, client: Client) {
+        let pods = SharedPods::default();
+        let dirty = Arc::new(Notify::new());
+        let finder = self.find_missed.clone().map(|excluded| Finder {
+            namespaces: self.catalog.namespace_store(),
+            excluded: Arc::new(excluded),
+            missed: self.missed.clone(),
+            dirty: dirty.clone(),
+            metrics: self.metrics.clone(),
+        });
+        let catalog = self.catalog.clone();
+        let find = async {
+            match finder {
+                Some(f) => f.run(client.clone(), &catalog).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::join!(
+            watch_pods(
+                client.clone(),
+                pods.clone(),
+                dirty.clone(),
+                self.metrics.clone()
+            ),
+            find,
+            self.write(client.clone(), pods, dirty),
+        );
+    }
+
+    async fn write(self, client: Client, pods: SharedPods, dirty: Arc<Notify>) {
+        let mut changes = self.catalog.instrumentation_changes();
+        let mut leadership = self.leadership.clone();
+        let mut written: HashMap<(String, String), (Option<String>, InstrumentationStatus)> =
+            HashMap::new();
+        let mut retry_at: Option<Instant> = None;
+        let mut failures = LogLimit::default();
+        let mut announced = HashSet::new();
+        loop {
+            tokio::select! {
+                _ = dirty.notified() => {}
+                r = changes.changed() => if r.is_err() { return },
+                leader = leadership.changed() => {
+                    // Another replica may have written meanwhile: compare with the objects.
+                    written.clear();
+                    if !leader { continue }
+                }
+                _ = tokio::time::sleep(RESYNC) => written.clear(),
+                _ = sleep_until(retry_at) => {}
+            }
+            tokio::time::sleep(DEBOUNCE).await;
+            let synced = pods.lock().unwrap_or_else(|e| e.into_inner()).synced;
+            if !self.leadership.is_leader() || !synced || !self.catalog.instrumentations_synced() {
+                continue;
+            }
+            let failed = self
+                .write_all(&client, &pods, &mut written, &mut failures, &mut announced)
+                .await;
+            retry_at = failed.then(|| Instant::now() + RETRY);
+        }
+    }
+
+    /// Computes every Instrumentation's status and writes those that changed; whether a
+    /// write failed.
+    async fn write_all(
+        &self,
+        client: &Client,
+        pods: &SharedPods,
+        written: &mut HashMap<(String, String), (Option<String>, InstrumentationStatus)>,
+        failures: &mut LogLimit,
+        announced: &mut HashSet<(String, Option<Workload>)>,
+    ) -> bool {
+        let index = self.catalog.instrumentations();
+        let existing: BTreeMap<String, SpecHash> = index
+            .iter()
+            .filter_map(|(ns, name, _, hash)| Some((format!("{ns}/{name}"), hash?)))
+            .collect();
+        let tallies = {
+            let pods = pods.lock().unwrap_or_else(|e| e.into_inner());
+            let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
+            census(pods.records.values().chain(missed.records()), &existing)
+        };
+        self.announce_missed(&tallies, &index, announced);
+        let lookup = self
+            .catalog
+            .objects_synced()
+            .then(|| self.catalog.objects())
+            .flatten();
+        let now = now();
+        let resource = ApiResource::erase::<Instrumentation>(&());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let mut failed = false;
+        // Forget what was written for Instrumentations that are gone.
+        written.retain(|(ns, name), _| index.get(ns, name).is_some());
+        for (ns, name, entry, hash) in index.iter() {
+            let key = (ns.to_owned(), name.to_owned());
+            let tally = tallies.get(&format!("{ns}/{name}"));
+            let (uid, stored) = match entry {
+                Ok(inst) => (inst.metadata.uid.clone(), inst.status.as_ref()),
+                Err(_) => (None, None),
+            };
+            let mine = written.get(&key).filter(|(u, _)| *u == uid).map(|(_, s)| s);
+            let missing = match (entry, lookup) {
+                (Ok(inst), Some(lookup)) => missing_references(inst, tally, lookup),
+                _ => Vec::new(),
+            };
+            let desired = desired(&Inputs {
+                entry,
+                spec_hash: hash,
+                tally,
+                missing: &missing,
+                verified: lookup.is_some(),
+                previous: mine.or(stored),
+                now: now.clone(),
+            });
+            if mine == Some(&desired) || stored.map(owned) == Some(desired.clone()) {
+                continue;
+            }
+            let api = Api::<DynamicObject>::namespaced_with(client.clone(), ns, &resource);
+            let body = serde_json::json!({
+                "apiVersion": API_VERSION, "kind": KIND,
+                "metadata": {"name": name, "namespace": ns},
+                "status": desired,
+            });
+            match api.patch_status(name, &params, &Patch::Apply(&body)).await {
+                Ok(_) => {
+                    self.metrics.status_write(WriteResult::Success);
+                    tracing::debug!(namespace = ns, name, injected = ?desired.injected, outdated = ?desired.outdated, skipped = ?desired.skipped, "Instrumentation status written");
+                    written.insert(key, (uid, desired));
+                }
+                Err(e) => {
+                    self.metrics.status_write(WriteResult::Error);
+                    failed = true;
+                    if failures.due() {
+                        let hint = match &e {
+                            kube::Error::Api(s) if s.code == 403 => {
+                                " (patch on instrumentations/status: manifests/components/status)"
+                            }
+                            _ => "",
+                        };
+                        tracing::warn!(namespace = ns, name, error = %e, "cannot write the Instrumentation's status; retrying in {RETRY:?}{hint}");
+                    }
+                }
+            }
+        }
+        failed
+    }
+}
+
+impl StatusController {
+    /// One Warning `InjectionMissed` Event per workload (and per Instrumentation for pods
+    /// without a controller) when its missed pods are first counted; announced again only
+    /// after it had none.
+    fn announce_missed(
+        &self,
+        tallies: &BTreeMap<String, Tally>,
+        index: &Instrumentations,
+        announced: &mut HashSet<(String, Option<Workload>)>,
+    ) {
+        let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
+        for (key, tally) in tallies {
+            if tally.pods.missed == 0 {
+                continue;
+            }
+            let in_workloads: u32 = tally.workloads.values().map(|c| c.missed).sum();
+            let groups = tally
+                .workloads
+                .iter()
+                .filter(|(_, c)| c.missed > 0)
+                .map(|(w, c)| (Some(w), c.missed))
+                .chain(
+                    (tally.pods.missed > in_workloads)
+                        .then_some((None, tally.pods.missed - in_workloads)),
+                );
+            for (workload, n) in groups {
+                let id = (key.clone(), workload.cloned());
+                now.insert(id.clone());
+                if announced.contains(&id) {
+                    continue;
+                }
+                let Some((namespace, owner)) = missed_regarding(key, workload, index) else {
+                    continue;
+                };
+                let pods = if n == 1 { "pod" } else { "pods" };
+                let of = workload.map_or(String::from(" without a controller"), |w| {
+                    format!(" of {w}")
+                });
+                self.events.record(SkipEvent {
+                    reason: Reason::Missed,
+                    namespace,
+                    owner,
+                    instrumentation: Some(key.clone()),
+                    language: None,
+                    note: format!(
+                        "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
+                         injection: the webhook was unreachable or not registered when they were \
+                         created; a restart injects them"
+                    ),
+                });
+                tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
+            }
+        }
+        *announced = now;
+    }
+}
+
+/// The namespace and owner a missed-pods Event is about: the workload (its API version from
+/// its kind), else the Instrumentation (through [`super::events::regarding`]'s fallback).
+fn missed_regarding(
+    key: &str,
+    workload: Option<&Workload>,
+    index: &Instrumentations,
+) -> Option<(
+    String,
+    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
+)> {
+    let (ns, name) = key.split_once('/')?;
+    index.get(ns, name)?;
+    let Some(w) = workload else {
+        return Some((ns.to_owned(), None));
+    };
+    let api_version = match w.kind.as_str() {
+        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps/v1",
+        "Job" | "CronJob" => "batch/v1",
+        _ => return Some((ns.to_owned(), None)),
+    };
+    Some((
+        w.namespace.clone(),
+        Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: api_version.into(),
+                kind: w.kind.clone(),
+                name: w.name.clone(),
+                ..Default::default()
+            },
+        ),
+    ))
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// At most one log line per [`LOG_EVERY`].
+#[derive(Default)]
+struct LogLimit {
+    last: Option<Instant>,
+}
+
+impl LogLimit {
+    fn due(&mut self) -> bool {
+        let now = Instant::now();
+        if self.last.is_some_and(|l| now.duration_since(l) < LOG_EVERY) {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+}

@@ -1,0 +1,145 @@
+//! The status controller's pod watch: the metadata of the pods labeled
+//! `otel-injector/injected`, of each only its [`PodRecord`], keyed by UID.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::Notify;
+
+use super::LogLimit;
+use crate::engine::census::{Interner, PodRecord};
+use crate::engine::outcome::INJECTED_LABEL;
+use crate::metrics::Metrics;
+
+/// The pods that asked for injection, as the watch last had them.
+#[derive(Default)]
+pub(super) struct Pods {
+    /// By [`pod_key`].
+    pub(super) records: HashMap<u128, PodRecord>,
+    pub(super) synced: bool,
+}
+
+pub(super) type SharedPods = Arc<Mutex<Pods>>;
+
+/// A pod's key in the watch's map ([`PodRecord::key`]).
+fn pod_key(meta: &PartialObjectMeta<Pod>) -> u128 {
+    PodRecord::key(&meta.metadata)
+}
+
+/// What is kept of a pod: its record, unless it is terminating (it no longer counts).
+fn record(pod: &PartialObjectMeta<Pod>, names: &mut Interner) -> Option<PodRecord> {
+    if pod.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    PodRecord::from_meta(&pod.metadata, names)
+}
+
+/// Removals after which the names no record holds any more are forgotten.
+const COMPACT_EVERY: u32 = 1024;
+
+/// Follows the pods labeled [`INJECTED_LABEL`] (metadata only) into `pods`, keeping only
+/// their records; tells `dirty` when a record changed. Errors are retried with backoff.
+pub(super) async fn watch_pods(
+    client: Client,
+    pods: SharedPods,
+    dirty: Arc<Notify>,
+    metrics: Arc<Metrics>,
+) {
+    let config = watcher::Config::default().labels(INJECTED_LABEL);
+    // `PartialObjectMeta` makes it a metadata-only list and watch.
+    let stream = watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config)
+        .backoff(crate::retry::WatchBackoff::default());
+    let mut stream = std::pin::pin!(stream);
+    let mut listing: HashMap<u128, PodRecord> = HashMap::new();
+    // Only this task writes records, so the names live here, not under the lock.
+    let mut names = Interner::default();
+    let mut removals = 0u32;
+    let mut failures = LogLimit::default();
+    while let Some(ev) = stream.next().await {
+        let changed = match ev {
+            Ok(Event::Init) => {
+                listing.clear();
+                false
+            }
+            Ok(Event::InitApply(o)) => {
+                if let Some(r) = record(&o, &mut names) {
+                    listing.insert(pod_key(&o), r);
+                }
+                false
+            }
+            Ok(Event::InitDone) => {
+                let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
+                p.records = std::mem::take(&mut listing);
+                p.records.shrink_to_fit();
+                p.synced = true;
+                let listed = p.records.len();
+                drop(p);
+                names.compact();
+                tracing::info!(
+                    pods = listed,
+                    names = names.len(),
+                    "status controller: pods listed"
+                );
+                true
+            }
+            Ok(Event::Apply(o)) => {
+                let key = pod_key(&o);
+                let r = record(&o, &mut names);
+                let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
+                match r {
+                    Some(r) if p.records.get(&key) == Some(&r) => false,
+                    Some(r) => {
+                        p.records.insert(key, r);
+                        true
+                    }
+                    None => {
+                        removals += 1;
+                        p.records.remove(&key).is_some()
+                    }
+                }
+            }
+            Ok(Event::Delete(o)) => {
+                removals += 1;
+                let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
+                p.records.remove(&pod_key(&o)).is_some()
+            }
+            Err(e) => {
+                if failures.due() {
+                    let hint = match &e {
+                        watcher::Error::InitialListFailed(kube::Error::Api(s))
+                        | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+                            if s.code == 403 =>
+                        {
+                            " (list/watch on pods: manifests/components/status)"
+                        }
+                        _ => "",
+                    };
+                    tracing::warn!(error = %e, "status controller: pod watch failed, retrying{hint}");
+                }
+                false
+            }
+        };
+        if removals >= COMPACT_EVERY {
+            removals = 0;
+            names.compact();
+            // A map emptied by a mass deletion gives its memory back.
+            let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
+            if p.records.capacity() > 2 * p.records.len() + 1024 {
+                p.records.shrink_to_fit();
+            }
+        }
+        if changed {
+            let n = pods.lock().unwrap_or_else(|e| e.into_inner()).records.len();
+            metrics
+                .status_pods
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+            dirty.notify_one();
+        }
+    }
+}
