@@ -1,5 +1,8 @@
 //! Tests of `conns`.
 
+use std::time::Duration;
+
+use super::wrappers::Answered;
 use super::*;
 use crate::server::shutdown::{self, Shutdown};
 use tokio::sync::mpsc;
