@@ -1,31 +1,32 @@
 //! The rollout against the API server: read what the plan needs (one list of the pods that
 //! asked for injection, by their label, and the lists of those admitted without the webhook
-//! ([`missed::list`]); the Instrumentations; the namespaces; each stale workload), then restart the planned workloads at most N at a time and follow each until
-//! it completes, fails, crash-loops or times out.
+//! ([`missed::list`]); the Instrumentations; the namespaces; each stale workload), then
+//! restart the planned workloads at most N at a time ([`workloads`]) and follow each until it
+//! completes, fails, crash-loops or times out.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::Selector;
-use serde::de::DeserializeOwned;
-use serde_json::json;
 
-use super::plan::{self, Exclusions, Object, Plan};
+use super::plan::{self, Exclusions, Plan};
+use super::progress::crash_loop;
 use super::progress::{self, Progress};
-use super::{RESTARTED_AT, progress::crash_loop};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::missed;
 use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::census::{self, PodRecord, Tally, Workload};
 use crate::engine::outcome::INJECTED_LABEL;
+
+mod workloads;
+
+pub use workloads::{get, restart, stamp_now};
 
 /// The field manager of the restarts' patches.
 pub const FIELD_MANAGER: &str = "otel-injector-rollout";
@@ -187,85 +188,6 @@ pub async fn read_plan(
         tally,
         plan,
     })
-}
-
-async fn get_as<K>(
-    client: &Client,
-    w: &Workload,
-    wrap: fn(K) -> Object,
-) -> kube::Result<Option<Object>>
-where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + fmt::Debug,
-{
-    Ok(Api::<K>::namespaced(client.clone(), &w.namespace)
-        .get_opt(&w.name)
-        .await?
-        .map(wrap))
-}
-
-/// The workload as stored; `None` when it does not exist (or is not a restartable kind).
-pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<Object>> {
-    match w.kind.as_str() {
-        "Deployment" => get_as::<Deployment>(client, w, |o| Object::Deployment(Box::new(o))).await,
-        "StatefulSet" => {
-            get_as::<StatefulSet>(client, w, |o| Object::StatefulSet(Box::new(o))).await
-        }
-        "DaemonSet" => get_as::<DaemonSet>(client, w, |o| Object::DaemonSet(Box::new(o))).await,
-        _ => Ok(None),
-    }
-}
-
-async fn restart_as<K>(
-    client: &Client,
-    w: &Workload,
-    stamp: &str,
-    wrap: fn(K) -> Object,
-) -> kube::Result<Object>
-where
-    K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + DeserializeOwned
-        + fmt::Debug,
-{
-    let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}});
-    let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
-        ..Default::default()
-    };
-    Api::<K>::namespaced(client.clone(), &w.namespace)
-        .patch(&w.name, &params, &Patch::Merge(&patch))
-        .await
-        .map(wrap)
-}
-
-/// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
-/// template's `kubectl.kubernetes.io/restartedAt` annotation. `None`: not a kind a rollout
-/// restarts.
-pub async fn restart(client: &Client, w: &Workload, stamp: &str) -> kube::Result<Option<Object>> {
-    let object = match w.kind.as_str() {
-        "Deployment" => {
-            restart_as::<Deployment>(client, w, stamp, |o| Object::Deployment(Box::new(o))).await?
-        }
-        "StatefulSet" => {
-            restart_as::<StatefulSet>(client, w, stamp, |o| Object::StatefulSet(Box::new(o)))
-                .await?
-        }
-        "DaemonSet" => {
-            restart_as::<DaemonSet>(client, w, stamp, |o| Object::DaemonSet(Box::new(o))).await?
-        }
-        _ => return Ok(None),
-    };
-    Ok(Some(object))
-}
-
-/// Now, as `kubectl rollout restart` writes it (RFC 3339, whole seconds, UTC).
-pub fn stamp_now() -> String {
-    k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
 }
 
 /// Why a rollout stopped.
