@@ -4,13 +4,8 @@
 //! in the fields the engine reads ([`decode_pod`]). The response always echoes the request's
 //! `uid`.
 
-use std::collections::BTreeMap;
-
 use json_patch::PatchOperation;
-use k8s_openapi::api::core::v1::{
-    Container, EnvFromSource, EnvVar, EphemeralContainer, Pod, PodSpec, SecurityContext, Volume,
-    VolumeMount,
-};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -20,8 +15,14 @@ use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, SkipReas
 use crate::warnings::shorten;
 
 mod base64;
+mod decode;
 mod envelope;
 pub mod patch;
+mod response;
+
+pub use decode::decode_pod;
+use decode::{COUNT_CONTAINERS_ABOVE, MetaIn, PodIn, too_many_containers};
+use response::response;
 
 use envelope::Object;
 
@@ -71,135 +72,6 @@ struct RequestIn<'a> {
     object: Option<&'a RawValue>,
 }
 
-/// The parts of a pod's metadata the engine reads. Everything else, `managedFields` above
-/// all (often most of the object), is skipped while parsing instead of being decoded.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct MetaIn {
-    name: Option<String>,
-    generate_name: Option<String>,
-    namespace: Option<String>,
-    uid: Option<String>,
-    labels: Option<BTreeMap<String, String>>,
-    annotations: Option<BTreeMap<String, String>>,
-    owner_references: Option<Vec<OwnerReference>>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct PodIn {
-    metadata: MetaIn,
-    spec: Option<SpecIn>,
-}
-
-/// The parts of a pod's spec the engine and the patch read. Everything else (probes,
-/// ports, resources, tolerations, the sources of volumes…) is skipped while parsing: the
-/// patch only appends to lists and addresses their entries by index, so it never writes
-/// back what was not read. `null` reads as absent, as k8s-openapi reads it.
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct SpecIn {
-    containers: Option<Vec<ContainerIn>>,
-    init_containers: Option<Vec<ContainerIn>>,
-    /// Only their names are read (no two containers of a pod may share one).
-    ephemeral_containers: Option<Vec<NameIn>>,
-    /// Only their names are read (what the plan adds must not collide with them).
-    volumes: Option<Vec<NameIn>>,
-    node_name: Option<String>,
-    share_process_namespace: Option<bool>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase", default)]
-struct ContainerIn {
-    name: Option<String>,
-    image: Option<String>,
-    image_pull_policy: Option<String>,
-    env: Option<Vec<EnvVar>>,
-    env_from: Option<Vec<EnvFromSource>>,
-    volume_mounts: Option<Vec<VolumeMount>>,
-    security_context: Option<SecurityContext>,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(default)]
-struct NameIn {
-    name: Option<String>,
-}
-
-impl From<ContainerIn> for Container {
-    fn from(c: ContainerIn) -> Container {
-        Container {
-            name: c.name.unwrap_or_default(),
-            image: c.image,
-            image_pull_policy: c.image_pull_policy,
-            env: c.env,
-            env_from: c.env_from,
-            volume_mounts: c.volume_mounts,
-            security_context: c.security_context,
-            ..Default::default()
-        }
-    }
-}
-
-impl From<SpecIn> for PodSpec {
-    fn from(s: SpecIn) -> PodSpec {
-        let containers = |list: Option<Vec<ContainerIn>>| {
-            list.map(|l| l.into_iter().map(Container::from).collect::<Vec<_>>())
-        };
-        PodSpec {
-            containers: containers(s.containers).unwrap_or_default(),
-            init_containers: containers(s.init_containers),
-            ephemeral_containers: s.ephemeral_containers.map(|l| {
-                l.into_iter()
-                    .map(|n| EphemeralContainer {
-                        name: n.name.unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .collect()
-            }),
-            volumes: s.volumes.map(|l| {
-                l.into_iter()
-                    .map(|n| Volume {
-                        name: n.name.unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .collect()
-            }),
-            node_name: s.node_name,
-            share_process_namespace: s.share_process_namespace,
-            ..Default::default()
-        }
-    }
-}
-
-impl From<PodIn> for Pod {
-    fn from(p: PodIn) -> Pod {
-        let m = p.metadata;
-        Pod {
-            metadata: ObjectMeta {
-                name: m.name,
-                generate_name: m.generate_name,
-                namespace: m.namespace,
-                uid: m.uid,
-                labels: m.labels,
-                annotations: m.annotations,
-                owner_references: m.owner_references,
-                ..Default::default()
-            },
-            spec: p.spec.map(PodSpec::from),
-            status: None,
-        }
-    }
-}
-
-/// A pod object as the webhook reads it: only the fields the engine and the patch read
-/// ([`MetaIn`], [`SpecIn`]), every other field skipped unread. Deciding on it gives the same
-/// answer as deciding on the whole typed pod (the fuzz corpus checks this on every input).
-pub fn decode_pod(object: &str) -> Result<Pod, serde_json::Error> {
-    serde_json::from_str::<PodIn>(object).map(Pod::from)
-}
-
 /// Why a body is not a readable AdmissionReview (answered with HTTP 400).
 #[derive(Debug, thiserror::Error)]
 pub enum ReviewError {
@@ -228,73 +100,6 @@ pub struct Summary {
     /// The pod's controller (its `ownerReferences` entry with `controller: true`), when the
     /// pod was read and something was skipped: what the Events of its skips are about.
     pub owner: Option<OwnerReference>,
-}
-
-/// Objects up to this size are decoded without counting their containers first: even all
-/// tiny containers, they decode to a few MiB at most.
-const COUNT_CONTAINERS_ABOVE: usize = 64 * 1024;
-/// Decoding may take at most this many times the object's size.
-const MAX_DECODE_FACTOR: usize = 16;
-
-/// Whether decoding `object` would take more than [`MAX_DECODE_FACTOR`] times its size, by
-/// the containers it lists (counted without allocating).
-fn too_many_containers(object: &str) -> bool {
-    if object.len() <= COUNT_CONTAINERS_ABOVE {
-        return false;
-    }
-    let Ok(count) = serde_json::from_str::<CountPod>(object) else {
-        return false; // the decode reports it
-    };
-    let containers = count
-        .spec
-        .map_or(0, |s| s.containers.0 + s.init_containers.0);
-    containers.saturating_mul(std::mem::size_of::<k8s_openapi::api::core::v1::Container>())
-        > object.len().saturating_mul(MAX_DECODE_FACTOR)
-}
-
-#[derive(Deserialize)]
-struct CountPod {
-    #[serde(default)]
-    spec: Option<CountSpec>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct CountSpec {
-    #[serde(default)]
-    containers: Count,
-    #[serde(default)]
-    init_containers: Count,
-}
-
-/// The length of a JSON array, every element skipped unread.
-#[derive(Default)]
-struct Count(usize);
-
-impl<'de> Deserialize<'de> for Count {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = Count;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a list")
-            }
-            fn visit_unit<E>(self) -> Result<Count, E> {
-                Ok(Count(0))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Count, A::Error> {
-                let mut n = 0;
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {
-                    n += 1;
-                }
-                Ok(Count(n))
-            }
-        }
-        d.deserialize_any(Visit)
-    }
 }
 
 /// The engine's decision for `pod` as the patch the webhook answers with (JSON text), and
@@ -546,30 +351,6 @@ fn refused_status_patch(
         ..Default::default()
     };
     (status_patch(&pod, report, object.len(), max), owner)
-}
-
-/// The response body: `{"apiVersion","kind","response":{"uid","allowed","patchType",
-/// "patch","warnings"}}`, the patch base64-encoded straight into the body.
-fn response(uid: &str, patch: Option<&[u8]>, warnings: &[String]) -> Vec<u8> {
-    let patch_len = patch.map_or(0, |p| base64::encoded_len(p.len()));
-    let mut out = Vec::with_capacity(160 + uid.len() + patch_len);
-    out.extend_from_slice(
-        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"uid":"#,
-    );
-    // Strings and string lists always serialize.
-    let _ = serde_json::to_writer(&mut out, uid);
-    out.extend_from_slice(br#","allowed":true"#);
-    if let Some(p) = patch {
-        out.extend_from_slice(br#","patchType":"JSONPatch","patch":""#);
-        base64::encode_into(p, &mut out);
-        out.push(b'"');
-    }
-    if !warnings.is_empty() {
-        out.extend_from_slice(br#","warnings":"#);
-        let _ = serde_json::to_writer(&mut out, warnings);
-    }
-    out.extend_from_slice(b"}}");
-    out
 }
 
 #[cfg(test)]
