@@ -10,10 +10,15 @@ default:
 # tests.
 test: lint unit image-test e2e
 
-# Formatting and clippy (warnings are errors), and the GitHub workflows.
-lint: workflows
+# Formatting and clippy (warnings are errors), the GitHub workflows, and the dependency graph.
+lint: workflows deny
     cargo fmt --all -- --check
     cargo clippy --locked --all-targets --all-features -- -D warnings
+
+# cargo-deny (pinned, built into the tools' cache on first use): licenses, banned crates and
+# sources, as deny.toml says. Advisories are the release workflow's.
+deny:
+    scripts/cargo-deny.sh
 
 # actionlint (built from its Go module) over .github/workflows/, with shellcheck (Debian's)
 # on their `run:` scripts.
