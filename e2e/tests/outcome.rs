@@ -300,12 +300,24 @@ async fn a_deployment_whose_pods_are_skipped_gets_an_event_on_its_replicaset() {
         json!({"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": rs_name,
                "namespace": ns, "uid": rs["metadata"]["uid"]})
     );
-    let pods = list(
-        &env,
-        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=cart"),
-    )
-    .await;
-    assert_eq!(pods.len(), 2);
+    // The Event follows the first pod; the ReplicaSet may still be creating the second.
+    let t0 = Instant::now();
+    let pods = loop {
+        let pods = list(
+            &env,
+            &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=cart"),
+        )
+        .await;
+        if pods.len() == 2 {
+            break pods;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "2 pods of the ReplicaSet within 30 s; have {}",
+            pods.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     for p in &pods {
         assert_eq!(
             p["metadata"]["annotations"][STATUS],
