@@ -155,7 +155,13 @@ async fn serve<H, F, S>(
             // Closed gracefully (the answer in progress is finished and marked as the
             // last, an idle connection closes with a TLS close_notify) when the listener
             // closes or the tracker retires the connection while draining.
+            // Biased: the connection is polled first, so a request whose bytes have arrived
+            // is read (and answered with `Connection: close`) before a retirement closes an
+            // idle connection; polled in random order, the close could win and drop a
+            // request the client had already written (measured: 1 pod lost in about 1 run
+            // in 7 of the rolling test).
             let ended = tokio::select! {
+                biased;
                 r = http.as_mut() => r,
                 () = async { tokio::select! {
                     _ = drain.closing() => {},
