@@ -191,6 +191,21 @@ pub async fn get_pod(client: &Client, ns: &str, name: &str) -> Result<Option<Val
     }
 }
 
+/// The API path of Instrumentation `ns/name`.
+pub fn instrumentation_path(ns: &str, name: &str) -> String {
+    format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}")
+}
+
+/// Instrumentation `ns/name` as stored (panics unless it is there: a test's own object).
+pub async fn get_instrumentation(client: &Client, ns: &str, name: &str) -> Value {
+    let path = instrumentation_path(ns, name);
+    let r = send(client, Method::GET, &path, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+    r.body
+}
+
 /// POST an Instrumentation into `ns`.
 pub async fn create_instrumentation(
     client: &Client,

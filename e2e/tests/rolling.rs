@@ -137,15 +137,8 @@ async fn settled_missed(client: &kube::Client, ns: &str, want: i64) -> (i64, Dur
     let t0 = Instant::now();
     let mut last: Option<(i64, Instant)> = None;
     loop {
-        let r = api::send(
-            client,
-            axum::http::Method::GET,
-            &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/java"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        let n = r.body["status"]["missed"].as_i64().unwrap_or(-1);
+        let stored = api::get_instrumentation(client, ns, "java").await;
+        let n = stored["status"]["missed"].as_i64().unwrap_or(-1);
         if n == want {
             return (n, t0.elapsed());
         }

@@ -84,17 +84,9 @@ pub fn java_template(name: &str, value: &str, labels: &[(&str, &str)]) -> Value 
 
 /// The digest of the Instrumentation's spec as stored (what the webhook hashes).
 pub async fn spec_hash(env: &Env, ns: &str, name: &str) -> String {
-    let r = api::send(
-        &env.client,
-        axum::http::Method::GET,
-        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
+    let stored = api::get_instrumentation(&env.client, ns, name).await;
     let i: otel_injector::crd::Instrumentation =
-        serde_json::from_value(r.body).expect("an Instrumentation");
+        serde_json::from_value(stored).expect("an Instrumentation");
     otel_injector::crd::SpecHash::of(&i.spec).to_string()
 }
 
@@ -103,7 +95,7 @@ pub async fn spec_hash(env: &Env, ns: &str, name: &str) -> String {
 pub async fn change_endpoint(env: &Env, ns: &str, name: &str, endpoint: &str, template: &Value) {
     let r = api::merge_patch(
         &env.client,
-        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
+        &api::instrumentation_path(ns, name),
         &json!({"spec": {"exporter": {"endpoint": endpoint}}}),
     )
     .await
@@ -431,16 +423,7 @@ async fn rollout_command_stops_at_a_workload_whose_new_pods_crash_loop() {
 
 /// The Instrumentation's `status.rollout`, as stored.
 pub async fn rollout_status(env: &Env, ns: &str, name: &str) -> Value {
-    let r = api::send(
-        &env.client,
-        axum::http::Method::GET,
-        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}"),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    r.body["status"]["rollout"].clone()
+    api::get_instrumentation(&env.client, ns, name).await["status"]["rollout"].clone()
 }
 
 /// Waits (at most `limit`) until `status.rollout` has this state for this spec.

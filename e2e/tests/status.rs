@@ -19,7 +19,7 @@ use otel_injector::engine::outcome::{INJECTED_LABEL, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
 use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
-use crate::support::api;
+use crate::support::api::{self, instrumentation_path};
 use crate::support::chart;
 use crate::support::controllers::toleration;
 use crate::support::identity::NAMESPACE;
@@ -63,10 +63,6 @@ async fn spec_hash(env: &Env, ns: &str, name: &str) -> String {
     let stored = get(env, &instrumentation_path(ns, name)).await;
     let inst: Instrumentation = serde_json::from_value(stored).expect("an Instrumentation");
     SpecHash::of(&inst.spec).to_string()
-}
-
-fn instrumentation_path(ns: &str, name: &str) -> String {
-    format!("/apis/opentelemetry.io/v1alpha1/namespaces/{ns}/instrumentations/{name}")
 }
 
 async fn get(env: &Env, path: &str) -> Value {

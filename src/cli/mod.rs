@@ -28,6 +28,10 @@ pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
 pub use tls::TlsArgs;
 
+/// The namespaces the shipped webhook configuration excludes by name: the defaults of every
+/// flag that leaves them alone.
+pub(crate) const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
+
 #[derive(Debug, Parser)]
 #[command(
     name = "otel-injector",

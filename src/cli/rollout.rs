@@ -71,7 +71,7 @@ pub struct RolloutArgs {
         long = "excluded-namespace",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()]
+        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
     )]
     pub excluded_namespaces: Vec<String>,
 }
@@ -123,7 +123,7 @@ pub struct RolloutServeArgs {
         env = "OTEL_INJECTOR_ROLLOUT_EXCLUDED_NAMESPACES",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()]
+        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
     )]
     pub rollout_excluded_namespaces: Vec<String>,
 }

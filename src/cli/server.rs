@@ -13,7 +13,7 @@ use tokio::sync::mpsc::Receiver;
 
 use super::ClusterArgs;
 use super::duration;
-use crate::cluster::events::{self, EventSink, SkipEvent};
+use crate::cluster::events::{self, EventSink, Notice};
 use crate::metrics::Metrics;
 use crate::server::conns::{
     DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
@@ -160,7 +160,7 @@ impl EventArgs {
         &self,
         cluster: &ClusterArgs,
         metrics: Arc<Metrics>,
-    ) -> (EventSink, Option<Receiver<SkipEvent>>) {
+    ) -> (EventSink, Option<Receiver<Notice>>) {
         let has_client = cluster.instrumentation_file.is_empty() || cluster.kubeconfig.is_some();
         if !self.events || !has_client {
             return (EventSink::disabled(metrics), None);

@@ -48,7 +48,7 @@ pub struct StatusArgs {
         env = "OTEL_INJECTOR_MISSED_EXCLUDED_NAMESPACES",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()]
+        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
     )]
     pub missed_excluded_namespaces: Vec<String>,
 

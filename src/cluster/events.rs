@@ -49,9 +49,10 @@ pub const MAX_QUEUE_SIZE: usize = 65_536;
 /// At most one log line about failed publishing per this interval.
 const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(60);
 
-/// One skipped language (or pod), as the admission path knows it: no API call needed.
+/// One Warning Event to publish: a skipped language (or pod), as the admission path knows it
+/// (no API call needed), or a workload's missed pods, from the status controller.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SkipEvent {
+pub struct Notice {
     pub reason: Reason,
     /// The pod's namespace (the request's).
     pub namespace: String,
@@ -68,7 +69,7 @@ pub struct SkipEvent {
 /// The admission path's end of the queue. Cloned freely; `disabled()` records nothing.
 #[derive(Clone, Debug)]
 pub struct EventSink {
-    tx: Option<mpsc::Sender<SkipEvent>>,
+    tx: Option<mpsc::Sender<Notice>>,
     metrics: Arc<Metrics>,
 }
 
@@ -79,7 +80,7 @@ impl EventSink {
     }
 
     /// Queues `event` if there is room; counts it `dropped` otherwise. Never waits.
-    pub fn record(&self, event: SkipEvent) {
+    pub fn record(&self, event: Notice) {
         let Some(tx) = &self.tx else {
             return;
         };
@@ -95,7 +96,7 @@ impl EventSink {
 
 /// A queue of at most `capacity` events: the sink for the admission path and the receiver
 /// for [`run`].
-pub fn queue(capacity: usize, metrics: Arc<Metrics>) -> (EventSink, mpsc::Receiver<SkipEvent>) {
+pub fn queue(capacity: usize, metrics: Arc<Metrics>) -> (EventSink, mpsc::Receiver<Notice>) {
     let (tx, rx) = mpsc::channel(capacity.clamp(1, MAX_QUEUE_SIZE));
     (
         EventSink {
@@ -294,7 +295,7 @@ impl Limiter {
 /// What an Event is about: the pod's controller; else the Instrumentation the skip names,
 /// when the cache holds it (its UID from there); else the pod's Namespace (in the pod's
 /// namespace, where `kubectl get events -n` shows it).
-pub fn regarding(event: &SkipEvent, catalog: &dyn Catalog) -> ObjectReference {
+pub fn regarding(event: &Notice, catalog: &dyn Catalog) -> ObjectReference {
     if let Some(o) = &event.owner {
         return ObjectReference {
             api_version: Some(o.api_version.clone()),
@@ -334,7 +335,7 @@ pub fn regarding(event: &SkipEvent, catalog: &dyn Catalog) -> ObjectReference {
 /// The Event for one skip. `action` names the language (`InjectJava`; `Inject` for the
 /// whole pod): the Recorder's series key holds the action, not the note, so skips of
 /// different languages on one object stay apart.
-fn event(skip: &SkipEvent) -> Event {
+fn event(skip: &Notice) -> Event {
     let action = match skip.language {
         None => "Inject".to_owned(),
         Some(l) => {
@@ -361,7 +362,7 @@ fn event(skip: &SkipEvent) -> Event {
 /// The worker: takes queued events until the queue closes, and publishes those the limits
 /// let through, one at a time (each bounded by a timeout).
 pub async fn run<P: Publish>(
-    mut rx: mpsc::Receiver<SkipEvent>,
+    mut rx: mpsc::Receiver<Notice>,
     publisher: P,
     catalog: Arc<dyn Catalog + Send + Sync>,
     limits: Limits,

@@ -34,11 +34,13 @@ impl std::fmt::Display for Workload {
 impl Workload {
     /// Whether `rollout` can restart it (through its pod template annotation).
     pub fn restartable(&self) -> bool {
-        matches!(
-            self.kind.as_str(),
-            "Deployment" | "StatefulSet" | "DaemonSet"
-        )
+        restartable_kind(&self.kind)
     }
+}
+
+/// Whether `rollout` restarts workloads of this kind.
+pub fn restartable_kind(kind: &str) -> bool {
+    matches!(kind, "Deployment" | "StatefulSet" | "DaemonSet")
 }
 
 /// A pod's controller: its `ownerReferences` entry with `controller: true` (what its

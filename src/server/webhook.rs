@@ -16,7 +16,7 @@ use tracing::field::Empty;
 
 use crate::admission::{self, Summary};
 use crate::agents::Language;
-use crate::cluster::events::{EventSink, Reason, SkipEvent};
+use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
 use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
@@ -211,7 +211,7 @@ fn queue_events(events: &EventSink, s: &Summary) {
         return;
     }
     for skip in &s.report.skipped {
-        events.record(SkipEvent {
+        events.record(Notice {
             reason: Reason::Skipped,
             namespace: s.namespace.clone(),
             owner: s.owner.clone(),

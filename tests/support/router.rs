@@ -6,7 +6,7 @@ use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, header};
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::cluster::events::{EventSink, SkipEvent, queue};
+use otel_injector::cluster::events::{EventSink, Notice, queue};
 use otel_injector::engine::EngineConfig;
 use otel_injector::metrics::Metrics;
 use otel_injector::server::{Webhook, router};
@@ -29,7 +29,7 @@ pub fn webhook() -> (Router, Arc<Metrics>) {
 }
 
 /// [`webhook`] with an Event queue of `capacity`, and the queue's receiving end.
-pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Metrics>, Receiver<SkipEvent>) {
+pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Metrics>, Receiver<Notice>) {
     let metrics = Arc::new(Metrics::new());
     let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
     let (events, rx) = queue(capacity, metrics.clone());

@@ -96,8 +96,8 @@ fn memory_is_bounded_by_max_tracked() {
     assert!(l.recent.len() <= 8 && l.objects.len() <= 8);
 }
 
-fn skip(owner: Option<OwnerReference>, instrumentation: Option<&str>) -> SkipEvent {
-    SkipEvent {
+fn skip(owner: Option<OwnerReference>, instrumentation: Option<&str>) -> Notice {
+    Notice {
         reason: Reason::Skipped,
         namespace: "shop".into(),
         owner,
@@ -214,7 +214,7 @@ async fn the_worker_publishes_counts_and_never_blocks_the_sender() {
     };
     let worker = tokio::spawn(run(rx, hang, catalog.clone(), limits, metrics.clone()));
     for i in 0..10 {
-        sink.record(SkipEvent {
+        sink.record(Notice {
             reason: Reason::Skipped,
             note: format!("n{i}"),
             ..skip(None, None)
@@ -254,7 +254,7 @@ async fn the_worker_publishes_counts_and_never_blocks_the_sender() {
         ..Fake::default()
     };
     let worker = tokio::spawn(run(rx, failing, catalog, limits, metrics.clone()));
-    sink.record(SkipEvent {
+    sink.record(Notice {
         reason: Reason::Skipped,
         note: "other".into(),
         ..skip(None, None)

@@ -29,7 +29,7 @@ pub use desired::{Inputs, desired, owned};
 use desired::{missing_references, now};
 use pods::{SharedPods, watch_pods};
 
-use super::events::{EventSink, Reason, SkipEvent};
+use super::events::{EventSink, Notice, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
@@ -278,7 +278,7 @@ impl StatusController {
                 let of = workload.map_or(String::from(" without a controller"), |w| {
                     format!(" of {w}")
                 });
-                self.events.record(SkipEvent {
+                self.events.record(Notice {
                     reason: Reason::Missed,
                     namespace,
                     owner,

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::DEBOUNCE;
 use crate::crd::Instrumentation;
-use crate::engine::census::Workload;
+use crate::engine::census::restartable_kind;
 
 /// A rolled-out Instrumentation whose restartable workloads have pods admitted without the
 /// webhook (`status.workloads[].missed`) is rolled out again to restart them once that count
@@ -64,13 +64,8 @@ impl MissedTrigger {
 }
 /// Whether the status counts missed pods in a workload a rollout restarts.
 pub(super) fn restartable_missed(inst: &Instrumentation) -> bool {
-    inst.status.iter().flat_map(|s| &s.workloads).any(|w| {
-        w.missed > 0
-            && Workload {
-                namespace: w.namespace.clone(),
-                kind: w.kind.clone(),
-                name: w.name.clone(),
-            }
-            .restartable()
-    })
+    inst.status
+        .iter()
+        .flat_map(|s| &s.workloads)
+        .any(|w| w.missed > 0 && restartable_kind(&w.kind))
 }
