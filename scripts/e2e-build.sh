@@ -158,19 +158,20 @@ GO_FLAGS=(-mod=readonly -trimpath)
 [[ "$VERBOSE" == 1 ]] && GO_FLAGS+=(-v)
 
 # The pinned versions, as `go list` reads them from the module (one line each).
+mod_version() { (cd "$MOD_DIR" && go list -m -f '{{.Version}}' "$1"); }
 versions() {
     case "$TOOL" in
     controlplane)
         echo "kubernetes=$K8S_VERSION"
-        echo "etcd=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)"
+        echo "etcd=$(mod_version go.etcd.io/etcd/server/v3)"
         ;;
-    kwok) echo "kwok=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)" ;;
-    otelcol) echo "otelcol=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' go.opentelemetry.io/collector/otelcol)" ;;
-    promtool) echo "prometheus=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)" ;;
-    helm) echo "helm=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' helm.sh/helm/v4)" ;;
-    certmanager) echo "cert-manager=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)" ;;
-    crane) echo "crane=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/google/go-containerregistry)" ;;
-    actionlint) echo "actionlint=$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/rhysd/actionlint)" ;;
+    kwok) echo "kwok=$(mod_version sigs.k8s.io/kwok)" ;;
+    otelcol) echo "otelcol=$(mod_version go.opentelemetry.io/collector/otelcol)" ;;
+    promtool) echo "prometheus=$(mod_version github.com/prometheus/prometheus)" ;;
+    helm) echo "helm=$(mod_version helm.sh/helm/v4)" ;;
+    certmanager) echo "cert-manager=$(mod_version github.com/cert-manager/cert-manager)" ;;
+    crane) echo "crane=$(mod_version github.com/google/go-containerregistry)" ;;
+    actionlint) echo "actionlint=$(mod_version github.com/rhysd/actionlint)" ;;
     esac
 }
 
@@ -211,7 +212,7 @@ build() { # name package
 for b in "${BINARIES[@]}"; do build ${b}; done
 
 if [[ "$TOOL" == certmanager ]]; then
-    CM_VERSION="$(cd "$MOD_DIR" && go list -m -f '{{.Version}}' github.com/cert-manager/cert-manager)"
+    CM_VERSION="$(mod_version github.com/cert-manager/cert-manager)"
     CM_DIR="$(cd "$MOD_DIR" && go list -m -f '{{.Dir}}' github.com/cert-manager/cert-manager)"
     log "rendering the CRDs of $CM_DIR/deploy/charts/cert-manager"
     "$OUT/cert-manager" crds "$CM_DIR/deploy/charts/cert-manager" "$CM_VERSION" > "$TMP/crds.yaml" 2>>"${LOG_FILE:-/dev/stderr}"
