@@ -96,10 +96,13 @@ impl Webhook {
                 "--log-level".into(),
                 "info".into(),
             ];
-            // No drain delay unless a test asks for one: a killed test webhook has nobody
-            // to drain for.
+            // No drain delay, and 5 s for the API server's pooled connections to end,
+            // unless a test asks otherwise: a test webhook has nobody to drain for.
             if !extra_args.iter().any(|a| a.starts_with("--shutdown-delay")) {
                 args.extend(["--shutdown-delay".into(), "0s".into()]);
+            }
+            if !extra_args.iter().any(|a| a.starts_with("--shutdown-timeout")) {
+                args.extend(["--shutdown-timeout".into(), "5s".into()]);
             }
             // The status controller writes the status of every Instrumentation of the
             // cluster: off unless a test asks for it.
@@ -277,11 +280,21 @@ impl Webhook {
     /// Sends SIGTERM (a clean shutdown: drain, release the Lease) and waits for the exit,
     /// at most `limit`.
     pub async fn terminate(&mut self, limit: Duration) -> Result<(), String> {
+        self.sigterm()?;
+        self.wait_exit(limit).await
+    }
+
+    /// Sends SIGTERM, without waiting.
+    pub fn sigterm(&self) -> Result<(), String> {
         let pid = self.pid().ok_or("not running")?;
         let pid = rustix::process::Pid::from_raw(i32::try_from(pid).map_err(|e| e.to_string())?)
             .ok_or("pid 0")?;
         rustix::process::kill_process(pid, rustix::process::Signal::TERM)
-            .map_err(|e| format!("SIGTERM: {e}"))?;
+            .map_err(|e| format!("SIGTERM: {e}"))
+    }
+
+    /// Waits for the process to exit, at most `limit`.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Result<(), String> {
         let t0 = Instant::now();
         while self.proc.exited().is_none() {
             if t0.elapsed() > limit {

@@ -1,11 +1,14 @@
 //! A rolling update of the webhook under load, done as a Deployment's: two replicas behind
 //! one Service-like address (`support/service.rs`: new connections go to replicas whose
 //! `/readyz` answered 200 at their last probe), 32 clients creating pods that ask for Java
-//! through the real API server, and each replica replaced in turn: the old one sent SIGTERM,
-//! drained and removed, then a new process started and ready. With `failurePolicy:
-//! Ignore` a call the webhook does not answer admits the pod without the agent, so the
-//! assertion is the user's: no create fails and every pod is stored injected. After the
-//! rollout, `--max-connection-age` spreads the API server's connections over both new
+//! through the real API server, and each replica replaced in turn: the old one sent SIGTERM
+//! and, once out of the Service, a new process started and ready, while the old one drains
+//! (as a Deployment does: a terminating pod is not counted). With `failurePolicy: Ignore` a
+//! call the webhook does not answer admits the pod without the agent, so the assertion is
+//! the user's: no create fails and every pod is stored injected. The 32-creator run also
+//! waits for the old replicas to exit and shows that the drain closed no connection: every
+//! one ended with an answer or was closed by the API server (its 90 s idle timeout). After
+//! the rollout, `--max-connection-age` spreads the API server's connections over both new
 //! replicas again (shown with 4 creators: 32 make the API server's pool turn over anyway).
 //!
 //! The same with SIGKILL instead of the drain is a measurement (`#[ignore]`d): what
@@ -87,11 +90,12 @@ pub fn load(
 }
 
 async fn replica(identity: &crate::support::identity::Identity, tls: &std::path::Path) -> Webhook {
+    // `--shutdown-timeout` as shipped (100 s): above the API server's idle timeout.
     let args: Vec<String> = [
         "--shutdown-delay",
         SHUTDOWN_DELAY,
         "--shutdown-timeout",
-        "10s",
+        "100s",
         "--max-connection-age",
         "3s",
     ]
@@ -371,7 +375,7 @@ impl Rig {
 /// the old one first (maxSurge 0, maxUnavailable 1: a Deployment so configured, or a
 /// DaemonSet). Meanwhile the other replica takes every new connection, so when the rollout
 /// ends the API server's pool sits on the replica replaced first unless connections age out.
-async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
+async fn roll(id: &str, replace: Replace, clients: usize, wait_drained: bool) -> Run {
     let mut rig = Rig::start(id).await;
     let (client, ns) = (rig.client.clone(), rig.ns.clone());
     let old = std::mem::take(&mut rig.replicas);
@@ -391,38 +395,22 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let mut new = Vec::new();
     let mut drains = Vec::new();
+    let mut draining = Vec::new();
     for (i, (old_name, mut old_replica)) in old.into_iter().enumerate() {
         let t = Instant::now();
         match replace {
             Replace::Drain => {
                 old_replica
-                    .terminate(Duration::from_secs(20))
-                    .await
-                    .unwrap_or_else(|e| panic!("{old_name}: {e}\n{}", old_replica.log()));
-                let log = old_replica.log();
-                assert!(log.contains("drained; exiting"), "{old_name}:\n{log}");
-                // What the listener still held when it stopped (connections in a request),
-                // and how the others went.
-                let line = log
-                    .lines()
-                    .find(|l| {
-                        l.contains("listener closed; draining connections")
-                            && l.contains("listener=\"webhook\"")
-                    })
-                    .unwrap_or_default();
-                let field = |name: &str| {
-                    line.split(&format!(" {name}="))
-                        .nth(1)
-                        .and_then(|v| v.split_whitespace().next())
-                        .and_then(|v| v.parse::<u64>().ok())
-                };
+                    .sigterm()
+                    .unwrap_or_else(|e| panic!("{old_name}: {e}"));
+                // `/readyz` fails at once; the Service sends no new connection to it after
+                // its next probe. The old replica drains meanwhile.
+                while service.is_ready(old_name) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
                 eprintln!(
-                    "[rolling] {old_name} drained in {:?}; webhook connections retired by an \
-                     answer {:?}, closed idle {:?}, open at listener close {:?}",
-                    t.elapsed(),
-                    field("retired"),
-                    field("closed_idle"),
-                    field("open"),
+                    "[rolling] {old_name} signaled; out of the Service after {:?}",
+                    t.elapsed()
                 );
             }
             Replace::Kill => {
@@ -439,7 +427,7 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
             }
         }
         drains.push(t.elapsed());
-        service.remove(old_name);
+        draining.push((old_name, old_replica, t));
         let name = ["a2", "b2"][i];
         let w = rig.replica().await;
         service.add(name, w.addr, w.admin);
@@ -468,6 +456,36 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
         fail_open: fail_open_count(&client).await - fail_open_before,
         found: None,
     };
+    // The old replicas: drained to the end (every connection ended by an answer or by the
+    // API server, none by the drain), or killed once the load has stopped.
+    for (name, mut old_replica, signaled) in draining {
+        if replace == Replace::Drain && wait_drained {
+            old_replica
+                .wait_exit(Duration::from_secs(120))
+                .await
+                .unwrap_or_else(|e| panic!("{name}: {e}\n{}", old_replica.log()));
+            let log = old_replica.log();
+            assert!(log.contains("drained; exiting"), "{name}:\n{log}");
+            let line = |needle: &str| {
+                log.lines()
+                    .find(|l| l.contains(needle) && l.contains("listener=\"webhook\""))
+                    .unwrap_or_else(|| panic!("{name}: no {needle:?} line:\n{log}"))
+                    .to_owned()
+            };
+            let closed = line("listener closed; draining connections");
+            let drained = line("connections drained");
+            eprintln!(
+                "[rolling] {name} exited {:.1?} after SIGTERM; at listener close: {}; at the end: {}",
+                signaled.elapsed(),
+                fields(&closed),
+                fields(&drained),
+            );
+            assert!(drained.contains(" cut=0"), "{name}: {drained}");
+        } else {
+            old_replica.stop();
+        }
+        service.remove(name);
+    }
     if finder.is_some() {
         let want = i64::try_from(run.uninjected().len()).unwrap_or(i64::MAX);
         let (found, after) = settled_missed(&client, &ns, want).await;
@@ -505,6 +523,14 @@ async fn roll(id: &str, replace: Replace, clients: usize) -> Run {
     run
 }
 
+/// The `key=value` fields of a log line, after its message.
+fn fields(line: &str) -> String {
+    line.split_whitespace()
+        .filter(|w| w.contains('=') && !w.starts_with("listener="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The creators of the heavy runs: `E2E_ROLLING_CLIENTS`, default 32.
 fn clients() -> usize {
     std::env::var("E2E_ROLLING_CLIENTS")
@@ -535,7 +561,7 @@ fn assert_nothing_lost(run: &Run) {
 #[tokio::test]
 async fn a_rolling_update_under_load_loses_no_pod() {
     let _alone = CLUSTER_WIDE.write().await;
-    assert_nothing_lost(&roll("rolling", Replace::Drain, clients()).await);
+    assert_nothing_lost(&roll("rolling", Replace::Drain, clients(), true).await);
 }
 
 /// With few creators the API server's pool keeps its connections (under heavy load it
@@ -545,7 +571,7 @@ async fn a_rolling_update_under_load_loses_no_pod() {
 #[tokio::test]
 async fn after_a_rolling_update_connections_spread_over_the_new_replicas() {
     let _alone = CLUSTER_WIDE.write().await;
-    let run = roll("rolling-spread", Replace::Drain, 4).await;
+    let run = roll("rolling-spread", Replace::Drain, 4, false).await;
     assert_nothing_lost(&run);
     let total: f64 = run.window.iter().sum();
     for (k, w) in run.window.iter().enumerate() {
@@ -564,7 +590,7 @@ async fn after_a_rolling_update_connections_spread_over_the_new_replicas() {
 #[ignore = "a measurement: cargo test --features e2e --test e2e -- --ignored --nocapture rolling::killed"]
 async fn killed_replicas_cost_the_pods_whose_calls_were_lost() {
     let _alone = CLUSTER_WIDE.write().await;
-    let run = roll("rolling-kill", Replace::Kill, clients()).await;
+    let run = roll("rolling-kill", Replace::Kill, clients(), false).await;
     assert!(run.failed().is_empty(), "a create failed: fail-open admits");
     let uninjected = run.uninjected();
     for c in &uninjected {

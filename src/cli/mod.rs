@@ -195,7 +195,7 @@ mod tests {
             panic!("not serve")
         };
         assert_eq!(args.shutdown.shutdown_delay, Duration::from_secs(90));
-        assert_eq!(args.shutdown.shutdown_timeout, Duration::from_secs(20));
+        assert_eq!(args.shutdown.shutdown_timeout, Duration::from_secs(100));
         let limits = args.server.limits();
         assert_eq!(limits.idle, Duration::from_millis(500));
         assert_eq!(

@@ -175,14 +175,19 @@ impl EventArgs {
 #[command(next_help_heading = "Shutdown")]
 pub struct ShutdownArgs {
     /// On SIGTERM, keep serving this long with /readyz failing, so endpoints drop the
-    /// replica before it stops accepting connections. Meanwhile every answer carries
-    /// Connection: close and a connection without a request closes after 2 s, so that no
-    /// client's pool holds a connection to this replica when the listener stops.
+    /// replica before it stops accepting connections. From the signal on, every answer
+    /// carries Connection: close, so the clients' pools give up their connections to this
+    /// replica as they use them.
     #[arg(long, env = "OTEL_INJECTOR_SHUTDOWN_DELAY", default_value = "5s", value_parser = duration)]
     pub shutdown_delay: Duration,
 
-    /// After that, the longest time given to in-flight requests before the process exits.
-    #[arg(long, env = "OTEL_INJECTOR_SHUTDOWN_TIMEOUT", default_value = "20s", value_parser = duration)]
+    /// After that, the longest wait for the webhook's connections to end before the
+    /// process exits and cuts the rest: each ends when its client closes it or with its
+    /// next answer. The drain closes no idle webhook connection itself (the API server may
+    /// be writing a request onto it, and would admit that pod without the agent). Keep it
+    /// above the API server's 90 s idle timeout, and terminationGracePeriodSeconds above
+    /// the delay plus this. Admin connections close at once when the listener stops.
+    #[arg(long, env = "OTEL_INJECTOR_SHUTDOWN_TIMEOUT", default_value = "100s", value_parser = duration)]
     pub shutdown_timeout: Duration,
 }
 

@@ -83,8 +83,6 @@ label_enum! {
         IdleTimeout => "idle_timeout",
         /// A request's answer was not written out in time.
         RequestTimeout => "request_timeout",
-        /// The drain had begun and the connection waited 2 s without a request.
-        Draining => "draining",
     }
 }
 

@@ -1,7 +1,7 @@
 //! Serving a router on a listener, for both listeners: the webhook's over rustls (HTTP/1.1
 //! only), the admin one in plain HTTP. Per-phase deadlines for slow clients, a cap on open
 //! connections at which the oldest connection without a request gives way, and a graceful
-//! drain.
+//! drain ([`AtClose`]).
 
 use std::future::Future;
 use std::io;
@@ -31,6 +31,23 @@ const BACKLOG: u32 = 65535;
 /// own default lets each connection grow its buffer to 408 KiB.
 const MAX_BUF_SIZE: usize = 16 * 1024;
 
+/// What a listener's connections do when it stops accepting at the end of the shutdown
+/// delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum AtClose {
+    /// Each connection lives on until its client closes it or its next answer (which
+    /// carries `Connection: close`) ends it, within the drain's timeout; a handshake in
+    /// progress finishes. The webhook's: whatever the server closes, the API server may be
+    /// writing a request onto at that instant, and it does not retry a POST lost that way
+    /// (it admits the pod without the agent). Its own idle timeout, 90 s, closes the
+    /// connections it does not use again.
+    Wait,
+    /// Idle connections close at once (with a TLS close_notify), an answer in progress is
+    /// finished first, a handshake is cut. The admin listener's: a lost scrape or probe
+    /// costs nothing.
+    CloseIdle,
+}
+
 /// Binds a listener with the deepest accept queue the system allows ([`BACKLOG`]).
 pub fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     let socket = match addr {
@@ -59,6 +76,7 @@ pub async fn serve_tls(
         router,
         tracker,
         drain,
+        AtClose::Wait,
     )
     .await;
 }
@@ -79,14 +97,15 @@ pub async fn serve_plain(
         router,
         tracker,
         drain,
+        AtClose::CloseIdle,
     )
     .await;
 }
 
 /// Accepts connections until `drain` closes, each set up by `handshake` (starting in
-/// phase `first`) and then served HTTP/1.1 by `router`. Then stops accepting, lets
-/// in-flight requests finish, closes idle connections and returns once every connection is
-/// gone or the drain's timeout has passed.
+/// phase `first`) and then served HTTP/1.1 by `router`. Then stops accepting, treats the
+/// open connections as `at_close` says and returns once every connection is gone or the
+/// drain's timeout has passed.
 async fn serve<H, F, S>(
     listener: TcpListener,
     first: Phase,
@@ -94,12 +113,12 @@ async fn serve<H, F, S>(
     router: Router,
     tracker: Arc<Tracker>,
     mut drain: Drain,
+    at_close: AtClose,
 ) where
     H: Fn(TcpStream) -> F,
     F: Future<Output = io::Result<S>> + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let follow = tokio::spawn(tracker.clone().follow_drain());
     loop {
         let accepted = tokio::select! {
             biased;
@@ -132,9 +151,17 @@ async fn serve<H, F, S>(
         let router = router.clone();
         let mut drain = drain.clone();
         let work = async move {
+            // Resolves when this connection must close early ([`AtClose::CloseIdle`]).
+            let close = async move {
+                match at_close {
+                    AtClose::CloseIdle => drain.closing().await,
+                    AtClose::Wait => std::future::pending().await,
+                }
+            };
+            let mut close = std::pin::pin!(close);
             let io = tokio::select! {
                 r = setup => r,
-                _ = drain.closing() => return,
+                () = &mut close => return,
             };
             let io = match io {
                 Ok(io) => io,
@@ -152,21 +179,14 @@ async fn serve<H, F, S>(
                 .keep_alive(true)
                 .serve_connection(TokioIo::new(TrackedIo::new(io, conn.clone())), service);
             tokio::pin!(http);
-            // Closed gracefully (the answer in progress is finished and marked as the
-            // last, an idle connection closes with a TLS close_notify) when the listener
-            // closes or the tracker retires the connection while draining.
-            // Biased: the connection is polled first, so a request whose bytes have arrived
-            // is read (and answered with `Connection: close`) before a retirement closes an
-            // idle connection; polled in random order, the close could win and drop a
-            // request the client had already written (measured: 1 pod lost in about 1 run
-            // in 7 of the rolling test).
+            // With [`AtClose::CloseIdle`], closed gracefully when the listener closes (the
+            // answer in progress is finished and marked as the last, an idle connection
+            // closes with a TLS close_notify). Biased: the connection is polled first, so a
+            // request whose bytes have arrived is read and answered before the close.
             let ended = tokio::select! {
                 biased;
                 r = http.as_mut() => r,
-                () = async { tokio::select! {
-                    _ = drain.closing() => {},
-                    () = conn.retired() => {},
-                } } => {
+                () = &mut close => {
                     http.as_mut().graceful_shutdown();
                     http.await
                 }
@@ -182,26 +202,35 @@ async fn serve<H, F, S>(
         );
     }
     drop(listener);
-    let open = tracker.open();
     let timeout = drain.timeout();
-    let (retired, closed_idle) = tracker.drain_counts();
+    let at = tracker.drain_counts();
     tracing::info!(
         listener = tracker.name(),
-        open,
-        retired,
-        closed_idle,
+        open = at.open,
+        retired = at.retired,
+        client_closed = at.client_closed,
         "listener closed; draining connections"
     );
-    follow.abort();
-    if tokio::time::timeout(timeout, tracker.all_closed())
-        .await
-        .is_err()
-    {
+    let waited = tokio::time::timeout(timeout, tracker.all_closed()).await;
+    let end = tracker.drain_counts();
+    if waited.is_err() {
+        // Past the API server's idle timeout only if the timeout is shorter than it
+        // (`--shutdown-timeout`), or a client without one holds connections open.
         tracing::warn!(
             listener = tracker.name(),
             drain = ?timeout,
-            open = tracker.open(),
+            retired = end.retired,
+            client_closed = end.client_closed,
+            cut = end.open,
             "connections still open after the drain period; closing them"
+        );
+    } else {
+        tracing::info!(
+            listener = tracker.name(),
+            retired = end.retired,
+            client_closed = end.client_closed,
+            cut = 0,
+            "connections drained"
         );
     }
 }

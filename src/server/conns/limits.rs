@@ -21,12 +21,6 @@ pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(60);
 /// Past it the caller has long given up; a client that does not read its answer cannot
 /// hold a slot for longer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(35);
-/// While draining, a connection without a request closes once it has waited this long.
-/// A client's pool hands out its most recently used connection first, so one idle this
-/// long is the one it is least likely to be writing to as it closes; a connection in use
-/// gets `Connection: close` on its next answer instead, which loses nothing.
-pub const DRAIN_IDLE: Duration = Duration::from_secs(2);
-
 /// The connection layer's limits.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnLimits {
@@ -116,13 +110,12 @@ impl Phase {
     }
 }
 
-/// How long `phase` may last; shorter for a connection without a request once the drain
-/// has begun.
-pub(super) fn timeout(limits: &ConnLimits, phase: Phase, draining: bool) -> Duration {
+/// How long `phase` may last. The drain shortens none of them: a connection the server
+/// closes while idle can lose the request its client is writing on it at that instant.
+pub(super) fn timeout(limits: &ConnLimits, phase: Phase) -> Duration {
     match phase {
         Phase::Handshake => limits.handshake,
         Phase::Head => limits.header,
-        Phase::Fresh | Phase::Idle if draining => limits.idle.min(DRAIN_IDLE),
         Phase::Fresh | Phase::Idle => limits.idle,
         Phase::Request => limits.request,
     }

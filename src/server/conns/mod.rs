@@ -9,15 +9,17 @@
 //!
 //! A connection is retired, never cut: once the drain has begun, or once it is older than
 //! its maximum age, its next answer carries `Connection: close` (the client then knows not
-//! to reuse it, and nothing it sends is lost); while draining, one that waits without a
-//! request closes after [`DRAIN_IDLE`], before the listener stops.
+//! to reuse it, and nothing it sends is lost). The drain closes no idle connection of the
+//! webhook's listener: HTTP/1.1 has no way to close one without a window in which the
+//! client writes a request onto it, and Go does not retry a POST lost that way. The
+//! client's own idle timeout (90 s in the API server) closes those it does not use again.
 
 mod limits;
 mod wrappers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
@@ -40,6 +42,20 @@ pub struct Tracker {
     registry: Mutex<Registry>,
     /// Signaled when a connection leaves or becomes one that could give way.
     changed: Notify,
+    /// Connections that ended while draining without an answer retiring them: their
+    /// client closed them.
+    client_closed: AtomicU64,
+}
+
+/// How a listener's drain went, for its log lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DrainCounts {
+    /// Answers that carried `Connection: close` since the drain began.
+    pub retired: u64,
+    /// Connections their client closed since the drain began.
+    pub client_closed: u64,
+    /// Connections open now.
+    pub open: usize,
 }
 
 #[derive(Default)]
@@ -74,9 +90,8 @@ struct Shared {
     shed: AtomicBool,
     /// Wakes the connection's task: a new phase (and deadline), or shed.
     wake: Notify,
-    /// Tells the connection's HTTP to close gracefully (draining, and no request for
-    /// [`DRAIN_IDLE`]).
-    retire: Notify,
+    /// Its last answer carried `Connection: close`.
+    retired: AtomicBool,
 }
 
 impl Tracker {
@@ -93,6 +108,7 @@ impl Tracker {
             drain,
             registry: Mutex::new(Registry::default()),
             changed: Notify::new(),
+            client_closed: AtomicU64::new(0),
         })
     }
 
@@ -114,7 +130,7 @@ impl Tracker {
             answered: AtomicBool::new(false),
             shed: AtomicBool::new(false),
             wake: Notify::new(),
-            retire: Notify::new(),
+            retired: AtomicBool::new(false),
         });
         reg.conns.insert(
             id,
@@ -144,30 +160,12 @@ impl Tracker {
         self.registry().conns.len()
     }
 
-    /// Of the drain so far: answers that retired their connection, and connections closed
-    /// after waiting [`DRAIN_IDLE`] without a request (for the drain's log line).
-    pub fn drain_counts(&self) -> (u64, u64) {
-        (
-            self.metrics.retired_count(ConnRetire::Draining),
-            self.metrics.dropped_count(ConnClose::Draining),
-        )
-    }
-
-    /// Waits for the drain to begin, then wakes every open connection, so that those
-    /// without a request start their shorter wait ([`DRAIN_IDLE`]); connections opened
-    /// later see the drain when they first compute a deadline. One waiter on the drain per
-    /// listener, not one per connection: a flood of connections costs no more than before.
-    pub async fn follow_drain(self: Arc<Self>) {
-        let mut drain = self.drain.clone();
-        drain.draining().await;
-        let conns: Vec<Arc<Shared>> = self
-            .registry()
-            .conns
-            .values()
-            .map(|s| s.conn.clone())
-            .collect();
-        for conn in conns {
-            conn.wake.notify_one();
+    /// How the drain has gone so far.
+    pub fn drain_counts(&self) -> DrainCounts {
+        DrainCounts {
+            retired: self.metrics.retired_count(ConnRetire::Draining),
+            client_closed: self.client_closed.load(Ordering::Relaxed),
+            open: self.open(),
         }
     }
 
@@ -292,22 +290,15 @@ impl Conn {
         self.0.wake.notify_one();
     }
 
-    /// When the current phase runs out, and which phase that is; `draining`: with the
-    /// drain's shorter wait for a request.
-    fn deadline(&self, draining: bool) -> Option<(Phase, Instant)> {
+    /// When the current phase runs out, and which phase that is.
+    fn deadline(&self) -> Option<(Phase, Instant)> {
         let tracker = &self.0.tracker;
         let reg = tracker.registry();
         let slot = reg.conns.get(&self.0.id)?;
         Some((
             slot.phase,
-            slot.since + timeout(&tracker.limits, slot.phase, draining),
+            slot.since + timeout(&tracker.limits, slot.phase),
         ))
-    }
-
-    /// Resolves when the connection is to close gracefully: the drain has begun and it
-    /// waited [`DRAIN_IDLE`] without a request.
-    pub async fn retired(&self) {
-        self.0.retire.notified().await;
     }
 
     /// Why the answer being written must be this connection's last, if it must: the drain
@@ -342,18 +333,19 @@ impl Conn {
     pub async fn run(self, work: impl Future<Output = ()>) -> Option<ConnClose> {
         let _registered = Registration(self.clone());
         tokio::pin!(work);
-        // Asked to close gracefully because it waited without a request while draining.
-        let mut retired = false;
         let closed = loop {
-            // The drain shortens the wait for a request ([`Tracker::follow_drain`] wakes
-            // every connection when it begins).
-            let draining = !retired && self.0.tracker.drain.is_draining();
-            let Some((phase, deadline)) = self.deadline(draining) else {
+            let Some((phase, deadline)) = self.deadline() else {
                 break None;
             };
             tokio::select! {
                 biased;
-                () = &mut work => break retired.then_some(ConnClose::Draining),
+                () = &mut work => {
+                    let tracker = &self.0.tracker;
+                    if tracker.drain.is_draining() && !self.0.retired.load(Ordering::Acquire) {
+                        tracker.client_closed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    break None;
+                }
                 () = self.0.wake.notified() => {
                     if self.0.shed.load(Ordering::Acquire) {
                         break Some(ConnClose::Shed);
@@ -362,16 +354,9 @@ impl Conn {
                 () = tokio::time::sleep_until(deadline) => {
                     // The phase may have changed without the task noticing yet.
                     let expired = self
-                        .deadline(draining)
+                        .deadline()
                         .is_some_and(|(p, d)| p == phase && d <= Instant::now());
                     if !expired {
-                        continue;
-                    }
-                    if draining && matches!(phase, Phase::Fresh | Phase::Idle) {
-                        // hyper closes it at once if no request has begun, else after
-                        // answering it; the phase's own deadline still bounds that.
-                        retired = true;
-                        self.0.retire.notify_one();
                         continue;
                     }
                     break Some(phase.timed_out());

@@ -119,6 +119,7 @@ impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
                     http::HeaderValue::from_static("close"),
                 );
                 conn.0.tracker.metrics.retired(reason);
+                conn.0.retired.store(true, Ordering::Release);
             }
             Ok(response.map(|inner| TrackedBody {
                 inner,
