@@ -25,14 +25,15 @@ deny:
 workflows: test-deps
     "$(scripts/e2e-build.sh actionlint | tail -n1)/actionlint" -no-color -shellcheck="$(command -v shellcheck)" -pyflakes=
 
-# Unit and integration tests (no cluster needed; the chart's need Helm and tests/monitoring.rs
-# promtool, both built from their Go modules on first use).
+# Unit and integration tests, no cluster needed: the library's, tests/engine, tests/servers,
+# and tests/tools (feature `tools`: Helm and promtool built from their Go modules on first
+# use, kubectl kustomize, bubblewrap). Plain `cargo test` runs all but tests/tools.
 unit: test-deps promtool
     scripts/e2e-build.sh helm >/dev/null
-    cargo test --locked
+    cargo test --locked --features tools
 
 # Build (or find in the cache) promtool and promql-metrics from tools/promtool/ (the alert
-# and dashboard checks of tests/monitoring.rs).
+# and dashboard checks of tests/tools/monitoring.rs).
 promtool:
     scripts/e2e-build.sh promtool >/dev/null
 
@@ -40,7 +41,7 @@ promtool:
 # refusals, kubectl kustomize per overlay (the e2e suite applies them: e2e/tests/install.rs).
 chart:
     scripts/e2e-build.sh helm >/dev/null
-    cargo test --locked --test chart --test kustomize
+    cargo test --locked --features tools --test tools -- chart:: kustomize::
 
 # Debian packages the tests use: bubblewrap and busybox (the web-server script tests, the
 # image test), shellcheck (`just workflows`).
@@ -123,7 +124,7 @@ image:
 # Check the image: its config (user, entrypoint, labels), its size, and its binary alone in
 # a sandbox whose root is the image's layer: `--version` and one admission review.
 image-test: image test-deps
-    cargo test --locked --test image -- --ignored
+    cargo test --locked --features tools --test tools -- --ignored image::
 
 # Build the container image with a container engine (the Dockerfile: the same static binary,
 # user, entrypoint and labels).

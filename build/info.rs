@@ -1,6 +1,6 @@
 //! The pure part of the build script: turning what the build found (a git commit, a unix
 //! time, `rustc --version`) into the strings that `--version` and `build_info` show. Shared by
-//! `build.rs` and its unit tests (`tests/build_info.rs`), so no process or clock is involved.
+//! `build.rs` and its unit tests (`tests/engine/build_info.rs`), so no process or clock is involved.
 
 /// A 40-digit lowercase hex commit id, or `None` for anything else (an empty override, a
 /// short or upper-case id, git's error text).

@@ -1,5 +1,5 @@
 //! What every fuzz input must satisfy, shared by the fuzz targets (`fuzz/fuzz_targets/`) and
-//! the corpus replay in the test suite (`tests/fuzz_corpus.rs`): no panic; a readable review
+//! the corpus replay in the test suite (`tests/engine/fuzz_corpus.rs`): no panic; a readable review
 //! gets a valid AdmissionReview answer with its uid; the patch applies with a strict RFC 6902
 //! applier and leaves a pod that passes [`valid::check`] (when the input pod did).
 

@@ -10,7 +10,7 @@
 #                                        # tests), module e2e/helm/
 #   scripts/e2e-build.sh promtool        # promtool (Prometheus v3.16.0, Go module v0.316.0) and
 #                                        # promql-metrics (module tools/promtool/): the alert
-#                                        # and dashboard checks of tests/monitoring.rs
+#                                        # and dashboard checks of tests/tools/monitoring.rs
 #   scripts/e2e-build.sh certmanager     # cert-manager v1.21.2 controller + cainjector (one
 #                                        # binary, `cert-manager controller|cainjector`) and
 #                                        # crds.yaml rendered from its chart, module e2e/certmanager/

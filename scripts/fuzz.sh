@@ -5,7 +5,7 @@
 #   scripts/fuzz.sh review -runs=1000000        # extra arguments go to libFuzzer
 #
 # New inputs that raise coverage are written into fuzz/corpus/<target>/, which the test suite
-# replays (tests/fuzz_corpus.rs); crashes go to fuzz/artifacts/<target>/. The stable toolchain
+# replays (tests/engine/fuzz_corpus.rs); crashes go to fuzz/artifacts/<target>/. The stable toolchain
 # builds the target (RUSTC_BOOTSTRAP for libFuzzer's flags); no sanitizer is needed, the crate
 # forbids unsafe code and the checks are assertions.
 set -euo pipefail

@@ -101,7 +101,10 @@ impl Webhook {
             if !extra_args.iter().any(|a| a.starts_with("--shutdown-delay")) {
                 args.extend(["--shutdown-delay".into(), "0s".into()]);
             }
-            if !extra_args.iter().any(|a| a.starts_with("--shutdown-timeout")) {
+            if !extra_args
+                .iter()
+                .any(|a| a.starts_with("--shutdown-timeout"))
+            {
                 args.extend(["--shutdown-timeout".into(), "5s".into()]);
             }
             // The status controller writes the status of every Instrumentation of the

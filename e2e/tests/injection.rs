@@ -6,7 +6,7 @@ use crate::harness::*;
 use crate::support::api;
 use crate::support::labeler::Labeler;
 
-/// The Instrumentation of `tests/inject_java.rs` (`SHOP`).
+/// The Instrumentation of `tests/engine/inject_java.rs` (`SHOP`).
 fn shop_spec() -> Value {
     json!({
         "exporter": {"endpoint": "http://otel-collector.observability:4318"},
@@ -47,7 +47,7 @@ async fn java_pod_is_stored_injected_exactly_as_the_engine_specifies() {
     assert!(created.warnings.is_empty(), "{:?}", created.warnings);
     let stored = env.stored(&ns, "checkout").await;
 
-    // The same pod as the first case of tests/inject_java.rs, in namespace `ns`.
+    // The same pod as the first case of tests/engine/inject_java.rs, in namespace `ns`.
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
         json!({INJECT_JAVA: "true", INJECTED: "java"})

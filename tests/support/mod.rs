@@ -3,7 +3,6 @@
 //! ALPN http/1.1) with hand-written HTTP/1.1, and read its admin endpoints.
 //!
 //! Each test binary uses a different part of this module.
-#![allow(dead_code)]
 
 pub mod router;
 pub mod text;

@@ -30,7 +30,7 @@ fn layer(module: &str) -> usize {
     LAYERS
         .iter()
         .position(|l| l.contains(&module))
-        .unwrap_or_else(|| panic!("module {module} is in no layer of tests/architecture.rs"))
+        .unwrap_or_else(|| panic!("module {module} is in no layer of tests/engine/architecture.rs"))
 }
 
 /// `crate::x` names in a source file, test modules left out.

@@ -1,18 +1,17 @@
 //! The server process's life cycle, through real sockets to the real binary: certificate
 //! rotation while serving, the SIGTERM drain, and start-up while the API server is down.
 
-mod support;
-
+use crate::support;
 use std::io;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use otel_injector::certs::{self, DevCerts};
-use support::{
+use crate::support::{
     IO_TIMEOUT, MUTATE, Server, cert_der, fixture, head, hosts, post, review_of, serial,
     tls_connect, uid_of, within,
 };
+use otel_injector::certs::{self, DevCerts};
 use tokio::net::TcpStream;
 
 const RELOADS_OK: &str = "otel_injector_certificate_reloads_total{result=\"success\"}";

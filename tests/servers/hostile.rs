@@ -5,17 +5,16 @@
 //! server inherits it). The numbers are printed (`--nocapture`); `TEST_SERVER_BIN` runs
 //! them against another build of the server, e.g. a release one.
 
-mod support;
-
+use crate::support;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     MUTATE, Server, fixture, head, http_get, post, proc_status_bytes, raise_fd_limit, review_of,
     serial, tls_connect, uid_of, within,
 };
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;

@@ -1,9 +1,7 @@
 //! Several languages in one pod, exporter TLS, and pods injected before (by this webhook or
 //! by the OpenTelemetry Operator).
 
-mod common;
-
-use common::{
+use crate::common::{
     APACHE, GO, NGINX, SDK, assert_idempotent, catalog, disabled, env_value, go::TARGET_EXE, lit,
     names, run, run_with,
 };

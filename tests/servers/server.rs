@@ -1,15 +1,14 @@
 //! The webhook's HTTP behaviour through a real TLS socket to the real binary: reviews in and
 //! out, error statuses, the body limit, deadlines, warnings and junk input.
 
-mod support;
-
+use crate::support;
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     IO_TIMEOUT, MAX_BODY, MUTATE, Server, chunk, fixture, head, post, review_of, serial, uid_of,
     within,
 };
+use serde_json::{Value, json};
 
 const JAVA_INIT: &str = "opentelemetry-auto-instrumentation-java";
 

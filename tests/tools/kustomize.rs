@@ -8,8 +8,7 @@ use std::process::{Command, Stdio};
 
 use serde_json::{Value, json};
 
-mod rendered;
-use rendered::{find, ids, manifest};
+use crate::rendered::{find, ids, manifest};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -3,9 +3,7 @@
 //! language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/python.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     HTTP_SDK, PYTHON, catalog, env, head, lit, python,
     python::{MOUNT, PLATFORM, PREFIX},
     run, with_lang_env,

@@ -2,9 +2,9 @@
 //! to the input pod and compares the result with the expected one. What every language does
 //! alike is in `inject_languages.rs`; the Instrumentation is `data/instrumentations/java.yaml`.
 
-mod common;
-
-use common::{HTTP_SDK, JAVA, assert_skipped, catalog, env, head, java, lit, run, with_section};
+use crate::common::{
+    HTTP_SDK, JAVA, assert_skipped, catalog, env, head, java, lit, run, with_section,
+};
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{INJECTED_ANNOTATION, SkipReason};

@@ -1,33 +1,60 @@
-//! The request span, in a test binary of its own: a scoped log subscriber sees every
-//! span only when no other test runs handlers on other threads meanwhile.
+//! The request span. The binary's tests share one process-wide log subscriber that writes
+//! each thread's lines to that thread's buffer: a scoped subscriber (`set_default`) misses
+//! spans while other tests run handlers on other threads (tracing caches a call site's
+//! interest for the whole process), and a `#[tokio::test]` runs its handlers on its own
+//! thread.
 
-mod support;
+use std::cell::RefCell;
+use std::sync::OnceLock;
 
-use std::sync::{Arc, Mutex};
-
+use crate::support::router::{call, post, webhook};
+use crate::support::{MUTATE, fixture, uid_of};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, header};
 use otel_injector::server::MAX_BODY_BYTES;
 use serde_json::Value;
-use support::router::{call, post, webhook};
-use support::{MUTATE, fixture, uid_of};
 
-/// A log sink for one test's subscriber.
-#[derive(Clone, Default)]
-struct Logs(Arc<Mutex<Vec<u8>>>);
+thread_local! {
+    /// What the process-wide subscriber wrote on this thread.
+    static LINES: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
 
-impl std::io::Write for Logs {
+/// The subscriber's writer: the current thread's buffer.
+struct ThreadSink;
+
+impl std::io::Write for ThreadSink {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().write(buf)
+        LINES.with_borrow_mut(|l| l.extend_from_slice(buf));
+        Ok(buf.len())
     }
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
 }
 
+/// This thread's log lines from now on.
+struct Logs;
+
 impl Logs {
+    fn capture() -> Logs {
+        static INSTALLED: OnceLock<()> = OnceLock::new();
+        INSTALLED.get_or_init(|| {
+            let subscriber = tracing_subscriber::fmt()
+                .json()
+                .flatten_event(true)
+                .with_current_span(true)
+                .with_span_list(false)
+                .with_writer(|| ThreadSink)
+                .finish();
+            tracing::subscriber::set_global_default(subscriber)
+                .expect("no other subscriber in this test binary");
+        });
+        LINES.with_borrow_mut(Vec::clear);
+        Logs
+    }
+
     fn lines(&self) -> Vec<Value> {
-        let bytes = self.0.lock().unwrap().clone();
+        let bytes = LINES.with_borrow(Clone::clone);
         String::from_utf8(bytes)
             .unwrap()
             .lines()
@@ -38,16 +65,7 @@ impl Logs {
 
 #[tokio::test]
 async fn every_answer_is_logged_inside_the_review_span() {
-    let logs = Logs::default();
-    let sink = logs.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .json()
-        .flatten_event(true)
-        .with_current_span(true)
-        .with_span_list(false)
-        .with_writer(move || sink.clone())
-        .finish();
-    let _default = tracing::subscriber::set_default(subscriber);
+    let logs = Logs::capture();
 
     let review = fixture("pod-create-inject-java.json");
     let too_large = Request::post(MUTATE)

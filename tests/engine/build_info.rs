@@ -1,7 +1,7 @@
 //! The build facts: the build script's parsing and date arithmetic (`build/info.rs`), and
 //! `otel-injector --version` / `-V` as the built binary prints them.
 
-#[path = "../build/info.rs"]
+#[path = "../../build/info.rs"]
 mod info;
 
 use std::process::Command;

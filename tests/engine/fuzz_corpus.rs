@@ -1,7 +1,7 @@
 //! Replays the fuzz corpus (`fuzz/corpus/`) through the same checks the fuzz targets make,
 //! so every input the fuzzer kept stays a regression test without libFuzzer.
 
-#[path = "../fuzz/checks.rs"]
+#[path = "../../fuzz/checks.rs"]
 #[allow(dead_code)] // each target uses part of the shared checks
 mod checks;
 

@@ -3,16 +3,15 @@
 //! (TLS, keep-alive, slow clients, drain) stays in `server.rs` and `process.rs`; the
 //! request span is checked alone in `router_logs.rs`.
 
-mod support;
-
+use crate::support;
 use std::time::{Duration, Instant};
 
+use crate::support::router::{call, post, requests, webhook};
+use crate::support::{MUTATE, fixture, review_of, uid_of};
 use axum::body::{Body, Bytes};
 use axum::http::{Request, header};
 use otel_injector::server::MAX_BODY_BYTES;
 use serde_json::json;
-use support::router::{call, post, requests, webhook};
-use support::{MUTATE, fixture, review_of, uid_of};
 
 #[tokio::test]
 async fn every_readable_review_gets_200_with_its_uid() {

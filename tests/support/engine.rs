@@ -1,7 +1,6 @@
 //! Helpers shared by the engine tests: run the engine on a pod and apply its patch, the common
 //! assertions, the parts of the expected pod that every language writes the same way, and
 //! edits of the test Instrumentations. The languages themselves are in `langs.rs`.
-#![allow(dead_code)]
 
 mod langs;
 
@@ -69,7 +68,7 @@ pub fn run_with(catalog: &StaticCatalog, config: &EngineConfig, pod: &Value) -> 
 
 /// Checks the outcome the patch recorded on `out` (exactly what `report` says; nothing when
 /// the pod asked for nothing or was injected already), then takes it out, so that the
-/// language tests compare the injection alone (tests/outcome.rs checks the outcome's exact
+/// language tests compare the injection alone (tests/engine/outcome.rs checks the outcome's exact
 /// operations). Returns the annotation's text.
 fn take_outcome(out: &mut Value, before: &Value, report: &Report) -> Option<String> {
     let expected = report.status();

@@ -11,8 +11,7 @@
 //!   `otel-injector serve`, which `promtool check metrics` also lints;
 //! - every alert has a severity, a summary, a description and a runbook section.
 
-mod support;
-
+use crate::support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,9 +19,9 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use crate::support::{Server, fixture, review_of};
 use otel_injector::certs::{self, validity};
 use serde_json::{Value, json};
-use support::{Server, fixture, review_of};
 
 const RULES: &str = "charts/otel-injector/files/prometheus-rules.yaml";
 const RULE_TESTS: &str = "tests/monitoring/prometheus-rules.test.yaml";

@@ -3,9 +3,7 @@
 //! language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/dotnet.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     DOTNET, HTTP_SDK, assert_not_injected, catalog, dotnet,
     dotnet::{GLIBC, MUSL, RUNTIME},
     env, head, run, with_lang_env,

@@ -3,9 +3,7 @@
 //! What every language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/go.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     GO, HTTP_SDK, catalog, env, go::TARGET_EXE, head, lit, run, with_lang_env, with_spec_env,
 };
 use otel_injector::agents::Language;

@@ -3,9 +3,7 @@
 //! every language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/nginx.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     GRPC_SDK, NGINX, assert_not_injected, catalog, env, head, lit, names, run, web_server_mounts,
     with_section, with_spec,
 };

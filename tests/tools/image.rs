@@ -6,9 +6,8 @@
 //! `#[ignore]`d: they read `target/image/<arch>/`, which `just image-test` builds first
 //! (`scripts/image.sh`, a release build) and then runs them with `--ignored`.
 
-mod support;
-
-#[path = "../build/info.rs"]
+use crate::support;
+#[path = "../../build/info.rs"]
 #[allow(dead_code)] // the commit check is not used here
 mod info;
 
@@ -18,11 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
-use support::{
+use crate::support::{
     INSTRUMENTATIONS, IO_TIMEOUT, MUTATE, fixture, free_port, hosts, http_get, post, review_of,
     tls_connect, uid_of, within,
 };
+use serde_json::{Value, json};
 
 /// The size budget of the image as a registry stores it (manifest, config, layer), in bytes.
 const MAX_COMPRESSED: u64 = 15_000_000;

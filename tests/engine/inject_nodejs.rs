@@ -3,9 +3,7 @@
 //! language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/nodejs.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     HTTP_SDK, NODEJS, catalog, env, head, lit, nodejs, nodejs::REQUIRE, run, with_lang_env,
     with_section, with_spec, with_spec_env,
 };

@@ -8,14 +8,12 @@
 //! `$(OTEL_NODE_IP)` expanded by the kubelet and the pod name in place of the placeholder),
 //! and the agent files where the config says they are.
 
-mod kubelet;
-
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use crate::kubelet::{POD, Run, SHELLS, Shell, expand, read_tree, write_executable, write_tree};
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
-use kubelet::{POD, Run, SHELLS, Shell, expand, read_tree, write_executable, write_tree};
 use otel_injector::admission::mutate;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, Snapshot};

@@ -2,9 +2,7 @@
 //! run end to end through the engine with the returned JSON patch applied to the input pod.
 //! The languages' own behaviours are in `inject_<language>.rs`.
 
-mod common;
-
-use common::{
+use crate::common::{
     APACHE, DOTNET, EnvLang, GO, HTTP_SDK, JAVA, Lang, NGINX, NODEJS, PYTHON, SDK,
     assert_not_injected, assert_reinvocation_patches_nothing, assert_skipped, catalog, disabled,
     dotnet,

@@ -7,7 +7,6 @@
 //!
 //! `bwrap` and `busybox` come from Debian's packages (`scripts/test-deps.sh`, run by
 //! `just unit` and `just test`).
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::{PermissionsExt, symlink};

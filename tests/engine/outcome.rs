@@ -12,8 +12,8 @@ use otel_injector::engine::outcome::{INJECTED_LABEL, Outcome, PodStatus, STATUS_
 use otel_injector::engine::{Catalog, EngineConfig, SkipReason};
 use serde_json::{Value, json};
 
-const JAVA: &str = include_str!("data/instrumentations/java.yaml");
-const PYTHON: &str = include_str!("data/instrumentations/python.yaml");
+const JAVA: &str = include_str!("../data/instrumentations/java.yaml");
+const PYTHON: &str = include_str!("../data/instrumentations/python.yaml");
 const INJECT_JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
 const INJECT_PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
 

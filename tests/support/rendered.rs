@@ -1,5 +1,5 @@
 //! Reading rendered Kubernetes documents (Helm's and kustomize's output, `manifests/`), for
-//! `tests/chart.rs` and `tests/kustomize.rs`: objects named `Kind/name`.
+//! `tests/tools/chart.rs` and `tests/tools/kustomize.rs`: objects named `Kind/name`.
 
 use std::path::PathBuf;
 

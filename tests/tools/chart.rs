@@ -11,8 +11,7 @@ use std::sync::OnceLock;
 
 use serde_json::{Value, json};
 
-mod rendered;
-use rendered::{find, ids, manifest};
+use crate::rendered::{find, ids, manifest};
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -9,13 +9,11 @@
 //! and read the file they write back with the servers' own tokenizing rules (ports of
 //! Apache's `ap_getword_conf` and nginx's `ngx_conf_read_token`, below).
 
-mod kubelet;
-
 use std::collections::BTreeMap;
 
+use crate::kubelet::{POD, Run, SHELLS, read_tree, write_tree};
 use json_patch::Patch;
 use k8s_openapi::api::core::v1::Pod;
-use kubelet::{POD, Run, SHELLS, read_tree, write_tree};
 use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;

@@ -3,9 +3,7 @@
 //! What every language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/apache-httpd.yaml`.
 
-mod common;
-
-use common::{
+use crate::common::{
     APACHE, GRPC_SDK, catalog, env, fref, head, lit, names, resource_attributes, run,
     web_server_mounts, with_section, with_spec,
 };

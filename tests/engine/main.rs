@@ -1,0 +1,24 @@
+//! The engine and everything around it, in process: each language's injection applied to
+//! real pods (`inject_*`), the outcome, delivery modes, labels, the CRD, the offline
+//! commands, the fuzz corpora, the build information and the layering of `src/`.
+
+#[path = "../support/engine.rs"]
+mod common;
+
+mod architecture;
+mod build_info;
+mod crd;
+mod delivery;
+mod fuzz_corpus;
+mod inject_apache;
+mod inject_dotnet;
+mod inject_go;
+mod inject_java;
+mod inject_languages;
+mod inject_multi;
+mod inject_nginx;
+mod inject_nodejs;
+mod inject_python;
+mod labels;
+mod offline;
+mod outcome;
