@@ -13,7 +13,7 @@ test: lint unit image-test e2e
 # Formatting and clippy (warnings are errors), the GitHub workflows, and the dependency graph.
 lint: workflows deny
     cargo fmt --all -- --check
-    cargo clippy --locked --all-targets --all-features -- -D warnings
+    cargo clippy --locked --workspace --all-targets --all-features -- -D warnings
 
 # cargo-deny (pinned, built into the tools' cache on first use): licenses, banned crates and
 # sources, as deny.toml says. Advisories are the release workflow's.
@@ -50,7 +50,7 @@ test-deps:
 
 # End-to-end tests through a real control plane, controllers, kwok node, collector and agents.
 e2e: controlplane
-    cargo test --locked --features e2e --test e2e -- --test-threads=2
+    cargo test --locked -p otel-injector-e2e --test e2e -- --test-threads=2
 
 # Build (or find in the cache) the e2e tools: etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler, kwok, otelcol, helm, cert-manager (Go modules), and the agent and app images (Maven Central,
@@ -67,7 +67,7 @@ demo:
     scripts/e2e-build.sh kwok >/dev/null
     scripts/e2e-build.sh otelcol >/dev/null
     scripts/e2e-images.sh >/dev/null
-    cargo run --locked --quiet --features e2e --example demo
+    cargo run --locked --quiet -p otel-injector-e2e --example demo
 
 # Write a development CA and serving certificate into certs/dev/.
 certs *HOSTS:
@@ -100,21 +100,21 @@ load *ARGS:
 # scaled 0 -> N (release binary). E.g. `E2E_BURST_PODS=5000 just burst`.
 burst: controlplane
     cargo build --locked --release --bin otel-injector
-    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture burst::
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture burst::
 
 # Half an hour of pod creations at 20/s through two replicas, the Instrumentation changed
 # every 30 s: every pod injected with the spec of its time, memory and descriptors flat
 # (release binary). E.g. `E2E_SOAK_MINUTES=5 just soak`.
 soak: controlplane
     cargo build --locked --release --bin otel-injector
-    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture soak::
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture soak::
 
 # The status controller's pod watch with 100,000 injected pods in the real API server: the
 # resident memory of a replica following them and of one listing them (release binary;
 # minutes). E.g. `E2E_SCALE_PODS=20000 just scale`.
 scale: controlplane
     cargo build --locked --release --bin otel-injector
-    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked --features e2e --test e2e -- --ignored --nocapture scale::
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture scale::
 
 # Build the container image without a container engine: a static binary, a CycloneDX SBOM
 # and an OCI layout assembled by crane, in target/image/<arch>/ (scripts/image.sh).

@@ -421,8 +421,9 @@ async fn wait_for_signal() {
     }
 }
 
-/// Builds `otel-injector` (same profile and features as this example) and returns its path:
-/// examples land in `target/<profile>/examples/`, binaries in `target/<profile>/`.
+/// Builds the product's binary (this package's `e2e-otel-injector`, same profile and
+/// dependency features as this example) and returns its path: examples land in
+/// `target/<profile>/examples/`, binaries in `target/<profile>/`.
 fn build_webhook() -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let profile_dir = exe
@@ -436,10 +437,10 @@ fn build_webhook() -> Result<PathBuf, String> {
         "build",
         "--locked",
         "--quiet",
-        "--features",
-        "e2e",
+        "--package",
+        "otel-injector-e2e",
         "--bin",
-        "otel-injector",
+        "e2e-otel-injector",
     ]);
     if release {
         cmd.arg("--release");
@@ -465,11 +466,11 @@ fn build_webhook() -> Result<PathBuf, String> {
     }
     let st = cmd
         .status()
-        .map_err(|e| format!("cargo build --bin otel-injector: {e}"))?;
+        .map_err(|e| format!("cargo build --bin e2e-otel-injector: {e}"))?;
     if !st.success() {
-        return Err(format!("cargo build --bin otel-injector failed ({st})"));
+        return Err(format!("cargo build --bin e2e-otel-injector failed ({st})"));
     }
-    let bin = profile_dir.join("otel-injector");
+    let bin = profile_dir.join("e2e-otel-injector");
     if !bin.is_file() {
         return Err(format!("{} was not built", bin.display()));
     }

@@ -92,6 +92,8 @@ SBOM="$WORK/sbom.cdx.json"
 "$CDX" cyclonedx --manifest-path "$ROOT/Cargo.toml" --format json --spec-version 1.5 \
     --target "$TRIPLE" --no-build-deps --override-filename sbom.cdx >&2
 mv "$ROOT/sbom.cdx.json" "$SBOM"
+# It writes one per workspace member; the end-to-end tests' is not the image's.
+rm -f "$ROOT/e2e/sbom.cdx.json"
 
 mv "$SBOM" "$OUT/sbom.cdx.json"
 

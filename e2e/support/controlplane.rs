@@ -15,9 +15,10 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use super::controllers::Controllers;
 use super::process::{Janitor, Supervised, free_port, random_hex};
 
-/// The repository root (this crate's manifest dir).
+/// The repository root (the parent of this package's directory, `e2e/`).
 pub fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    let e2e = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    e2e.parent().unwrap_or(e2e).to_path_buf()
 }
 
 /// Installs the process-wide rustls provider the kube client needs (idempotent).

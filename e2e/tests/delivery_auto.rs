@@ -166,7 +166,7 @@ async fn auto_falls_back_to_init_containers_where_the_gate_is_off() {
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let mut webhook = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &id.kubeconfig,
         &["--agent-delivery=auto".into()],
     )

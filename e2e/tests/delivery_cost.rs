@@ -8,7 +8,7 @@
 //! (docs/performance.md has the figures and the command):
 //!
 //! ```sh
-//! cargo test --features e2e --test e2e -- --ignored --nocapture delivery_cost
+//! cargo test -p otel-injector-e2e --test e2e -- --ignored --nocapture delivery_cost
 //! ```
 //!
 //! Each run still asserts what it measured: the app answered, the agent was delivered as

@@ -105,7 +105,7 @@ async fn the_webhook_serves_through_an_api_server_restart_and_converges_after_it
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status, 201, "{}", r.body);
     let mut w = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &cp.kubeconfig,
         &["--events=false".to_owned()],
     )

@@ -402,7 +402,7 @@ impl Env {
             "the harness's CA does not sign a certificate of tls_dir"
         );
         let mut webhook = Webhook::start_serving(
-            Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+            Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
             &identity.kubeconfig,
             &args,
             options.tls_dir.as_deref(),
@@ -734,7 +734,7 @@ impl Env {
 pub fn webhook_binary() -> std::path::PathBuf {
     std::env::var_os("E2E_WEBHOOK_BIN")
         .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_otel-injector")))
+        .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_e2e-otel-injector")))
 }
 
 /// The `p`th percentile of `sorted`, in milliseconds.

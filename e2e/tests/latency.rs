@@ -4,7 +4,7 @@
 //! machine's two cores), in release for the product's numbers:
 //!
 //! ```sh
-//! cargo test --release --features e2e --test e2e -- --ignored --nocapture latency
+//! cargo test --release -p otel-injector-e2e --test e2e -- --ignored --nocapture latency
 //! ```
 //! `E2E_LATENCY_PODS` sets the pods per series (default 300).
 

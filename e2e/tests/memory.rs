@@ -4,7 +4,7 @@
 //! plane), in release for the product's numbers:
 //!
 //! ```sh
-//! cargo test --release --features e2e --test e2e -- --ignored --nocapture memory
+//! cargo test --release -p otel-injector-e2e --test e2e -- --ignored --nocapture memory
 //! ```
 //! `E2E_MEMORY_NAMESPACES` sets the namespaces (default 10000; one Instrumentation in every
 //! tenth), `E2E_WEBHOOK_BIN` the `otel-injector` binary measured (default: this build's).

@@ -196,7 +196,7 @@ fn normalised(kind: &str, pod: &Value) -> Value {
 }
 
 fn otel_injector(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_otel-injector"))
+    let out = Command::new(env!("CARGO_BIN_EXE_e2e-otel-injector"))
         .args(args)
         .env_remove("KUBECONFIG")
         .output()

@@ -388,7 +388,7 @@ async fn reviews_are_answered_with_the_api_server_stopped_and_events_are_dropped
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     let mut webhook = Webhook::start_with(
-        std::path::Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &id.kubeconfig,
         &["--event-queue-size=2".into()],
     )

@@ -587,7 +587,7 @@ async fn after_a_rolling_update_connections_spread_over_the_new_replicas() {
 /// and without an outcome; the count matches the API server's own, and the status
 /// controller finds every one of them (`status.missed`).
 #[tokio::test]
-#[ignore = "a measurement: cargo test --features e2e --test e2e -- --ignored --nocapture rolling::killed"]
+#[ignore = "a measurement: cargo test -p otel-injector-e2e --test e2e -- --ignored --nocapture rolling::killed"]
 async fn killed_replicas_cost_the_pods_whose_calls_were_lost() {
     let _alone = CLUSTER_WIDE.write().await;
     let run = roll("rolling-kill", Replace::Kill, clients(), false).await;

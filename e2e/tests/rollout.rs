@@ -24,7 +24,7 @@ const HELD: &str = "e2e.otel-injector.io/restarted-pods";
 /// stdout, stderr.
 pub async fn otel_injector(args: &[&str]) -> (i32, String, String) {
     let kubeconfig = cluster().await.kubeconfig.display().to_string();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_otel-injector"))
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_e2e-otel-injector"))
         .args(args)
         .args(["--kubeconfig", &kubeconfig])
         .env_remove("KUBECONFIG")

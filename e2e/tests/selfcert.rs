@@ -171,7 +171,7 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     // A second replica on the same Secret serves the same certificate and rewrites nothing.
     let t2 = Instant::now();
     let mut second = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &env.identity.kubeconfig,
         &[["--label-namespaces=false".to_owned()].as_slice(), &args].concat(),
     )

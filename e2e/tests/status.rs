@@ -609,7 +609,7 @@ async fn await_one_leader(
 async fn of_two_replicas_one_writes_and_the_other_takes_over() {
     let mut env = start("status-ha").await;
     let mut second = Webhook::start_with(
-        std::path::Path::new(env!("CARGO_BIN_EXE_otel-injector")),
+        std::path::Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &env.identity.kubeconfig,
         &status_args("status-ha-b"),
     )
@@ -849,7 +849,7 @@ async fn a_thousand_pods_converge_within_seconds() {
 }
 
 #[tokio::test]
-#[ignore = "a measurement: cargo test --features e2e --test e2e -- --ignored status_memory"]
+#[ignore = "a measurement: cargo test -p otel-injector-e2e --test e2e -- --ignored status_memory"]
 async fn status_memory_of_three_thousand_pods() {
     many_pods("status-3k", 3000).await;
 }
