@@ -16,8 +16,9 @@ use serde_json::Value;
 
 use support::api::{self, Registration};
 use support::collector::Collector;
-use support::controlplane::{self, ControlPlane, root};
+use support::controlplane::ControlPlane;
 use support::runner::{self, Images, RunningPod};
+use support::tools::root;
 use support::webhook::Webhook;
 
 #[tokio::main]
@@ -474,7 +475,7 @@ fn build_webhook() -> Result<PathBuf, String> {
     if !bin.is_file() {
         return Err(format!("{} was not built", bin.display()));
     }
-    controlplane::install_crypto_provider();
+    support::tools::install_crypto_provider();
     Ok(bin)
 }
 

@@ -559,7 +559,7 @@ pub struct Registration<'a> {
 pub fn webhook_manifest_path() -> std::path::PathBuf {
     std::env::var_os("E2E_WEBHOOK_MANIFEST")
         .map(Into::into)
-        .unwrap_or_else(|| super::controlplane::root().join("manifests/base/webhook.yaml"))
+        .unwrap_or_else(|| super::tools::root().join("manifests/base/webhook.yaml"))
 }
 
 /// The targeted variant's webhook configuration: `$E2E_TARGETED_WEBHOOK_MANIFEST`, or
@@ -568,7 +568,7 @@ pub fn targeted_webhook_manifest_path() -> std::path::PathBuf {
     std::env::var_os("E2E_TARGETED_WEBHOOK_MANIFEST")
         .map(Into::into)
         .unwrap_or_else(|| {
-            super::controlplane::root().join("manifests/components/targeted/webhook-targeted.yaml")
+            super::tools::root().join("manifests/components/targeted/webhook-targeted.yaml")
         })
 }
 

@@ -12,8 +12,8 @@ use serde_json::{Map, Value, json};
 use tokio::sync::OnceCell;
 
 use super::api;
-use super::controlplane::{root, tool_dir};
 use super::process::{Janitor, Supervised};
+use super::tools::{root, tool_dir};
 
 /// The annotation by which cert-manager's CA injector fills a webhook configuration's
 /// `caBundle` from a Certificate's Secret (`NAMESPACE/CERTIFICATE`).

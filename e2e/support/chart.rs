@@ -9,7 +9,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::controlplane::{ControlPlane, root, tool_dir};
+use super::controlplane::ControlPlane;
+use super::tools::{root, tool_dir};
 
 /// The `helm` binary (built on first use, then cached).
 pub fn helm_bin() -> Result<PathBuf, String> {

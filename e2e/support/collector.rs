@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::controlplane::tool_dir;
 use super::process::{Supervised, free_port};
+use super::tools::tool_dir;
 
 /// A running collector.
 pub struct Collector {

@@ -12,7 +12,7 @@
 //! off (`--controllers=*,-garbage-collector-controller`): those tests write ownerReferences
 //! to owners that do not exist, which it would delete.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -20,8 +20,8 @@ use kube::Client;
 use serde_json::{Value, json};
 
 use super::api;
-use super::controlplane::{ControlPlane, binaries, root, tool_dir};
 use super::process::Supervised;
+use super::tools::{binaries, root, tool_dir};
 
 /// The simulated node's name.
 pub const NODE: &str = "kwok-node-0";
@@ -42,9 +42,14 @@ pub struct Controllers {
 }
 
 impl Controllers {
-    /// Starts the three against `cp`, creates the node and waits (at most 90 s) until it is
+    /// Starts the three against the control plane of `kubeconfig` (`client` its client),
+    /// with their files in `dir`, creates the node and waits (at most 90 s) until it is
     /// Ready and the controller-manager has made `default/default`.
-    pub async fn start(cp: &ControlPlane) -> Result<Controllers, String> {
+    pub async fn start(
+        kubeconfig: &Path,
+        dir: &Path,
+        client: &Client,
+    ) -> Result<Controllers, String> {
         let t0 = Instant::now();
         let bin = binaries()?;
         let kwok = tool_dir("kwok")?;
@@ -57,8 +62,7 @@ impl Controllers {
                 return Err(format!("{} is missing", b.display()));
             }
         }
-        let kubeconfig = cp.kubeconfig.display().to_string();
-        let dir = &cp.dir;
+        let kubeconfig = kubeconfig.display().to_string();
         let p = |name: &str| dir.join(name).display().to_string();
         let spawn = |name: &str, program: PathBuf, args: Vec<String>| {
             Supervised::spawn(
@@ -108,9 +112,8 @@ impl Controllers {
             procs: vec![kcm, scheduler, kwok],
             ready: Duration::ZERO,
         };
-        let client = cp.client();
-        create_node(&client).await?;
-        c.wait_ready(&client, t0).await?;
+        create_node(client).await?;
+        c.wait_ready(client, t0).await?;
         c.ready = t0.elapsed();
         Ok(c)
     }

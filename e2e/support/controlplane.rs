@@ -5,70 +5,14 @@
 //! however it ends, and dropping the [`ControlPlane`] stops them and removes the temp dir.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use kube::Client;
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 use super::controllers::Controllers;
 use super::process::{Janitor, Supervised, free_port, random_hex};
-
-/// The repository root (the parent of this package's directory, `e2e/`).
-pub fn root() -> PathBuf {
-    let e2e = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    e2e.parent().unwrap_or(e2e).to_path_buf()
-}
-
-/// Installs the process-wide rustls provider the kube client needs (idempotent).
-pub fn install_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
-/// The directory holding `etcd`, `kube-apiserver`, `kube-controller-manager` and
-/// `kube-scheduler`: `$E2E_BIN_DIR`, or what `scripts/e2e-build.sh controlplane` prints.
-pub fn binaries() -> Result<PathBuf, String> {
-    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let dir = match std::env::var_os("E2E_BIN_DIR") {
-            Some(d) => PathBuf::from(d),
-            None => tool_dir("controlplane")?,
-        };
-        for b in ["etcd", "kube-apiserver"] {
-            if !dir.join(b).is_file() {
-                return Err(format!("{} has no {b}", dir.display()));
-            }
-        }
-        Ok(dir)
-    })
-    .clone()
-}
-
-/// The directory of a tool built by `scripts/e2e-build.sh TOOL` (`controlplane`, `kwok`,
-/// `otelcol`): the script's last stdout line. It builds on first use (progress on stderr).
-pub fn tool_dir(tool: &str) -> Result<PathBuf, String> {
-    let script = root().join("scripts/e2e-build.sh");
-    let out = Command::new(&script)
-        .arg(tool)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("running {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} {tool} failed ({})",
-            script.display(),
-            out.status
-        ));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
-    Ok(PathBuf::from(
-        last.ok_or_else(|| format!("scripts/e2e-build.sh {tool} printed nothing"))?
-            .trim(),
-    ))
-}
+use super::tools::{binaries, install_crypto_provider, kube_config};
 
 /// How long the steps took.
 #[derive(Clone, Copy, Debug, Default)]
@@ -350,7 +294,7 @@ impl ControlPlane {
     /// Starts kube-controller-manager, kube-scheduler and kwok with its node (see
     /// `controllers.rs`); they stop before the apiserver.
     pub async fn start_controllers(&mut self) -> Result<(), String> {
-        let c = Controllers::start(self).await?;
+        let c = Controllers::start(&self.kubeconfig, &self.dir, &self.client()).await?;
         self.controllers = Some(c);
         Ok(())
     }
@@ -477,17 +421,6 @@ async fn etcd_post(
         return Err(format!("etcd {path}: HTTP {status}: {text}"));
     }
     serde_json::from_str(&text).map_err(|e| format!("etcd {path}: {e}: {text}"))
-}
-
-/// A kube config from a kubeconfig file, with bounded timeouts.
-pub async fn kube_config(path: &Path) -> Result<kube::Config, String> {
-    let kc = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    config.connect_timeout = Some(Duration::from_secs(10));
-    config.read_timeout = Some(Duration::from_secs(60));
-    Ok(config)
 }
 
 fn write(path: &Path, text: &str) -> Result<(), String> {

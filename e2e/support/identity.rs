@@ -11,7 +11,8 @@ use kube::Client;
 use serde_json::{Value, json};
 
 use super::api::{self, Access};
-use super::controlplane::{ControlPlane, root};
+use super::controlplane::ControlPlane;
+use super::tools::root;
 
 /// The namespace of the shipped manifests, and of every identity made here.
 pub const NAMESPACE: &str = "otel-injector";
@@ -33,7 +34,7 @@ pub struct Identity {
 impl Identity {
     /// A client that authenticates with this identity's token.
     pub async fn client(&self) -> Result<Client, String> {
-        let config = super::controlplane::kube_config(&self.kubeconfig).await?;
+        let config = super::tools::kube_config(&self.kubeconfig).await?;
         Client::try_from(config).map_err(|e| e.to_string())
     }
 }

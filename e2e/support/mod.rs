@@ -18,4 +18,5 @@ pub mod runner;
 pub mod service;
 #[path = "../../tests/support/text.rs"]
 pub mod text;
+pub mod tools;
 pub mod webhook;

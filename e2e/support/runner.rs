@@ -41,9 +41,9 @@ use kube::Client;
 use serde_json::Value;
 
 use super::api;
-use super::controlplane::root;
 use super::kubelet::{self, Sources};
 use super::process::Supervised;
+use super::tools::root;
 
 /// A container's environment, in definition order.
 pub type Env = Vec<(String, String)>;

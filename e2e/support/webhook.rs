@@ -63,7 +63,7 @@ impl Webhook {
         extra_args: &[String],
         tls_dir: Option<&Path>,
     ) -> Result<Webhook, String> {
-        super::controlplane::install_crypto_provider();
+        super::tools::install_crypto_provider();
         let dir = tempfile::Builder::new()
             .prefix("otel-injector-e2e-webhook.")
             .tempdir()

@@ -14,8 +14,9 @@ use crate::harness::{
     Env, INJECT_JAVA, JAVA_INIT, Options, Rbac, SCOPE_LABEL, endpoint_spec, is_injected, pod,
 };
 use crate::support::api::{self, Registration};
-use crate::support::controlplane::{ControlPlane, root};
+use crate::support::controlplane::ControlPlane;
 use crate::support::identity;
+use crate::support::tools::root;
 use crate::support::webhook::Webhook;
 
 /// The series of the webhook's `/metrics` that says what `auto` decided, and from which

@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 use crate::support::api;
-use crate::support::controlplane::{ControlPlane, root};
+use crate::support::controlplane::ControlPlane;
+use crate::support::tools::root;
 use crate::support::webhook::Webhook;
 
 /// The bound the test holds the webhook to, from the API server's `/readyz` 200. Measured

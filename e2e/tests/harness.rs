@@ -29,8 +29,9 @@ use otel_injector::engine::{EngineConfig, Report, Snapshot};
 
 use crate::support::api::{self, Registration, Response};
 use crate::support::chart;
-use crate::support::controlplane::{ControlPlane, root};
+use crate::support::controlplane::ControlPlane;
 use crate::support::identity::{self, Identity};
+use crate::support::tools::root;
 use crate::support::webhook::{Requests, Webhook};
 
 pub const SCOPE_LABEL: &str = "e2e.otel-injector.io/env";

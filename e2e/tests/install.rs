@@ -24,8 +24,9 @@ use tokio::sync::OnceCell;
 use crate::harness::*;
 use crate::support::api::{self, Access};
 use crate::support::chart::{self, Output, id};
-use crate::support::controlplane::{ControlPlane, root};
+use crate::support::controlplane::ControlPlane;
 use crate::support::identity::{NAMESPACE, SERVICE_ACCOUNT};
+use crate::support::tools::root;
 
 #[tokio::test]
 async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_server() {

@@ -12,8 +12,8 @@ use crate::harness::{CLUSTER_WIDE, cluster};
 use crate::support::api::{self, Access};
 use crate::support::certmanager;
 use crate::support::chart;
-use crate::support::controlplane::root;
 use crate::support::identity::{NAMESPACE, SERVICE_ACCOUNT};
+use crate::support::tools::root;
 
 /// Server-side apply with `dryRun=All` of every document of `manifests/<file>`.
 async fn dry_run_apply(file: &str) -> Vec<String> {

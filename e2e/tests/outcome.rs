@@ -375,7 +375,7 @@ async fn reviews_are_answered_with_the_api_server_stopped_and_events_are_dropped
     let client = cp.client();
     api::install_crds(
         &client,
-        &crate::support::controlplane::root().join("manifests/crd.yaml"),
+        &crate::support::tools::root().join("manifests/crd.yaml"),
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));

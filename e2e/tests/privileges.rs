@@ -161,7 +161,7 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
         )
     );
     let manifest = api::read_yaml_docs(
-        &crate::support::controlplane::root().join("manifests/base/otel-injector.yaml"),
+        &crate::support::tools::root().join("manifests/base/otel-injector.yaml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let role = manifest
@@ -185,7 +185,7 @@ async fn the_webhook_identity_has_exactly_the_default_rbac() {
     );
     // The events component, in every overlay: create and patch Events, nothing else.
     let events = api::read_yaml_docs(
-        &crate::support::controlplane::root().join("manifests/components/events/rbac.yaml"),
+        &crate::support::tools::root().join("manifests/components/events/rbac.yaml"),
     )
     .unwrap_or_else(|e| panic!("{e}"));
     let events_role = events
