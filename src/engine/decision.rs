@@ -136,6 +136,12 @@ impl Report {
         self.warnings.push(message);
     }
 
+    /// Records a skip and its message as a warning.
+    pub(super) fn add(&mut self, skip: Skip) {
+        self.warnings.push(skip.message.clone());
+        self.skipped.push(skip);
+    }
+
     /// Forgets every injected language (the patch that carried them was dropped).
     pub fn clear_injected(&mut self) {
         self.injected.clear();

@@ -5,11 +5,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::agents::ANNOTATION_PREFIX;
+use crate::agents::{ANNOTATION_PREFIX, Delivery};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::select::Keys;
 
-use super::EngineConfig;
+use super::{AgentDelivery, DELIVERY_ANNOTATION, EngineConfig, GoSidecar, auto_image_volumes};
 
 /// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
 pub trait Catalog: Send + Sync {
@@ -250,5 +250,34 @@ impl<'a> Snapshot<'a> {
     /// Whether a Secret or ConfigMap exists in the pod's namespace; `None`: not tracked.
     pub fn object_exists(&self, kind: ObjectKind, name: &str) -> Option<bool> {
         Some(self.objects?.exists(kind, self.namespace, name))
+    }
+
+    /// The delivery for agents of `inst`: its annotation, else the flag; `auto` by the feature
+    /// gate, else by version ([`auto_image_volumes`]).
+    pub(super) fn delivery(&self, inst: &Instrumentation) -> Delivery {
+        let (snapshot, config) = (self, self.config);
+        let annotated = inst
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DELIVERY_ANNOTATION))
+            .and_then(|v| <AgentDelivery as clap::ValueEnum>::from_str(v.trim(), true).ok());
+        let at_least = |minor: u32| snapshot.server_version.is_some_and(|v| v >= (1, minor));
+        let image_volumes = match annotated.unwrap_or(config.delivery) {
+            AgentDelivery::InitContainer => false,
+            AgentDelivery::ImageVolume => true,
+            AgentDelivery::Auto => {
+                auto_image_volumes(snapshot.server_version, snapshot.image_volume_gate)
+            }
+        };
+        let native_sidecar = match config.go_sidecar {
+            GoSidecar::Native => true,
+            GoSidecar::Classic => false,
+            GoSidecar::Auto => at_least(29),
+        };
+        Delivery {
+            image_volumes,
+            native_sidecar,
+        }
     }
 }
