@@ -9,8 +9,8 @@ use super::copy::agent_volume;
 use super::webserver::{
     self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
-use super::{Agent, Injection, Language, Names, Outcome, names};
-use crate::crd::{ApacheHttpd as ApacheSpec, InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Language, Outcome, identity};
+use crate::crd::{ApacheHttpd as ApacheSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
@@ -121,16 +121,7 @@ pub fn agent_conf(
 }
 
 impl Agent for ApacheHttpd {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(ApacheHttpd, "apache-httpd");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.apache_httpd.as_deref()?)
-    }
+    identity!(ApacheHttpd, "apache-httpd", apache_httpd);
 
     fn supports_init_targets(&self) -> bool {
         false

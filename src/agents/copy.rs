@@ -28,6 +28,17 @@ pub struct ResourceDefaults {
 }
 
 impl ResourceDefaults {
+    /// The Operator's defaults for an agent's init container: limits 500m and 256Mi,
+    /// requests `request_cpu` and `request_memory`.
+    pub const fn agent(request_cpu: &'static str, request_memory: &'static str) -> Self {
+        ResourceDefaults {
+            limit_cpu: "500m",
+            limit_memory: "256Mi",
+            request_cpu,
+            request_memory,
+        }
+    }
+
     /// The Instrumentation's resources, with these defaults for whichever of limits and
     /// requests it leaves unset (as the Operator's defaulting does).
     pub fn or(self, given: Option<&ResourceRequirements>) -> ResourceRequirements {

@@ -8,8 +8,8 @@
 //! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Names, Outcome, Refusal, names};
-use crate::crd::{InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Language, Outcome, Refusal, identity};
+use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 /// `linux-x64` (the default) or `linux-musl-x64`; namespace-vs-pod precedence applies.
@@ -27,12 +27,7 @@ const LAYOUT: CopyLayout = CopyLayout {
     init_container: INIT_CONTAINER,
     volume: VOLUME,
     mount: MOUNT,
-    resources: ResourceDefaults {
-        limit_cpu: "500m",
-        limit_memory: "256Mi",
-        request_cpu: "50m",
-        request_memory: "128Mi",
-    },
+    resources: ResourceDefaults::agent("50m", "128Mi"),
 };
 const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
 pub const PROFILER_GLIBC: &str =
@@ -140,16 +135,7 @@ pub fn layout_warning(image: &str) -> Option<String> {
 pub struct DotNet;
 
 impl Agent for DotNet {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(DotNet, "dotnet");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.dotnet.as_deref()?)
-    }
+    identity!(DotNet, "dotnet", dotnet);
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         let outcome = copy::inject(self, cx);
         if matches!(outcome, Outcome::Injected(_))

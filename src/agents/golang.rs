@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::{
 use super::copy::ResourceDefaults;
 use super::exporter_tls::ExporterTls;
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Language, Names, Outcome, names};
-use crate::crd::{Go as GoSpec, InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Language, Outcome, identity};
+use crate::crd::{Go as GoSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, literal};
 use crate::pod::plan::InitPosition;
 use crate::pod::select::{CONTAINER_NAMES, split_names};
@@ -26,27 +26,13 @@ pub const OTEL_GO_AUTO_TARGET_EXE: &str = "OTEL_GO_AUTO_TARGET_EXE";
 /// hostPath volume the eBPF programs need.
 pub const KERNEL_DEBUG_VOLUME: &str = "kernel-debug";
 pub const KERNEL_DEBUG_PATH: &str = "/sys/kernel/debug";
-const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "50m",
-    request_memory: "64Mi",
-};
+const RESOURCES: ResourceDefaults = ResourceDefaults::agent("50m", "64Mi");
 
 /// The Go injector.
 pub struct Go;
 
 impl Agent for Go {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Go, "go");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.go.as_deref()?)
-    }
+    identity!(Go, "go", go);
 
     fn supports_init_targets(&self) -> bool {
         false

@@ -4,8 +4,8 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, Refusal, names};
-use crate::crd::{InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Outcome, Refusal, identity};
+use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
 pub const JAVA_TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
@@ -18,12 +18,7 @@ const LAYOUT: CopyLayout = CopyLayout {
     init_container: INIT_CONTAINER,
     volume: VOLUME,
     mount: INIT_MOUNT,
-    resources: ResourceDefaults {
-        limit_cpu: "500m",
-        limit_memory: "256Mi",
-        request_cpu: "50m",
-        request_memory: "64Mi",
-    },
+    resources: ResourceDefaults::agent("50m", "64Mi"),
 };
 
 /// Name of the init container (copy) or image volume (image volumes) of extension `i`.
@@ -38,16 +33,7 @@ fn extension_mount(mount: &str, i: usize) -> String {
 pub struct Java;
 
 impl Agent for Java {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Java, "java");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.java.as_deref()?)
-    }
+    identity!(Java, "java", java);
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)
     }

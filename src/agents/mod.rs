@@ -72,7 +72,7 @@ pub struct Names {
 /// a container list annotation that breaks it.
 macro_rules! names {
     ($variant:ident, $name:literal) => {
-        names!(
+        $crate::agents::names!(
             $variant,
             $name,
             concat!(
@@ -92,6 +92,29 @@ macro_rules! names {
     };
 }
 use names;
+
+/// `identity!(Variant, "name", field)`, inside `impl Agent`: the methods every language with
+/// a default image spells alike: [`Agent::names`] (as [`names!`], a fourth argument for a
+/// container list annotation that breaks the pattern), [`Agent::default_image`]
+/// (`DEFAULT_IMAGE` of the language's module) and [`Agent::section`] (`spec.<field>`).
+macro_rules! identity {
+    ($variant:ident, $name:literal, $field:ident $(, $container_names:expr)?) => {
+        fn names(&self) -> &'static $crate::agents::Names {
+            const NAMES: $crate::agents::Names = $crate::agents::names!($variant, $name $(, $container_names)?);
+            &NAMES
+        }
+        fn default_image(&self) -> Option<&'static str> {
+            Some(DEFAULT_IMAGE)
+        }
+        fn section<'s>(
+            &self,
+            spec: &'s $crate::crd::InstrumentationSpec,
+        ) -> Option<&'s dyn $crate::crd::LanguageSpec> {
+            Some(spec.$field.as_deref()?)
+        }
+    };
+}
+use identity;
 
 // The registry: one line per language, in the order the Operator injects them. It defines
 // the `Language` enum, `Language::ALL` and `Language::agent`.

@@ -10,8 +10,8 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
 use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
-use super::{Agent, Injection, Language, Names, Outcome, names};
-use crate::crd::{InstrumentationSpec, LanguageSpec, Nginx as NginxSpec};
+use super::{Agent, Injection, Language, Outcome, identity};
+use crate::crd::{LanguageSpec, Nginx as NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.
 pub const DEFAULT_IMAGE: &str =
@@ -126,16 +126,7 @@ fn empty_dir(name: &str) -> Volume {
 
 impl Agent for Nginx {
     // Breaks the pattern, exactly as in the Operator.
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Nginx, "nginx", crate::keys::NGINX_CONTAINER_NAMES);
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.nginx.as_deref()?)
-    }
+    identity!(Nginx, "nginx", nginx, crate::keys::NGINX_CONTAINER_NAMES);
 
     fn supports_init_targets(&self) -> bool {
         false

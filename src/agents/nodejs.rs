@@ -2,8 +2,8 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, Refusal, names};
-use crate::crd::{InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Outcome, Refusal, identity};
+use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 pub const NODE_OPTIONS: &str = "NODE_OPTIONS";
@@ -17,28 +17,14 @@ const LAYOUT: CopyLayout = CopyLayout {
     init_container: INIT_CONTAINER,
     volume: VOLUME,
     mount: MOUNT,
-    resources: ResourceDefaults {
-        limit_cpu: "500m",
-        limit_memory: "256Mi",
-        request_cpu: "50m",
-        request_memory: "128Mi",
-    },
+    resources: ResourceDefaults::agent("50m", "128Mi"),
 };
 
 /// The Node.js injector.
 pub struct NodeJs;
 
 impl Agent for NodeJs {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(NodeJs, "nodejs");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.nodejs.as_deref()?)
-    }
+    identity!(NodeJs, "nodejs", nodejs);
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)
     }

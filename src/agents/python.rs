@@ -3,8 +3,8 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Names, Outcome, Refusal, names};
-use crate::crd::{InstrumentationSpec, LanguageSpec};
+use super::{Agent, Injection, Outcome, Refusal, identity};
+use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 pub const PYTHONPATH: &str = "PYTHONPATH";
@@ -21,12 +21,7 @@ const LAYOUT: CopyLayout = CopyLayout {
     init_container: INIT_CONTAINER,
     volume: VOLUME,
     mount: MOUNT,
-    resources: ResourceDefaults {
-        limit_cpu: "500m",
-        limit_memory: "256Mi",
-        request_cpu: "50m",
-        request_memory: "64Mi",
-    },
+    resources: ResourceDefaults::agent("50m", "64Mi"),
 };
 /// Set when absent: the auto-instrumentation ships only the OTLP/HTTP exporters.
 const DEFAULTS: [(&str, &str); 4] = [
@@ -49,16 +44,7 @@ fn platform_source(platform: Option<&str>) -> Option<&'static str> {
 pub struct Python;
 
 impl Agent for Python {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Python, "python");
-        &NAMES
-    }
-    fn default_image(&self) -> Option<&'static str> {
-        Some(DEFAULT_IMAGE)
-    }
-    fn section<'s>(&self, spec: &'s InstrumentationSpec) -> Option<&'s dyn LanguageSpec> {
-        Some(spec.python.as_deref()?)
-    }
+    identity!(Python, "python", python);
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
         copy::inject(self, cx)
     }

@@ -45,12 +45,7 @@ pub const SERVICE_INSTANCE_ID_PLACEHOLDER: &str = "<<SID-PLACEHOLDER>>";
 /// Exporter endpoint written into the module configuration when the spec has none.
 pub const DEFAULT_ENDPOINT: &str = "http://localhost:4317/";
 /// Default resources of both init containers.
-pub const RESOURCES: ResourceDefaults = ResourceDefaults {
-    limit_cpu: "500m",
-    limit_memory: "256Mi",
-    request_cpu: "1m",
-    request_memory: "128Mi",
-};
+pub const RESOURCES: ResourceDefaults = ResourceDefaults::agent("1m", "128Mi");
 
 /// How one server flavour differs; everything else is shared.
 pub struct WebServer<'x> {
