@@ -20,10 +20,10 @@ use super::{Gvk, INJECT_PREFIX, PodIn, find_inject_prefix};
 pub(super) struct Review<'a> {
     pub api_version: Option<&'a str>,
     pub kind: Option<&'a str>,
-    pub request: Option<Request<'a>>,
+    pub request: Option<RequestIn<'a>>,
 }
 
-pub(super) struct Request<'a> {
+pub(super) struct RequestIn<'a> {
     pub uid: String,
     pub kind: Gvk,
     pub namespace: Option<String>,
@@ -123,21 +123,21 @@ struct RequestSeed<'s, 'a> {
 }
 
 impl<'de> DeserializeSeed<'de> for RequestSeed<'_, 'de> {
-    type Value = Request<'de>;
+    type Value = RequestIn<'de>;
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Request<'de>, D::Error> {
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<RequestIn<'de>, D::Error> {
         d.deserialize_map(self)
     }
 }
 
 impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
-    type Value = Request<'de>;
+    type Value = RequestIn<'de>;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("an AdmissionReview request")
     }
 
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Request<'de>, M::Error> {
+    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<RequestIn<'de>, M::Error> {
         let body = self.body;
         let (mut uid, mut kind, mut namespace, mut name) = (None, None, None, None);
         let (mut operation, mut dry_run, mut object) = (None, None, None);
@@ -227,7 +227,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
             }
             (other, _) => other.unwrap_or(Object::Absent),
         };
-        Ok(Request {
+        Ok(RequestIn {
             uid: uid.ok_or_else(|| de::Error::missing_field("uid"))?,
             kind: kind.unwrap_or_default(),
             namespace: namespace.flatten(),

@@ -194,7 +194,7 @@ pub fn review_two_pass(
     config: &EngineConfig,
 ) -> Result<(Vec<u8>, Summary), ReviewError> {
     let review: ReviewIn<'_> = serde_json::from_slice(body)?;
-    let request = review.request.map(|r| envelope::Request {
+    let request = review.request.map(|r| envelope::RequestIn {
         uid: r.uid,
         kind: r.kind,
         namespace: r.namespace,

@@ -9,7 +9,7 @@ use super::copy::agent_volume;
 use super::webserver::{
     self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
-use super::{Agent, Injection, Language, Outcome, identity};
+use super::{Agent, Effect, Injection, Language, identity};
 use crate::crd::{ApacheHttpd as ApacheSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
@@ -127,7 +127,7 @@ impl Agent for ApacheHttpd {
         false
     }
 
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let default = ApacheSpec::default();
         let apache = cx.inst.spec.apache_httpd.as_deref().unwrap_or(&default);
         let path = apache.config_path.as_deref().unwrap_or_default();
@@ -135,7 +135,7 @@ impl Agent for ApacheHttpd {
             webserver::check_config_path(Language::ApacheHttpd, "spec.apacheHttpd.configPath", path)
         {
             cx.warn(warning);
-            return Outcome::InvalidValue;
+            return Effect::InvalidValue;
         }
         let conf_dir = config_dir(apache.config_path.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Outcome, Refusal, value_from_origin, value_from_warning};
+use super::{Agent, Effect, Injection, Refusal, value_from_origin, value_from_warning};
 use crate::crd::{Instrumentation, InstrumentationSpec, NoSection};
 use crate::pod::env::EnvPlan;
 
@@ -149,16 +149,16 @@ pub struct AgentImage {
 /// The per-container loop every copy agent shares: check, mount, language env, common env
 /// and the agent's edit (in the agent's order), SDK config; then the volume and the init
 /// container, once, if any target was instrumented.
-pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
+pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
     let variant = match agent.variant(cx) {
         Ok(v) => v,
         Err(Refusal::Unsupported(warning)) => {
             cx.warn(warning);
-            return Outcome::NothingInstrumented;
+            return Effect::NothingInstrumented;
         }
         Err(Refusal::Invalid(warning)) => {
             cx.warn(warning);
-            return Outcome::InvalidValue;
+            return Effect::InvalidValue;
         }
     };
     let lang = agent.names().language;
@@ -228,7 +228,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
         done.push(slot);
     }
     if done.is_empty() {
-        return Outcome::NothingInstrumented;
+        return Effect::NothingInstrumented;
     }
 
     if image_volumes {
@@ -241,7 +241,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
             cx.plan
                 .add_volume(image_volume(img, spec.image_pull_policy.clone()));
         }
-        return Outcome::Injected(done.len());
+        return Effect::Injected(done.len());
     }
     let layout = agent.layout();
     cx.plan.add_volume(agent_volume(
@@ -264,7 +264,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Outcome {
     for c in more {
         cx.plan.add_init_container(at, c);
     }
-    Outcome::Injected(done.len())
+    Effect::Injected(done.len())
 }
 
 /// An `image` volume of `img` (KEP-4639), pulled with the Instrumentation's policy.

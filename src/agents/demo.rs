@@ -3,7 +3,7 @@
 //! engine finds its annotation, targets its containers, runs it, and reports it in metrics.
 
 use super::sdk_env::inject_common_env;
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Effect, Injection, Names, names};
 use crate::pod::env::literal;
 
 /// The variable the demo agent sets.
@@ -17,7 +17,7 @@ impl Agent for Demo {
         const NAMES: Names = names!(Demo, "demo");
         &NAMES
     }
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let mut count = 0;
         for &slot in cx.targets {
             if let Some(c) = cx.plan.container(slot) {
@@ -27,9 +27,9 @@ impl Agent for Demo {
             }
         }
         if count == 0 {
-            Outcome::NothingInstrumented
+            Effect::NothingInstrumented
         } else {
-            Outcome::Injected(count)
+            Effect::Injected(count)
         }
     }
 }

@@ -8,7 +8,7 @@
 //! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Language, Outcome, Refusal, identity};
+use super::{Agent, Effect, Injection, Language, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -136,9 +136,9 @@ pub struct DotNet;
 
 impl Agent for DotNet {
     identity!(DotNet, "dotnet", dotnet);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let outcome = copy::inject(self, cx);
-        if matches!(outcome, Outcome::Injected(_))
+        if matches!(outcome, Effect::Injected(_))
             && let Some(warning) = layout_warning(&cx.image(Language::DotNet))
         {
             cx.warn(warning);

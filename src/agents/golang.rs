@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::{
 use super::copy::ResourceDefaults;
 use super::exporter_tls::ExporterTls;
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Language, Outcome, identity};
+use super::{Agent, Effect, Injection, Language, identity};
 use crate::crd::{Go as GoSpec, LanguageSpec};
 use crate::pod::env::{EnvPlan, literal};
 use crate::pod::plan::InitPosition;
@@ -42,7 +42,7 @@ impl Agent for Go {
         true
     }
 
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let default = GoSpec::default();
         let (inst, info) = (cx.inst, cx.info);
         let go = inst.spec.go.as_deref().unwrap_or(&default);
@@ -53,7 +53,7 @@ impl Agent for Go {
                 "go: pod sets shareProcessNamespace: false, which the Go sidecar needs; not injected"
                     .into(),
             );
-            return Outcome::NothingInstrumented;
+            return Effect::NothingInstrumented;
         }
         // Counted before init containers are filtered out, as the Operator counts names.
         let named = split_names(cx.annotations.get(CONTAINER_NAMES)).len()
@@ -67,11 +67,11 @@ impl Agent for Go {
                 "go: {} containers named; Go instruments one container per pod; not injected",
                 named.max(cx.targets.len())
             ));
-            return Outcome::NothingInstrumented;
+            return Effect::NothingInstrumented;
         }
         // Empty when the only named container was an init container (already warned).
         let Some(app) = cx.targets.first().and_then(|&s| cx.plan.original(s)) else {
-            return Outcome::NothingInstrumented;
+            return Effect::NothingInstrumented;
         };
         // The sidecar's env, in the Operator's order: the target (annotation first, so it
         // beats go.env), go.env, the common env, then the SDK config of the app container.
@@ -93,7 +93,7 @@ impl Agent for Go {
                 "go: {OTEL_GO_AUTO_TARGET_EXE} not set (annotation otel-go-auto-target-exe or go.env); \
                  not injected"
             ));
-            return Outcome::NothingInstrumented;
+            return Effect::NothingInstrumented;
         }
 
         let security = go
@@ -148,6 +148,6 @@ impl Agent for Go {
             ..Default::default()
         });
         cx.plan.share_process_namespace = true;
-        Outcome::Injected(1)
+        Effect::Injected(1)
     }
 }

@@ -1,4 +1,4 @@
-//! What an agent is given ([`Injection`]) and returns ([`Outcome`]), and the checks every
+//! What an agent is given ([`Injection`]) and returns ([`Effect`]), and the checks every
 //! agent that extends a variable shares.
 
 use std::collections::BTreeMap;
@@ -39,9 +39,10 @@ impl DefaultImages {
     }
 }
 
-/// What an agent did.
+/// What an agent did to the pod (the engine's `outcome::Outcome` is what is
+/// recorded on it).
 #[derive(Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub enum Effect {
     /// This many containers were instrumented.
     Injected(usize),
     /// Every target was skipped (each with its own warning).

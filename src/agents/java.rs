@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Outcome, Refusal, identity};
+use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -34,7 +34,7 @@ pub struct Java;
 
 impl Agent for Java {
     identity!(Java, "java", java);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         copy::inject(self, cx)
     }
 }

@@ -21,7 +21,7 @@ pub mod sdk_env;
 pub mod webserver;
 
 pub use injection::{
-    DefaultImages, Delivery, Injection, Outcome, Refusal, ValueFromOrigin, value_from_origin,
+    DefaultImages, Delivery, Effect, Injection, Refusal, ValueFromOrigin, value_from_origin,
     value_from_warning,
 };
 pub use language::{ANNOTATION_PREFIX, LanguageSet, UnknownLanguage};
@@ -52,7 +52,7 @@ pub trait Agent: Sync {
         false
     }
     /// Adds this language to the plan for the targets in `cx`.
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome;
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect;
 }
 
 /// The registry entry of an agent and the names users write for it.

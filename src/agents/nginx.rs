@@ -10,7 +10,7 @@ use std::fmt::Write as _;
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
 use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
-use super::{Agent, Injection, Language, Outcome, identity};
+use super::{Agent, Effect, Injection, Language, identity};
 use crate::crd::{LanguageSpec, Nginx as NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.
@@ -132,7 +132,7 @@ impl Agent for Nginx {
         false
     }
 
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let default = NginxSpec::default();
         let nginx = cx.inst.spec.nginx.as_deref().unwrap_or(&default);
         let path = nginx.config_file.as_deref().unwrap_or_default();
@@ -140,7 +140,7 @@ impl Agent for Nginx {
             webserver::check_config_path(Language::Nginx, "spec.nginx.configFile", path)
         {
             cx.warn(warning);
-            return Outcome::InvalidValue;
+            return Effect::InvalidValue;
         }
         let (conf_dir, conf_file) = config_location(nginx.config_file.as_deref());
         let endpoint = webserver::endpoint(&cx.inst.spec);

@@ -2,7 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Outcome, Refusal, identity};
+use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -25,7 +25,7 @@ pub struct NodeJs;
 
 impl Agent for NodeJs {
     identity!(NodeJs, "nodejs", nodejs);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         copy::inject(self, cx)
     }
 }

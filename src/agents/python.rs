@@ -3,7 +3,7 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
-use super::{Agent, Injection, Outcome, Refusal, identity};
+use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -45,7 +45,7 @@ pub struct Python;
 
 impl Agent for Python {
     identity!(Python, "python", python);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         copy::inject(self, cx)
     }
 }

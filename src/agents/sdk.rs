@@ -2,7 +2,7 @@
 //! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
 
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Injection, Names, Outcome, names};
+use super::{Agent, Effect, Injection, Names, names};
 
 /// The SDK-only injector.
 pub struct SdkOnly;
@@ -13,7 +13,7 @@ impl Agent for SdkOnly {
         &NAMES
     }
 
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Outcome {
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let mut count = 0;
         for &slot in cx.targets {
             let Some(c) = cx.plan.container(slot) else {
@@ -25,9 +25,9 @@ impl Agent for SdkOnly {
             count += 1;
         }
         if count == 0 {
-            Outcome::NothingInstrumented
+            Effect::NothingInstrumented
         } else {
-            Outcome::Injected(count)
+            Effect::Injected(count)
         }
     }
 }

@@ -28,7 +28,7 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements, Volume
 
 use super::copy::ResourceDefaults;
 use super::sdk_env::{inject_common_env, inject_common_env_except, inject_sdk_config};
-use super::{Injection, Language, Outcome, ValueFromOrigin, value_from_origin, value_from_warning};
+use super::{Effect, Injection, Language, ValueFromOrigin, value_from_origin, value_from_warning};
 use crate::crd::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, InstrumentationSpec};
 use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
 use crate::pod::plan::{InitPosition, Slot};
@@ -251,7 +251,7 @@ fn library_path_from_value_from(env: &EnvPlan<'_>, ws: &WebServer<'_>) -> Option
 }
 
 /// Injects one web server flavour into the app containers among the targets.
-pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
+pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Effect {
     let lang = ws.lang;
     let planned = |name: &str| {
         cx.plan
@@ -265,7 +265,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
              {lang} not injected",
             other_server(lang)
         ));
-        return Outcome::NothingInstrumented;
+        return Effect::NothingInstrumented;
     }
     let (inst, info, targets) = (cx.inst, cx.info, cx.targets);
     let spec = &inst.spec;
@@ -287,7 +287,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
             Ok(conf) => conf,
             Err(warning) => {
                 cx.warn(warning);
-                return Outcome::InvalidValue;
+                return Effect::InvalidValue;
             }
         },
     };
@@ -356,10 +356,10 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
         cx.warn(w);
     }
     let (Some(first), Some(_)) = (first, first_name) else {
-        return Outcome::NothingInstrumented;
+        return Effect::NothingInstrumented;
     };
     let Some(app) = cx.plan.original(first) else {
-        return Outcome::NothingInstrumented;
+        return Effect::NothingInstrumented;
     };
 
     // Both init containers run with the first target's securityContext: the clone runs its
@@ -399,7 +399,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Outcome {
     cx.plan.add_volume(ws.agent_volume.clone());
     cx.plan.add_init_container(InitPosition::End, clone);
     cx.plan.add_init_container(InitPosition::End, attach);
-    Outcome::Injected(done.len())
+    Effect::Injected(done.len())
 }
 
 #[cfg(test)]

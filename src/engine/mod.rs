@@ -19,7 +19,7 @@ pub use config::{
 };
 pub use decision::{Decision, Report, Skip, SkipReason};
 pub use snapshot::{
-    Catalog, Entry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
+    Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
     POD_SECURITY_ENFORCE, Snapshot,
 };
 

@@ -17,7 +17,7 @@ use super::{
     INJECTED_ANNOTATION, MIN_PATCH_BYTES_PER_TARGET, MIRROR_ANNOTATION, Snapshot, too_large_warning,
 };
 use crate::agents::exporter_tls::ExporterTls;
-use crate::agents::{ANNOTATION_PREFIX, Injection, Language, Outcome};
+use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
@@ -385,7 +385,7 @@ fn inject(
     let found = Some(qualified(inst));
     let before = plan.is_changed().then(|| plan.clone());
     let mut warnings = Vec::new();
-    let outcome = lang.agent().inject(&mut Injection {
+    let effect = lang.agent().inject(&mut Injection {
         plan,
         info: scene.info,
         inst,
@@ -395,7 +395,7 @@ fn inject(
         annotations: scene.annotations,
         warnings: &mut warnings,
     });
-    if let Outcome::Injected(_) = outcome {
+    if let Effect::Injected(_) = effect {
         mount_exporter_tls(plan, slots, inst);
         if let Err(collision) = plan.check() {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
@@ -408,7 +408,7 @@ fn inject(
         }
     }
     // The agent's own warnings explain a language it did not instrument.
-    let said = (!matches!(outcome, Outcome::Injected(_))).then(|| {
+    let said = (!matches!(effect, Effect::Injected(_))).then(|| {
         let said = warnings.join("; ");
         shorten(if said.is_empty() {
             format!("inject-{lang}: nothing could be instrumented; not injected")
@@ -417,8 +417,8 @@ fn inject(
         })
     });
     d.warnings.extend(warnings);
-    let reason = match outcome {
-        Outcome::Injected(_) => {
+    let reason = match effect {
+        Effect::Injected(_) => {
             let (ns, name) = (
                 inst.metadata.namespace.as_deref().unwrap_or(""),
                 inst.metadata.name.as_deref().unwrap_or(""),
@@ -431,8 +431,8 @@ fn inject(
                 .unwrap_or_else(|| SpecHash::of(&inst.spec));
             return Ok((qualified(inst), spec));
         }
-        Outcome::NothingInstrumented => SkipReason::NothingInstrumented,
-        Outcome::InvalidValue => SkipReason::InvalidValue,
+        Effect::NothingInstrumented => SkipReason::NothingInstrumented,
+        Effect::InvalidValue => SkipReason::InvalidValue,
     };
     Err(Stop::Said(Skip {
         language: Some(lang),

@@ -55,12 +55,12 @@ pub trait ObjectLookup: Send + Sync {
 }
 
 /// One Instrumentation in the index: the object, or why it cannot be read.
-pub type Entry = Result<Arc<Instrumentation>, String>;
+pub type IndexEntry = Result<Arc<Instrumentation>, String>;
 
 /// An entry and, when readable, its spec's digest (computed once, when it enters the index).
 #[derive(Clone, Debug)]
 struct Indexed {
-    entry: Entry,
+    entry: IndexEntry,
     spec_hash: Option<SpecHash>,
 }
 
@@ -88,7 +88,7 @@ impl Instrumentations {
         self.insert_entry(namespace.to_owned(), name.to_owned(), Err(error))
     }
 
-    fn insert_entry(&mut self, namespace: String, name: String, entry: Entry) -> bool {
+    fn insert_entry(&mut self, namespace: String, name: String, entry: IndexEntry) -> bool {
         let spec_hash = entry.as_ref().ok().map(|i| SpecHash::of(&i.spec));
         self.by_namespace
             .entry(namespace)
@@ -109,7 +109,7 @@ impl Instrumentations {
         removed
     }
 
-    pub fn get(&self, namespace: &str, name: &str) -> Option<&Entry> {
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&IndexEntry> {
         Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
     }
 
@@ -130,7 +130,7 @@ impl Instrumentations {
 
     /// Every one, readable or not, by namespace then name, with its spec's digest when
     /// readable.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Entry, Option<SpecHash>)> {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &IndexEntry, Option<SpecHash>)> {
         self.by_namespace.iter().flat_map(|(ns, by_name)| {
             by_name
                 .iter()

@@ -20,7 +20,7 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams}
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::json;
 
-use super::run::{self, FIELD_MANAGER, Report, Settings, Step, Stop};
+use super::run::{self, Ended, FIELD_MANAGER, Settings, Step, Stop};
 use super::{AUTOMATIC, ROLLOUT_ANNOTATION};
 use crate::cluster::lease::Leadership;
 use crate::cluster::watch::{key_of, to_typed};
@@ -87,7 +87,7 @@ pub fn due(automatic: bool, spec: SpecHash, recorded: Option<&RolloutStatus>) ->
 pub fn status_of(
     spec: SpecHash,
     planned: usize,
-    report: &Report,
+    report: &Ended,
     finished: bool,
     now: &Time,
 ) -> RolloutStatus {
@@ -296,9 +296,9 @@ impl AutoRollout {
                     reason: run::StopReason::ApiError,
                     message: e.to_string(),
                 };
-                let report = Report {
+                let report = Ended {
                     stopped: Some(stop),
-                    ..Report::default()
+                    ..Ended::default()
                 };
                 self.finish(client, recorder, inst, spec, 0, &report).await;
                 return;
@@ -307,7 +307,7 @@ impl AutoRollout {
         let planned = census.plan.restarts.len();
         tracing::info!(instrumentation = %k, spec = %spec, workloads = planned, "rollout: starting");
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<RolloutStatus>();
-        let mut so_far = Report::default();
+        let mut so_far = Ended::default();
         let this = k.clone();
         // Owns the sender: the writer below ends when the executor is done with it.
         let mut on = move |step: Step<'_>| {
@@ -325,7 +325,7 @@ impl AutoRollout {
             }
             let _ = tx.send(status_of(spec, planned, &so_far, false, &now()));
         };
-        let first = status_of(spec, planned, &Report::default(), planned == 0, &now());
+        let first = status_of(spec, planned, &Ended::default(), planned == 0, &now());
         if let Err(e) = apply_status(client, inst, Some(&first)).await {
             tracing::warn!(instrumentation = %k, error = %e, "rollout: cannot write status.rollout (needs patch on instrumentations/status)");
         }
@@ -359,7 +359,7 @@ impl AutoRollout {
         inst: &Instrumentation,
         spec: SpecHash,
         planned: usize,
-        report: &Report,
+        report: &Ended,
     ) {
         let k = key(inst);
         let status = status_of(spec, planned, report, true, &now());

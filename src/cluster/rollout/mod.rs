@@ -13,7 +13,7 @@ pub mod run;
 pub use auto::AutoRollout;
 pub use plan::{Exclusions, Left, Object, Plan, Restart};
 pub use progress::Progress;
-pub use run::{Report, RolloutError, Settings, Step, Stop, StopReason};
+pub use run::{Ended, RolloutError, Settings, Step, Stop, StopReason};
 
 /// On an Instrumentation, `automatic` lets `serve` restart its stale workloads by itself; on
 /// a Deployment, StatefulSet or DaemonSet, `disabled` keeps every rollout away from it. A

@@ -257,7 +257,7 @@ pub enum Step<'a> {
 
 /// How a rollout ended.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Report {
+pub struct Ended {
     /// Restarted (stamped), in order.
     pub restarted: Vec<Workload>,
     /// Of those, complete.
@@ -357,8 +357,8 @@ pub async fn execute(
     plan: &Plan,
     settings: &Settings,
     on: &mut (dyn FnMut(Step<'_>) + Send),
-) -> Report {
-    let mut report = Report::default();
+) -> Ended {
+    let mut report = Ended::default();
     let mut queue = plan.restarts.iter().map(|r| &r.workload);
     let mut inflight: Vec<InFlight> = Vec::new();
     'rollout: loop {

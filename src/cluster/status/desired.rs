@@ -13,7 +13,7 @@ use super::{
 use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::{Instrumentation, InstrumentationStatus, SkippedReason, SpecHash, WorkloadStatus};
 use crate::engine::census::Tally;
-use crate::engine::{Entry, ObjectKind, ObjectLookup};
+use crate::engine::{IndexEntry, ObjectKind, ObjectLookup};
 
 /// Secrets and ConfigMaps named by the exporter TLS section that do not exist in the
 /// Instrumentation's namespace or in the namespace of a workload it counts
@@ -53,7 +53,7 @@ pub(super) fn missing_references(
 /// What [`desired`] reads.
 pub struct Inputs<'a> {
     /// The Instrumentation, or why it cannot be read.
-    pub entry: &'a Entry,
+    pub entry: &'a IndexEntry,
     pub spec_hash: Option<SpecHash>,
     /// Its pods (`None`: none asked for it).
     pub tally: Option<&'a Tally>,

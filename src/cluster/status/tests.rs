@@ -10,14 +10,14 @@ use super::*;
 use crate::crd::InstrumentationSpec;
 use crate::engine::SkipReason;
 use crate::engine::census::{Counts, Workload};
-use crate::engine::{Entry, ObjectKind, ObjectLookup};
+use crate::engine::{IndexEntry, ObjectKind, ObjectLookup};
 use serde_json::json;
 
 fn at(secs: i64) -> Time {
     Time(Timestamp::from_second(secs).unwrap())
 }
 
-fn inst(generation: i64) -> Entry {
+fn inst(generation: i64) -> IndexEntry {
     let mut i = Instrumentation::new("java", InstrumentationSpec::default());
     i.metadata.namespace = Some("shop".into());
     i.metadata.generation = Some(generation);
@@ -251,7 +251,7 @@ fn a_missing_secret_or_an_unreadable_object_degrades() {
          ConfigMap shop/otel-ca; pods there are not injected"
     );
 
-    let broken: Entry = Err("unknown variant `not_a_sampler`".into());
+    let broken: IndexEntry = Err("unknown variant `not_a_sampler`".into());
     let u = desired(&Inputs {
         entry: &broken,
         spec_hash: None,

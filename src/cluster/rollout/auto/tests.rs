@@ -69,10 +69,10 @@ fn w(name: &str) -> Workload {
 fn the_status_says_what_was_restarted_and_where_it_stopped() {
     let h = SpecHash([1, 2, 3, 4]);
     let t = Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH);
-    let mut report = Report {
+    let mut report = Ended {
         restarted: vec![w("a"), w("b")],
         completed: vec![w("a")],
-        ..Report::default()
+        ..Ended::default()
     };
     assert_eq!(
         status_of(h, 3, &report, false, &t),
@@ -122,14 +122,14 @@ fn the_status_says_what_was_restarted_and_where_it_stopped() {
         ),
         (COMPLETE, Some("3 workloads restarted and complete"), 0, 3)
     );
-    let s = status_of(h, 0, &Report::default(), true, &t);
+    let s = status_of(h, 0, &Ended::default(), true, &t);
     assert_eq!(
         (s.state.as_str(), s.message.as_deref()),
         (COMPLETE, Some("nothing to restart"))
     );
-    let many = Report {
+    let many = Ended {
         restarted: (0..60).map(|i| w(&format!("w{i:02}"))).collect(),
-        ..Report::default()
+        ..Ended::default()
     };
     let s = status_of(h, 60, &many, true, &t);
     assert_eq!(s.restarted.len(), RESTARTED_KEPT);
