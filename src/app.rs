@@ -14,7 +14,7 @@ use crate::cli::{
 };
 use crate::cluster::events::{self, KubePublisher};
 use crate::cluster::{self, Caches, Labeler};
-use crate::metrics::Metrics;
+use crate::metrics;
 use crate::offline;
 use crate::server::{self, admin};
 
@@ -167,9 +167,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
 
     // 1. Everything that can be checked locally fails fast, before binding; nothing here
     // reads more than the certificate files.
-    let metrics = Arc::new(Metrics::new());
+    // Each part registers its series into the one registry that /metrics serves.
+    let mut registry = metrics::root();
+    let server_metrics = Arc::new(server::Metrics::register(&mut registry));
+    let metrics = Arc::new(cluster::Metrics::register(&mut registry));
+    let cert_metrics = Arc::new(crate::certs::Metrics::register(&mut registry));
+    let exposition = Arc::new(metrics::Exposition::new(registry));
     let cert = args.tls.build()?;
-    metrics.certificate_served(cert.not_after());
+    cert_metrics.served(cert.not_after());
     let acceptor = cert.acceptor()?;
     let caches = args.cluster.build();
     let catalog = caches.catalog();
@@ -188,7 +193,8 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     );
     let health = admin::Health::new(
         catalog.clone(),
-        metrics.clone(),
+        exposition,
+        server_metrics.clone(),
         drain.clone(),
         cert.ready_at_start(),
     );
@@ -202,7 +208,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let router = server::router(Arc::new(server::Webhook {
         catalog,
         config: engine.clone(),
-        metrics: metrics.clone(),
+        metrics: server_metrics.clone(),
         events: events.clone(),
     }));
     let webhook = tokio::spawn(server::serve_tls(
@@ -210,7 +216,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         acceptor,
         router,
         webhook_limits,
-        metrics.clone(),
+        server_metrics,
         drain.clone(),
     ));
 
@@ -218,7 +224,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     // sync. The watches share one client, built (with retries) only if one of them needs it.
     let client = cluster::connect(args.cluster.kubeconfig.clone()).shared();
     let mut background = JoinSet::new();
-    background.spawn(cert.keep(client.clone(), certificate_ready, metrics.clone()));
+    background.spawn(cert.keep(client.clone(), certificate_ready, cert_metrics));
     if let Some(queue) = events_queue {
         // This replica's pod name (the kubelet sets HOSTNAME to it): the Events' instance.
         let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
@@ -288,7 +294,7 @@ async fn run_status(
     client: futures::future::Shared<impl Future<Output = kube::Client>>,
     args: crate::cli::StatusArgs,
     catalog: Arc<cluster::KubeCatalog>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<cluster::Metrics>,
     mut drain: server::Drain,
     rollout: Option<cluster::rollout::AutoRollout>,
     events: crate::cluster::events::EventSink,
@@ -421,7 +427,10 @@ async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
 
 /// Reads the Instrumentation files (off the runtime's workers): the catalog is ready when it
 /// returns `Ok`; an unreadable file ends `serve` with its error.
-async fn load_files(files: Arc<cluster::FileCatalog>, metrics: Arc<Metrics>) -> anyhow::Result<()> {
+async fn load_files(
+    files: Arc<cluster::FileCatalog>,
+    metrics: Arc<cluster::Metrics>,
+) -> anyhow::Result<()> {
     let count = files.paths().len();
     metrics.store("instrumentations", 0, false);
     let read = files.clone();

@@ -19,9 +19,9 @@ use kube::{Client, ResourceExt as _};
 use serde_json::json;
 use tokio::sync::watch;
 
+use super::metrics::{Metrics, ReloadResult};
 use crate::certs::bundle::{Bundle, now};
 use crate::certs::files::ReloadingCert;
-use crate::metrics::{Metrics, ReloadResult};
 use crate::retry;
 
 /// How often the Secret is re-read (renewals by other replicas) when all is well.
@@ -200,14 +200,14 @@ pub async fn run(
             match cert.set_pem(bundle.cert.as_bytes(), bundle.key.as_bytes()) {
                 Ok(true) => {
                     tracing::info!(%secret, "serving the certificate from the Secret");
-                    metrics.cert_reload(ReloadResult::Success);
-                    metrics.certificate_served(cert.not_after());
+                    metrics.reload(ReloadResult::Success);
+                    metrics.served(cert.not_after());
                     ready.store(true, Ordering::Release);
                 }
                 Ok(false) => ready.store(true, Ordering::Release),
                 Err(e) => {
                     tracing::error!(error = %e, %secret, "the Secret's certificate cannot be served; delete the Secret to have it made anew");
-                    metrics.cert_reload(ReloadResult::Error);
+                    metrics.reload(ReloadResult::Error);
                 }
             }
             ca_tx.send_if_modified(|ca| {

@@ -13,7 +13,7 @@ use rustls::{ServerConfig, version};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::metrics::{Metrics, ReloadResult};
+use super::metrics::{Metrics, ReloadResult};
 
 /// Errors loading the serving certificate.
 #[derive(Debug, thiserror::Error)]
@@ -248,12 +248,12 @@ impl ReloadingCert {
             match outcome {
                 Ok(Some(Ok(()))) => {
                     tracing::info!(cert = %self.cert_path.display(), "serving certificate reloaded");
-                    metrics.cert_reload(ReloadResult::Success);
-                    metrics.certificate_served(self.not_after());
+                    metrics.reload(ReloadResult::Success);
+                    metrics.served(self.not_after());
                 }
                 Ok(Some(Err(e))) => {
                     tracing::warn!(error = %e, "serving certificate not reloaded; keeping the current one");
-                    metrics.cert_reload(ReloadResult::Error);
+                    metrics.reload(ReloadResult::Error);
                 }
                 Ok(None) => {}
                 Err(e) => tracing::error!(error = %e, "certificate reload task failed"),

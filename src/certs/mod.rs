@@ -7,6 +7,7 @@ pub mod builtin;
 pub mod bundle;
 pub mod files;
 pub mod generate;
+pub mod metrics;
 pub mod validity;
 
 use std::future::Future;
@@ -19,10 +20,9 @@ use anyhow::Context as _;
 use kube::Client;
 use tokio_rustls::TlsAcceptor;
 
-use crate::metrics::Metrics;
-
 pub use files::{ReloadingCert, TlsError};
 pub use generate::{DevCerts, generate};
+pub use metrics::Metrics;
 
 /// The certificate the webhook serves, and what keeps it current.
 pub struct ServingCert {

@@ -8,8 +8,8 @@
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::Client;
 
+use super::metrics::Metrics;
 use crate::engine::auto_image_volumes;
-use crate::metrics::Metrics;
 
 /// `(major, minor)` of a version as the API server reports it (`"1"`, `"37+"`).
 pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {

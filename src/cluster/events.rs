@@ -20,10 +20,10 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::metrics::{EventResult, Metrics};
 use crate::agents::Language;
 use crate::crd::API_VERSION as INSTRUMENTATION_API_VERSION;
 use crate::engine::Catalog;
-use crate::metrics::{EventResult, Metrics};
 
 /// The Events' `reason`: a skip at admission, or pods admitted without the webhook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -229,7 +229,7 @@ impl Leadership {
 
 /// Keeps the `otel_injector_leader` gauge at this replica's leadership until the election
 /// ends.
-pub async fn report(mut leadership: Leadership, metrics: std::sync::Arc<crate::metrics::Metrics>) {
+pub async fn report(mut leadership: Leadership, metrics: std::sync::Arc<super::metrics::Metrics>) {
     metrics.leader.set(i64::from(leadership.is_leader()));
     loop {
         let leader = leadership.changed().await;

@@ -103,7 +103,7 @@ pub struct Finder {
     pub missed: SharedMissed,
     /// Told after every change of the records.
     pub dirty: Arc<Notify>,
-    pub metrics: Arc<crate::metrics::Metrics>,
+    pub metrics: Arc<super::metrics::Metrics>,
 }
 
 /// The record of one pod, if it counts as missed: not terminating, not in a namespace

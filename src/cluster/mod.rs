@@ -16,6 +16,7 @@ pub mod files;
 pub mod labeler;
 pub mod lease;
 pub mod list;
+pub mod metrics;
 pub mod missed;
 pub mod rollout;
 pub mod status;
@@ -31,6 +32,7 @@ pub use files::{FileCatalog, FileCatalogError, StaticCatalog};
 pub use labeler::Labeler;
 pub use lease::{Leadership, LeaseConfig, elect};
 pub use list::ClusterView;
+pub use metrics::Metrics;
 pub use status::StatusController;
 pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 

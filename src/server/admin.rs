@@ -13,13 +13,17 @@ use tokio::net::TcpListener;
 
 use super::conns::ConnLimits;
 use super::listener::serve_plain;
+use super::metrics::Metrics;
 use super::shutdown::Drain;
 use crate::engine::Catalog;
-use crate::metrics::Metrics;
+use crate::metrics::Exposition;
 
 /// Process health as the probes see it.
 pub struct Health {
     pub catalog: Arc<dyn Catalog + Send + Sync>,
+    /// What `/metrics` serves.
+    pub exposition: Arc<Exposition>,
+    /// The servers' series (the admin listener's connections among them).
     pub metrics: Arc<Metrics>,
     /// Not ready once the drain has begun.
     pub drain: Drain,
@@ -33,12 +37,14 @@ impl Health {
     /// serve.
     pub fn new(
         catalog: Arc<dyn Catalog + Send + Sync>,
+        exposition: Arc<Exposition>,
         metrics: Arc<Metrics>,
         drain: Drain,
         certificate_ready: bool,
     ) -> Arc<Self> {
         Arc::new(Health {
             catalog,
+            exposition,
             metrics,
             drain,
             certificate_ready: Arc::new(AtomicBool::new(certificate_ready)),
@@ -69,7 +75,7 @@ async fn metrics(State(h): State<Arc<Health>>) -> impl IntoResponse {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        h.metrics.encode(),
+        h.exposition.encode(),
     )
 }
 

@@ -17,8 +17,8 @@ use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
 use super::conns::{ConnLimits, Phase, TrackedIo, TrackedService, Tracker};
+use super::metrics::Metrics;
 use super::shutdown::Drain;
-use crate::metrics::Metrics;
 
 /// Connections the kernel completes and queues before we accept them: `listen(2)` lowers
 /// this to `net.core.somaxconn` (4096 by default since Linux 5.4, per network namespace),

@@ -7,10 +7,12 @@ pub mod admin;
 pub mod conns;
 pub mod fds;
 pub mod listener;
+pub mod metrics;
 pub mod shutdown;
 pub mod webhook;
 
 pub use conns::ConnLimits;
 pub use listener::{serve_plain, serve_tls};
+pub use metrics::Metrics;
 pub use shutdown::{Aborted, Drain, Shutdown};
 pub use webhook::{DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_DEADLINE, Webhook, router};

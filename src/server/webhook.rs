@@ -14,12 +14,12 @@ use axum::routing::post;
 use tracing::Span;
 use tracing::field::Empty;
 
+use super::metrics::{InjectionOutcome, Metrics, RequestOutcome};
 use crate::admission::{self, Summary};
 use crate::agents::Language;
 use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
-use crate::metrics::{InjectionOutcome, Metrics, RequestOutcome};
 
 /// Largest AdmissionReview accepted: the API server's own request limit (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;

@@ -8,38 +8,45 @@ use axum::http::{Request, header};
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::cluster::events::{EventSink, Notice, queue};
 use otel_injector::engine::EngineConfig;
-use otel_injector::metrics::Metrics;
+use otel_injector::metrics::{self, Exposition};
 use otel_injector::server::{Webhook, router};
 use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt as _;
 
 use super::{INSTRUMENTATIONS, Response, metric};
 
-/// The router over the test Instrumentations, and its metrics.
-pub fn webhook() -> (Router, Arc<Metrics>) {
-    let metrics = Arc::new(Metrics::new());
-    let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
-    let state = Webhook {
-        catalog: Arc::new(catalog),
-        config: EngineConfig::default(),
-        metrics: metrics.clone(),
-        events: EventSink::disabled(metrics.clone()),
-    };
-    (router(Arc::new(state)), metrics)
+/// The router over the test Instrumentations, and what its `/metrics` would serve.
+pub fn webhook() -> (Router, Arc<Exposition>) {
+    let (router, exposition, _) = with_events(None);
+    (router, exposition)
 }
 
 /// [`webhook`] with an Event queue of `capacity`, and the queue's receiving end.
-pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Metrics>, Receiver<Notice>) {
-    let metrics = Arc::new(Metrics::new());
+pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Exposition>, Receiver<Notice>) {
+    let (router, exposition, rx) = with_events(Some(capacity));
+    (router, exposition, rx.expect("a queue"))
+}
+
+fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Receiver<Notice>>) {
+    let mut registry = metrics::root();
+    let server = Arc::new(otel_injector::server::Metrics::register(&mut registry));
+    let cluster = Arc::new(otel_injector::cluster::Metrics::register(&mut registry));
+    let (events, rx) = match capacity {
+        Some(n) => {
+            let (events, rx) = queue(n, cluster);
+            (events, Some(rx))
+        }
+        None => (EventSink::disabled(cluster), None),
+    };
     let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
-    let (events, rx) = queue(capacity, metrics.clone());
     let state = Webhook {
         catalog: Arc::new(catalog),
         config: EngineConfig::default(),
-        metrics: metrics.clone(),
+        metrics: server,
         events,
     };
-    (router(Arc::new(state)), metrics, rx)
+    let exposition = Arc::new(Exposition::new(registry));
+    (router(Arc::new(state)), exposition, rx)
 }
 
 /// A POST of `body` as JSON.
@@ -71,7 +78,7 @@ pub async fn call(router: Router, req: Request<Body>) -> Response {
 }
 
 /// `otel_injector_admission_requests_total` for one outcome.
-pub fn requests(metrics: &Metrics, outcome: &str) -> f64 {
+pub fn requests(metrics: &Exposition, outcome: &str) -> f64 {
     let series = format!("otel_injector_admission_requests_total{{outcome=\"{outcome}\"}}");
     metric(&metrics.encode(), &series).expect("series exists")
 }

@@ -191,7 +191,7 @@ impl Publish for Fake {
 
 fn count(m: &Metrics, result: EventResult) -> u64 {
     m.events
-        .get_or_create(&crate::metrics::ReloadLabels {
+        .get_or_create(&crate::cluster::metrics::ResultLabels {
             result: result.as_str(),
         })
         .get()
@@ -203,7 +203,7 @@ async fn the_worker_publishes_counts_and_never_blocks_the_sender() {
         publish_timeout: Duration::from_millis(50),
         ..Limits::default()
     };
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::register(&mut crate::metrics::root()));
     let catalog: Arc<dyn Catalog + Send + Sync> = Arc::new(StaticCatalog::new([]));
     // A publisher that never answers, a queue of 2: the rest is dropped, each `record`
     // returning at once (the worker has not run yet on this single-threaded runtime).

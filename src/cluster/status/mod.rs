@@ -32,10 +32,10 @@ use pods::{SharedPods, watch_pods};
 use super::events::{EventSink, Notice, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
+use crate::cluster::metrics::{Metrics, WriteResult};
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
 use crate::engine::census::{Tally, Workload, census};
 use crate::engine::{Catalog, Instrumentations};
-use crate::metrics::{Metrics, WriteResult};
 
 /// The field manager of every status write; it owns only the fields written here.
 pub const FIELD_MANAGER: &str = "otel-injector-status";

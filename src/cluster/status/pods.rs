@@ -13,9 +13,9 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::Notify;
 
 use super::LogLimit;
+use crate::cluster::metrics::Metrics;
 use crate::engine::census::{Interner, PodRecord};
 use crate::engine::outcome::INJECTED_LABEL;
-use crate::metrics::Metrics;
 
 /// The pods that asked for injection, as the watch last had them.
 #[derive(Default)]

@@ -27,9 +27,9 @@ use namespaces::{NAMESPACE_CHANGES, NamespaceCache};
 pub use namespaces::{NamespaceChange, NamespaceEntry, NamespaceStore};
 
 use super::apiserver::{self, ServerInfo};
+use crate::cluster::metrics::Metrics;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
-use crate::metrics::Metrics;
 
 /// One watched kind kept in a reflector store: its reader side and whether it has synced.
 struct Watched<K: kube::Resource + 'static>

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::metrics::ConnClose;
+use crate::server::metrics::ConnClose;
 
 /// Default `--header-timeout`.
 pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(5);

@@ -29,8 +29,8 @@ pub use limits::*;
 use limits::{retire_age, timeout};
 pub use wrappers::{TrackedBody, TrackedIo, TrackedService};
 
+use super::metrics::{ConnClose, ConnMetrics, ConnRetire, Metrics};
 use super::shutdown::Drain;
-use crate::metrics::{ConnClose, ConnMetrics, ConnRetire, Metrics};
 
 /// The open connections of one listener.
 pub struct Tracker {

@@ -14,7 +14,12 @@ fn drain() -> (mpsc::UnboundedSender<()>, Shutdown, Drain) {
 
 fn tracker_with(limits: ConnLimits) -> (mpsc::UnboundedSender<()>, Shutdown, Arc<Tracker>) {
     let (tx, shutdown, drain) = drain();
-    let t = Tracker::new("test", limits, Arc::new(Metrics::new()), drain);
+    let t = Tracker::new(
+        "test",
+        limits,
+        Arc::new(Metrics::register(&mut crate::metrics::root())),
+        drain,
+    );
     (tx, shutdown, t)
 }
 
@@ -26,7 +31,7 @@ fn tracker() -> Arc<Tracker> {
             max_connections: 4,
             ..ConnLimits::default()
         },
-        Arc::new(Metrics::new()),
+        Arc::new(Metrics::register(&mut crate::metrics::root())),
         drain,
     )
 }

@@ -1,0 +1,89 @@
+//! The certificates' series: reloads and the validity of the certificate served now.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::metrics::label_enum;
+
+label_enum! {
+    /// How a serving certificate reload ended.
+    ReloadResult {
+        Success => "success",
+        Error => "error",
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    result: &'static str,
+}
+
+/// The certificates' series.
+#[derive(Debug)]
+pub struct Metrics {
+    reloads: Family<ResultLabels, Counter>,
+    expiry: Gauge,
+}
+
+impl Metrics {
+    /// The series, registered into `registry`, every reload result created at zero.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Metrics {
+            reloads: Family::default(),
+            expiry: Gauge::default(),
+        };
+        registry.register(
+            "certificate_reloads",
+            "Serving certificate reloads by result",
+            m.reloads.clone(),
+        );
+        registry.register(
+            "certificate_expiry_timestamp_seconds",
+            "End of the validity (notAfter) of the serving certificate served now, in unix seconds",
+            m.expiry.clone(),
+        );
+        for result in ReloadResult::ALL {
+            let _ = m.reloads.get_or_create(&ResultLabels {
+                result: result.as_str(),
+            });
+        }
+        m
+    }
+
+    pub fn reload(&self, result: ReloadResult) {
+        self.reloads
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    /// The serving certificate now served ends its validity at `not_after` (unix seconds).
+    pub fn served(&self, not_after: i64) {
+        self.expiry.set(not_after);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Exposition, root};
+
+    #[test]
+    fn the_certificate_series() {
+        let mut registry = root();
+        let m = Metrics::register(&mut registry);
+        m.served(1_796_083_200);
+        let text = Exposition::new(registry).encode();
+        for needle in [
+            "otel_injector_certificate_reloads_total{result=\"error\"} 0",
+            "# TYPE otel_injector_certificate_expiry_timestamp_seconds gauge",
+            "otel_injector_certificate_expiry_timestamp_seconds 1796083200",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+    }
+}

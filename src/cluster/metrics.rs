@@ -1,0 +1,201 @@
+//! The cluster part's series: the watched stores, what `auto` delivery decided, Events,
+//! the Lease, and the status controller's writes and pods.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+use crate::metrics::label_enum;
+
+label_enum! {
+    /// What became of a Kubernetes Event about a skipped injection or missed pods.
+    EventResult {
+        /// Published (created, or a repeat added to its series).
+        Recorded => "recorded",
+        /// The same event (object, reason, message) was published within the window.
+        Deduplicated => "deduplicated",
+        /// Over the global or the per-object rate.
+        RateLimited => "rate_limited",
+        /// The queue was full (or closed): never reached the publisher.
+        Dropped => "dropped",
+        /// The API server refused it or did not answer in time.
+        Failed => "failed",
+    }
+}
+
+label_enum! {
+    /// How a status write ended.
+    WriteResult {
+        Success => "success",
+        Error => "error",
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StoreLabels {
+    store: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: &'static str,
+}
+
+/// The cluster part's series.
+#[derive(Debug)]
+pub struct Metrics {
+    store_objects: Family<StoreLabels, Gauge>,
+    store_synced: Family<StoreLabels, Gauge>,
+    image_volumes: Family<SourceLabels, Gauge>,
+    pub events: Family<ResultLabels, Counter>,
+    /// 1 while this replica holds the Lease of the leader-only background writers.
+    pub leader: Gauge,
+    status_writes: Family<ResultLabels, Counter>,
+    pub status_pods: Gauge,
+    /// Pods found asking for injection without an outcome (admitted without the webhook).
+    pub missed_pods: Gauge,
+}
+
+impl Metrics {
+    /// The series, registered into `registry`, every bounded one created at zero.
+    pub fn register(registry: &mut Registry) -> Self {
+        let m = Metrics {
+            store_objects: Family::default(),
+            store_synced: Family::default(),
+            image_volumes: Family::default(),
+            events: Family::default(),
+            leader: Gauge::default(),
+            status_writes: Family::default(),
+            status_pods: Gauge::default(),
+            missed_pods: Gauge::default(),
+        };
+        let store = registry.sub_registry_with_prefix("store");
+        store.register(
+            "objects",
+            "Objects held in each watched store",
+            m.store_objects.clone(),
+        );
+        store.register(
+            "synced",
+            "1 once the store has completed its initial list",
+            m.store_synced.clone(),
+        );
+        registry.register(
+            "apiserver_image_volumes",
+            "1 when `auto` agent delivery uses image volumes, 0 when init containers; source: \
+             feature_gate (read from the API server's /metrics) or version (the gate could not \
+             be read)",
+            m.image_volumes.clone(),
+        );
+        registry.register(
+            "events",
+            "Kubernetes Events about skipped injections, by result: recorded, deduplicated, \
+             rate_limited, dropped (queue full), failed (refused by the API server or timed out)",
+            m.events.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica holds the Lease of the leader-only background writers \
+             (Instrumentation status, automatic rollout)",
+            m.leader.clone(),
+        );
+        let status = registry.sub_registry_with_prefix("status");
+        status.register(
+            "writes",
+            "Instrumentation status writes by result",
+            m.status_writes.clone(),
+        );
+        status.register(
+            "pods_watched",
+            "Pods that asked for injection, held by the status controller's pod watch",
+            m.status_pods.clone(),
+        );
+        status.register(
+            "pods_missed",
+            "Pods that asked for injection and were admitted without an outcome (the webhook \
+             unreachable or not registered when they were created), as the status \
+             controller's watches find them",
+            m.missed_pods.clone(),
+        );
+        for result in EventResult::ALL {
+            let _ = m.events.get_or_create(&ResultLabels {
+                result: result.as_str(),
+            });
+        }
+        for result in WriteResult::ALL {
+            let _ = m.status_writes.get_or_create(&ResultLabels {
+                result: result.as_str(),
+            });
+        }
+        m
+    }
+
+    pub fn store(&self, store: &'static str, objects: usize, synced: bool) {
+        self.store_objects
+            .get_or_create(&StoreLabels { store })
+            .set(i64::try_from(objects).unwrap_or(i64::MAX));
+        self.store_synced
+            .get_or_create(&StoreLabels { store })
+            .set(i64::from(synced));
+    }
+
+    /// What `auto` agent delivery decides now, and from which signal (`feature_gate` or
+    /// `version`); only that signal's series is kept.
+    pub fn auto_delivery(&self, source: &'static str, image_volumes: bool) {
+        self.image_volumes.clear();
+        self.image_volumes
+            .get_or_create(&SourceLabels { source })
+            .set(i64::from(image_volumes));
+    }
+
+    /// Counts what became of one Event.
+    pub fn event(&self, result: EventResult) {
+        self.events
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+
+    pub fn status_write(&self, result: WriteResult) {
+        self.status_writes
+            .get_or_create(&ResultLabels {
+                result: result.as_str(),
+            })
+            .inc();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metrics::{Exposition, root};
+
+    #[test]
+    fn the_cluster_series_with_their_fixed_values() {
+        let mut registry = root();
+        let m = Metrics::register(&mut registry);
+        m.store("instrumentations", 3, true);
+        m.auto_delivery("version", true);
+        m.auto_delivery("feature_gate", false);
+        let text = Exposition::new(registry).encode();
+        for needle in [
+            "otel_injector_store_objects{store=\"instrumentations\"} 3",
+            "otel_injector_store_synced{store=\"instrumentations\"} 1",
+            "otel_injector_apiserver_image_volumes{source=\"feature_gate\"} 0",
+            "otel_injector_events_total{result=\"dropped\"} 0",
+            "otel_injector_status_writes_total{result=\"error\"} 0",
+            "otel_injector_leader 0",
+        ] {
+            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+        }
+        assert!(!text.contains("source=\"version\""), "{text}");
+    }
+}
