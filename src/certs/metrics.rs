@@ -1,12 +1,9 @@
 //! The certificates' series: reloads and the validity of the certificate served now.
 
-use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::label_enum;
+use crate::metrics::{Counted, label_enum};
 
 label_enum! {
     /// How a serving certificate reload ended.
@@ -16,15 +13,10 @@ label_enum! {
     }
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ResultLabels {
-    result: &'static str,
-}
-
 /// The certificates' series.
 #[derive(Debug)]
 pub struct Metrics {
-    reloads: Family<ResultLabels, Counter>,
+    reloads: Counted<ReloadResult>,
     expiry: Gauge,
 }
 
@@ -32,33 +24,24 @@ impl Metrics {
     /// The series, registered into `registry`, every reload result created at zero.
     pub fn register(registry: &mut Registry) -> Self {
         let m = Metrics {
-            reloads: Family::default(),
+            reloads: Counted::register(
+                registry,
+                "certificate_reloads",
+                "Serving certificate reloads by result",
+                "result",
+            ),
             expiry: Gauge::default(),
         };
-        registry.register(
-            "certificate_reloads",
-            "Serving certificate reloads by result",
-            m.reloads.clone(),
-        );
         registry.register(
             "certificate_expiry_timestamp_seconds",
             "End of the validity (notAfter) of the serving certificate served now, in unix seconds",
             m.expiry.clone(),
         );
-        for result in ReloadResult::ALL {
-            let _ = m.reloads.get_or_create(&ResultLabels {
-                result: result.as_str(),
-            });
-        }
         m
     }
 
     pub fn reload(&self, result: ReloadResult) {
-        self.reloads
-            .get_or_create(&ResultLabels {
-                result: result.as_str(),
-            })
-            .inc();
+        self.reloads.inc(result);
     }
 
     /// The serving certificate now served ends its validity at `not_after` (unix seconds).

@@ -2,12 +2,11 @@
 //! the Lease, and the status controller's writes and pods.
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::label_enum;
+use crate::metrics::{Counted, label_enum};
 
 label_enum! {
     /// What became of a Kubernetes Event about a skipped injection or missed pods.
@@ -43,21 +42,16 @@ struct SourceLabels {
     source: &'static str,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResultLabels {
-    pub result: &'static str,
-}
-
 /// The cluster part's series.
 #[derive(Debug)]
 pub struct Metrics {
     store_objects: Family<StoreLabels, Gauge>,
     store_synced: Family<StoreLabels, Gauge>,
     image_volumes: Family<SourceLabels, Gauge>,
-    pub events: Family<ResultLabels, Counter>,
+    pub events: Counted<EventResult>,
     /// 1 while this replica holds the Lease of the leader-only background writers.
     pub leader: Gauge,
-    status_writes: Family<ResultLabels, Counter>,
+    status_writes: Counted<WriteResult>,
     pub status_pods: Gauge,
     /// Pods found asking for injection without an outcome (admitted without the webhook).
     pub missed_pods: Gauge,
@@ -66,13 +60,26 @@ pub struct Metrics {
 impl Metrics {
     /// The series, registered into `registry`, every bounded one created at zero.
     pub fn register(registry: &mut Registry) -> Self {
+        let events = Counted::register(
+            registry,
+            "events",
+            "Kubernetes Events about skipped injections, by result: recorded, deduplicated, \
+             rate_limited, dropped (queue full), failed (refused by the API server or timed out)",
+            "result",
+        );
+        let status_writes = Counted::register(
+            registry.sub_registry_with_prefix("status"),
+            "writes",
+            "Instrumentation status writes by result",
+            "result",
+        );
         let m = Metrics {
             store_objects: Family::default(),
             store_synced: Family::default(),
             image_volumes: Family::default(),
-            events: Family::default(),
+            events,
             leader: Gauge::default(),
-            status_writes: Family::default(),
+            status_writes,
             status_pods: Gauge::default(),
             missed_pods: Gauge::default(),
         };
@@ -95,23 +102,12 @@ impl Metrics {
             m.image_volumes.clone(),
         );
         registry.register(
-            "events",
-            "Kubernetes Events about skipped injections, by result: recorded, deduplicated, \
-             rate_limited, dropped (queue full), failed (refused by the API server or timed out)",
-            m.events.clone(),
-        );
-        registry.register(
             "leader",
             "1 while this replica holds the Lease of the leader-only background writers \
              (Instrumentation status, automatic rollout)",
             m.leader.clone(),
         );
         let status = registry.sub_registry_with_prefix("status");
-        status.register(
-            "writes",
-            "Instrumentation status writes by result",
-            m.status_writes.clone(),
-        );
         status.register(
             "pods_watched",
             "Pods that asked for injection, held by the status controller's pod watch",
@@ -124,16 +120,6 @@ impl Metrics {
              controller's watches find them",
             m.missed_pods.clone(),
         );
-        for result in EventResult::ALL {
-            let _ = m.events.get_or_create(&ResultLabels {
-                result: result.as_str(),
-            });
-        }
-        for result in WriteResult::ALL {
-            let _ = m.status_writes.get_or_create(&ResultLabels {
-                result: result.as_str(),
-            });
-        }
         m
     }
 
@@ -157,19 +143,11 @@ impl Metrics {
 
     /// Counts what became of one Event.
     pub fn event(&self, result: EventResult) {
-        self.events
-            .get_or_create(&ResultLabels {
-                result: result.as_str(),
-            })
-            .inc();
+        self.events.inc(result);
     }
 
     pub fn status_write(&self, result: WriteResult) {
-        self.status_writes
-            .get_or_create(&ResultLabels {
-                result: result.as_str(),
-            })
-            .inc();
+        self.status_writes.inc(result);
     }
 }
 

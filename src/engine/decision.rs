@@ -7,6 +7,13 @@ use crate::crd::SpecHash;
 use crate::pod::plan::PodPlan;
 use crate::warnings::shorten;
 
+impl crate::metrics::LabelValue for SkipReason {
+    const ALL: &'static [Self] = &SkipReason::ALL;
+    fn as_str(self) -> &'static str {
+        SkipReason::as_str(self)
+    }
+}
+
 /// Why a pod that asked for injection did not get (all of) it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum SkipReason {

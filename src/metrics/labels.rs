@@ -19,6 +19,13 @@ macro_rules! label_enum {
                 }
             }
         }
+
+        impl $crate::metrics::LabelValue for $name {
+            const ALL: &'static [Self] = &$name::ALL;
+            fn as_str(self) -> &'static str {
+                $name::as_str(self)
+            }
+        }
     };
 }
 pub(crate) use label_enum;

@@ -4,7 +4,10 @@
 //! holds only the root, the build information series and the exposition. Label values are
 //! bounded (never a pod name or an error string): enums made by [`label_enum!`].
 
+use std::marker::PhantomData;
+
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 pub use prometheus_client::registry::Registry;
@@ -31,6 +34,53 @@ impl BuildLabels {
             rustc: crate::build_info::RUSTC_VERSION,
             target: crate::build_info::TARGET,
         }
+    }
+}
+
+/// A bounded set of label values: an enum made by [`label_enum!`] (or one that spells
+/// itself the same way, like the engine's skip reasons).
+pub trait LabelValue: Copy + PartialEq + 'static {
+    /// Every value, in declaration order.
+    const ALL: &'static [Self];
+    /// The value as the label writes it.
+    fn as_str(self) -> &'static str;
+}
+
+/// A counter per value of `E` under one label, registered as one family, every series
+/// created at zero (dashboards see zeros, not gaps) and counted without a lookup.
+#[derive(Clone, Debug)]
+pub struct Counted<E> {
+    counters: Vec<Counter>,
+    values: PhantomData<E>,
+}
+
+impl<E: LabelValue> Counted<E> {
+    /// Registers `name` (`help`) with label `label` into `registry`.
+    pub fn register(registry: &mut Registry, name: &str, help: &str, label: &'static str) -> Self {
+        let family = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        registry.register(name, help, family.clone());
+        let counters = E::ALL
+            .iter()
+            .map(|v| family.get_or_create(&[(label, v.as_str())]).clone())
+            .collect();
+        Counted {
+            counters,
+            values: PhantomData,
+        }
+    }
+
+    fn counter(&self, value: E) -> &Counter {
+        let i = E::ALL.iter().position(|v| *v == value).unwrap_or(0);
+        &self.counters[i]
+    }
+
+    pub fn inc(&self, value: E) {
+        self.counter(value).inc();
+    }
+
+    /// The count of `value` so far.
+    pub fn get(&self, value: E) -> u64 {
+        self.counter(value).get()
     }
 }
 

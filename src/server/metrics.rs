@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 
 use crate::agents::Language;
 use crate::engine::SkipReason;
-use crate::metrics::label_enum;
+use crate::metrics::{Counted, label_enum};
 
 label_enum! {
     /// How an admission request ended (also the `outcome` field of the request's span).
@@ -69,19 +69,9 @@ pub const LISTENERS: [&str; 2] = ["webhook", "admin"];
 // they are (the derive would spell an enum variant's name).
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct OutcomeLabels {
-    outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct InjectionLabels {
     language: &'static str,
     outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SkipLabels {
-    reason: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -107,10 +97,10 @@ const DURATION_BUCKETS: [f64; 17] = [
 /// The servers' series.
 #[derive(Debug)]
 pub struct Metrics {
-    requests: Family<OutcomeLabels, Counter>,
+    requests: Counted<RequestOutcome>,
     pub duration: Histogram,
     injections: Family<InjectionLabels, Counter>,
-    not_injected: Family<SkipLabels, Counter>,
+    not_injected: Counted<SkipReason>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections_dropped: Family<ReasonLabels, Counter>,
     connections_retired: Family<ReasonLabels, Counter>,
@@ -120,35 +110,38 @@ impl Metrics {
     /// The series, registered into `registry`, every bounded one created at zero so that
     /// dashboards see zeros, not gaps.
     pub fn register(registry: &mut Registry) -> Self {
+        let admission = registry.sub_registry_with_prefix("admission");
+        let requests = Counted::register(
+            admission,
+            "requests",
+            "Admission requests by outcome",
+            "outcome",
+        );
+        let duration = Histogram::new(DURATION_BUCKETS);
+        admission.register(
+            "duration_seconds",
+            "Time from a complete request body to the response, in seconds",
+            duration.clone(),
+        );
+        let not_injected = Counted::register(
+            registry,
+            "not_injected",
+            "Pods or languages that asked for injection and did not get it, by reason",
+            "reason",
+        );
         let m = Metrics {
-            requests: Family::default(),
-            duration: Histogram::new(DURATION_BUCKETS),
+            requests,
+            duration,
             injections: Family::default(),
-            not_injected: Family::default(),
+            not_injected,
             connections_open: Family::default(),
             connections_dropped: Family::default(),
             connections_retired: Family::default(),
         };
-        let admission = registry.sub_registry_with_prefix("admission");
-        admission.register(
-            "requests",
-            "Admission requests by outcome",
-            m.requests.clone(),
-        );
-        admission.register(
-            "duration_seconds",
-            "Time from a complete request body to the response, in seconds",
-            m.duration.clone(),
-        );
         registry.register(
             "injections",
             "Languages requested by pods, by language and outcome",
             m.injections.clone(),
-        );
-        registry.register(
-            "not_injected",
-            "Pods or languages that asked for injection and did not get it, by reason",
-            m.not_injected.clone(),
         );
         let conns = registry.sub_registry_with_prefix("connections");
         conns.register(
@@ -167,16 +160,6 @@ impl Metrics {
              listener and reason: draining (after SIGTERM) or max_age",
             m.connections_retired.clone(),
         );
-        for outcome in RequestOutcome::ALL {
-            let _ = m.requests.get_or_create(&OutcomeLabels {
-                outcome: outcome.as_str(),
-            });
-        }
-        for reason in SkipReason::ALL {
-            let _ = m.not_injected.get_or_create(&SkipLabels {
-                reason: reason.as_str(),
-            });
-        }
         for listener in LISTENERS {
             let _ = m.connections(listener);
         }
@@ -184,11 +167,7 @@ impl Metrics {
     }
 
     pub fn request(&self, outcome: RequestOutcome) {
-        self.requests
-            .get_or_create(&OutcomeLabels {
-                outcome: outcome.as_str(),
-            })
-            .inc();
+        self.requests.inc(outcome);
     }
 
     pub fn injection(&self, language: Language, outcome: InjectionOutcome) {
@@ -201,11 +180,7 @@ impl Metrics {
     }
 
     pub fn skipped(&self, reason: SkipReason) {
-        self.not_injected
-            .get_or_create(&SkipLabels {
-                reason: reason.as_str(),
-            })
-            .inc();
+        self.not_injected.inc(reason);
     }
 
     /// One listener's connection series, as handles that update without a lookup.

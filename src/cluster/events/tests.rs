@@ -190,11 +190,7 @@ impl Publish for Fake {
 }
 
 fn count(m: &Metrics, result: EventResult) -> u64 {
-    m.events
-        .get_or_create(&crate::cluster::metrics::ResultLabels {
-            result: result.as_str(),
-        })
-        .get()
+    m.events.get(result)
 }
 
 #[tokio::test]
