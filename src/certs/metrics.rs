@@ -3,7 +3,7 @@
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::{Counted, label_enum};
+use crate::metrics::{Counted, label_enum, registered};
 
 label_enum! {
     /// How a serving certificate reload ended.
@@ -23,21 +23,20 @@ pub struct Metrics {
 impl Metrics {
     /// The series, registered into `registry`, every reload result created at zero.
     pub fn register(registry: &mut Registry) -> Self {
-        let m = Metrics {
+        Metrics {
             reloads: Counted::register(
                 registry,
                 "certificate_reloads",
                 "Serving certificate reloads by result",
                 "result",
             ),
-            expiry: Gauge::default(),
-        };
-        registry.register(
-            "certificate_expiry_timestamp_seconds",
-            "End of the validity (notAfter) of the serving certificate served now, in unix seconds",
-            m.expiry.clone(),
-        );
-        m
+            expiry: registered(
+                registry,
+                "certificate_expiry_timestamp_seconds",
+                "End of the validity (notAfter) of the serving certificate served now, in unix \
+                 seconds",
+            ),
+        }
     }
 
     pub fn reload(&self, result: ReloadResult) {

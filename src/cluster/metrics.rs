@@ -6,7 +6,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::metrics::{Counted, label_enum};
+use crate::metrics::{Counted, label_enum, registered};
 
 label_enum! {
     /// What became of a Kubernetes Event about a skipped injection or missed pods.
@@ -60,67 +60,60 @@ pub struct Metrics {
 impl Metrics {
     /// The series, registered into `registry`, every bounded one created at zero.
     pub fn register(registry: &mut Registry) -> Self {
-        let events = Counted::register(
-            registry,
-            "events",
-            "Kubernetes Events about skipped injections, by result: recorded, deduplicated, \
-             rate_limited, dropped (queue full), failed (refused by the API server or timed out)",
-            "result",
+        let store = registry.sub_registry_with_prefix("store");
+        let store_objects = registered(store, "objects", "Objects held in each watched store");
+        let store_synced = registered(
+            store,
+            "synced",
+            "1 once the store has completed its initial list",
         );
+        let status = registry.sub_registry_with_prefix("status");
         let status_writes = Counted::register(
-            registry.sub_registry_with_prefix("status"),
+            status,
             "writes",
             "Instrumentation status writes by result",
             "result",
         );
-        let m = Metrics {
-            store_objects: Family::default(),
-            store_synced: Family::default(),
-            image_volumes: Family::default(),
-            events,
-            leader: Gauge::default(),
-            status_writes,
-            status_pods: Gauge::default(),
-            missed_pods: Gauge::default(),
-        };
-        let store = registry.sub_registry_with_prefix("store");
-        store.register(
-            "objects",
-            "Objects held in each watched store",
-            m.store_objects.clone(),
-        );
-        store.register(
-            "synced",
-            "1 once the store has completed its initial list",
-            m.store_synced.clone(),
-        );
-        registry.register(
-            "apiserver_image_volumes",
-            "1 when `auto` agent delivery uses image volumes, 0 when init containers; source: \
-             feature_gate (read from the API server's /metrics) or version (the gate could not \
-             be read)",
-            m.image_volumes.clone(),
-        );
-        registry.register(
-            "leader",
-            "1 while this replica holds the Lease of the leader-only background writers \
-             (Instrumentation status, automatic rollout)",
-            m.leader.clone(),
-        );
-        let status = registry.sub_registry_with_prefix("status");
-        status.register(
+        let status_pods = registered(
+            status,
             "pods_watched",
             "Pods that asked for injection, held by the status controller's pod watch",
-            m.status_pods.clone(),
         );
-        status.register(
+        let missed_pods = registered(
+            status,
             "pods_missed",
             "Pods that asked for injection and were admitted without an outcome (the webhook \
              unreachable or not registered when they were created), as the status \
              controller's watches find them",
-            m.missed_pods.clone(),
         );
-        m
+        Metrics {
+            store_objects,
+            store_synced,
+            image_volumes: registered(
+                registry,
+                "apiserver_image_volumes",
+                "1 when `auto` agent delivery uses image volumes, 0 when init containers; \
+                 source: feature_gate (read from the API server's /metrics) or version (the \
+                 gate could not be read)",
+            ),
+            events: Counted::register(
+                registry,
+                "events",
+                "Kubernetes Events about skipped injections, by result: recorded, \
+                 deduplicated, rate_limited, dropped (queue full), failed (refused by the API \
+                 server or timed out)",
+                "result",
+            ),
+            leader: registered(
+                registry,
+                "leader",
+                "1 while this replica holds the Lease of the leader-only background writers \
+                 (Instrumentation status, automatic rollout)",
+            ),
+            status_writes,
+            status_pods,
+            missed_pods,
+        }
     }
 
     pub fn store(&self, store: &'static str, objects: usize, synced: bool) {

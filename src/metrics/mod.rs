@@ -10,7 +10,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-pub use prometheus_client::registry::Registry;
+pub use prometheus_client::registry::{Metric, Registry};
 
 mod labels;
 
@@ -35,6 +35,17 @@ impl BuildLabels {
             target: crate::build_info::TARGET,
         }
     }
+}
+
+/// A new metric of type `M`, registered into `registry` as `name` (`help`).
+pub fn registered<M: Metric + Clone + Default>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+) -> M {
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
 }
 
 /// A bounded set of label values: an enum made by [`label_enum!`] (or one that spells

@@ -10,7 +10,7 @@ use prometheus_client::registry::Registry;
 
 use crate::agents::Language;
 use crate::engine::SkipReason;
-use crate::metrics::{Counted, label_enum};
+use crate::metrics::{Counted, label_enum, registered};
 
 label_enum! {
     /// How an admission request ended (also the `outcome` field of the request's span).
@@ -123,43 +123,36 @@ impl Metrics {
             "Time from a complete request body to the response, in seconds",
             duration.clone(),
         );
+        let injections = registered(
+            registry,
+            "injections",
+            "Languages requested by pods, by language and outcome",
+        );
         let not_injected = Counted::register(
             registry,
             "not_injected",
             "Pods or languages that asked for injection and did not get it, by reason",
             "reason",
         );
+        let conns = registry.sub_registry_with_prefix("connections");
         let m = Metrics {
             requests,
             duration,
-            injections: Family::default(),
+            injections,
             not_injected,
-            connections_open: Family::default(),
-            connections_dropped: Family::default(),
-            connections_retired: Family::default(),
+            connections_open: registered(conns, "open", "Connections open on each listener"),
+            connections_dropped: registered(
+                conns,
+                "dropped",
+                "Connections the server closed before the client did, by listener and reason",
+            ),
+            connections_retired: registered(
+                conns,
+                "retired",
+                "Answers that told the client to close its connection (Connection: close), by \
+                 listener and reason: draining (after SIGTERM) or max_age",
+            ),
         };
-        registry.register(
-            "injections",
-            "Languages requested by pods, by language and outcome",
-            m.injections.clone(),
-        );
-        let conns = registry.sub_registry_with_prefix("connections");
-        conns.register(
-            "open",
-            "Connections open on each listener",
-            m.connections_open.clone(),
-        );
-        conns.register(
-            "dropped",
-            "Connections the server closed before the client did, by listener and reason",
-            m.connections_dropped.clone(),
-        );
-        conns.register(
-            "retired",
-            "Answers that told the client to close its connection (Connection: close), by \
-             listener and reason: draining (after SIGTERM) or max_age",
-            m.connections_retired.clone(),
-        );
         for listener in LISTENERS {
             let _ = m.connections(listener);
         }
