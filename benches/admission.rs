@@ -4,8 +4,10 @@
 //! the medians of this invocation are printed as ratios to the baseline of their size.
 //!
 //! Paths per size: `baseline_parse` (the baseline), `pod_inject_java` (Pod CREATE that gets a
-//! Java patch), `pod_noop` (a Pod CREATE asking for nothing) and `non_pod` (a Deployment
-//! CREATE: the envelope is read, the object never decoded). Group `<size>_parts` times the
+//! Java patch), `pod_inject_java_two_pass` (the same with the envelope read first and the pod
+//! decoded from it afterwards, `admission::review_two_pass`: what the one-pass envelope
+//! saves), `pod_noop` (a Pod CREATE asking for nothing) and `non_pod` (a Deployment CREATE:
+//! the envelope is read, the object never decoded). Group `<size>_parts` times the
 //! pieces of the inject path alone, to show where it goes.
 
 use std::hint::black_box;
@@ -23,7 +25,13 @@ const INSTRUMENTATION: &str = include_str!("../tests/data/instrumentations/java-
 
 /// (name, containers, env entries per container)
 const SIZES: [(&str, usize, usize); 3] = [("small", 1, 2), ("medium", 3, 20), ("large", 10, 50)];
-const PATHS: [&str; 4] = ["baseline_parse", "pod_inject_java", "pod_noop", "non_pod"];
+const PATHS: [&str; 5] = [
+    "baseline_parse",
+    "pod_inject_java",
+    "pod_inject_java_two_pass",
+    "pod_noop",
+    "non_pod",
+];
 /// Parts of the inject path, measured alone (group `<size>_parts`).
 const PARTS: [&str; 4] = [
     "decode_pod",
@@ -272,11 +280,14 @@ fn main() {
         g.bench_function(PATHS[0], |b| {
             b.iter(|| serde_json::from_slice::<Value>(black_box(&inject)).unwrap())
         });
-        for (path, body) in [(PATHS[1], &inject), (PATHS[2], &noop), (PATHS[3], &non_pod)] {
+        for (path, body) in [(PATHS[1], &inject), (PATHS[3], &noop), (PATHS[4], &non_pod)] {
             g.bench_function(path, |b| {
                 b.iter(|| admission::review(black_box(body), &catalog, &config).unwrap())
             });
         }
+        g.bench_function(PATHS[2], |b| {
+            b.iter(|| admission::review_two_pass(black_box(&inject), &catalog, &config).unwrap())
+        });
         g.finish();
 
         // Where review() spends its time on the inject path: the typed Pod decode (with and
