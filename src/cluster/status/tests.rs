@@ -44,6 +44,20 @@ fn counts(current: u32, outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts 
 const T0: i64 = 1_800_000_000;
 const HASH: SpecHash = SpecHash([0x3f, 0x2a, 0x9c, 0x1b]);
 
+/// Inputs about `entry` with the usual rest: the test hash, no pods, nothing missing or
+/// verified, no previous status, at `T0`.
+fn given(entry: &IndexEntry) -> Inputs<'_> {
+    Inputs {
+        entry,
+        spec_hash: Some(HASH),
+        tally: None,
+        missing: &[],
+        verified: false,
+        previous: None,
+        now: at(T0),
+    }
+}
+
 #[test]
 fn the_status_counts_reasons_workloads_and_conditions() {
     let missed = |mut c: Counts, n| {
@@ -74,13 +88,8 @@ fn the_status_counts_reasons_workloads_and_conditions() {
     };
     let entry = inst(4);
     let s = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
         tally: Some(&tally),
-        missing: &[],
-        verified: false,
-        previous: None,
-        now: at(T0),
+        ..given(&entry)
     });
     assert_eq!(
         serde_json::to_value(&s).unwrap(),
@@ -115,13 +124,10 @@ fn the_status_counts_reasons_workloads_and_conditions() {
     more.workloads
         .insert(workload("Deployment", "web"), missed(counts(4, 0, &[]), 1));
     let later = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
         tally: Some(&more),
-        missing: &[],
-        verified: false,
         previous: Some(&s),
         now: at(T0 + 60),
+        ..given(&entry)
     });
     assert_eq!(later.injected, Some(4));
     assert_eq!(later.last_change_time, Some(at(T0 + 60)));
@@ -137,13 +143,10 @@ fn the_status_counts_reasons_workloads_and_conditions() {
     assert_eq!(later.conditions, s.conditions, "nothing transitioned");
     // Unchanged input: the same status, so nothing is written.
     let again = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
         tally: Some(&more),
-        missing: &[],
-        verified: false,
         previous: Some(&later),
         now: at(T0 + 120),
+        ..given(&entry)
     });
     assert_eq!(again, later);
 }
@@ -152,13 +155,8 @@ fn the_status_counts_reasons_workloads_and_conditions() {
 fn no_pods_count_zero_and_the_lists_are_bounded() {
     let entry = inst(1);
     let none = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
-        tally: None,
-        missing: &[],
         verified: true,
-        previous: None,
-        now: at(T0),
+        ..given(&entry)
     });
     assert_eq!(
         (none.injected, none.outdated, none.skipped),
@@ -186,13 +184,9 @@ fn no_pods_count_zero_and_the_lists_are_bounded() {
             .collect(),
     };
     let s = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
         tally: Some(&many),
-        missing: &[],
         verified: true,
-        previous: None,
-        now: at(T0),
+        ..given(&entry)
     });
     assert_eq!(s.skipped_reasons.len(), MAX_REASONS);
     assert_eq!(s.workloads.len(), MAX_WORKLOADS);
@@ -209,22 +203,15 @@ fn a_missing_secret_or_an_unreadable_object_degrades() {
         (ObjectKind::ConfigMap, "shop/otel-ca".to_owned()),
     ];
     let ok = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
-        tally: None,
-        missing: &[],
         verified: true,
-        previous: None,
-        now: at(T0),
+        ..given(&entry)
     });
     let s = desired(&Inputs {
-        entry: &entry,
-        spec_hash: Some(HASH),
-        tally: None,
         missing: &missing,
         verified: true,
         previous: Some(&ok),
         now: at(T0 + 5),
+        ..given(&entry)
     });
     let view: Vec<_> = s
         .conditions
@@ -253,13 +240,9 @@ fn a_missing_secret_or_an_unreadable_object_degrades() {
 
     let broken: IndexEntry = Err("unknown variant `not_a_sampler`".into());
     let u = desired(&Inputs {
-        entry: &broken,
         spec_hash: None,
-        tally: None,
-        missing: &[],
         verified: true,
-        previous: None,
-        now: at(T0),
+        ..given(&broken)
     });
     assert_eq!(
         serde_json::to_value(&u).unwrap(),
