@@ -128,6 +128,14 @@ pub(super) fn cross_namespace_denied(
 /// named `otel-auto-secret-<name>` (or `-configmap-`), which must be a DNS label, so a name
 /// that is not one (dots included) would make the API server reject the pod.
 pub(super) fn invalid_tls_reference(inst: &Instrumentation) -> Option<(ObjectKind, String)> {
+    tls_reference(inst, |_, name| !is_dns_label(name))
+}
+
+/// The first object `spec.exporter.tls` names (Secret, then ConfigMap) for which `bad` holds.
+fn tls_reference(
+    inst: &Instrumentation,
+    bad: impl Fn(ObjectKind, &str) -> bool,
+) -> Option<(ObjectKind, String)> {
     let tls = ExporterTls::of(&inst.spec)?;
     let refs = [
         (ObjectKind::Secret, tls.secret()),
@@ -135,7 +143,7 @@ pub(super) fn invalid_tls_reference(inst: &Instrumentation) -> Option<(ObjectKin
     ];
     refs.into_iter().find_map(|(kind, name)| {
         let name = name?;
-        (!is_dns_label(name)).then(|| (kind, name.to_owned()))
+        bad(kind, name).then(|| (kind, name.to_owned()))
     })
 }
 
@@ -157,13 +165,7 @@ pub(super) fn missing_tls_reference(
     snapshot: &Snapshot<'_>,
     inst: &Instrumentation,
 ) -> Option<(ObjectKind, String)> {
-    let tls = ExporterTls::of(&inst.spec)?;
-    let refs = [
-        (ObjectKind::Secret, tls.secret()),
-        (ObjectKind::ConfigMap, tls.config_map()),
-    ];
-    refs.into_iter().find_map(|(kind, name)| {
-        let name = name?;
-        (snapshot.object_exists(kind, name) == Some(false)).then(|| (kind, name.to_owned()))
+    tls_reference(inst, |kind, name| {
+        snapshot.object_exists(kind, name) == Some(false)
     })
 }
