@@ -18,6 +18,24 @@ use crate::pod::env::EnvPlan;
 /// Default `sizeLimit` of the agent's `emptyDir`.
 pub const DEFAULT_VOLUME_SIZE: &str = "200Mi";
 
+/// `copy_layout!("name", request_cpu, request_memory)`: a copy language's `INIT_CONTAINER`
+/// and `VOLUME` (`opentelemetry-auto-instrumentation-<name>`, the Operator's), `MOUNT`
+/// (`/otel-auto-instrumentation-<name>`) and its `LAYOUT` with the Operator's resources.
+macro_rules! copy_layout {
+    ($name:literal, $request_cpu:literal, $request_memory:literal) => {
+        pub const INIT_CONTAINER: &str = concat!("opentelemetry-auto-instrumentation-", $name);
+        pub const VOLUME: &str = INIT_CONTAINER;
+        pub const MOUNT: &str = concat!("/otel-auto-instrumentation-", $name);
+        const LAYOUT: $crate::agents::copy::CopyLayout = $crate::agents::copy::CopyLayout {
+            init_container: INIT_CONTAINER,
+            volume: VOLUME,
+            mount: MOUNT,
+            resources: $crate::agents::copy::ResourceDefaults::agent($request_cpu, $request_memory),
+        };
+    };
+}
+pub(super) use copy_layout;
+
 /// Default resources of an agent's init container.
 #[derive(Clone, Copy, Debug)]
 pub struct ResourceDefaults {

@@ -7,7 +7,7 @@
 //! node's build there (`linux-x64/` is only a symlink in amd64 images). An Operator image
 //! whose tag says it is older than that layout gets a warning.
 
-use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::copy::{self, CopyAgent, CopyLayout};
 use super::{Agent, Effect, Injection, Language, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
@@ -18,17 +18,9 @@ pub const OTEL_DOTNET_AUTO_HOME: &str = "OTEL_DOTNET_AUTO_HOME";
 pub const DOTNET_STARTUP_HOOKS: &str = "DOTNET_STARTUP_HOOKS";
 pub const DOTNET_ADDITIONAL_DEPS: &str = "DOTNET_ADDITIONAL_DEPS";
 pub const DOTNET_SHARED_STORE: &str = "DOTNET_SHARED_STORE";
-pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-dotnet";
-pub const VOLUME: &str = "opentelemetry-auto-instrumentation-dotnet";
-pub const MOUNT: &str = "/otel-auto-instrumentation-dotnet";
+copy::copy_layout!("dotnet", "50m", "128Mi");
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet:1.16.0";
-const LAYOUT: CopyLayout = CopyLayout {
-    init_container: INIT_CONTAINER,
-    volume: VOLUME,
-    mount: MOUNT,
-    resources: ResourceDefaults::agent("50m", "128Mi"),
-};
 const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
 pub const PROFILER_GLIBC: &str =
     "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";

@@ -3,23 +3,15 @@
 
 use k8s_openapi::api::core::v1::Container;
 
-use super::copy::{self, AgentImage, CopyAgent, CopyLayout, ResourceDefaults};
+use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
 use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
 pub const JAVA_TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
-pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-java";
-pub const VOLUME: &str = "opentelemetry-auto-instrumentation-java";
-const INIT_MOUNT: &str = "/otel-auto-instrumentation-java";
+copy::copy_layout!("java", "50m", "64Mi");
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java:2.30.0";
-const LAYOUT: CopyLayout = CopyLayout {
-    init_container: INIT_CONTAINER,
-    volume: VOLUME,
-    mount: INIT_MOUNT,
-    resources: ResourceDefaults::agent("50m", "64Mi"),
-};
 
 /// Name of the init container (copy) or image volume (image volumes) of extension `i`.
 const EXTENSION_PREFIX: &str = "opentelemetry-auto-instrumentation-extension-";
@@ -65,7 +57,7 @@ impl CopyAgent for Java {
     // Each container mounts the agent at its own path (as the Operator does), so a second
     // Java container never reads another's copy.
     fn target_mount(&self, container: &str) -> String {
-        format!("{INIT_MOUNT}-{container}")
+        format!("{MOUNT}-{container}")
     }
     fn edit_env(
         &self,
@@ -118,7 +110,7 @@ impl CopyAgent for Java {
         vec![
             "cp".into(),
             "/javaagent.jar".into(),
-            format!("{INIT_MOUNT}/javaagent.jar"),
+            format!("{MOUNT}/javaagent.jar"),
         ]
     }
     /// One init container per extension, like the agent's own, copying into `extensions/`.
@@ -129,10 +121,7 @@ impl CopyAgent for Java {
             .map(|(i, ext)| Container {
                 name: format!("{EXTENSION_PREFIX}{i}"),
                 image: Some(ext.image.clone()),
-                command: Some(copy::copy_dir(
-                    &ext.dir,
-                    &format!("{INIT_MOUNT}/extensions"),
-                )),
+                command: Some(copy::copy_dir(&ext.dir, &format!("{MOUNT}/extensions"))),
                 ..init.clone()
             })
             .collect()

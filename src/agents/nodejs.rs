@@ -1,24 +1,16 @@
 //! Node.js: an init container copies the SDK into a shared volume, and
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
-use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::copy::{self, CopyAgent, CopyLayout};
 use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 pub const NODE_OPTIONS: &str = "NODE_OPTIONS";
 pub const OTEL_METRICS_EXPORTER: &str = "OTEL_METRICS_EXPORTER";
-pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-nodejs";
-pub const VOLUME: &str = "opentelemetry-auto-instrumentation-nodejs";
-pub const MOUNT: &str = "/otel-auto-instrumentation-nodejs";
+copy::copy_layout!("nodejs", "50m", "128Mi");
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-nodejs:0.78.0";
-const LAYOUT: CopyLayout = CopyLayout {
-    init_container: INIT_CONTAINER,
-    volume: VOLUME,
-    mount: MOUNT,
-    resources: ResourceDefaults::agent("50m", "128Mi"),
-};
 
 /// The Node.js injector.
 pub struct NodeJs;

@@ -2,7 +2,7 @@
 //! and `PYTHONPATH` of every target gets the auto-instrumentation dir in front and the mount
 //! at the end.
 
-use super::copy::{self, CopyAgent, CopyLayout, ResourceDefaults};
+use super::copy::{self, CopyAgent, CopyLayout};
 use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
@@ -10,19 +10,11 @@ use crate::pod::env::{EnvPlan, EnvValue, literal};
 pub const PYTHONPATH: &str = "PYTHONPATH";
 /// `glibc` (the default) or `musl`; namespace-vs-pod precedence applies.
 pub use crate::keys::PYTHON_PLATFORM as PLATFORM_ANNOTATION;
-pub const INIT_CONTAINER: &str = "opentelemetry-auto-instrumentation-python";
-pub const VOLUME: &str = "opentelemetry-auto-instrumentation-python";
-pub const MOUNT: &str = "/otel-auto-instrumentation-python";
+copy::copy_layout!("python", "50m", "64Mi");
 const PATH_PREFIX: &str =
     "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-python:0.64b0";
-const LAYOUT: CopyLayout = CopyLayout {
-    init_container: INIT_CONTAINER,
-    volume: VOLUME,
-    mount: MOUNT,
-    resources: ResourceDefaults::agent("50m", "64Mi"),
-};
 /// Set when absent: the auto-instrumentation ships only the OTLP/HTTP exporters.
 const DEFAULTS: [(&str, &str); 4] = [
     ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"),
