@@ -52,20 +52,17 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Exposition, root};
 
     #[test]
     fn the_certificate_series() {
-        let mut registry = root();
-        let m = Metrics::register(&mut registry);
-        m.served(1_796_083_200);
-        let text = Exposition::new(registry).encode();
-        for needle in [
-            "otel_injector_certificate_reloads_total{result=\"error\"} 0",
-            "# TYPE otel_injector_certificate_expiry_timestamp_seconds gauge",
-            "otel_injector_certificate_expiry_timestamp_seconds 1796083200",
-        ] {
-            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
-        }
+        crate::metrics::exposes(
+            Metrics::register,
+            |m| m.served(1_796_083_200),
+            &[
+                "otel_injector_certificate_reloads_total{result=\"error\"} 0",
+                "# TYPE otel_injector_certificate_expiry_timestamp_seconds gauge",
+                "otel_injector_certificate_expiry_timestamp_seconds 1796083200",
+            ],
+        );
     }
 }

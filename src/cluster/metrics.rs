@@ -147,26 +147,26 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::metrics::{Exposition, root};
 
     #[test]
     fn the_cluster_series_with_their_fixed_values() {
-        let mut registry = root();
-        let m = Metrics::register(&mut registry);
-        m.store("instrumentations", 3, true);
-        m.auto_delivery("version", true);
-        m.auto_delivery("feature_gate", false);
-        let text = Exposition::new(registry).encode();
-        for needle in [
-            "otel_injector_store_objects{store=\"instrumentations\"} 3",
-            "otel_injector_store_synced{store=\"instrumentations\"} 1",
-            "otel_injector_apiserver_image_volumes{source=\"feature_gate\"} 0",
-            "otel_injector_events_total{result=\"dropped\"} 0",
-            "otel_injector_status_writes_total{result=\"error\"} 0",
-            "otel_injector_leader 0",
-        ] {
-            assert!(text.contains(needle), "missing {needle:?} in\n{text}");
-        }
+        let exercise = |m: &Metrics| {
+            m.store("instrumentations", 3, true);
+            m.auto_delivery("version", true);
+            m.auto_delivery("feature_gate", false);
+        };
+        let text = crate::metrics::exposes(
+            Metrics::register,
+            exercise,
+            &[
+                "otel_injector_store_objects{store=\"instrumentations\"} 3",
+                "otel_injector_store_synced{store=\"instrumentations\"} 1",
+                "otel_injector_apiserver_image_volumes{source=\"feature_gate\"} 0",
+                "otel_injector_events_total{result=\"dropped\"} 0",
+                "otel_injector_status_writes_total{result=\"error\"} 0",
+                "otel_injector_leader 0",
+            ],
+        );
         assert!(!text.contains("source=\"version\""), "{text}");
     }
 }

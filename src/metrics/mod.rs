@@ -126,5 +126,23 @@ impl Exposition {
     }
 }
 
+/// Tests of the parts' series: the exposition of the series `register` makes, after
+/// `exercise`; it must hold every one of `needles`.
+#[cfg(test)]
+pub(crate) fn exposes<M>(
+    register: fn(&mut Registry) -> M,
+    exercise: impl FnOnce(&M),
+    needles: &[&str],
+) -> String {
+    let mut registry = root();
+    let m = register(&mut registry);
+    exercise(&m);
+    let text = Exposition::new(registry).encode();
+    for needle in needles {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests;
