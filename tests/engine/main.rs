@@ -1,6 +1,7 @@
 //! The engine and everything around it, in process: each language's injection applied to
-//! real pods (`inject_*`), the outcome, delivery modes, labels, the CRD, the offline
-//! commands, the fuzz corpora, the build information and the layering of `src/`.
+//! real pods (`inject_*`), crafted and amplifying pods (`hardening`), the outcome, delivery
+//! modes, labels, the CRD, the offline commands, the fuzz corpora, the build information
+//! and the layering of `src/`.
 
 #[path = "../support/engine.rs"]
 mod common;
@@ -10,6 +11,7 @@ mod build_info;
 mod crd;
 mod delivery;
 mod fuzz_corpus;
+mod hardening;
 mod inject_apache;
 mod inject_dotnet;
 mod inject_go;

@@ -1,11 +1,11 @@
-//! The servers: the router in process (`router*`), and the `otel-injector` binary as a
+//! The servers, one test at a time (`support::serial`: several are about time bounds): the
+//! router in process (`router*`), and the `otel-injector` binary as a
 //! process (`server`, `process`: TLS, limits, certificate reload, the drain, start without
-//! the API server; `hostile`: slow clients and floods; `hardening`).
+//! the API server; `hostile`: slow clients and floods).
 
 #[path = "../support/mod.rs"]
 mod support;
 
-mod hardening;
 mod hostile;
 mod process;
 mod router;

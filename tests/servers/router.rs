@@ -15,6 +15,7 @@ use serde_json::json;
 
 #[tokio::test]
 async fn every_readable_review_gets_200_with_its_uid() {
+    let _serial = crate::support::serial().await;
     // (fixture, whether the answer carries a patch, the outcome counted)
     let table = [
         ("pod-create-inject-java.json", true, "patched"),
@@ -37,6 +38,7 @@ async fn every_readable_review_gets_200_with_its_uid() {
 
 #[tokio::test]
 async fn the_patch_applies_to_the_reviewed_pod_and_adds_the_agent() {
+    let _serial = crate::support::serial().await;
     let (router, _) = webhook();
     let review = fixture("pod-create-inject-java.json");
     let r = call(router, post(MUTATE, serde_json::to_vec(&review).unwrap())).await;
@@ -66,6 +68,7 @@ async fn the_patch_applies_to_the_reviewed_pod_and_adds_the_agent() {
 
 #[tokio::test]
 async fn unreadable_bodies_get_400_with_a_text_reason() {
+    let _serial = crate::support::serial().await;
     // (body, a word the reason must contain)
     let table: [(Vec<u8>, &str); 6] = [
         (b"not json".to_vec(), "not valid AdmissionReview JSON"),
@@ -108,6 +111,7 @@ async fn unreadable_bodies_get_400_with_a_text_reason() {
 
 #[tokio::test]
 async fn bodies_over_the_limit_get_413() {
+    let _serial = crate::support::serial().await;
     // Declared too large (refused before reading), and streamed past the limit unannounced.
     let declared = Request::post(MUTATE)
         .header(header::CONTENT_LENGTH, MAX_BODY_BYTES + 1)
@@ -131,6 +135,7 @@ async fn bodies_over_the_limit_get_413() {
 
 #[tokio::test]
 async fn a_body_not_complete_before_the_timeout_parameter_gets_408() {
+    let _serial = crate::support::serial().await;
     // The API server's `?timeout=` in Go syntax; the answer leaves time in hand before it.
     for (timeout, shown) in [("300ms", "300ms"), ("1s", "1s")] {
         let (router, metrics) = webhook();
@@ -157,6 +162,7 @@ async fn a_body_not_complete_before_the_timeout_parameter_gets_408() {
 
 #[tokio::test]
 async fn other_paths_and_methods_are_not_the_webhook() {
+    let _serial = crate::support::serial().await;
     let get = Request::get(MUTATE).body(Body::empty()).unwrap();
     let other = post("/validate", "{}");
     for (req, status) in [(get, 405), (other, 404)] {
@@ -173,6 +179,7 @@ async fn other_paths_and_methods_are_not_the_webhook() {
 
 #[tokio::test]
 async fn a_review_is_answered_well_inside_the_default_deadline() {
+    let _serial = crate::support::serial().await;
     let (router, _) = webhook();
     let review = fixture("pod-create-inject-java.json");
     let t0 = Instant::now();
@@ -187,6 +194,7 @@ async fn a_review_is_answered_well_inside_the_default_deadline() {
 
 #[tokio::test]
 async fn skips_are_queued_as_events_about_the_pods_controller_and_dry_runs_are_not() {
+    let _serial = crate::support::serial().await;
     let (router, _, mut rx) = support::router::webhook_with_events(8);
     let mut review = fixture("pod-create-inject-java.json");
     review["request"]["object"]["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-java"] =
@@ -235,6 +243,7 @@ async fn skips_are_queued_as_events_about_the_pods_controller_and_dry_runs_are_n
 
 #[tokio::test]
 async fn a_full_event_queue_drops_and_counts_and_the_review_is_answered() {
+    let _serial = crate::support::serial().await;
     let (router, metrics, _rx) = support::router::webhook_with_events(1);
     let mut review = fixture("pod-create-inject-java.json");
     review["request"]["object"]["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-java"] =

@@ -65,6 +65,7 @@ impl Logs {
 
 #[tokio::test]
 async fn every_answer_is_logged_inside_the_review_span() {
+    let _serial = crate::support::serial().await;
     let logs = Logs::capture();
 
     let review = fixture("pod-create-inject-java.json");
