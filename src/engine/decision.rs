@@ -12,6 +12,9 @@ impl crate::metrics::LabelValue for SkipReason {
     fn as_str(self) -> &'static str {
         SkipReason::as_str(self)
     }
+    fn index(self) -> usize {
+        self as usize
+    }
 }
 
 /// Why a pod that asked for injection did not get (all of) it.
@@ -92,6 +95,23 @@ pub struct Skip {
     pub message: String,
 }
 
+impl Skip {
+    /// A skip whose message is `msg` shortened to a warning's length.
+    pub fn new(
+        language: Option<Language>,
+        reason: SkipReason,
+        instrumentation: Option<String>,
+        msg: String,
+    ) -> Self {
+        Skip {
+            language,
+            reason,
+            instrumentation,
+            message: shorten(msg),
+        }
+    }
+}
+
 /// The engine's answer for one pod.
 #[derive(Debug, Default)]
 pub struct Decision<'p> {
@@ -133,14 +153,7 @@ impl Report {
         instrumentation: Option<String>,
         msg: String,
     ) {
-        let message = shorten(msg);
-        self.skipped.push(Skip {
-            language,
-            reason,
-            instrumentation,
-            message: message.clone(),
-        });
-        self.warnings.push(message);
+        self.add(Skip::new(language, reason, instrumentation, msg));
     }
 
     /// Records a skip and its message as a warning.

@@ -123,20 +123,6 @@ enum Stop {
     Said(Skip),
 }
 
-fn skip(
-    language: Option<Language>,
-    reason: SkipReason,
-    found: Option<String>,
-    msg: String,
-) -> Skip {
-    Skip {
-        language,
-        reason,
-        instrumentation: found,
-        message: shorten(msg),
-    }
-}
-
 /// The languages the pod (or its namespace) asks for, in the registry's order.
 fn requests<'a>(annotations: &Annotations<'a>) -> Vec<Requested<'a>> {
     Language::ALL
@@ -150,7 +136,7 @@ fn requests<'a>(annotations: &Annotations<'a>) -> Vec<Requested<'a>> {
 /// Whether the pod can be injected at all: the caches have synced and it has containers.
 fn admit_pod(snapshot: &Snapshot<'_>, pod: &Pod) -> Result<(), Skip> {
     if !snapshot.ready {
-        return Err(skip(
+        return Err(Skip::new(
             None,
             SkipReason::CacheNotReady,
             None,
@@ -159,7 +145,7 @@ fn admit_pod(snapshot: &Snapshot<'_>, pod: &Pod) -> Result<(), Skip> {
         ));
     }
     if pod.spec.as_ref().is_none_or(|s| s.containers.is_empty()) {
-        return Err(skip(
+        return Err(Skip::new(
             None,
             SkipReason::NoContainers,
             None,
@@ -179,7 +165,7 @@ fn enabled<'a>(
     requests.retain(|(lang, request)| {
         let enabled = snapshot.config.enabled.contains(*lang);
         if !enabled {
-            d.add(skip(
+            d.add(Skip::new(
                 Some(*lang),
                 SkipReason::LanguageDisabled,
                 wanted(snapshot, request),
@@ -219,7 +205,7 @@ fn targets<'a>(
             } else {
                 "otel-injector: some requested languages have container names and some not; set them for all"
             };
-            return Err(skip(
+            return Err(Skip::new(
                 None,
                 SkipReason::InvalidContainerNames,
                 None,
@@ -244,7 +230,7 @@ fn targets<'a>(
                     l.container_names_annotation()
                         .trim_start_matches(ANNOTATION_PREFIX)
                 };
-                Err(skip(
+                Err(Skip::new(
                     Some(l),
                     SkipReason::InvalidContainerNames,
                     wanted(snapshot, &r),
@@ -269,7 +255,7 @@ fn size_budget<'a>(
         .pod_bytes
         .saturating_add(targeted.saturating_mul(MIN_PATCH_BYTES_PER_TARGET));
     if estimate > max {
-        return Err(skip(
+        return Err(Skip::new(
             None,
             SkipReason::PodTooLarge,
             None,
@@ -297,7 +283,7 @@ fn admit_language(
     else {
         return Ok(());
     };
-    Err(skip(
+    Err(Skip::new(
         Some(lang),
         SkipReason::PodSecurity,
         wanted(snapshot, request),
@@ -315,10 +301,10 @@ fn instrumentation(
     request: &Request<'_>,
 ) -> Result<std::sync::Arc<Instrumentation>, Skip> {
     let inst = resolve(snapshot, request, lang)
-        .map_err(|(reason, msg)| skip(Some(lang), reason, wanted(snapshot, request), msg))?;
+        .map_err(|(reason, msg)| Skip::new(Some(lang), reason, wanted(snapshot, request), msg))?;
     let found = || Some(qualified(&inst));
     if let Some(msg) = cross_namespace_denied(snapshot, &inst, lang) {
-        return Err(skip(
+        return Err(Skip::new(
             Some(lang),
             SkipReason::CrossNamespaceDenied,
             found(),
@@ -326,7 +312,7 @@ fn instrumentation(
         ));
     }
     if let Some((kind, name)) = invalid_tls_reference(&inst) {
-        return Err(skip(
+        return Err(Skip::new(
             Some(lang),
             SkipReason::InvalidValue,
             found(),
@@ -337,7 +323,7 @@ fn instrumentation(
         ));
     }
     if let Some((kind, name)) = missing_tls_reference(snapshot, &inst) {
-        return Err(skip(
+        return Err(Skip::new(
             Some(lang),
             SkipReason::ExporterTlsMissing,
             found(),
@@ -399,7 +385,7 @@ fn inject(
         mount_exporter_tls(plan, slots, inst);
         if let Err(collision) = plan.check() {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
-            return Err(Stop::Skip(skip(
+            return Err(Stop::Skip(Skip::new(
                 Some(lang),
                 SkipReason::NameCollision,
                 found,

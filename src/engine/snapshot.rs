@@ -255,20 +255,18 @@ impl<'a> Snapshot<'a> {
     /// The delivery for agents of `inst`: its annotation, else the flag; `auto` by the feature
     /// gate, else by version ([`auto_image_volumes`]).
     pub(super) fn delivery(&self, inst: &Instrumentation) -> Delivery {
-        let (snapshot, config) = (self, self.config);
+        let config = self.config;
         let annotated = inst
             .metadata
             .annotations
             .as_ref()
             .and_then(|a| a.get(DELIVERY_ANNOTATION))
             .and_then(|v| <AgentDelivery as clap::ValueEnum>::from_str(v.trim(), true).ok());
-        let at_least = |minor: u32| snapshot.server_version.is_some_and(|v| v >= (1, minor));
+        let at_least = |minor: u32| self.server_version.is_some_and(|v| v >= (1, minor));
         let image_volumes = match annotated.unwrap_or(config.delivery) {
             AgentDelivery::InitContainer => false,
             AgentDelivery::ImageVolume => true,
-            AgentDelivery::Auto => {
-                auto_image_volumes(snapshot.server_version, snapshot.image_volume_gate)
-            }
+            AgentDelivery::Auto => auto_image_volumes(self.server_version, self.image_volume_gate),
         };
         let native_sidecar = match config.go_sidecar {
             GoSidecar::Native => true,

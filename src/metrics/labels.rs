@@ -25,6 +25,9 @@ macro_rules! label_enum {
             fn as_str(self) -> &'static str {
                 $name::as_str(self)
             }
+            fn index(self) -> usize {
+                self as usize
+            }
         }
     };
 }

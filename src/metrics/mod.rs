@@ -50,11 +50,13 @@ pub fn registered<M: Metric + Clone + Default>(
 
 /// A bounded set of label values: an enum made by [`label_enum!`] (or one that spells
 /// itself the same way, like the engine's skip reasons).
-pub trait LabelValue: Copy + PartialEq + 'static {
+pub trait LabelValue: Copy + 'static {
     /// Every value, in declaration order.
     const ALL: &'static [Self];
     /// The value as the label writes it.
     fn as_str(self) -> &'static str;
+    /// Its position in [`LabelValue::ALL`].
+    fn index(self) -> usize;
 }
 
 /// A counter per value of `E` under one label, registered as one family, every series
@@ -81,8 +83,7 @@ impl<E: LabelValue> Counted<E> {
     }
 
     fn counter(&self, value: E) -> &Counter {
-        let i = E::ALL.iter().position(|v| *v == value).unwrap_or(0);
-        &self.counters[i]
+        &self.counters[value.index()]
     }
 
     pub fn inc(&self, value: E) {

@@ -235,8 +235,17 @@ mod tests {
         for (i, reason) in ConnClose::ALL.into_iter().enumerate() {
             assert_eq!(reason as usize, i, "ConnClose::ALL is in declaration order");
         }
+        // `Counted` finds a value's counter by its index.
+        for (i, reason) in SkipReason::ALL.into_iter().enumerate() {
+            assert_eq!(
+                crate::metrics::LabelValue::index(reason),
+                i,
+                "SkipReason::ALL is in declaration order"
+            );
+        }
         let exercise = |m: &Metrics| {
             m.request(RequestOutcome::Patched);
+            m.skipped(SkipReason::PodTooLarge);
             m.duration.observe(0.00004);
             m.injection(Language::Java, InjectionOutcome::Injected);
             m.duration.observe(4.2);
@@ -257,6 +266,7 @@ mod tests {
                 "otel_injector_admission_duration_seconds_count 2",
                 "otel_injector_injections_total{language=\"java\",outcome=\"injected\"} 1",
                 "otel_injector_not_injected_total{reason=\"cache_not_ready\"} 0",
+                "otel_injector_not_injected_total{reason=\"pod_too_large\"} 1",
                 "otel_injector_connections_open{listener=\"admin\"} 1",
                 "otel_injector_connections_open{listener=\"webhook\"} 0",
                 "otel_injector_connections_dropped_total{listener=\"admin\",reason=\"header_timeout\"} 1",
