@@ -30,9 +30,12 @@ PYTHON="${E2E_PYTHON:-python3}"   # builds cp311 wheels for the apps' /usr/bin/p
 log() { printf '[e2e-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 if ! command -v bwrap >/dev/null; then
-    log "installing bubblewrap (Debian package)"
+    mkdir -p "$CACHE_ROOT/logs"
+    apt_log="$CACHE_ROOT/logs/bubblewrap.log"
+    log "installing bubblewrap (Debian package; full output: $apt_log)"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq bubblewrap >&2 || { apt-get update -qq >&2 && apt-get install -y -qq bubblewrap >&2; }
+    { apt-get install -y -qq bubblewrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }; } >"$apt_log" 2>&1 \
+        || { cat "$apt_log" >&2; exit 1; }
 fi
 
 # The Python images hold compiled wheels for the interpreter that builds them; the pod runner
@@ -89,7 +92,7 @@ build_nodejs_agent() {
     local src="$ROOT/e2e/images/nodejs-agent"
     mkdir -p "$1/autoinstrumentation"
     cp "$src/package.json" "$src/package-lock.json" "$src/autoinstrumentation.js" "$1/autoinstrumentation/"
-    (cd "$1/autoinstrumentation" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error >&2)
+    (cd "$1/autoinstrumentation" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund --no-progress --loglevel=error >&2)
 }
 
 build_python_agent() {

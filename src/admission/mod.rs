@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::engine::census::controller;
-use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, SkipReason, Snapshot};
+use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, Snapshot};
 use crate::warnings::shorten;
 
 mod base64;
@@ -104,66 +104,24 @@ pub struct Summary {
 
 /// The engine's decision for `pod` as the patch the webhook answers with (JSON text), and
 /// its report. The patch carries the outcome ([`engine::outcome`]) on every pod that asked
-/// for injection and had not been injected already, alone when nothing was injected. A
-/// patch that would grow the pod past `snapshot.config.max_pod_bytes` is dropped: the pod
-/// gets only its outcome (`pod=skipped pod_too_large`, when that still fits) and a warning.
+/// for injection and had not been injected already, alone when nothing was injected. The
+/// engine holds it to `snapshot.config.max_pod_bytes` ([`engine::decide_within`]).
 pub fn mutate_json(snapshot: &Snapshot<'_>, pod: &Pod) -> (Option<Vec<u8>>, Report) {
-    let decision = engine::decide(snapshot, pod);
-    let mut report = decision.report;
-    let status = report.status();
-    let text = match patch::build_with_status(pod, decision.plan.as_ref(), status.as_ref()) {
-        Ok(text) => text,
-        Err(e) => {
-            // No k8s-openapi type fails to serialize: this is never expected to happen, and
-            // then nothing, not even the outcome, is written.
-            report.clear_injected();
-            report.warnings.push(shorten(format!(
-                "otel-injector: the patch could not be encoded ({e}); not injected"
-            )));
-            return (None, report);
-        }
-    };
-    let max = snapshot.config.max_pod_bytes;
-    let grown = grown_size(snapshot.pod_bytes, text.as_deref());
-    if grown <= max {
-        return (text, report);
-    }
-    if report.injected.is_empty() {
-        // Only the outcome, and even that would take the pod past the bound (it is there
-        // already): nothing is written; the report says why.
-        return (None, report);
-    }
-    report.clear_injected();
-    report.skip(
-        None,
-        SkipReason::PodTooLarge,
-        None,
-        engine::too_large_warning(grown, max),
-    );
-    let text = status_patch(pod, &report, snapshot.pod_bytes, max);
-    (text, report)
+    let bounded = engine::decide_within(snapshot, pod, patch::text);
+    (bounded.patch, bounded.report)
 }
 
-fn grown_size(pod_bytes: usize, patch: Option<&[u8]>) -> usize {
-    pod_bytes.saturating_add(patch.map_or(0, <[u8]>::len))
-}
-
-/// The patch that records `report`'s outcome alone, when it keeps the pod within `max`.
-fn status_patch(pod: &Pod, report: &Report, pod_bytes: usize, max: usize) -> Option<Vec<u8>> {
-    let status = report.status()?;
-    // Only strings are serialized: this cannot fail.
-    let text = patch::build_with_status(pod, None, Some(&status)).ok()??;
-    (grown_size(pod_bytes, Some(&text)) <= max).then_some(text)
-}
-
-/// [`mutate_json`] with the patch as typed operations (to apply it to a document).
+/// [`mutate_json`] with the patch as typed operations (to apply it to a document), from the
+/// same plan and outcome the text was written from.
 pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
-    let (text, report) = mutate_json(snapshot, pod);
-    // The text was written from these very types, so it reads back.
-    let ops = text
-        .and_then(|t| patch::operations(&t).ok())
-        .unwrap_or_default();
-    (ops, report)
+    let bounded = engine::decide_within(snapshot, pod, patch::text);
+    let ops = match bounded.patch {
+        // The text was written from these very calls: they do not fail the second time.
+        Some(_) => patch::operations(pod, bounded.plan.as_ref(), bounded.status.as_ref())
+            .unwrap_or_default(),
+        None => Vec::new(),
+    };
+    (ops, bounded.report)
 }
 
 /// Reads a review, decides, and returns the response body. `Err` only for a body that is
@@ -250,107 +208,139 @@ fn answer(
         uid: req.uid,
         ..Summary::default()
     };
-    let mut patch = None;
     let is_pod = s.kind == "Pod" && req.kind.group.is_empty() && req.kind.version == "v1";
+    let mut patch = None;
     if is_pod && s.operation == "CREATE" {
-        // The object's JSON text, and the pod when it was decoded in one pass with the
-        // envelope (then `object`, the text as a `str`, is not needed: the pod is small).
-        let (object, bytes, decoded, prefixed) = match req.object {
-            Object::Absent => ("", &[][..], None, false),
-            Object::Raw(raw) => {
-                let text = raw.get();
-                (
-                    text,
-                    text.as_bytes(),
-                    None,
-                    find_inject_prefix(text.as_bytes()).is_some(),
-                )
-            }
-            Object::Pod {
-                pod,
-                text,
-                prefixed,
-            } => ("", text, Some(pod), prefixed),
-        };
+        let created = Created::from(req.object);
         // On CREATE the pod's own namespace may be empty: the request's is the truth.
-        let snapshot = Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(bytes.len());
-        // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
-        // is answered without decoding it (most pods, with the default configuration that
-        // sends every pod).
-        let asks = prefixed || snapshot.namespace_info.as_deref().is_some_and(info_asks);
-        // Decoding costs about the size of a `Container` per container, far more than the
-        // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
-        let too_many = decoded.is_none() && asks && too_many_containers(object);
-        if too_many {
-            s.report.requested = true;
-            s.report.skip(
-                None,
-                SkipReason::PodTooLarge,
-                None,
-                format!(
-                    "otel-injector: the pod has too many containers for its size ({} bytes); not injected",
-                    bytes.len()
-                ),
-            );
-            let owner;
-            (patch, owner) = refused_status_patch(object, &mut s.report, config.max_pod_bytes);
-            s.owner = owner;
-        }
-        let pod = || decoded.map_or_else(|| decode_pod(object), |p| Ok(Pod::from(*p)));
-        match (asks && !too_many).then(pod) {
-            Some(Ok(pod)) => {
-                let (text, report) = mutate_json(&snapshot, &pod);
-                patch = text;
-                s.report = report;
-                if !s.report.skipped.is_empty() {
-                    s.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
-                }
-            }
-            Some(Err(e)) => s.report.warnings.push(shorten(format!(
-                "otel-injector: pod could not be decoded ({e}); not injected"
-            ))),
-            None => {}
-        }
+        let snapshot =
+            Snapshot::take(catalog, &s.namespace, config).with_pod_bytes(created.bytes.len());
+        let answer = created.answer(&snapshot);
+        patch = answer.patch;
+        s.report = answer.report;
+        s.owner = answer.owner;
     }
     s.patched = patch.is_some();
     Ok((response(&s.uid, patch.as_deref(), &s.report.warnings), s))
 }
 
-/// For a pod refused before decoding (too many containers): its outcome, from its
-/// annotations and labels alone (a metadata-only decode, every other field skipped unread),
-/// unless it had been injected already, and its controller. `None` when even the metadata
-/// cannot be read.
-fn refused_status_patch(
-    object: &str,
-    report: &mut Report,
-    max: usize,
-) -> (Option<Vec<u8>>, Option<OwnerReference>) {
+/// A Pod CREATE's object as the review holds it.
+struct Created<'a> {
+    /// Its JSON text as a `str`, when it was kept raw (empty when it was decoded in one pass
+    /// with the envelope: the pod is small, its text is not read again).
+    object: &'a str,
+    /// Its JSON text.
+    bytes: &'a [u8],
+    /// The pod, when it was decoded in one pass with the envelope.
+    decoded: Option<Box<PodIn>>,
+    /// Whether its text holds an `inject-` annotation key's prefix.
+    prefixed: bool,
+}
+
+impl<'a> From<Object<'a>> for Created<'a> {
+    fn from(object: Object<'a>) -> Self {
+        match object {
+            Object::Absent => Created {
+                object: "",
+                bytes: &[],
+                decoded: None,
+                prefixed: false,
+            },
+            Object::Raw(raw) => {
+                let text = raw.get();
+                Created {
+                    object: text,
+                    bytes: text.as_bytes(),
+                    decoded: None,
+                    prefixed: find_inject_prefix(text.as_bytes()).is_some(),
+                }
+            }
+            Object::Pod {
+                pod,
+                text,
+                prefixed,
+            } => Created {
+                object: "",
+                bytes: text,
+                decoded: Some(pod),
+                prefixed,
+            },
+        }
+    }
+}
+
+/// What the webhook answers for one pod.
+struct Answer {
+    patch: Option<Vec<u8>>,
+    report: Report,
+    /// The pod's controller, when something was skipped (what the skips' Events are about).
+    owner: Option<OwnerReference>,
+}
+
+impl Created<'_> {
+    fn answer(self, snapshot: &Snapshot<'_>) -> Answer {
+        let mut answer = Answer {
+            patch: None,
+            report: Report::default(),
+            owner: None,
+        };
+        // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
+        // is answered without decoding it (most pods, with the default configuration that
+        // sends every pod).
+        let asks = self.prefixed || snapshot.namespace_info.as_deref().is_some_and(info_asks);
+        if !asks {
+            return answer;
+        }
+        // Decoding costs about the size of a `Container` per container, far more than the
+        // JSON of a tiny one: a large pod of many tiny containers is refused before decoding.
+        if self.decoded.is_none() && too_many_containers(self.object) {
+            let meta = metadata_only(self.object);
+            let refused = engine::refuse_undecoded(snapshot, meta.as_ref(), patch::text);
+            answer.owner = meta
+                .as_ref()
+                .and_then(|m| controller(m.metadata.owner_references.as_deref()).cloned());
+            answer.patch = refused.patch;
+            answer.report = refused.report;
+            return answer;
+        }
+        let pod = match self.decoded {
+            Some(pod) => Pod::from(*pod),
+            None => match decode_pod(self.object) {
+                Ok(pod) => pod,
+                Err(e) => {
+                    answer.report.warnings.push(shorten(format!(
+                        "otel-injector: pod could not be decoded ({e}); not injected"
+                    )));
+                    return answer;
+                }
+            },
+        };
+        (answer.patch, answer.report) = mutate_json(snapshot, &pod);
+        if !answer.report.skipped.is_empty() {
+            answer.owner = controller(pod.metadata.owner_references.as_deref()).cloned();
+        }
+        answer
+    }
+}
+
+/// The pod's annotations, labels and owners alone (a metadata-only decode, every other field
+/// skipped unread), for a pod refused before decoding; `None` when even they cannot be read.
+fn metadata_only(object: &str) -> Option<Pod> {
     #[derive(Deserialize)]
     struct MetaOnly {
         #[serde(default)]
         metadata: MetaIn,
     }
-    let Ok(MetaOnly { metadata: meta }) = serde_json::from_str::<MetaOnly>(object) else {
-        return (None, None);
-    };
-    let owner = controller(meta.owner_references.as_deref()).cloned();
-    if meta
-        .annotations
-        .as_ref()
-        .is_some_and(|a| a.contains_key(engine::INJECTED_ANNOTATION))
-    {
-        report.already_injected = true;
-        return (None, owner);
-    }
-    let pod = Pod {
+    let MetaOnly { metadata: meta } = serde_json::from_str(object).ok()?;
+    Some(Pod {
         metadata: ObjectMeta {
             annotations: meta.annotations,
             labels: meta.labels,
+            owner_references: meta.owner_references,
             ..Default::default()
         },
         ..Default::default()
-    };
-    (status_patch(&pod, report, object.len(), max), owner)
+    })
 }
 
 #[cfg(test)]

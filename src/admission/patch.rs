@@ -2,15 +2,33 @@
 //! with `/-`, inserts at an index, parents created when missing, keys escaped. Objects the
 //! user wrote are never re-serialized, so fields unknown to this build's API types survive
 //! the patch.
+//!
+//! The builder emits typed operations (`add` of a typed value at a path, `remove`, `move`)
+//! into a [`Sink`]: [`text`] writes them as the response's JSON text as they come, with no
+//! `Value` tree of any object; [`operations`] collects them as [`PatchOperation`]s (to apply
+//! them to a document). Both come from the same calls, so they are the same patch.
 
 use std::collections::BTreeMap;
 
-use json_patch::PatchOperation;
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, MoveOperation, PatchOperation, RemoveOperation};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use serde::Serialize;
 
 use crate::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
 use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
+
+/// Where the builder's typed operations go.
+trait Sink {
+    /// `add` of `value` at the pointer made of `path`'s (unescaped) tokens.
+    fn add<T: Serialize + ?Sized>(&mut self, path: &[&str], value: &T);
+    /// [`Sink::add`] of one variable.
+    fn add_env(&mut self, path: &[&str], var: &EnvVar) {
+        self.add(path, var);
+    }
+    fn remove(&mut self, path: &[&str]);
+    fn moved(&mut self, from: &[&str], path: &[&str]);
+}
 
 /// The patch as JSON text, written as it is built from the typed objects: no `Value` tree
 /// is made of any of them.
@@ -92,7 +110,7 @@ impl JsonPatch {
     }
 }
 
-impl JsonPatch {
+impl Sink for JsonPatch {
     fn add<T: Serialize + ?Sized>(&mut self, path: &[&str], value: &T) {
         self.start("add");
         self.pointer("path", path);
@@ -101,7 +119,7 @@ impl JsonPatch {
         self.buf.push(b'}');
     }
 
-    /// [`JsonPatch::add`] of one variable, a literal one written directly: most of what a
+    /// [`Sink::add`] of one variable, a literal one written directly: most of what a
     /// patch adds, in the member order k8s-openapi writes (`name`, `value`, `valueFrom`).
     fn add_env(&mut self, path: &[&str], var: &EnvVar) {
         if var.value_from.is_some() {
@@ -138,8 +156,46 @@ fn plain_pointer_byte(b: u8) -> bool {
     matches!(b, 0x20..=0x7e) && !matches!(b, b'~' | b'/' | b'"' | b'\\')
 }
 
+/// The patch as [`PatchOperation`]s, each value serialized to a `Value` once.
+#[derive(Debug, Default)]
+struct Typed {
+    ops: Vec<PatchOperation>,
+    failed: Option<serde_json::Error>,
+}
+
+impl Sink for Typed {
+    fn add<T: Serialize + ?Sized>(&mut self, path: &[&str], value: &T) {
+        match serde_json::to_value(value) {
+            Ok(value) => self.ops.push(PatchOperation::Add(AddOperation {
+                path: pointer(path),
+                value,
+            })),
+            Err(e) => {
+                self.failed.get_or_insert(e);
+            }
+        }
+    }
+
+    fn remove(&mut self, path: &[&str]) {
+        self.ops.push(PatchOperation::Remove(RemoveOperation {
+            path: pointer(path),
+        }));
+    }
+
+    fn moved(&mut self, from: &[&str], path: &[&str]) {
+        self.ops.push(PatchOperation::Move(MoveOperation {
+            from: pointer(from),
+            path: pointer(path),
+        }));
+    }
+}
+
+fn pointer(tokens: &[&str]) -> PointerBuf {
+    PointerBuf::from_tokens(tokens.iter().copied())
+}
+
 /// Appends `items` to the array at `base`, creating the array when the pod has none.
-fn append_all<T: Serialize>(ops: &mut JsonPatch, base: &[&str], exists: bool, items: &[T]) {
+fn append_all<T: Serialize>(ops: &mut impl Sink, base: &[&str], exists: bool, items: &[T]) {
     if items.is_empty() {
         return;
     }
@@ -156,7 +212,7 @@ fn append_all<T: Serialize>(ops: &mut JsonPatch, base: &[&str], exists: bool, it
     }
 }
 
-fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPlan<'_>) {
+fn container_ops(ops: &mut impl Sink, list: &str, index: usize, c: &ContainerPlan<'_>) {
     let idx = index.to_string();
     let env_plan = &c.env;
     let env = ["spec", list, idx.as_str(), "env"];
@@ -205,25 +261,39 @@ fn container_ops(ops: &mut JsonPatch, list: &str, index: usize, c: &ContainerPla
     );
 }
 
-/// The JSON patch (text) that turns the plan's pod into the planned pod. `Ok(None)` when
-/// nothing changes; `Err` if an object could not be serialized (no k8s-openapi type fails
-/// to, but a half-written patch must never reach the API server).
-pub fn build(plan: &PodPlan<'_>) -> Result<Option<Vec<u8>>, serde_json::Error> {
-    build_with_status(plan.pod, Some(plan), None)
-}
-
-/// [`build`] for `pod`, with the plan when there is one, and the outcome recorded on the pod
-/// when there is one: the [`STATUS_ANNOTATION`] and the [`INJECTED_LABEL`], in the same
-/// operation as the plan's annotations. A key that already holds the value is not written,
-/// so a pod recorded before (a reinvocation) gets no second patch.
-pub fn build_with_status(
+/// The JSON patch (text) for `pod`: the plan's changes when there is a plan, and the outcome
+/// recorded on the pod when there is one (the [`STATUS_ANNOTATION`] and the
+/// [`INJECTED_LABEL`], in the same operation as the plan's annotations). A key that already
+/// holds the value is not written, so a pod recorded before (a reinvocation) gets no second
+/// patch. `Ok(None)` when nothing changes; `Err` if an object could not be serialized (no
+/// k8s-openapi type fails to, but a half-written patch must never reach the API server).
+pub fn text(
     pod: &Pod,
     plan: Option<&PodPlan<'_>>,
     status: Option<&PodStatus>,
 ) -> Result<Option<Vec<u8>>, serde_json::Error> {
     let mut json = JsonPatch::with_capacity(if plan.is_some() { 4096 } else { 256 });
+    emit(&mut json, pod, plan, status);
+    json.finish()
+}
+
+/// [`text`]'s patch as typed operations, from the same calls.
+pub fn operations(
+    pod: &Pod,
+    plan: Option<&PodPlan<'_>>,
+    status: Option<&PodStatus>,
+) -> Result<Vec<PatchOperation>, serde_json::Error> {
+    let mut typed = Typed::default();
+    emit(&mut typed, pod, plan, status);
+    match typed.failed {
+        Some(e) => Err(e),
+        None => Ok(typed.ops),
+    }
+}
+
+fn emit(sink: &mut impl Sink, pod: &Pod, plan: Option<&PodPlan<'_>>, status: Option<&PodStatus>) {
     if let Some(plan) = plan {
-        write(plan, &mut json);
+        write(plan, sink);
     }
     let mut annotations: BTreeMap<&str, &str> = plan
         .iter()
@@ -237,20 +307,14 @@ pub fn build_with_status(
         labels.insert(INJECTED_LABEL, *injected);
     }
     let meta = &pod.metadata;
-    add_keys(
-        &mut json,
-        "annotations",
-        meta.annotations.as_ref(),
-        annotations,
-    );
-    add_keys(&mut json, "labels", meta.labels.as_ref(), labels);
-    json.finish()
+    add_keys(sink, "annotations", meta.annotations.as_ref(), annotations);
+    add_keys(sink, "labels", meta.labels.as_ref(), labels);
 }
 
 /// Sets `keys` in the map `/metadata/<map>`: one `add` of the whole map when the pod has
 /// none, else one `add` per key whose value differs.
 fn add_keys(
-    ops: &mut JsonPatch,
+    ops: &mut impl Sink,
     map: &str,
     existing: Option<&BTreeMap<String, String>>,
     mut keys: BTreeMap<&str, &str>,
@@ -271,13 +335,8 @@ fn add_keys(
     }
 }
 
-/// The same patch as typed operations (to apply it to a document).
-pub fn operations(patch: &[u8]) -> Result<Vec<PatchOperation>, serde_json::Error> {
-    serde_json::from_slice(patch)
-}
-
 /// Writes the operations that turn the plan's pod into the planned pod.
-fn write(plan: &PodPlan<'_>, ops: &mut JsonPatch) {
+fn write(plan: &PodPlan<'_>, ops: &mut impl Sink) {
     if !plan.is_changed() {
         return;
     }
@@ -338,7 +397,7 @@ fn write(plan: &PodPlan<'_>, ops: &mut JsonPatch) {
     if plan.share_process_namespace && spec.and_then(|s| s.share_process_namespace) != Some(true) {
         ops.add(&["spec", "shareProcessNamespace"], &true);
     }
-    // The plan's annotations are written with the outcome, by `build_with_status`.
+    // The plan's annotations are written with the outcome, by `emit`.
 }
 
 #[cfg(test)]

@@ -163,7 +163,7 @@ impl Report {
     }
 
     /// Forgets every injected language (the patch that carried them was dropped).
-    pub fn clear_injected(&mut self) {
+    pub(super) fn clear_injected(&mut self) {
         self.injected.clear();
         self.instrumentations.clear();
         self.spec_hashes.clear();

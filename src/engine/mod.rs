@@ -3,6 +3,7 @@
 //! and the outcome per language. No I/O, no logging, no patch encoding: the admission layer
 //! turns the plan into a patch, logs and counts.
 
+mod bound;
 pub mod census;
 mod config;
 mod decision;
@@ -13,6 +14,10 @@ mod snapshot;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use crate::pod::plan::PodPlan;
+use outcome::PodStatus;
+
+pub use bound::{Bounded, refuse_undecoded};
 pub use config::{
     AgentDelivery, CROSS_NAMESPACE_ANNOTATION, CrossNamespace, DEFAULT_MAX_POD_BYTES, EngineConfig,
     GoSidecar, MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
@@ -32,16 +37,26 @@ pub use crate::keys::MIRROR_ANNOTATION;
 /// Annotation on an Instrumentation that overrides `--agent-delivery` for it.
 pub use crate::keys::DELIVERY_ANNOTATION;
 
-/// The warning for a pod that would grow past `max` bytes.
-pub fn too_large_warning(bytes: usize, max: usize) -> String {
-    format!(
-        "otel-injector: the injected pod would be over {bytes} bytes (limit {max}); not injected"
-    )
-}
-
-/// Decides what to inject into `pod`, created in the snapshot's namespace.
+/// Decides what to inject into `pod`, created in the snapshot's namespace, short of the
+/// exact size check ([`decide_within`] makes it with the patch).
 pub fn decide<'p>(snapshot: &Snapshot<'_>, pod: &'p Pod) -> Decision<'p> {
     let mut d = Report::default();
     let plan = plan::plan(snapshot, pod, &mut d);
     Decision { plan, report: d }
+}
+
+/// Decides for `pod` as [`decide`] does, then checks the patch `write` makes of the plan and
+/// the outcome against the size bound ([`bound`]): the answer the webhook gives.
+pub fn decide_within<'p, P, E>(
+    snapshot: &Snapshot<'_>,
+    pod: &'p Pod,
+    write: impl Fn(&Pod, Option<&PodPlan<'_>>, Option<&PodStatus>) -> Result<Option<P>, E>,
+) -> Bounded<'p, P>
+where
+    P: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let mut report = Report::default();
+    let plan = plan::plan(snapshot, pod, &mut report);
+    bound::fit(snapshot, pod, plan, report, &write)
 }

@@ -13,9 +13,7 @@ use super::references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, qualified, resolve,
     wanted,
 };
-use super::{
-    INJECTED_ANNOTATION, MIN_PATCH_BYTES_PER_TARGET, MIRROR_ANNOTATION, Snapshot, too_large_warning,
-};
+use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
 use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language};
 use crate::crd::{Instrumentation, SpecHash};
@@ -241,28 +239,14 @@ fn targets<'a>(
         .collect()
 }
 
-/// Every instrumented container costs the patch at least [`MIN_PATCH_BYTES_PER_TARGET`]: a
-/// pod of many tiny containers must not make the answer (and the memory to build it) many
-/// times the request, nor a pod the API server cannot store. The admission layer checks the
-/// exact size once the patch exists.
+/// The size budget: the estimate of [`bound::estimate`] for the containers targeted (the
+/// exact check comes when the patch exists).
 fn size_budget<'a>(
     snapshot: &Snapshot<'_>,
     targets: Vec<Target<'a>>,
 ) -> Result<Vec<Target<'a>>, Skip> {
-    let max = snapshot.config.max_pod_bytes;
     let targeted: usize = targets.iter().map(|(_, _, t)| t.len()).sum();
-    let estimate = snapshot
-        .pod_bytes
-        .saturating_add(targeted.saturating_mul(MIN_PATCH_BYTES_PER_TARGET));
-    if estimate > max {
-        return Err(Skip::new(
-            None,
-            SkipReason::PodTooLarge,
-            None,
-            too_large_warning(estimate, max),
-        ));
-    }
-    Ok(targets)
+    bound::estimate(snapshot, targeted).map(|()| targets)
 }
 
 /// Whether the namespace lets the language's agent run: one that needs privileges is not

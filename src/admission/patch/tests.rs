@@ -60,10 +60,11 @@ fn variables_are_written_as_k8s_openapi_writes_them() {
 /// The patch as typed operations, after checking that its text is exactly what
 /// serde_json makes of them (key order included).
 fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
-    let Some(text) = super::build(plan).unwrap() else {
+    let ops = operations(plan.pod, Some(plan), None).unwrap();
+    let Some(text) = text(plan.pod, Some(plan), None).unwrap() else {
+        assert!(ops.is_empty());
         return Vec::new();
     };
-    let ops = operations(&text).unwrap();
     assert!(!ops.is_empty());
     assert_eq!(
         String::from_utf8(text).unwrap(),
