@@ -8,13 +8,15 @@
 //! `namespace` and `operation` before `object`); anything else, and any error, is left to the
 //! plain read, so both always give the same answer.
 
-use std::fmt;
-
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess};
 use serde_json::value::RawValue;
 
 use super::{Gvk, INJECT_PREFIX, PodIn, find_inject_prefix};
+
+mod seed;
+
+use seed::{KeySeed, MapRead, OptionSeed, Read, Seed, set};
 
 /// A review read in one pass: the envelope's fields and the pod, decoded.
 pub(super) struct Review<'a> {
@@ -52,47 +54,31 @@ pub(super) fn read<'a>(
     namespace_asks: &dyn Fn(&str) -> bool,
 ) -> Option<Review<'a>> {
     let mut de = serde_json::Deserializer::from_slice(body);
-    let review = ReviewSeed {
+    let review = Seed::<ReviewMap>::new(Read {
         body,
         namespace_asks,
-    }
+    })
     .deserialize(&mut de)
     .ok()?;
     de.end().ok()?;
     Some(review)
 }
 
-struct ReviewSeed<'s, 'a> {
-    body: &'a [u8],
-    namespace_asks: &'s dyn Fn(&str) -> bool,
-}
+/// The review: `apiVersion`, `kind`, `request`.
+enum ReviewMap {}
 
-impl<'de> DeserializeSeed<'de> for ReviewSeed<'_, 'de> {
+impl<'de> MapRead<'de> for ReviewMap {
     type Value = Review<'de>;
+    const EXPECTING: &'static str = "an AdmissionReview";
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Review<'de>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for ReviewSeed<'_, 'de> {
-    type Value = Review<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an AdmissionReview")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Review<'de>, M::Error> {
+    fn visit<M: MapAccess<'de>>(read: Read<'_, 'de>, mut map: M) -> Result<Review<'de>, M::Error> {
         let (mut api_version, mut kind, mut request) = (None, None, None);
         while let Some(key) = map.next_key_seed(KeySeed)? {
             match key.text {
                 "apiVersion" => set(&mut api_version, map.next_value::<Option<&str>>()?)?,
                 "kind" => set(&mut kind, map.next_value::<Option<&str>>()?)?,
                 "request" => {
-                    let seed = RequestSeed {
-                        body: self.body,
-                        namespace_asks: self.namespace_asks,
-                    };
+                    let seed = Seed::<RequestMap>::new(read);
                     set(&mut request, map.next_value_seed(OptionSeed(seed))?)?;
                 }
                 _ => {
@@ -108,37 +94,18 @@ impl<'de> Visitor<'de> for ReviewSeed<'_, 'de> {
     }
 }
 
-/// A field seen twice is an error, as the plain read makes it.
-fn set<T, E: de::Error>(slot: &mut Option<T>, value: T) -> Result<(), E> {
-    if slot.is_some() {
-        return Err(E::custom("duplicate field"));
-    }
-    *slot = Some(value);
-    Ok(())
-}
+/// The request: the envelope's fields, and the object (the pod decoded where it stands).
+enum RequestMap {}
 
-struct RequestSeed<'s, 'a> {
-    body: &'a [u8],
-    namespace_asks: &'s dyn Fn(&str) -> bool,
-}
-
-impl<'de> DeserializeSeed<'de> for RequestSeed<'_, 'de> {
+impl<'de> MapRead<'de> for RequestMap {
     type Value = RequestIn<'de>;
+    const EXPECTING: &'static str = "an AdmissionReview request";
 
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<RequestIn<'de>, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
-    type Value = RequestIn<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an AdmissionReview request")
-    }
-
-    fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<RequestIn<'de>, M::Error> {
-        let body = self.body;
+    fn visit<M: MapAccess<'de>>(
+        read: Read<'_, 'de>,
+        mut map: M,
+    ) -> Result<RequestIn<'de>, M::Error> {
+        let body = read.body;
         let (mut uid, mut kind, mut namespace, mut name) = (None, None, None, None);
         let (mut operation, mut dry_run, mut object) = (None, None, None);
         // Where the decoded pod's text starts; the key after it says where it ends.
@@ -172,7 +139,7 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
                         prefix_at = find_inject_prefix(body);
                     }
                     let in_place = create_in.is_some_and(|ns: &Option<String>| {
-                        prefix_at.is_some() || (self.namespace_asks)(ns.as_deref().unwrap_or(""))
+                        prefix_at.is_some() || (read.namespace_asks)(ns.as_deref().unwrap_or(""))
                     });
                     let start = key
                         .offset(body)
@@ -236,85 +203,6 @@ impl<'de> Visitor<'de> for RequestSeed<'_, 'de> {
             dry_run: dry_run.flatten(),
             object,
         })
-    }
-}
-
-/// A map key, and whether it was read straight from the body (no escapes): then where it
-/// stands tells where its value starts and the value before it ends.
-struct Key<'de> {
-    text: &'de str,
-    borrowed: bool,
-}
-
-impl Key<'_> {
-    /// The key's offset in `body`, when it was read from it.
-    fn offset(&self, body: &[u8]) -> Option<usize> {
-        if !self.borrowed {
-            return None;
-        }
-        let at = (self.text.as_ptr() as usize).checked_sub(body.as_ptr() as usize)?;
-        (at + self.text.len() <= body.len()).then_some(at)
-    }
-}
-
-struct KeySeed;
-
-impl<'de> DeserializeSeed<'de> for KeySeed {
-    type Value = Key<'de>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Key<'de>, D::Error> {
-        d.deserialize_str(self)
-    }
-}
-
-impl<'de> Visitor<'de> for KeySeed {
-    type Value = Key<'de>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a key")
-    }
-
-    fn visit_borrowed_str<E>(self, text: &'de str) -> Result<Key<'de>, E> {
-        Ok(Key {
-            text,
-            borrowed: true,
-        })
-    }
-
-    // An escaped key: the one-pass read gives up (the plain read takes it).
-    fn visit_str<E: de::Error>(self, _: &str) -> Result<Key<'de>, E> {
-        Err(E::custom("escaped key"))
-    }
-}
-
-/// `Option<T>` read with a seed.
-struct OptionSeed<S>(S);
-
-impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for OptionSeed<S> {
-    type Value = Option<S::Value>;
-
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_option(self)
-    }
-}
-
-impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for OptionSeed<S> {
-    type Value = Option<S::Value>;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("null or a value")
-    }
-
-    fn visit_none<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_unit<E>(self) -> Result<Self::Value, E> {
-        Ok(None)
-    }
-
-    fn visit_some<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        self.0.deserialize(d).map(Some)
     }
 }
 

@@ -36,6 +36,20 @@ macro_rules! copy_layout {
 }
 pub(super) use copy_layout;
 
+/// `copy_agent!(Variant, "name", field)`: the [`Agent`] of a copy language whose injection is
+/// [`inject`] alone (its [`CopyAgent`] impl says the rest).
+macro_rules! copy_agent {
+    ($agent:ident, $name:literal, $field:ident) => {
+        impl $crate::agents::Agent for $agent {
+            $crate::agents::identity!($agent, $name, $field);
+            fn inject(&self, cx: &mut $crate::agents::Injection<'_, '_>) -> $crate::agents::Effect {
+                $crate::agents::copy::inject(self, cx)
+            }
+        }
+    };
+}
+pub(super) use copy_agent;
+
 /// Default resources of an agent's init container.
 #[derive(Clone, Copy, Debug)]
 pub struct ResourceDefaults {
@@ -92,11 +106,12 @@ pub trait CopyAgent: Agent {
     /// A per-pod choice read from annotations (Python's platform, .NET's runtime).
     type Variant;
 
-    fn layout(&self) -> &'static CopyLayout;
+    /// Its init container, volume, mount and default resources ([`copy_layout!`]).
+    const LAYOUT: &'static CopyLayout;
+    /// Variables the agent extends: a `valueFrom` on any of them skips the container.
+    const EXTENDS: &'static [&'static str];
     /// The variant for this pod, or the warning that skips the language.
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<Self::Variant, Refusal>;
-    /// Variables the agent extends: a `valueFrom` on any of them skips the container.
-    fn extends(&self) -> &'static [&'static str];
     /// Whether the agent edits its variables before `spec.env` is merged (so `spec.env`
     /// cannot define them, as with the Operator's PYTHONPATH).
     fn edits_before_common_env(&self) -> bool {
@@ -108,7 +123,7 @@ pub trait CopyAgent: Agent {
     }
     /// Where a target mounts the agent volume.
     fn target_mount(&self, _container: &str) -> String {
-        self.layout().mount.to_owned()
+        Self::LAYOUT.mount.to_owned()
     }
     /// The agent's own environment edit of one target mounted at `mount`.
     /// `image_volumes`: the agent is mounted from its image instead of copied.
@@ -138,7 +153,7 @@ pub trait CopyAgent: Agent {
         variant: &Self::Variant,
     ) -> Vec<AgentImage> {
         vec![AgentImage {
-            volume: self.layout().volume.to_owned(),
+            volume: Self::LAYOUT.volume.to_owned(),
             reference: image.to_owned(),
             mount_path: mount.to_owned(),
             sub_path: self.image_sub_path(variant).map(str::to_owned),
@@ -198,7 +213,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
             continue;
         };
         let name = c.name();
-        for var in agent.extends() {
+        for var in A::EXTENDS {
             if let Some(origin) = value_from_origin(&c.env, layers, var) {
                 cx.warn(value_from_warning(lang, name, var, origin));
                 continue 'targets;
@@ -225,7 +240,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
             }
         } else {
             c.mount(VolumeMount {
-                name: agent.layout().volume.into(),
+                name: A::LAYOUT.volume.into(),
                 mount_path: mount.clone(),
                 ..Default::default()
             });
@@ -261,7 +276,7 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
         }
         return Effect::Injected(done.len());
     }
-    let layout = agent.layout();
+    let layout = A::LAYOUT;
     cx.plan.add_volume(agent_volume(
         layout.volume,
         section.volume_claim_template(),

@@ -143,9 +143,9 @@ impl CopyAgent for DotNet {
     /// The profiler library for the pod's runtime.
     type Variant = &'static str;
 
-    fn layout(&self) -> &'static CopyLayout {
-        &LAYOUT
-    }
+    const LAYOUT: &'static CopyLayout = &LAYOUT;
+    const EXTENDS: &'static [&'static str] = &LISTS;
+
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
         // The Operator reads a preset OTEL_DOTNET_AUTO_HOME as "configured some other way".
         let spec_env = cx.inst.spec.dotnet.iter().flat_map(|d| &d.env);
@@ -164,9 +164,6 @@ impl CopyAgent for DotNet {
                 runtime.unwrap_or("")
             ))
         })
-    }
-    fn extends(&self) -> &'static [&'static str] {
-        &LISTS
     }
     fn refuse(&self, container: &str, env: &EnvPlan<'_>) -> Option<String> {
         env.contains(OTEL_DOTNET_AUTO_HOME).then(|| {

@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -24,19 +24,14 @@ fn extension_mount(mount: &str, i: usize) -> String {
 /// The Java agent injector.
 pub struct Java;
 
-impl Agent for Java {
-    identity!(Java, "java", java);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
+copy::copy_agent!(Java, "java", java);
 
 impl CopyAgent for Java {
     type Variant = ();
 
-    fn layout(&self) -> &'static CopyLayout {
-        &LAYOUT
-    }
+    const LAYOUT: &'static CopyLayout = &LAYOUT;
+    const EXTENDS: &'static [&'static str] = &[JAVA_TOOL_OPTIONS];
+
     /// An extension's `dir` is an argument of the extension's copy command: a control
     /// character in it is refused (the command is run without a shell, so nothing else in it
     /// is interpreted).
@@ -50,9 +45,6 @@ impl CopyAgent for Java {
             }
         }
         Ok(())
-    }
-    fn extends(&self) -> &'static [&'static str] {
-        &[JAVA_TOOL_OPTIONS]
     }
     // Each container mounts the agent at its own path (as the Operator does), so a second
     // Java container never reads another's copy.

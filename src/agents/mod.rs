@@ -114,7 +114,7 @@ macro_rules! identity {
         }
     };
 }
-use identity;
+pub(super) use identity;
 
 // The registry: one line per language, in the order the Operator injects them. It defines
 // the `Language` enum, `Language::ALL` and `Language::agent`.

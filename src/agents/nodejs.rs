@@ -2,7 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -15,24 +15,16 @@ pub const DEFAULT_IMAGE: &str =
 /// The Node.js injector.
 pub struct NodeJs;
 
-impl Agent for NodeJs {
-    identity!(NodeJs, "nodejs", nodejs);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
+copy::copy_agent!(NodeJs, "nodejs", nodejs);
 
 impl CopyAgent for NodeJs {
     type Variant = ();
 
-    fn layout(&self) -> &'static CopyLayout {
-        &LAYOUT
-    }
+    const LAYOUT: &'static CopyLayout = &LAYOUT;
+    const EXTENDS: &'static [&'static str] = &[NODE_OPTIONS];
+
     fn variant(&self, _: &Injection<'_, '_>) -> Result<(), Refusal> {
         Ok(())
-    }
-    fn extends(&self) -> &'static [&'static str] {
-        &[NODE_OPTIONS]
     }
     // The Operator's language defaults, after the common env so that spec.env wins.
     fn image_sub_path(&self, _: &()) -> Option<&'static str> {

@@ -3,7 +3,7 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -35,20 +35,15 @@ fn platform_source(platform: Option<&str>) -> Option<&'static str> {
 /// The Python injector.
 pub struct Python;
 
-impl Agent for Python {
-    identity!(Python, "python", python);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
+copy::copy_agent!(Python, "python", python);
 
 impl CopyAgent for Python {
     /// The directory of the image to copy.
     type Variant = &'static str;
 
-    fn layout(&self) -> &'static CopyLayout {
-        &LAYOUT
-    }
+    const LAYOUT: &'static CopyLayout = &LAYOUT;
+    const EXTENDS: &'static [&'static str] = &[PYTHONPATH];
+
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
         let platform = cx.annotations.get(PLATFORM_ANNOTATION);
         platform_source(platform).ok_or_else(|| {
@@ -57,9 +52,6 @@ impl CopyAgent for Python {
                 platform.unwrap_or("")
             ))
         })
-    }
-    fn extends(&self) -> &'static [&'static str] {
-        &[PYTHONPATH]
     }
     // As the Operator does, PYTHONPATH is composed before the common env is added, so
     // spec.env cannot define it.
