@@ -375,14 +375,9 @@ async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
     // The kube client's rustls needs a process-wide provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kubeconfig = args.kubeconfig.as_deref();
-    let client = cluster::try_connect(kubeconfig)
+    let client = cluster::connect_once(kubeconfig)
         .await
-        .map_err(|e| RolloutError::Client {
-            from: kubeconfig
-                .map(|p| format!(" from {}", p.display()))
-                .unwrap_or_default(),
-            error: format!("{e:#}"),
-        })?;
+        .map_err(RolloutError::from)?;
     let (namespace, name) = &args.instrumentation;
     let excluded = args.excluded_namespaces.iter().cloned().collect();
     let census = run::read_plan(&client, namespace, name, &excluded).await?;

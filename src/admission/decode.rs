@@ -81,6 +81,15 @@ impl From<ContainerIn> for Container {
     }
 }
 
+/// Each entry of a list of which only the names are read, as the API type of that name.
+fn named<T>(list: Option<Vec<NameIn>>, new: impl Fn(String) -> T) -> Option<Vec<T>> {
+    list.map(|l| {
+        l.into_iter()
+            .map(|n| new(n.name.unwrap_or_default()))
+            .collect()
+    })
+}
+
 impl From<SpecIn> for PodSpec {
     fn from(s: SpecIn) -> PodSpec {
         let containers = |list: Option<Vec<ContainerIn>>| {
@@ -89,21 +98,13 @@ impl From<SpecIn> for PodSpec {
         PodSpec {
             containers: containers(s.containers).unwrap_or_default(),
             init_containers: containers(s.init_containers),
-            ephemeral_containers: s.ephemeral_containers.map(|l| {
-                l.into_iter()
-                    .map(|n| EphemeralContainer {
-                        name: n.name.unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .collect()
+            ephemeral_containers: named(s.ephemeral_containers, |name| EphemeralContainer {
+                name,
+                ..Default::default()
             }),
-            volumes: s.volumes.map(|l| {
-                l.into_iter()
-                    .map(|n| Volume {
-                        name: n.name.unwrap_or_default(),
-                        ..Default::default()
-                    })
-                    .collect()
+            volumes: named(s.volumes, |name| Volume {
+                name,
+                ..Default::default()
             }),
             node_name: s.node_name,
             share_process_namespace: s.share_process_namespace,

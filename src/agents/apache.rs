@@ -14,16 +14,11 @@ use crate::crd::{ApacheHttpd as ApacheSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
-/// Init container that installs the module and edits the copied configuration.
-pub const ATTACH_CONTAINER: &str = "otel-agent-attach-apache";
-/// Volume with the copied (and edited) configuration directory.
-pub const CONF_VOLUME: &str = "otel-apache-conf-dir";
-/// Volume with the agent files.
-pub const AGENT_VOLUME: &str = "otel-apache-agent";
-/// Env var carrying the module configuration into the attach container.
-pub const AGENT_CONF_ENV: &str = "OTEL_APACHE_AGENT_CONF";
-/// Env var carrying the pod name into the attach container.
-pub const SERVICE_INSTANCE_ID_ENV: &str = "APACHE_SERVICE_INSTANCE_ID";
+webserver::webserver_layout!(
+    "apache",
+    "OTEL_APACHE_AGENT_CONF",
+    "APACHE_SERVICE_INSTANCE_ID"
+);
 /// Config directory when `apacheHttpd.configPath` is unset.
 pub const DEFAULT_CONFIG_PATH: &str = "/usr/local/apache2/conf";
 /// File name of the module configuration (the Operator's spelling, kept for compatibility).

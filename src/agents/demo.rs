@@ -3,7 +3,7 @@
 //! engine finds its annotation, targets its containers, runs it, and reports it in metrics.
 
 use super::sdk_env::inject_common_env;
-use super::{Agent, Effect, Injection, Names, names};
+use super::{Agent, Effect, Injection, identity};
 use crate::pod::env::literal;
 
 /// The variable the demo agent sets.
@@ -13,10 +13,7 @@ pub const DEMO_VAR: &str = "DEMO_AGENT";
 pub struct Demo;
 
 impl Agent for Demo {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Demo, "demo");
-        &NAMES
-    }
+    identity!(Demo, "demo");
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let mut count = 0;
         for &slot in cx.targets {

@@ -59,46 +59,48 @@ impl<'s> ExporterTls<'s> {
     /// The volumes (and where each is mounted) that carry the files.
     pub fn volumes(&self) -> Vec<(Volume, VolumeMount)> {
         use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, SecretVolumeSource};
-        let mut out = Vec::new();
-        if let Some(secret) = self.secret {
-            let name = volume_name("otel-auto-secret-", secret);
-            out.push((
-                Volume {
-                    name: name.clone(),
-                    secret: Some(SecretVolumeSource {
-                        secret_name: Some(secret.to_owned()),
-                        ..Default::default()
-                    }),
+        let secret = self.secret.map(|secret| {
+            let source = SecretVolumeSource {
+                secret_name: Some(secret.to_owned()),
+                ..Default::default()
+            };
+            let volume = Volume {
+                secret: Some(source),
+                ..Default::default()
+            };
+            (
+                volume_name("otel-auto-secret-", secret),
+                volume,
+                self.secret_mount(),
+            )
+        });
+        let config_map = self.config_map.map(|cm| {
+            let volume = Volume {
+                config_map: Some(ConfigMapVolumeSource {
+                    name: cm.to_owned(),
                     ..Default::default()
-                },
-                VolumeMount {
-                    name,
-                    mount_path: self.secret_mount(),
+                }),
+                ..Default::default()
+            };
+            (
+                volume_name("otel-auto-configmap-", cm),
+                volume,
+                self.config_map_mount(),
+            )
+        });
+        [secret, config_map]
+            .into_iter()
+            .flatten()
+            .map(|(name, volume, mount_path)| {
+                let mount = VolumeMount {
+                    name: name.clone(),
+                    mount_path,
                     read_only: Some(true),
                     ..Default::default()
-                },
-            ));
-        }
-        if let Some(cm) = self.config_map {
-            let name = volume_name("otel-auto-configmap-", cm);
-            out.push((
-                Volume {
-                    name: name.clone(),
-                    config_map: Some(ConfigMapVolumeSource {
-                        name: cm.to_owned(),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-                VolumeMount {
-                    name,
-                    mount_path: self.config_map_mount(),
-                    read_only: Some(true),
-                    ..Default::default()
-                },
-            ));
-        }
-        out
+                };
+                (Volume { name, ..volume }, mount)
+            })
+            .collect()
     }
 }
 

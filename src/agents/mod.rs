@@ -94,10 +94,17 @@ macro_rules! names {
 use names;
 
 /// `identity!(Variant, "name", field)`, inside `impl Agent`: the methods every language with
-/// a default image spells alike: [`Agent::names`] (as [`names!`], a fourth argument for a
+/// a default image spells alike (`identity!(Variant, "name")`: only the names, for a language
+/// without an image): [`Agent::names`] (as [`names!`], a fourth argument for a
 /// container list annotation that breaks the pattern), [`Agent::default_image`]
 /// (`DEFAULT_IMAGE` of the language's module) and [`Agent::section`] (`spec.<field>`).
 macro_rules! identity {
+    ($variant:ident, $name:literal) => {
+        fn names(&self) -> &'static $crate::agents::Names {
+            const NAMES: $crate::agents::Names = $crate::agents::names!($variant, $name);
+            &NAMES
+        }
+    };
     ($variant:ident, $name:literal, $field:ident $(, $container_names:expr)?) => {
         fn names(&self) -> &'static $crate::agents::Names {
             const NAMES: $crate::agents::Names = $crate::agents::names!($variant, $name $(, $container_names)?);

@@ -16,16 +16,11 @@ use crate::crd::{LanguageSpec, Nginx as NginxSpec};
 /// The nginx module ships in the Apache httpd agent image.
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
-/// Init container that installs the module and edits the copied configuration.
-pub const ATTACH_CONTAINER: &str = "otel-agent-attach-nginx";
-/// Volume with the copied (and edited) configuration directory.
-pub const CONF_VOLUME: &str = "otel-nginx-conf-dir";
-/// Volume with the agent files.
-pub const AGENT_VOLUME: &str = "otel-nginx-agent";
-/// Env var carrying the module configuration into the attach container.
-pub const AGENT_CONF_ENV: &str = "OTEL_NGINX_AGENT_CONF";
-/// Env var carrying the pod name into the attach container.
-pub const SERVICE_INSTANCE_ID_ENV: &str = "OTEL_NGINX_SERVICE_INSTANCE_ID";
+webserver::webserver_layout!(
+    "nginx",
+    "OTEL_NGINX_AGENT_CONF",
+    "OTEL_NGINX_SERVICE_INSTANCE_ID"
+);
 /// Config file when `nginx.configFile` is unset.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/nginx/nginx.conf";
 /// File name of the module configuration, moved into `conf.d`.

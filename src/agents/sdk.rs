@@ -2,16 +2,13 @@
 //! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
 
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Effect, Injection, Names, names};
+use super::{Agent, Effect, Injection, identity};
 
 /// The SDK-only injector.
 pub struct SdkOnly;
 
 impl Agent for SdkOnly {
-    fn names(&self) -> &'static Names {
-        const NAMES: Names = names!(Sdk, "sdk");
-        &NAMES
-    }
+    identity!(Sdk, "sdk");
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         let mut count = 0;

@@ -202,13 +202,8 @@ pub fn inject_sdk_config(
     }
 
     if !spec.propagators.is_empty() {
-        let joined = spec
-            .propagators
-            .iter()
-            .map(|p| p.as_str())
-            .collect::<Vec<_>>()
-            .join(",");
-        env.append_if_absent(literal(OTEL_PROPAGATORS, joined));
+        let names: Vec<&str> = spec.propagators.iter().map(|p| p.as_str()).collect();
+        env.append_if_absent(literal(OTEL_PROPAGATORS, names.join(",")));
     }
     if let Some(sampler) = &spec.sampler
         && let Some(kind) = &sampler.type_

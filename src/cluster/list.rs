@@ -37,8 +37,8 @@ pub struct ClusterView {
 /// Errors reading the cluster, each naming what to grant or fix.
 #[derive(Debug, thiserror::Error)]
 pub enum ListError {
-    #[error("cannot build a Kubernetes client{from}: {error}")]
-    Client { from: String, error: String },
+    #[error(transparent)]
+    Client(#[from] super::ConnectError),
     #[error(
         "list {what} in all namespaces: {error} (the offline commands need list on \
          instrumentations.opentelemetry.io and namespaces, as in manifests/base/otel-injector.yaml)"
@@ -54,15 +54,13 @@ pub enum ListError {
 /// Reads the cluster of `kubeconfig` (else the in-cluster config, else `$KUBECONFIG` /
 /// `~/.kube/config`) once.
 pub async fn read(kubeconfig: Option<&Path>) -> Result<ClusterView, ListError> {
-    let client = super::try_connect(kubeconfig)
-        .await
-        .map_err(|e| ListError::Client {
-            from: kubeconfig
-                .map(|p| format!(" from {}", p.display()))
-                .unwrap_or_default(),
-            error: format!("{e:#}"),
-        })?;
+    let client = super::connect_once(kubeconfig).await?;
     read_with(&client).await
+}
+
+/// The error of a list of `what`.
+fn list_error(what: &'static str) -> impl FnOnce(kube::Error) -> ListError {
+    move |error| ListError::List { what, error }
 }
 
 /// [`read`] with a client.
@@ -71,10 +69,7 @@ pub async fn read_with(client: &Client) -> Result<ClusterView, ListError> {
     let objects = Api::<DynamicObject>::all_with(client.clone(), &resource)
         .list(&ListParams::default())
         .await
-        .map_err(|error| ListError::List {
-            what: "instrumentations.opentelemetry.io",
-            error,
-        })?;
+        .map_err(list_error("instrumentations.opentelemetry.io"))?;
     let mut instrumentations = Vec::new();
     let mut unreadable = Vec::new();
     for o in objects.items {
@@ -87,10 +82,7 @@ pub async fn read_with(client: &Client) -> Result<ClusterView, ListError> {
     let listed = Api::<Namespace>::all(client.clone())
         .list_metadata(&ListParams::default())
         .await
-        .map_err(|error| ListError::List {
-            what: "namespaces",
-            error,
-        })?;
+        .map_err(list_error("namespaces"))?;
     let namespaces = listed
         .items
         .into_iter()

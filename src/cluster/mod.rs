@@ -78,7 +78,25 @@ pub async fn connect(kubeconfig: Option<PathBuf>) -> Client {
     .await
 }
 
-pub(crate) async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
+/// A client could not be built, from `kubeconfig` (` from PATH`; empty for the default).
+#[derive(Debug, thiserror::Error)]
+#[error("cannot build a Kubernetes client{from}: {error}")]
+pub struct ConnectError {
+    from: String,
+    error: String,
+}
+
+/// Builds a client once, for the commands that read the cluster and end.
+pub async fn connect_once(kubeconfig: Option<&Path>) -> Result<Client, ConnectError> {
+    try_connect(kubeconfig).await.map_err(|e| ConnectError {
+        from: kubeconfig
+            .map(|p| format!(" from {}", p.display()))
+            .unwrap_or_default(),
+        error: format!("{e:#}"),
+    })
+}
+
+async fn try_connect(kubeconfig: Option<&Path>) -> anyhow::Result<Client> {
     let config = match kubeconfig {
         Some(path) => {
             let kc = kube::config::Kubeconfig::read_from(path)?;

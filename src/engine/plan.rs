@@ -96,14 +96,9 @@ pub(super) fn plan<'p>(
     if d.injected.is_empty() {
         return None;
     }
-    let value = d
-        .injected
-        .iter()
-        .map(|l| l.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
+    let names: Vec<&str> = d.injected.iter().map(|l| l.as_str()).collect();
     plan.new_annotations
-        .insert(INJECTED_ANNOTATION.to_owned(), value);
+        .insert(INJECTED_ANNOTATION.to_owned(), names.join(","));
     Some(plan)
 }
 

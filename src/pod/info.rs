@@ -174,21 +174,17 @@ mod tests {
 
     #[test]
     fn image_versions() {
-        assert_eq!(image_version("nginx"), None);
-        assert_eq!(image_version("nginx:1.27").as_deref(), Some("1.27"));
-        assert_eq!(
-            image_version("registry:5000/team/app:v2").as_deref(),
-            Some("v2")
-        );
-        assert_eq!(image_version("registry:5000/team/app"), None);
-        assert_eq!(
-            image_version("app:v1@sha256:abc").as_deref(),
-            Some("v1@sha256:abc")
-        );
-        assert_eq!(
-            image_version("app@sha256:abc").as_deref(),
-            Some("sha256:abc")
-        );
+        let cases = [
+            ("nginx", None),
+            ("nginx:1.27", Some("1.27")),
+            ("registry:5000/team/app:v2", Some("v2")),
+            ("registry:5000/team/app", None),
+            ("app:v1@sha256:abc", Some("v1@sha256:abc")),
+            ("app@sha256:abc", Some("sha256:abc")),
+        ];
+        for (image, want) in cases {
+            assert_eq!(image_version(image).as_deref(), want, "{image}");
+        }
     }
 
     #[test]

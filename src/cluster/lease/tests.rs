@@ -25,55 +25,59 @@ const FALLBACK: Duration = Duration::from_secs(15);
 fn the_takeover_decision_follows_the_holder_and_the_expiry() {
     let d = |l: Option<&Lease>, now_ms: i64| decide(l, at(now_ms), "b", FALLBACK);
     assert_eq!(d(None, T0), Decision::Create);
-    // Ours: renew, whatever the time.
-    let ours = lease(Some("b"), Some(T0), Some(15));
-    assert_eq!(d(Some(&ours), T0 + 60_000), Decision::Renew);
-    // Another's: wait until renewTime + duration, then take over (the boundary included).
-    let theirs = lease(Some("a"), Some(T0), Some(15));
-    assert_eq!(
-        d(Some(&theirs), T0 + 14_999),
-        Decision::Wait {
-            holder: "a".into(),
-            until_ms: T0 + 15_000
-        }
-    );
-    assert_eq!(d(Some(&theirs), T0 + 15_000), Decision::TakeOver);
-    // Released (no holder, or an empty one): take over at once.
-    assert_eq!(
-        d(Some(&lease(None, Some(T0), Some(15))), T0),
-        Decision::TakeOver
-    );
-    assert_eq!(
-        d(Some(&lease(Some(""), Some(T0), Some(15))), T0),
-        Decision::TakeOver
-    );
-    // No renew time: expired. No duration: the fallback's.
-    assert_eq!(
-        d(Some(&lease(Some("a"), None, Some(15))), T0),
-        Decision::TakeOver
-    );
-    let no_duration = lease(Some("a"), Some(T0), None);
-    assert_eq!(
-        d(Some(&no_duration), T0 + 1_000),
-        Decision::Wait {
-            holder: "a".into(),
-            until_ms: T0 + 15_000
-        }
-    );
-    assert_eq!(d(Some(&no_duration), T0 + 15_000), Decision::TakeOver);
+    let wait = |until_ms| Decision::Wait {
+        holder: "a".into(),
+        until_ms,
+    };
+    let cases = [
+        // Ours: renew, whatever the time.
+        (
+            lease(Some("b"), Some(T0), Some(15)),
+            T0 + 60_000,
+            Decision::Renew,
+        ),
+        // Another's: wait until renewTime + duration, then take over (the boundary included).
+        (
+            lease(Some("a"), Some(T0), Some(15)),
+            T0 + 14_999,
+            wait(T0 + 15_000),
+        ),
+        (
+            lease(Some("a"), Some(T0), Some(15)),
+            T0 + 15_000,
+            Decision::TakeOver,
+        ),
+        // Released (no holder, or an empty one): take over at once.
+        (lease(None, Some(T0), Some(15)), T0, Decision::TakeOver),
+        (lease(Some(""), Some(T0), Some(15)), T0, Decision::TakeOver),
+        // No renew time: expired. No duration: the fallback's.
+        (lease(Some("a"), None, Some(15)), T0, Decision::TakeOver),
+        (
+            lease(Some("a"), Some(T0), None),
+            T0 + 1_000,
+            wait(T0 + 15_000),
+        ),
+        (
+            lease(Some("a"), Some(T0), None),
+            T0 + 15_000,
+            Decision::TakeOver,
+        ),
+    ];
+    for (lease, now_ms, want) in cases {
+        assert_eq!(d(Some(&lease), now_ms), want, "{lease:?} at {now_ms}");
+    }
     // A spec-less Lease is free.
     let empty = Lease::default();
     assert_eq!(d(Some(&empty), T0), Decision::TakeOver);
     // The acquire time stands in for a missing renew time.
     let mut acquired = lease(Some("a"), None, Some(3));
     acquired.spec.as_mut().unwrap().acquire_time = Some(MicroTime(at(T0)));
-    assert_eq!(
-        d(Some(&acquired), T0 + 2_000),
-        Decision::Wait {
-            holder: "a".into(),
-            until_ms: T0 + 3_000
-        }
-    );
+    let until_ms = T0 + 3_000;
+    let want = Decision::Wait {
+        holder: "a".into(),
+        until_ms,
+    };
+    assert_eq!(d(Some(&acquired), T0 + 2_000), want);
 }
 
 #[test]

@@ -58,15 +58,7 @@ pub fn progress(object: &Object) -> Progress {
             let updated = status.updated_replicas.unwrap_or(0);
             let available = status.available_replicas.unwrap_or(0);
             let total = status.replicas.unwrap_or(0);
-            if updated < want {
-                Progress::Waiting(format!("{updated} of {want} pods updated"))
-            } else if total > updated {
-                Progress::Waiting(format!("{} old pods still running", total - updated))
-            } else if available < want {
-                Progress::Waiting(format!("{available} of {want} updated pods available"))
-            } else {
-                Progress::Complete
-            }
+            rolled(want, updated, total - updated, available)
         }
         Object::StatefulSet(s) => {
             let status = s.status.clone().unwrap_or_default();
@@ -93,14 +85,22 @@ pub fn progress(object: &Object) -> Progress {
             let want = status.desired_number_scheduled;
             let updated = status.updated_number_scheduled.unwrap_or(0);
             let available = status.number_available.unwrap_or(0);
-            if updated < want {
-                Progress::Waiting(format!("{updated} of {want} pods updated"))
-            } else if available < want {
-                Progress::Waiting(format!("{available} of {want} updated pods available"))
-            } else {
-                Progress::Complete
-            }
+            rolled(want, updated, 0, available)
         }
+    }
+}
+
+/// A Deployment's or DaemonSet's progress from its counts: `want` pods, `updated` of them on
+/// the new template, `old` still running the previous one, `available` updated and available.
+fn rolled(want: i32, updated: i32, old: i32, available: i32) -> Progress {
+    if updated < want {
+        Progress::Waiting(format!("{updated} of {want} pods updated"))
+    } else if old > 0 {
+        Progress::Waiting(format!("{old} old pods still running"))
+    } else if available < want {
+        Progress::Waiting(format!("{available} of {want} updated pods available"))
+    } else {
+        Progress::Complete
     }
 }
 

@@ -56,8 +56,8 @@ pub struct Census {
 /// Errors reading the cluster or starting the rollout, each naming the permission it needs.
 #[derive(Debug, thiserror::Error)]
 pub enum RolloutError {
-    #[error("cannot build a Kubernetes client{from}: {error}")]
-    Client { from: String, error: String },
+    #[error(transparent)]
+    Client(#[from] crate::cluster::ConnectError),
     #[error("{action}: {error} (rollout needs {permission})")]
     Api {
         action: String,

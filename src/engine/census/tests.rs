@@ -42,22 +42,23 @@ fn a_replica_set_named_after_its_template_hash_is_read_as_its_deployment() {
         .workload
         .map(|w| Workload::clone(&w))
     };
-    assert_eq!(
-        p(Some(("ReplicaSet", "web-7d9f")), Some("7d9f")),
-        Some(workload("Deployment", "web"))
-    );
-    assert_eq!(
-        p(Some(("ReplicaSet", "web-7d9f")), None),
-        Some(workload("ReplicaSet", "web-7d9f"))
-    );
-    assert_eq!(
-        p(Some(("ReplicaSet", "7d9f")), Some("7d9f")),
-        Some(workload("ReplicaSet", "7d9f"))
-    );
-    assert_eq!(
-        p(Some(("StatefulSet", "db")), None),
-        Some(workload("StatefulSet", "db"))
-    );
+    let cases = [
+        (
+            ("ReplicaSet", "web-7d9f"),
+            Some("7d9f"),
+            ("Deployment", "web"),
+        ),
+        (("ReplicaSet", "web-7d9f"), None, ("ReplicaSet", "web-7d9f")),
+        (("ReplicaSet", "7d9f"), Some("7d9f"), ("ReplicaSet", "7d9f")),
+        (("StatefulSet", "db"), None, ("StatefulSet", "db")),
+    ];
+    for (owner, hash, (kind, name)) in cases {
+        assert_eq!(
+            p(Some(owner), hash),
+            Some(workload(kind, name)),
+            "{owner:?}"
+        );
+    }
     assert_eq!(p(None, None), None);
     let names = &mut Interner::default();
     let mut unreadable = meta("p", None, None, "java=done");

@@ -299,28 +299,16 @@ fn namespace_annotations_come_from_namespace_objects_and_flags() {
         "java"
     );
 
-    let (ctx, sources) = context(
-        PYTHON_POD,
-        &[(
-            "shop",
-            "instrumentation.opentelemetry.io/inject-java",
-            "java-inst",
-        )],
-    );
-    let out = inject(&ctx, sources, Options::default()).unwrap();
-    assert_eq!(out.mutated, 1);
     // Another namespace's flag does not apply.
-    let (ctx, sources) = context(
-        PYTHON_POD,
-        &[(
-            "other",
-            "instrumentation.opentelemetry.io/inject-java",
-            "true",
-        )],
-    );
-    let out = inject(&ctx, sources, Options::default()).unwrap();
-    assert_eq!(out.mutated, 0);
-    assert_eq!(out.output, PYTHON_POD);
+    for (namespace, value, mutated) in [("shop", "java-inst", 1), ("other", "true", 0)] {
+        let key = "instrumentation.opentelemetry.io/inject-java";
+        let (ctx, sources) = context(PYTHON_POD, &[(namespace, key, value)]);
+        let out = inject(&ctx, sources, Options::default()).unwrap();
+        assert_eq!(out.mutated, mutated, "{namespace}");
+        if mutated == 0 {
+            assert_eq!(out.output, PYTHON_POD);
+        }
+    }
 }
 
 #[test]

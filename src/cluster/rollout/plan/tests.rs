@@ -24,15 +24,17 @@ fn counts(outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts {
     }
 }
 
+fn map(pairs: &[(&str, &str)]) -> std::collections::BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
     PodTemplateSpec {
         metadata: Some(ObjectMeta {
-            labels: Some(
-                labels
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
+            labels: Some(map(labels)),
             ..Default::default()
         }),
         spec: None,
@@ -42,12 +44,7 @@ fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
 fn deployment(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Object {
     Object::Deployment(Box::new(Deployment {
         metadata: ObjectMeta {
-            annotations: Some(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.to_string(), v.to_string()))
-                    .collect(),
-            ),
+            annotations: Some(map(annotations)),
             ..Default::default()
         },
         spec: DeploymentSpec {
