@@ -33,21 +33,16 @@ use crate::crd::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, InstrumentationSpe
 use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
 use crate::pod::plan::{InitPosition, Slot};
 
-/// `webserver_layout!("name", AGENT_CONF_ENV, SERVICE_INSTANCE_ID_ENV)`: a web server's
-/// `ATTACH_CONTAINER` (`otel-agent-attach-<name>`), `CONF_VOLUME` (`otel-<name>-conf-dir`),
-/// `AGENT_VOLUME` (`otel-<name>-agent`), the Operator's names, and the two variables that
-/// carry the module configuration and the pod name into the attach container.
+/// `webserver_layout!("name", AGENT_CONF_ENV, SERVICE_INSTANCE_ID_ENV)`, the Operator's names:
+/// `ATTACH_CONTAINER` (installs the module, edits the copied configuration), `CONF_VOLUME`
+/// (the edited configuration), `AGENT_VOLUME` (the agent files), and the variables carrying
+/// the module configuration and the pod name into the attach container.
 macro_rules! webserver_layout {
     ($name:literal, $conf_env:literal, $instance_env:literal) => {
-        /// Init container that installs the module and edits the copied configuration.
         pub const ATTACH_CONTAINER: &str = concat!("otel-agent-attach-", $name);
-        /// Volume with the copied (and edited) configuration directory.
         pub const CONF_VOLUME: &str = concat!("otel-", $name, "-conf-dir");
-        /// Volume with the agent files.
         pub const AGENT_VOLUME: &str = concat!("otel-", $name, "-agent");
-        /// Env var carrying the module configuration into the attach container.
         pub const AGENT_CONF_ENV: &str = $conf_env;
-        /// Env var carrying the pod name into the attach container.
         pub const SERVICE_INSTANCE_ID_ENV: &str = $instance_env;
     };
 }
