@@ -21,6 +21,9 @@ pub const GO_TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-t
 pub const DOTNET_RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
 /// The Python agent's platform (`glibc`, `musl`).
 pub const PYTHON_PLATFORM: &str = "instrumentation.opentelemetry.io/otel-python-platform";
+/// On a v1beta1 Instrumentation: its v1alpha1-only fields (upstream's conversion carrier,
+/// `crd::convert`).
+pub const V1ALPHA1_FIELDS: &str = "instrumentation.opentelemetry.io/v1alpha1-fields";
 /// The prefix of pod annotations that set resource attributes.
 pub const RESOURCE_ANNOTATION_PREFIX: &str = "resource.opentelemetry.io/";
 
@@ -46,6 +49,12 @@ pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 pub const ROLLOUT_ANNOTATION: &str = "otel-injector/rollout";
 /// The value of [`ROLLOUT_ANNOTATION`] that turns the automatic rollout on.
 pub const AUTOMATIC: &str = "automatic";
+/// On a stored (v1alpha1) Instrumentation: its v1beta1-only fields and whether languages
+/// without an image get the default one (`crd::convert`; the engine reads it).
+pub const V1BETA1_FIELDS: &str = "otel-injector/v1beta1-fields";
+/// On a pod: the rendered SDK configuration file of a declarative Instrumentation, projected
+/// into the pod by a `downwardAPI` volume.
+pub const CONFIG_FILE_ANNOTATION: &str = "otel-injector/sdk-config";
 /// On the built-in certificate's Secret: the serving certificate's validity and hosts.
 pub const SERVING_NOT_BEFORE: &str = "otel-injector.opentelemetry.io/serving-not-before";
 pub const SERVING_NOT_AFTER: &str = "otel-injector.opentelemetry.io/serving-not-after";

@@ -14,6 +14,7 @@ use crate::pod::info::{PodInfo, RESOURCE_ANNOTATION_PREFIX};
 
 pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
+pub const OTEL_EXPORTER_OTLP_PROTOCOL: &str = "OTEL_EXPORTER_OTLP_PROTOCOL";
 pub const OTEL_RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 pub const OTEL_RESOURCE_ATTRIBUTES_POD_NAME: &str = "OTEL_RESOURCE_ATTRIBUTES_POD_NAME";
 pub const OTEL_RESOURCE_ATTRIBUTES_POD_UID: &str = "OTEL_RESOURCE_ATTRIBUTES_POD_UID";
@@ -58,7 +59,49 @@ pub fn resource_attributes<'a>(
     for (k, v) in spec.resource.iter().flat_map(|r| &r.resource_attributes) {
         put(k, v.into());
     }
-    // Then what Kubernetes tells about the pod.
+    if spec.k8s_metadata() {
+        k8s_attributes(info, container, uids, &mut put);
+    }
+    if spec.service_metadata() {
+        let instance_id = info.annotation("service.instance.id").map_or_else(
+            || {
+                Cow::Owned(format!(
+                    "{}.{POD_NAME_REFERENCE}.{}",
+                    info.namespace, container.name
+                ))
+            },
+            Cow::Borrowed,
+        );
+        put("service.instance.id", instance_id);
+        if let Some(v) = info.service_version(use_labels, container) {
+            put("service.version", v.into());
+        }
+    }
+    // Highest precedence: the pod's resource.opentelemetry.io/* annotations.
+    for (k, v) in info.pod.metadata.annotations.iter().flatten() {
+        if let Some(attr) = k.strip_prefix(RESOURCE_ANNOTATION_PREFIX)
+            && attr != "service.name"
+            && !attr.is_empty()
+        {
+            put(attr, v.into());
+        }
+    }
+    if spec.service_metadata() {
+        let service_namespace = info
+            .annotation("service.namespace")
+            .unwrap_or(info.namespace);
+        put("service.namespace", service_namespace.into());
+    }
+    res
+}
+
+/// What Kubernetes tells about the pod: namespace, container, pod, node and owners.
+fn k8s_attributes<'a>(
+    info: &'a PodInfo<'a>,
+    container: &'a Container,
+    uids: bool,
+    put: &mut impl FnMut(&'a str, Cow<'a, str>),
+) {
     put("k8s.namespace.name", info.namespace.into());
     put("k8s.container.name", container.name.as_str().into());
     put("k8s.pod.name", POD_NAME_REFERENCE.into());
@@ -81,16 +124,6 @@ pub fn resource_attributes<'a>(
     } else {
         put("k8s.node.name", node.into());
     }
-    let instance_id = info.annotation("service.instance.id").map_or_else(
-        || {
-            Cow::Owned(format!(
-                "{}.{POD_NAME_REFERENCE}.{}",
-                info.namespace, container.name
-            ))
-        },
-        Cow::Borrowed,
-    );
-    put("service.instance.id", instance_id);
     let o = &info.owners;
     if let Some(d) = o.deployment {
         put("k8s.deployment.name", d.into());
@@ -112,23 +145,6 @@ pub fn resource_attributes<'a>(
     if let Some(c) = o.cronjob {
         put("k8s.cronjob.name", c.into());
     }
-    if let Some(v) = info.service_version(use_labels, container) {
-        put("service.version", v.into());
-    }
-    // Highest precedence: the pod's resource.opentelemetry.io/* annotations.
-    for (k, v) in info.pod.metadata.annotations.iter().flatten() {
-        if let Some(attr) = k.strip_prefix(RESOURCE_ANNOTATION_PREFIX)
-            && attr != "service.name"
-            && !attr.is_empty()
-        {
-            put(attr, v.into());
-        }
-    }
-    let service_namespace = info
-        .annotation("service.namespace")
-        .unwrap_or(info.namespace);
-    put("service.namespace", service_namespace.into());
-    res
 }
 
 /// Variables every instrumented container gets before the language's own: the pod and node
@@ -146,12 +162,19 @@ pub fn inject_common_env_except(
 ) {
     env.prepend_if_absent(field_ref(OTEL_POD_IP, "status.podIP"));
     env.prepend_if_absent(field_ref(OTEL_NODE_IP, "status.hostIP"));
+    // v1beta1's envConfig.env ranks below spec.env, and the protocol below both.
+    let carried = spec.v1beta1.as_deref();
+    let config_env = carried.map(|b| b.env.as_slice()).unwrap_or_default();
     for e in spec
         .env
         .iter()
+        .chain(config_env)
         .filter(|e| !reserved.contains(&e.name.as_str()))
     {
         env.append_if_absent(e.clone());
+    }
+    if let Some(protocol) = carried.and_then(|b| b.protocol) {
+        env.append_if_absent(literal(OTEL_EXPORTER_OTLP_PROTOCOL, protocol.as_str()));
     }
 }
 
@@ -166,10 +189,13 @@ pub fn inject_sdk_config(
 ) {
     let use_labels = spec.use_labels_for_resource_attributes();
     let uids = spec.add_k8s_uid_attributes();
-    env.append_if_absent(literal(
-        OTEL_SERVICE_NAME,
-        info.service_name(use_labels, app),
-    ));
+    let service_name = match spec.service_metadata() {
+        true => Some(info.service_name(use_labels, app)),
+        false => info.annotation("service.name").map(str::to_owned),
+    };
+    if let Some(name) = service_name {
+        env.append_if_absent(literal(OTEL_SERVICE_NAME, name));
+    }
     if let Some(endpoint) = spec
         .exporter
         .as_ref()

@@ -19,6 +19,19 @@ pub struct EngineArgs {
     )]
     pub enabled_languages: LanguageSet,
 
+    /// Languages injected with a v1beta1 `declarativeConfig` (comma-separated): their agents
+    /// read the SDK configuration file (OTEL_CONFIG_FILE). Any other language asked for with
+    /// a declarative Instrumentation is skipped (declarative_config_unsupported). The default
+    /// Java agent reads it (2.26.0 and later); add python for an image with
+    /// `opentelemetry-sdk[file-configuration]`, sdk for applications whose own SDK reads it.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_DECLARATIVE_CONFIG_LANGUAGES",
+        default_value = "java",
+        value_parser = languages
+    )]
+    pub declarative_config_languages: LanguageSet,
+
     /// Default agent image for a language, as LANGUAGE=IMAGE; used when the Instrumentation
     /// names none. Repeatable (comma-separated in the env var).
     #[arg(long = "agent-image", env = "OTEL_INJECTOR_AGENT_IMAGES", value_delimiter = ',', value_parser = agent_image)]
@@ -72,6 +85,7 @@ impl EngineArgs {
         }
         EngineConfig {
             enabled: self.enabled_languages,
+            declarative: self.declarative_config_languages,
             images,
             max_pod_bytes: self.max_pod_bytes,
             cross_namespace: self.cross_namespace_references,

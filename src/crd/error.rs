@@ -1,6 +1,7 @@
 //! [`CrdError`], the one error type of this module: an Instrumentation file that cannot be read,
 //! or the CRD failing to render. Its messages say what to fix.
 
+use super::v1beta1::API_VERSION_V1BETA1;
 use super::{API_VERSION, KIND};
 
 /// Errors from reading Instrumentation files and rendering the CRD.
@@ -21,7 +22,8 @@ pub enum CrdError {
     /// A document is some other kind of object.
     #[error(
         "document {index} (line {line}) has apiVersion {api_version:?} and kind {kind:?}; \
-         set apiVersion: {API_VERSION} and kind: {KIND}, or remove the document"
+         set apiVersion: {API_VERSION} (or {API_VERSION_V1BETA1}) and kind: {KIND}, or remove \
+         the document"
     )]
     WrongKind {
         index: usize,
@@ -36,6 +38,13 @@ pub enum CrdError {
         index: usize,
         #[source]
         source: Box<serde_saphyr::Error>,
+    },
+    /// A v1beta1 document does not match its schema, or carries a field that cannot be read.
+    #[error("document {index} (line {line}) is not a valid v1beta1 Instrumentation: {message}")]
+    InvalidV1beta1 {
+        index: usize,
+        line: u64,
+        message: String,
     },
     /// A document has no `metadata.name`.
     #[error(

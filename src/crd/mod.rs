@@ -1,21 +1,31 @@
-//! The `Instrumentation` custom resource (`opentelemetry.io/v1alpha1`), wire-compatible with the
-//! OpenTelemetry Operator: Rust types, the generated CRD with its CEL rules, and YAML file parsing.
+//! The `Instrumentation` custom resource, wire-compatible with the OpenTelemetry Operator:
+//! `opentelemetry.io/v1alpha1` (stored) and `v1beta1` (served, converted): Rust types, the
+//! generated CRD with its CEL rules, the conversion, and YAML file parsing.
 //!
-//! `spec` holds the resource and its shared sections, `languages` the per-language sections
-//! (built by `section`'s macro), `validation` the CEL rules and schema limits, `generate` the
-//! CRD manifest, `parse` Instrumentation files. Everything is re-exported here, so callers
+//! `spec` holds the v1alpha1 resource and its shared sections, `languages` the per-language
+//! sections (built by `section`'s macro), `v1beta1` and `declarative` the v1beta1 resource
+//! and its SDK configuration file, `convert` the exact conversion between the two,
+//! `validation` the CEL rules and schema limits, `generate` the CRD manifest, `parse`
+//! Instrumentation files. Everything is re-exported here, so callers
 //! write `crd::X` whatever file `X` lives in.
 
+mod carried;
+pub mod convert;
+pub mod declarative;
 mod error;
 mod generate;
 mod languages;
 mod parse;
+pub mod review;
 mod section;
 mod spec;
+pub mod v1beta1;
 mod validation;
 
+pub use carried::V1beta1Fields;
+pub use declarative::DeclarativeConfig;
 pub use error::CrdError;
-pub use generate::{crd, crd_yaml, try_crd_yaml};
+pub use generate::{CONVERSION_PATH, CONVERSION_SERVICE, crd, crd_for, crd_yaml, try_crd_yaml};
 pub use languages::{ApacheHttpd, DotNet, Extension, Go, Java, Nginx, NodeJs, Python};
 pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};
 pub use section::{LanguageSpec, NoSection, claim_template_is_empty};

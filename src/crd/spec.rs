@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::{
     ApacheHttpd, DotNet, Go, Java, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT, Nginx, NodeJs,
     Python, RULE_JAEGER_REMOTE_ARGUMENT, RULE_RATIO_ARGUMENT, SAMPLER_ARGUMENT_MAX_LENGTH,
+    V1beta1Fields,
 };
 
 /// `apiVersion` of every Instrumentation object.
@@ -91,6 +92,11 @@ pub struct InstrumentationSpec {
     /// Nginx auto-instrumentation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nginx: Option<Box<Nginx>>,
+    /// What the object carries of v1beta1 (read by `Instrumentation::read_carried` from its
+    /// annotation): not a field of the v1alpha1 schema.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub v1beta1: Option<Box<V1beta1Fields>>,
 }
 
 /// Status of an Instrumentation. `upgradeBlockedVersions` is the Operator's; the rest is kept
@@ -412,7 +418,9 @@ impl InstrumentationSpec {
 }
 
 /// A short digest of an Instrumentation's `spec` (the first 4 bytes of SHA-256 over its JSON
-/// as this crate writes it), shown as 8 hex digits. The webhook records it on the pods it
+/// as this crate writes it, then its v1beta1 fields' when it carries any), shown as 8 hex
+/// digits. Of the engine's model, not of a version's JSON: reading an object in the other
+/// version never changes it. The webhook records it on the pods it
 /// injects and the status controller compares it with the current spec's, so both must read
 /// the spec through these types: fields they drop do not count.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -422,7 +430,11 @@ impl SpecHash {
     pub fn of(spec: &InstrumentationSpec) -> SpecHash {
         // The spec's types hold only strings, numbers and ordered maps: they always serialize,
         // and in one order.
-        let json = serde_json::to_vec(spec).unwrap_or_default();
+        let mut json = serde_json::to_vec(spec).unwrap_or_default();
+        // The v1beta1 meaning counts too (a v1alpha1 object's digest stays what it was).
+        if let Some(beta) = &spec.v1beta1 {
+            json.extend(serde_json::to_vec(beta).unwrap_or_default());
+        }
         let digest = ring::digest::digest(&ring::digest::SHA256, &json);
         let mut short = [0; 4];
         short.copy_from_slice(&digest.as_ref()[..4]);

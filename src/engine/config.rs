@@ -1,7 +1,7 @@
 //! The engine's settings, from the command line: the languages, images, bounds and delivery
 //! modes a decision follows.
 
-use crate::agents::{DefaultImages, LanguageSet};
+use crate::agents::{DefaultImages, Language, LanguageSet};
 
 /// The default bound on the mutated pod's JSON: etcd's default request limit
 /// (`--max-request-bytes`, 1.5 MiB); a larger pod could not be stored anyway.
@@ -55,6 +55,8 @@ pub enum GoSidecar {
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub enabled: LanguageSet,
+    /// Languages whose agents read a declarative configuration file.
+    pub declarative: LanguageSet,
     pub images: DefaultImages,
     /// Pods whose mutated JSON would exceed this many bytes are admitted unchanged.
     pub max_pod_bytes: usize,
@@ -70,6 +72,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             enabled: LanguageSet::all(),
+            declarative: [Language::Java].into_iter().collect(),
             images: DefaultImages::default(),
             max_pod_bytes: DEFAULT_MAX_POD_BYTES,
             cross_namespace: CrossNamespace::All,

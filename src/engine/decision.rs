@@ -35,10 +35,14 @@ pub enum SkipReason {
     PodTooLarge,
     InvalidValue,
     CrossNamespaceDenied,
+    /// A v1beta1 Instrumentation names no image for the language (v1beta1 has no default).
+    ImageRequired,
+    /// A declarative Instrumentation and a language not in `--declarative-config-languages`.
+    DeclarativeConfigUnsupported,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 15] = [
+    pub const ALL: [SkipReason; 17] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -54,6 +58,8 @@ impl SkipReason {
         SkipReason::PodTooLarge,
         SkipReason::InvalidValue,
         SkipReason::CrossNamespaceDenied,
+        SkipReason::ImageRequired,
+        SkipReason::DeclarativeConfigUnsupported,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -73,6 +79,8 @@ impl SkipReason {
             SkipReason::PodTooLarge => "pod_too_large",
             SkipReason::InvalidValue => "invalid_value",
             SkipReason::CrossNamespaceDenied => "cross_namespace_denied",
+            SkipReason::ImageRequired => "image_required",
+            SkipReason::DeclarativeConfigUnsupported => "declarative_config_unsupported",
         }
     }
 

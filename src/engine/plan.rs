@@ -272,6 +272,45 @@ fn admit_language(
     ))
 }
 
+/// What a v1beta1 Instrumentation cannot give `lang`: an image (v1beta1 has no default), or
+/// a declarative configuration the language's agent reads.
+fn v1beta1_refusal(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+    lang: Language,
+) -> Option<Skip> {
+    let beta = inst.spec.v1beta1.as_deref()?;
+    let found = Some(qualified(inst));
+    let has_image = lang
+        .agent()
+        .section(&inst.spec)
+        .and_then(|s| s.image())
+        .is_some();
+    if !beta.default_images && lang.agent().default_image().is_some() && !has_image {
+        return Some(Skip::new(
+            Some(lang),
+            SkipReason::ImageRequired,
+            found,
+            format!(
+                "inject-{lang}: v1beta1 Instrumentation {} sets no {lang} image and v1beta1 has no default; not injected",
+                qualified(inst)
+            ),
+        ));
+    }
+    if beta.declarative_config.is_some() && !snapshot.config.declarative.contains(lang) {
+        return Some(Skip::new(
+            Some(lang),
+            SkipReason::DeclarativeConfigUnsupported,
+            found,
+            format!(
+                "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read (--declarative-config-languages); not injected",
+                qualified(inst)
+            ),
+        ));
+    }
+    None
+}
+
 /// The Instrumentation the request names, if the pod may use it and what it refers to is
 /// valid and present. From here on, a skip names the Instrumentation that was found.
 fn instrumentation(
@@ -300,6 +339,9 @@ fn instrumentation(
                 kind.as_str()
             ),
         ));
+    }
+    if let Some(skip) = v1beta1_refusal(snapshot, &inst, lang) {
+        return Err(skip);
     }
     if let Some((kind, name)) = missing_tls_reference(snapshot, &inst) {
         return Err(Skip::new(

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use serde_json::Value;
 
 use crate::cluster::{ClusterView, StaticCatalog};
+use crate::crd::convert::Version;
 use crate::crd::{Instrumentation, parse_instrumentations};
 use crate::engine::{EngineConfig, NamespaceInfo};
 use manifests::{InputError, Source};
@@ -105,7 +106,7 @@ impl Context {
                     .and_then(Value::as_str)
                     .unwrap_or("");
                 match (api_version, kind) {
-                    ("opentelemetry.io/v1alpha1", "Instrumentation") => {
+                    (version, crate::crd::KIND) if Version::of(version).is_some() => {
                         let items = parse_instrumentations(&doc.raw).map_err(|e| {
                             InputError::document(&source.name, doc.index, doc.line, e.to_string())
                         })?;

@@ -29,6 +29,20 @@ label_enum! {
 }
 
 label_enum! {
+    /// How a ConversionReview ended.
+    ConversionOutcome {
+        /// Every object converted.
+        Success => "success",
+        /// A Failure result (unreadable review, or an object that cannot be converted).
+        Failure => "failure",
+        /// A body over the size limit (HTTP 413).
+        TooLarge => "too_large",
+        /// The body did not arrive before the deadline (HTTP 408).
+        Deadline => "deadline",
+    }
+}
+
+label_enum! {
     /// What became of one language a pod asked for.
     InjectionOutcome {
         Injected => "injected",
@@ -99,6 +113,9 @@ const DURATION_BUCKETS: [f64; 17] = [
 pub struct Metrics {
     requests: Counted<RequestOutcome>,
     pub duration: Histogram,
+    conversions: Counted<ConversionOutcome>,
+    pub conversion_duration: Histogram,
+    pub converted_objects: Counter,
     injections: Family<InjectionLabels, Counter>,
     not_injected: Counted<SkipReason>,
     connections_open: Family<ListenerLabels, Gauge>,
@@ -123,6 +140,25 @@ impl Metrics {
             "Time from a complete request body to the response, in seconds",
             duration.clone(),
         );
+        let conversion = registry.sub_registry_with_prefix("conversion");
+        let conversions = Counted::register(
+            conversion,
+            "requests",
+            "ConversionReviews (Instrumentation v1alpha1 <-> v1beta1) by outcome",
+            "outcome",
+        );
+        let conversion_duration = Histogram::new(DURATION_BUCKETS);
+        conversion.register(
+            "duration_seconds",
+            "Time from a complete ConversionReview body to the response, in seconds",
+            conversion_duration.clone(),
+        );
+        let converted_objects = Counter::default();
+        conversion.register(
+            "objects",
+            "Instrumentations converted",
+            converted_objects.clone(),
+        );
         let injections = registered(
             registry,
             "injections",
@@ -138,6 +174,9 @@ impl Metrics {
         let m = Metrics {
             requests,
             duration,
+            conversions,
+            conversion_duration,
+            converted_objects,
             injections,
             not_injected,
             connections_open: registered(conns, "open", "Connections open on each listener"),
@@ -161,6 +200,10 @@ impl Metrics {
 
     pub fn request(&self, outcome: RequestOutcome) {
         self.requests.inc(outcome);
+    }
+
+    pub fn conversion(&self, outcome: ConversionOutcome) {
+        self.conversions.inc(outcome);
     }
 
     pub fn injection(&self, language: Language, outcome: InjectionOutcome) {

@@ -15,4 +15,6 @@ pub use conns::ConnLimits;
 pub use listener::{serve_plain, serve_tls};
 pub use metrics::Metrics;
 pub use shutdown::{Aborted, Drain, Shutdown};
-pub use webhook::{DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_DEADLINE, Webhook, router};
+pub use webhook::{
+    DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_CONVERSION_BYTES, MAX_DEADLINE, Webhook, router,
+};

@@ -1,6 +1,7 @@
-//! The webhook's route, `POST /mutate-v1-pod`: a body limit, a deadline from `?timeout=`,
-//! and one `review` span per request, opened when the request arrives, so that every
-//! answer (4xx included) is logged inside it.
+//! The webhook's routes, `POST /mutate-v1-pod` and `POST /convert` (the Instrumentation
+//! CRD's conversion): a body limit, a deadline from `?timeout=`, and one span per request
+//! (`review`, `conversion`), opened when the request arrives, so that every answer (4xx
+//! included) is logged inside it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,15 +15,19 @@ use axum::routing::post;
 use tracing::Span;
 use tracing::field::Empty;
 
-use super::metrics::{InjectionOutcome, Metrics, RequestOutcome};
+use super::metrics::{ConversionOutcome, InjectionOutcome, Metrics, RequestOutcome};
 use crate::admission::{self, Summary};
 use crate::agents::Language;
 use crate::cluster::events::{EventSink, Notice, Reason};
+use crate::crd::{CONVERSION_PATH, review};
 use crate::duration;
 use crate::engine::{Catalog, EngineConfig};
 
 /// Largest AdmissionReview accepted: the API server's own request limit (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
+/// Largest ConversionReview accepted: a LIST converts every object in one review (about
+/// 1 KiB each, so some 16,000 Instrumentations).
+pub const MAX_CONVERSION_BYTES: usize = 16 * 1024 * 1024;
 /// Deadline when the API server sends no `?timeout=` (its default `timeoutSeconds`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 /// Longest `?timeout=` taken as it is: the API server's largest `timeoutSeconds`.
@@ -41,6 +46,7 @@ pub struct Webhook {
 pub fn router(state: Arc<Webhook>) -> Router {
     Router::new()
         .route("/mutate-v1-pod", post(mutate))
+        .route(CONVERSION_PATH, post(convert))
         .with_state(state)
 }
 
@@ -74,13 +80,6 @@ fn text(status: StatusCode, msg: String) -> Response {
         .into_response()
 }
 
-fn too_large() -> Response {
-    text(
-        StatusCode::PAYLOAD_TOO_LARGE,
-        format!("AdmissionReview body exceeds the {MAX_BODY_BYTES} byte limit\n"),
-    )
-}
-
 #[tracing::instrument(
     name = "review",
     skip_all,
@@ -88,9 +87,12 @@ fn too_large() -> Response {
 )]
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     let deadline = deadline_of(&req);
-    let bytes = match read_body(req, deadline, &wh.metrics).await {
+    let bytes = match read_body(req, deadline, MAX_BODY_BYTES, "AdmissionReview").await {
         Ok(bytes) => bytes,
-        Err(refused) => return refused,
+        Err(refused) => {
+            answered(&wh.metrics, refused.outcome);
+            return refused.answer;
+        }
     };
     // Timed from the complete body: how fast the client uploads is not ours to measure.
     let started = Instant::now();
@@ -124,26 +126,90 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     }
 }
 
-/// The whole body, within the limit and before the deadline; otherwise the answer (counted
-/// and logged).
-async fn read_body(req: Request, deadline: Duration, metrics: &Metrics) -> Result<Bytes, Response> {
+/// Why a body was not read: its outcome (counted by the caller) and the answer.
+struct Refused {
+    outcome: RequestOutcome,
+    answer: Response,
+}
+
+/// `POST /convert`: a ConversionReview answered from the objects alone (no cache, no lease:
+/// the API server cannot serve v1beta1 while this is down, so it serves from startup).
+#[tracing::instrument(name = "conversion", skip_all, fields(uid = Empty, objects = Empty, outcome = Empty))]
+async fn convert(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
+    let deadline = deadline_of(&req);
+    let bytes = match read_body(req, deadline, MAX_CONVERSION_BYTES, "ConversionReview").await {
+        Ok(bytes) => bytes,
+        Err(refused) => {
+            let outcome = match refused.outcome {
+                RequestOutcome::Deadline => ConversionOutcome::Deadline,
+                RequestOutcome::TooLarge => ConversionOutcome::TooLarge,
+                _ => ConversionOutcome::Failure,
+            };
+            wh.metrics.conversion(outcome);
+            Span::current().record("outcome", outcome.as_str());
+            return refused.answer;
+        }
+    };
+    let started = Instant::now();
+    let converted = review::review(&bytes);
+    let elapsed = started.elapsed();
+    wh.metrics
+        .conversion_duration
+        .observe(elapsed.as_secs_f64());
+    wh.metrics
+        .converted_objects
+        .inc_by(converted.objects as u64);
+    let outcome = match &converted.failure {
+        None => ConversionOutcome::Success,
+        Some(_) => ConversionOutcome::Failure,
+    };
+    wh.metrics.conversion(outcome);
+    let span = Span::current();
+    span.record("uid", converted.uid.as_str());
+    span.record("objects", converted.objects);
+    span.record("outcome", outcome.as_str());
+    match &converted.failure {
+        Some(message) => tracing::warn!(%message, "conversion failed"),
+        None => tracing::debug!(
+            to = converted.desired.map(|v| v.api_version()),
+            micros = elapsed.as_micros() as u64,
+            "converted"
+        ),
+    }
+    let mut resp = Response::new(Body::from(converted.body));
+    resp.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    resp
+}
+
+/// The whole body, within `limit` and before the deadline; otherwise why not (logged).
+async fn read_body(
+    req: Request,
+    deadline: Duration,
+    limit: usize,
+    what: &str,
+) -> Result<Bytes, Refused> {
+    let too_large = || Refused {
+        outcome: RequestOutcome::TooLarge,
+        answer: text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("{what} body exceeds the {limit} byte limit\n"),
+        ),
+    };
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        answered(metrics, RequestOutcome::TooLarge);
-        tracing::warn!(
-            declared,
-            limit = MAX_BODY_BYTES,
-            "AdmissionReview body over the limit"
-        );
+    if declared.is_some_and(|n| n > limit as u64) {
+        tracing::warn!(declared, limit, "{what} body over the limit");
         return Err(too_large());
     }
     let read = tokio::time::timeout(
         budget(deadline),
-        axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES),
+        axum::body::to_bytes(req.into_body(), limit),
     );
     match read.await {
         Ok(Ok(b)) => Ok(b),
@@ -151,27 +217,27 @@ async fn read_body(req: Request, deadline: Duration, metrics: &Metrics) -> Resul
             let too_big = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
             if too_big {
-                answered(metrics, RequestOutcome::TooLarge);
-                tracing::warn!(
-                    limit = MAX_BODY_BYTES,
-                    "AdmissionReview body over the limit"
-                );
+                tracing::warn!(limit, "{what} body over the limit");
                 return Err(too_large());
             }
-            answered(metrics, RequestOutcome::Invalid);
             tracing::warn!(error = %e, "request body could not be read");
-            Err(text(
-                StatusCode::BAD_REQUEST,
-                format!("failed to read request body: {e}\n"),
-            ))
+            Err(Refused {
+                outcome: RequestOutcome::Invalid,
+                answer: text(
+                    StatusCode::BAD_REQUEST,
+                    format!("failed to read request body: {e}\n"),
+                ),
+            })
         }
         Err(_) => {
-            answered(metrics, RequestOutcome::Deadline);
             tracing::warn!(?deadline, "request body not complete before the deadline");
-            Err(text(
-                StatusCode::REQUEST_TIMEOUT,
-                format!("request body not received within the {deadline:?} deadline\n"),
-            ))
+            Err(Refused {
+                outcome: RequestOutcome::Deadline,
+                answer: text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("request body not received within the {deadline:?} deadline\n"),
+                ),
+            })
         }
     }
 }

@@ -3,6 +3,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceDefinition, JSONSchemaProps,
 };
+use otel_injector::crd::v1beta1::{MSG_CONFIG_EXCLUSIVE, RULE_CONFIG_EXCLUSIVE};
 use otel_injector::crd::{
     CrdError, Instrumentation, LanguageSpec, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT,
     MSG_VOLUME_EXCLUSIVE, Propagator, QUANTITY_PATTERN, RULE_JAEGER_REMOTE_ARGUMENT,
@@ -138,6 +139,13 @@ fn root_schema(crd: &CustomResourceDefinition) -> &JSONSchemaProps {
         .as_ref()
         .and_then(|s| s.open_api_v3_schema.as_ref())
         .expect("the CRD has a schema")
+}
+
+fn beta_schema(crd: &CustomResourceDefinition) -> &JSONSchemaProps {
+    let beta = crd.spec.versions.iter().find(|v| v.name == "v1beta1");
+    beta.and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .expect("v1beta1 has a schema")
 }
 
 fn property<'a>(schema: &'a JSONSchemaProps, path: &[&str]) -> &'a JSONSchemaProps {
@@ -408,11 +416,72 @@ metadata:
     );
 
     let other_version =
-        "apiVersion: opentelemetry.io/v1beta1\nkind: Instrumentation\nmetadata: {name: x}\n";
+        "apiVersion: opentelemetry.io/v2\nkind: Instrumentation\nmetadata: {name: x}\n";
     assert!(matches!(
         parse_instrumentations(other_version),
         Err(CrdError::WrongKind { index: 1, .. })
     ));
+}
+
+/// v1beta1 documents are read as the API server would store them: converted, their
+/// v1beta1 fields carried; a field of the wrong type names the document.
+#[test]
+fn v1beta1_documents_are_read_into_the_stored_version() {
+    let yaml = r#"
+apiVersion: opentelemetry.io/v1beta1
+kind: Instrumentation
+metadata: {name: beta, namespace: apps}
+spec:
+  envConfig:
+    exporter: {endpoint: "http://collector:4318", protocol: http/protobuf}
+    env: [{name: FROM_CONFIG, value: "1"}]
+  resource:
+    attributes: {team: payments}
+    k8sMetadata: {enabled: false, includeUIDs: true}
+  java: {image: "example/java:1"}
+---
+apiVersion: opentelemetry.io/v1alpha1
+kind: Instrumentation
+metadata: {name: alpha}
+spec: {java: {}}
+"#;
+    let items = parse_instrumentations(yaml).unwrap();
+    let beta = &items[0];
+    assert_eq!(
+        beta.spec.exporter.as_ref().unwrap().endpoint.as_deref(),
+        Some("http://collector:4318")
+    );
+    assert_eq!(
+        beta.spec.resource.as_ref().unwrap().add_k8s_uid_attributes,
+        Some(true)
+    );
+    let carried = beta.spec.v1beta1.as_deref().expect("v1beta1 fields");
+    assert!(!carried.default_images);
+    assert!(!carried.k8s_metadata);
+    assert!(carried.service_metadata);
+    assert_eq!(
+        carried.protocol,
+        Some(otel_injector::crd::v1beta1::Protocol::HttpProtobuf)
+    );
+    assert_eq!(carried.env[0].name, "FROM_CONFIG");
+    assert!(!beta.default_images());
+    assert!(items[1].spec.v1beta1.is_none());
+    assert!(items[1].default_images());
+
+    let bad = "apiVersion: opentelemetry.io/v1beta1\nkind: Instrumentation\nmetadata: {name: x}\nspec:\n  envConfig: {exporter: {protocol: udp}}\n";
+    let err = parse_instrumentations(bad).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            CrdError::InvalidV1beta1 {
+                index: 1,
+                line: 1,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("udp"), "{err}");
 }
 
 #[test]
@@ -666,7 +735,10 @@ fn crd_schema_matches_the_operator() {
         !yaml.contains("nullable"),
         "nulls are pruned, as in the Operator"
     );
-    assert!(yaml.len() < 200_000, "fits client-side kubectl apply");
+    // Client-side `kubectl apply` keeps the object's compact JSON in an annotation, and the
+    // annotations of an object total at most 256 KiB.
+    let applied = serde_json::to_string(&crd).unwrap();
+    assert!(applied.len() < 200_000, "fits client-side kubectl apply");
 }
 
 #[test]
@@ -700,8 +772,20 @@ fn crd_cel_rules_are_where_expected() {
             "{section}"
         );
     }
+    let beta = beta_schema(&crd);
+    assert_eq!(
+        rules(property(beta, &["spec"])),
+        [(
+            RULE_CONFIG_EXCLUSIVE.to_owned(),
+            MSG_CONFIG_EXCLUSIVE.to_owned()
+        )]
+    );
+    assert_eq!(
+        rules(property(beta, &["spec", "envConfig", "sampler"])),
+        rules(property(spec, &["sampler"]))
+    );
     let rule_count = crd_yaml().matches("rule: ").count();
-    assert_eq!(rule_count, 9, "no CEL rules elsewhere");
+    assert_eq!(rule_count, 9 + 3, "no CEL rules elsewhere");
     // CEL string literals here use no backslash escapes.
     for rule in [
         RULE_RATIO_ARGUMENT,
@@ -796,4 +880,149 @@ fn an_instrumentation_spec_is_small_when_its_sections_are_unset() {
     );
     assert!(spec <= 1024, "InstrumentationSpec is {spec} bytes");
     assert!(java <= 256, "a language section is {java} bytes");
+}
+
+/// v1beta1 is served and converted by the webhook; v1alpha1 stays the stored version.
+#[test]
+fn v1beta1_is_served_and_v1alpha1_stored() {
+    let crd = crd();
+    let versions: Vec<(&str, bool, bool)> = crd
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(
+        versions,
+        [("v1alpha1", true, true), ("v1beta1", true, false)]
+    );
+    let conversion = crd.spec.conversion.as_ref().expect("a conversion");
+    assert_eq!(conversion.strategy, "Webhook");
+    let webhook = conversion.webhook.as_ref().unwrap();
+    assert_eq!(webhook.conversion_review_versions, ["v1"]);
+    let service = webhook
+        .client_config
+        .as_ref()
+        .and_then(|c| c.service.as_ref())
+        .unwrap();
+    assert_eq!(
+        (
+            service.namespace.as_str(),
+            service.name.as_str(),
+            service.path.as_deref(),
+            service.port
+        ),
+        (
+            "otel-injector",
+            "otel-injector",
+            Some("/convert"),
+            Some(443)
+        )
+    );
+    assert_eq!(
+        crd.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("cert-manager.io/inject-ca-from"))
+            .map(String::as_str),
+        Some("otel-injector/otel-injector"),
+        "cert-manager's CA injector fills the conversion's caBundle"
+    );
+
+    let beta = beta_schema(&crd);
+    let spec = property(beta, &["spec"]);
+    let mut fields: Vec<&str> = spec
+        .properties
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    fields.sort();
+    assert_eq!(
+        fields,
+        [
+            "apacheHttpd",
+            "declarativeConfig",
+            "dotnet",
+            "env",
+            "envConfig",
+            "go",
+            "imagePullPolicy",
+            "initContainerSecurityContext",
+            "java",
+            "nginx",
+            "nodejs",
+            "python",
+            "resource"
+        ]
+    );
+    let protocol = property(spec, &["envConfig", "exporter", "protocol"]);
+    let protocols: Vec<Value> = protocol
+        .enum_
+        .iter()
+        .flatten()
+        .map(|v| v.0.clone())
+        .collect();
+    assert_eq!(
+        protocols,
+        [json!("grpc"), json!("http/protobuf"), json!("http/json")]
+    );
+    for section in LANGUAGE_SECTIONS {
+        let image = property(spec, &[section, "image"]);
+        assert_eq!(image.min_length, Some(1), "{section}");
+        assert!(
+            property(spec, &[section])
+                .properties
+                .as_ref()
+                .unwrap()
+                .get("volumeLimitSize")
+                .is_none(),
+            "{section}: volumeLimitSize is v1alpha1's"
+        );
+        property(spec, &[section, "resources"]);
+    }
+    for path in [
+        &["resource", "k8sMetadata", "enabled"][..],
+        &["resource", "k8sMetadata", "includeUIDs"],
+        &["resource", "serviceMetadata", "enabled"],
+        &["resource", "attributes"],
+    ] {
+        property(spec, path);
+    }
+    let config = property(spec, &["declarativeConfig"]);
+    assert_eq!(
+        config.required.as_deref(),
+        Some(&["file_format".to_owned()][..])
+    );
+    assert_eq!(
+        property(config, &["file_format"]).pattern.as_deref(),
+        Some(otel_injector::crd::declarative::FILE_FORMAT_PATTERN)
+    );
+    // The parts of the schema that still move are kept as written, and only those.
+    for path in [
+        &[][..],
+        &["resource"],
+        &["tracer_provider"],
+        &["meter_provider"],
+        &["logger_provider"],
+    ] {
+        assert_eq!(
+            property(config, path).x_kubernetes_preserve_unknown_fields,
+            Some(true),
+            "{path:?}"
+        );
+    }
+    let exporter = match &property(config, &["tracer_provider", "processors"]).items {
+        Some(k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaPropsOrArray::Schema(p)) => {
+            property(p, &["batch", "exporter"]).clone()
+        }
+        other => panic!("processors: {other:?}"),
+    };
+    for otlp in ["otlp_http", "otlp_grpc"] {
+        property(&exporter, &[otlp, "endpoint"]);
+    }
+    assert_eq!(
+        property(spec, &["envConfig"]).x_kubernetes_preserve_unknown_fields,
+        None
+    );
 }

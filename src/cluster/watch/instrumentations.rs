@@ -33,11 +33,13 @@ pub(crate) fn to_typed(o: DynamicObject) -> Result<Instrumentation, String> {
         Some(s) => serde_json::from_value(s).map_err(|e| e.to_string())?,
         None => None,
     };
-    Ok(Instrumentation {
+    let mut inst = Instrumentation {
         metadata,
         spec,
         status,
-    })
+    };
+    inst.read_carried()?;
+    Ok(inst)
 }
 
 /// The engine's index kept current by the Instrumentation watch: each event is decoded into

@@ -133,6 +133,12 @@ pub fn fix(reason: SkipReason) -> &'static str {
         SkipReason::CrossNamespaceDenied => {
             "annotate the Instrumentation otel-injector/cross-namespace: \"allowed\", use one in the pod's namespace, or change --cross-namespace-references"
         }
+        SkipReason::ImageRequired => {
+            "set spec.<language>.image in the v1beta1 Instrumentation (v1beta1 has no default image)"
+        }
+        SkipReason::DeclarativeConfigUnsupported => {
+            "use an envConfig Instrumentation for this language, or add it to --declarative-config-languages if its agent reads OTEL_CONFIG_FILE"
+        }
     }
 }
 

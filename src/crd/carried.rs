@@ -1,0 +1,108 @@
+//! The engine's one model of an Instrumentation of either version: the stored v1alpha1 spec
+//! plus what it carries of v1beta1 ([`V1beta1Fields`], read once from the
+//! `otel-injector/v1beta1-fields` annotation the conversion writes, when the object enters a
+//! cache or is read from a file).
+
+use k8s_openapi::api::core::v1::EnvVar;
+use serde::{Deserialize, Serialize};
+
+use super::v1beta1::{self, Protocol};
+use super::{DeclarativeConfig, Instrumentation};
+use crate::keys::V1BETA1_FIELDS;
+
+/// What a stored Instrumentation means beyond its v1alpha1 fields.
+#[derive(Serialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct V1beta1Fields {
+    /// Whether a language without an image gets the default image (false: written in
+    /// v1beta1, the language is skipped with `image_required`).
+    pub default_images: bool,
+    /// `envConfig.exporter.protocol`: OTEL_EXPORTER_OTLP_PROTOCOL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// `envConfig.env`, below `spec.env` in precedence.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// `resource.k8sMetadata.enabled` (default true): the k8s.* attributes.
+    pub k8s_metadata: bool,
+    /// `resource.serviceMetadata.enabled` (default true): the derived service.* attributes.
+    pub service_metadata: bool,
+    /// `declarativeConfig`: the SDK configuration file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declarative_config: Option<Box<DeclarativeConfig>>,
+}
+
+/// The carrying annotation as the conversion writes it.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Carrier {
+    #[serde(default)]
+    default_images: bool,
+    #[serde(default)]
+    spec: v1beta1::InstrumentationSpec,
+}
+
+impl V1beta1Fields {
+    /// The fields `text` (the annotation's value) carries; the error says what is wrong.
+    pub fn parse(text: &str) -> Result<V1beta1Fields, String> {
+        let carrier: Carrier = serde_json::from_str(text)
+            .map_err(|e| format!("annotation {V1BETA1_FIELDS} cannot be read: {e}"))?;
+        let spec = carrier.spec;
+        let exporter = spec.env_config.as_ref().and_then(|c| c.exporter.as_ref());
+        let resource = spec.resource.as_ref();
+        Ok(V1beta1Fields {
+            default_images: carrier.default_images,
+            protocol: exporter.and_then(|e| e.protocol),
+            env: spec.env_config.map(|c| c.env).unwrap_or_default(),
+            k8s_metadata: resource
+                .and_then(|r| r.k8s_metadata.as_ref())
+                .and_then(|k| k.enabled)
+                .unwrap_or(true),
+            service_metadata: resource
+                .and_then(|r| r.service_metadata.as_ref())
+                .and_then(|s| s.enabled)
+                .unwrap_or(true),
+            declarative_config: spec.declarative_config,
+        })
+    }
+}
+
+impl super::InstrumentationSpec {
+    /// Whether the k8s.* resource attributes are added (v1beta1's `k8sMetadata.enabled`).
+    pub fn k8s_metadata(&self) -> bool {
+        self.v1beta1.as_ref().is_none_or(|b| b.k8s_metadata)
+    }
+
+    /// Whether the service.* attributes are derived (v1beta1's `serviceMetadata.enabled`);
+    /// the pod's `resource.opentelemetry.io/service.*` annotations apply either way.
+    pub fn service_metadata(&self) -> bool {
+        self.v1beta1.as_ref().is_none_or(|b| b.service_metadata)
+    }
+
+    /// The declarative configuration, when the SDK is configured by a file.
+    pub fn declarative_config(&self) -> Option<&DeclarativeConfig> {
+        self.v1beta1.as_ref()?.declarative_config.as_deref()
+    }
+}
+
+impl Instrumentation {
+    /// Reads the v1beta1 fields the object carries into `spec.v1beta1` (none: a v1alpha1
+    /// object). Called wherever an object enters the engine.
+    pub fn read_carried(&mut self) -> Result<(), String> {
+        let text = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(V1BETA1_FIELDS));
+        self.spec.v1beta1 = match text {
+            Some(text) => Some(Box::new(V1beta1Fields::parse(text)?)),
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// Whether a language without an image gets the default image.
+    pub fn default_images(&self) -> bool {
+        self.spec.v1beta1.as_ref().is_none_or(|b| b.default_images)
+    }
+}

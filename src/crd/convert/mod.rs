@@ -1,0 +1,479 @@
+//! Exact conversion between v1alpha1 (stored) and v1beta1 (served) Instrumentations, on the
+//! objects' JSON as the API server sends them.
+//!
+//! A field both versions have moves to its place in the other ([`MOVES`]); whatever the
+//! other version cannot hold rides in an annotation and comes back from it on the way back:
+//! - on a v1beta1 object, the OpenTelemetry Operator's `v1alpha1-fields` annotation, with
+//!   its keys for the fields upstream named (each language's `volumeLimitSize`, Apache's and
+//!   nginx's `attrs`) and `spec` for any other v1alpha1 residue;
+//! - on a stored v1alpha1 object, ours ([`V1BETA1_FIELDS`]): the v1beta1-only fields
+//!   (`declarativeConfig`, `protocol`, `k8sMetadata.enabled`, ...) as a partial v1beta1 spec.
+//!
+//! Both carry `defaultImages`, the one bit of meaning the versions differ in: a language
+//! without an image gets the default image in v1alpha1 and none in v1beta1. An object keeps
+//! the meaning of the version it was written in, whichever version it is read in.
+//!
+//! The carrying annotation disappears on the way back, so `to_v1beta1(to_v1alpha1(b)) == b`
+//! and `to_v1alpha1(to_v1beta1(a)) == a` for every object whose carrying annotations are the
+//! ones these functions write (an empty `metadata.annotations` counts as none, as
+//! Kubernetes' `ObjectMeta` has it). One edit can make a carried field redundant: an empty
+//! `envConfig: {}` carried on a stored object whose v1alpha1 `exporter` was then set, or a
+//! carried `useLabelsForResourceAttributes: false` after `serviceMetadata.enabled: true` was
+//! written in v1beta1. The edit wins (a carried field never replaces one of the object's own
+//! version), the first round trip drops the stale one, and from there on both round trips
+//! are the identity again. A carrying annotation that cannot be read is kept as it
+//! is and otherwise ignored, so that one hand-edited object never fails a whole LIST.
+
+use serde_json::{Map, Value};
+
+use super::API_VERSION;
+use super::v1beta1::API_VERSION_V1BETA1;
+use crate::keys::{V1ALPHA1_FIELDS, V1BETA1_FIELDS};
+
+/// A field that has a place in both versions: its path in each spec, and whether only the
+/// value `true` moves (`useLabelsForResourceAttributes` is `serviceMetadata.enabled: true`;
+/// its `false` has no v1beta1 spelling and rides in the annotation).
+struct Move {
+    alpha: &'static str,
+    beta: &'static str,
+    only_true: bool,
+}
+
+const fn mv(alpha: &'static str, beta: &'static str) -> Move {
+    Move {
+        alpha,
+        beta,
+        only_true: false,
+    }
+}
+
+/// Every field with a place in both versions (paths inside `spec`, `/`-separated).
+const MOVES: &[Move] = &[
+    mv("exporter/endpoint", "envConfig/exporter/endpoint"),
+    mv("exporter/tls", "envConfig/exporter/tls"),
+    mv("propagators", "envConfig/propagators"),
+    mv("sampler", "envConfig/sampler"),
+    mv("resource/resourceAttributes", "resource/attributes"),
+    mv(
+        "resource/addK8sUIDAttributes",
+        "resource/k8sMetadata/includeUIDs",
+    ),
+    Move {
+        alpha: "defaults/useLabelsForResourceAttributes",
+        beta: "resource/serviceMetadata/enabled",
+        only_true: true,
+    },
+    mv("env", "env"),
+    mv("imagePullPolicy", "imagePullPolicy"),
+    mv(
+        "initContainerSecurityContext",
+        "initContainerSecurityContext",
+    ),
+    mv("java/image", "java/image"),
+    mv("java/env", "java/env"),
+    mv("java/resources", "java/resources"),
+    mv("java/volumeClaimTemplate", "java/volumeClaimTemplate"),
+    mv("java/extensions", "java/extensions"),
+    mv("nodejs/image", "nodejs/image"),
+    mv("nodejs/env", "nodejs/env"),
+    mv("nodejs/resourceRequirements", "nodejs/resources"),
+    mv("nodejs/volumeClaimTemplate", "nodejs/volumeClaimTemplate"),
+    mv("python/image", "python/image"),
+    mv("python/env", "python/env"),
+    mv("python/resourceRequirements", "python/resources"),
+    mv("python/volumeClaimTemplate", "python/volumeClaimTemplate"),
+    mv("dotnet/image", "dotnet/image"),
+    mv("dotnet/env", "dotnet/env"),
+    mv("dotnet/resourceRequirements", "dotnet/resources"),
+    mv("dotnet/volumeClaimTemplate", "dotnet/volumeClaimTemplate"),
+    mv("go/image", "go/image"),
+    mv("go/env", "go/env"),
+    mv("go/resourceRequirements", "go/resources"),
+    mv("go/volumeClaimTemplate", "go/volumeClaimTemplate"),
+    mv("go/securityContext", "go/securityContext"),
+    mv("apacheHttpd/image", "apacheHttpd/image"),
+    mv("apacheHttpd/env", "apacheHttpd/env"),
+    mv("apacheHttpd/resourceRequirements", "apacheHttpd/resources"),
+    mv(
+        "apacheHttpd/volumeClaimTemplate",
+        "apacheHttpd/volumeClaimTemplate",
+    ),
+    mv("apacheHttpd/version", "apacheHttpd/version"),
+    mv("apacheHttpd/configPath", "apacheHttpd/configPath"),
+    mv("nginx/image", "nginx/image"),
+    mv("nginx/env", "nginx/env"),
+    mv("nginx/resourceRequirements", "nginx/resources"),
+    mv("nginx/volumeClaimTemplate", "nginx/volumeClaimTemplate"),
+    mv("nginx/configFile", "nginx/configFile"),
+];
+
+/// The v1alpha1-only fields upstream's annotation names, with upstream's keys.
+const UPSTREAM_KEYS: &[(&str, &str)] = &[
+    ("java/volumeLimitSize", "javaVolumeSizeLimit"),
+    ("nodejs/volumeLimitSize", "nodejsVolumeSizeLimit"),
+    ("python/volumeLimitSize", "pythonVolumeSizeLimit"),
+    ("dotnet/volumeLimitSize", "dotnetVolumeSizeLimit"),
+    ("go/volumeLimitSize", "goVolumeSizeLimit"),
+    ("apacheHttpd/volumeLimitSize", "apacheHttpdVolumeSizeLimit"),
+    ("apacheHttpd/attrs", "apacheHttpdAttrs"),
+    ("nginx/volumeLimitSize", "nginxVolumeSizeLimit"),
+    ("nginx/attrs", "nginxAttrs"),
+];
+
+/// In either annotation: whether languages without an image get the default image.
+const DEFAULT_IMAGES: &str = "defaultImages";
+/// In either annotation: the rest of the other version's spec, as a partial spec.
+const SPEC: &str = "spec";
+
+/// Why an object cannot be converted.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConvertError {
+    #[error("the object is not a JSON object")]
+    NotAnObject,
+    #[error("spec is not an object")]
+    SpecNotAnObject,
+    #[error("metadata is not an object")]
+    MetadataNotAnObject,
+    #[error("apiVersion {0:?} is not {API_VERSION} or {API_VERSION_V1BETA1}")]
+    UnknownVersion(String),
+}
+
+/// Which way an object goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    V1alpha1,
+    V1beta1,
+}
+
+impl Version {
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Version::V1alpha1 => API_VERSION,
+            Version::V1beta1 => API_VERSION_V1BETA1,
+        }
+    }
+
+    /// The version of an `apiVersion`, if it is one of the Instrumentation's.
+    pub fn of(api_version: &str) -> Option<Version> {
+        [Version::V1alpha1, Version::V1beta1]
+            .into_iter()
+            .find(|v| v.api_version() == api_version)
+    }
+}
+
+/// `object` in `to`'s version (unchanged when it already is).
+pub fn convert(object: &Value, to: Version) -> Result<Value, ConvertError> {
+    let from = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    match (Version::of(from), to) {
+        (None, _) => Err(ConvertError::UnknownVersion(from.to_owned())),
+        (Some(from), to) if from == to => Ok(object.clone()),
+        (Some(_), Version::V1beta1) => to_v1beta1(object),
+        (Some(_), Version::V1alpha1) => to_v1alpha1(object),
+    }
+}
+
+/// A v1alpha1 object as v1beta1.
+pub fn to_v1beta1(alpha: &Value) -> Result<Value, ConvertError> {
+    let mut out = alpha.as_object().ok_or(ConvertError::NotAnObject)?.clone();
+    let spec = take_spec(&mut out)?;
+    let (mut beta_spec, residue) = moved(spec.as_ref(), Side::Alpha);
+
+    // Our annotation: the v1beta1-only fields, and the meaning the object was written with.
+    let carried = take_carrier(&mut out, V1BETA1_FIELDS)?;
+    let default_images = match &carried {
+        Some(c) => c
+            .get(DEFAULT_IMAGES)
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        None => true,
+    };
+    if let Some(Value::Object(rest)) = carried.as_ref().and_then(|c| c.get(SPEC)) {
+        for (path, value) in leaves(rest) {
+            put(&mut beta_spec, &path, value.clone(), Set::Carried);
+        }
+    }
+
+    // Upstream's annotation: what v1beta1 cannot hold, with upstream's keys where it has them.
+    let mut fields = Map::new();
+    let mut rest = Map::new();
+    for (path, value) in residue {
+        match UPSTREAM_KEYS.iter().find(|(p, _)| *p == path) {
+            Some((_, key)) => {
+                fields.insert((*key).to_owned(), value);
+            }
+            None => set(&mut rest, &path, value),
+        }
+    }
+    if !rest.is_empty() {
+        fields.insert(SPEC.to_owned(), Value::Object(rest));
+    }
+    if default_images || !fields.is_empty() {
+        if !default_images {
+            fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(false));
+        }
+        put_carrier(&mut out, V1ALPHA1_FIELDS, fields)?;
+    }
+    let keep = spec.is_some() || !beta_spec.is_empty();
+    finish(out, keep.then_some(beta_spec), Version::V1beta1)
+}
+
+/// A v1beta1 object as v1alpha1 (the stored version).
+pub fn to_v1alpha1(beta: &Value) -> Result<Value, ConvertError> {
+    let mut out = beta.as_object().ok_or(ConvertError::NotAnObject)?.clone();
+    let spec = take_spec(&mut out)?;
+    let (mut alpha_spec, residue) = moved(spec.as_ref(), Side::Beta);
+
+    // Upstream's annotation: the v1alpha1-only fields, and the meaning.
+    let carried = take_carrier(&mut out, V1ALPHA1_FIELDS)?;
+    let default_images = match &carried {
+        Some(c) => c
+            .get(DEFAULT_IMAGES)
+            .and_then(Value::as_bool)
+            .unwrap_or(true),
+        None => false,
+    };
+    if let Some(carried) = &carried {
+        for (path, key) in UPSTREAM_KEYS {
+            if let Some(value) = carried.get(*key) {
+                put(&mut alpha_spec, path, value.clone(), Set::Carried);
+            }
+        }
+        if let Some(Value::Object(rest)) = carried.get(SPEC) {
+            for (path, value) in leaves(rest) {
+                put(&mut alpha_spec, &path, value.clone(), Set::Carried);
+            }
+        }
+    }
+
+    // Our annotation: what v1alpha1 cannot hold.
+    let mut fields = Map::new();
+    let mut rest = Map::new();
+    for (path, value) in residue {
+        set(&mut rest, &path, value);
+    }
+    if !rest.is_empty() {
+        fields.insert(SPEC.to_owned(), Value::Object(rest));
+    }
+    if !default_images || !fields.is_empty() {
+        fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(default_images));
+        put_carrier(&mut out, V1BETA1_FIELDS, fields)?;
+    }
+    let keep = spec.is_some() || !alpha_spec.is_empty();
+    finish(out, keep.then_some(alpha_spec), Version::V1alpha1)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Alpha,
+    Beta,
+}
+
+impl Move {
+    fn paths(&self, from: Side) -> (&'static str, &'static str) {
+        match from {
+            Side::Alpha => (self.alpha, self.beta),
+            Side::Beta => (self.beta, self.alpha),
+        }
+    }
+}
+
+/// The other version's spec made of the fields in [`MOVES`], and the residue: every other
+/// leaf of `spec` (a scalar, an array, or an empty object) with its path.
+fn moved(
+    spec: Option<&Map<String, Value>>,
+    from: Side,
+) -> (Map<String, Value>, Vec<(String, Value)>) {
+    let mut out = Map::new();
+    let mut residue = Vec::new();
+    let Some(spec) = spec else {
+        return (out, residue);
+    };
+    for (path, value) in leaves_until(spec, &|path| MOVES.iter().any(|m| m.paths(from).0 == path)) {
+        let target = MOVES
+            .iter()
+            .find(|m| m.paths(from).0 == path)
+            .filter(|m| !m.only_true || value == &Value::Bool(true));
+        match target {
+            Some(m) => set(&mut out, m.paths(from).1, value.clone()),
+            None => residue.push((path, value.clone())),
+        }
+    }
+    (out, residue)
+}
+
+/// Every leaf of `tree` with its path: scalars, arrays and empty objects.
+fn leaves(tree: &Map<String, Value>) -> Vec<(String, &Value)> {
+    leaves_until(tree, &|_| false)
+}
+
+/// [`leaves`], stopping also at the paths `stop` accepts (their whole value is one leaf).
+fn leaves_until<'v>(
+    tree: &'v Map<String, Value>,
+    stop: &dyn Fn(&str) -> bool,
+) -> Vec<(String, &'v Value)> {
+    fn walk<'v>(
+        prefix: &str,
+        tree: &'v Map<String, Value>,
+        stop: &dyn Fn(&str) -> bool,
+        out: &mut Vec<(String, &'v Value)>,
+    ) {
+        for (key, value) in tree {
+            let key = key.replace('~', "~0").replace('/', "~1");
+            let path = if prefix.is_empty() {
+                key
+            } else {
+                format!("{prefix}/{key}")
+            };
+            match value {
+                Value::Object(children) if !children.is_empty() && !stop(&path) => {
+                    walk(&path, children, stop, out)
+                }
+                _ => out.push((path, value)),
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk("", tree, stop, &mut out);
+    out
+}
+
+/// Sets `value` at `path` in `tree`, creating the objects on the way (a non-object on the
+/// way is replaced: paths come from one spec, so they never cross a leaf). Keys in a path
+/// are escaped as in a JSON pointer (`~1` for `/`, `~0` for `~`).
+fn set(tree: &mut Map<String, Value>, path: &str, value: Value) {
+    put(tree, path, value, Set::Replace)
+}
+
+/// How [`put`] treats a value already at the path.
+#[derive(Clone, Copy)]
+enum Set {
+    Replace,
+    /// A carried field never replaces a field of the object's own version: after an edit in
+    /// that version, the edit wins (a carried `{}`, `useLabelsForResourceAttributes: false`).
+    Carried,
+}
+
+/// [`set`] with a choice of what happens to a value already there.
+fn put(tree: &mut Map<String, Value>, path: &str, value: Value, mode: Set) {
+    let mut node = tree;
+    let mut parts = path
+        .split('/')
+        .map(|k| k.replace("~1", "/").replace("~0", "~"))
+        .peekable();
+    while let Some(key) = parts.next() {
+        if parts.peek().is_none() {
+            match mode {
+                Set::Replace => {
+                    node.insert(key, value);
+                }
+                Set::Carried => {
+                    node.entry(key).or_insert(value);
+                }
+            }
+            return;
+        }
+        let child = node.entry(key).or_insert_with(|| Value::Object(Map::new()));
+        if !child.is_object() {
+            *child = Value::Object(Map::new());
+        }
+        node = match child {
+            Value::Object(map) => map,
+            _ => return,
+        };
+    }
+}
+
+fn take_spec(object: &mut Map<String, Value>) -> Result<Option<Map<String, Value>>, ConvertError> {
+    match object.remove("spec") {
+        None => Ok(None),
+        Some(Value::Object(spec)) => Ok(Some(spec)),
+        Some(_) => Err(ConvertError::SpecNotAnObject),
+    }
+}
+
+fn annotations(
+    object: &mut Map<String, Value>,
+) -> Result<Option<&mut Map<String, Value>>, ConvertError> {
+    match object.get_mut("metadata") {
+        None => Ok(None),
+        Some(Value::Object(metadata)) => Ok(match metadata.get_mut("annotations") {
+            Some(Value::Object(annotations)) => Some(annotations),
+            _ => None,
+        }),
+        Some(_) => Err(ConvertError::MetadataNotAnObject),
+    }
+}
+
+/// Removes and reads the carrying annotation `key`; one that cannot be read stays.
+fn take_carrier(
+    object: &mut Map<String, Value>,
+    key: &str,
+) -> Result<Option<Map<String, Value>>, ConvertError> {
+    let Some(annotations) = annotations(object)? else {
+        return Ok(None);
+    };
+    let parsed = match annotations.get(key).and_then(Value::as_str) {
+        Some(text) => match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(map)) => map,
+            _ => return Ok(None),
+        },
+        None => return Ok(None),
+    };
+    annotations.remove(key);
+    Ok(Some(parsed))
+}
+
+fn put_carrier(
+    object: &mut Map<String, Value>,
+    key: &str,
+    fields: Map<String, Value>,
+) -> Result<(), ConvertError> {
+    let metadata = object
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(metadata) = metadata else {
+        return Err(ConvertError::MetadataNotAnObject);
+    };
+    let annotations = metadata
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(Map::new()));
+    if !annotations.is_object() {
+        *annotations = Value::Object(Map::new());
+    }
+    if let Value::Object(annotations) = annotations {
+        annotations.insert(
+            key.to_owned(),
+            Value::String(Value::Object(fields).to_string()),
+        );
+    }
+    Ok(())
+}
+
+/// The converted object: its spec, its apiVersion, and no empty annotations map.
+fn finish(
+    mut out: Map<String, Value>,
+    spec: Option<Map<String, Value>>,
+    to: Version,
+) -> Result<Value, ConvertError> {
+    if let Some(spec) = spec {
+        out.insert("spec".to_owned(), Value::Object(spec));
+    }
+    out.insert(
+        "apiVersion".to_owned(),
+        Value::String(to.api_version().to_owned()),
+    );
+    if let Some(Value::Object(metadata)) = out.get_mut("metadata")
+        && metadata
+            .get("annotations")
+            .is_some_and(|a| a.as_object().is_some_and(Map::is_empty))
+    {
+        metadata.remove("annotations");
+    }
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,266 @@
+//! The `opentelemetry.io/v1beta1` Instrumentation, served next to v1alpha1 and stored as
+//! v1alpha1 (`convert` maps one to the other exactly). The field layout is the one the
+//! OpenTelemetry Operator merged for v1beta1 (`envConfig`, one `resource` block, per-language
+//! `resources`, no default image), plus `declarativeConfig` (the SDK configuration file,
+//! typed in `declarative`), which upstream has not typed.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    EnvVar, PersistentVolumeClaimTemplate, ResourceRequirements, SecurityContext,
+};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{
+    CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, DeclarativeConfig, ExporterTls, Extension,
+    InstrumentationStatus, Propagator, Sampler,
+};
+
+/// `apiVersion` of a v1beta1 Instrumentation.
+pub const API_VERSION_V1BETA1: &str = "opentelemetry.io/v1beta1";
+
+/// CEL: `declarativeConfig` and `envConfig` configure the SDK in two exclusive ways.
+pub const RULE_CONFIG_EXCLUSIVE: &str = "!(has(self.envConfig) && has(self.declarativeConfig))";
+/// Message of [`RULE_CONFIG_EXCLUSIVE`].
+pub const MSG_CONFIG_EXCLUSIVE: &str = "envConfig and declarativeConfig cannot both be set: \
+     the SDK reads either environment variables or a configuration file";
+
+/// Desired state of OpenTelemetry SDK configuration and auto-instrumentation (v1beta1).
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "opentelemetry.io",
+    version = "v1beta1",
+    kind = "Instrumentation",
+    namespaced,
+    shortname = "otelinst",
+    shortname = "otelinsts",
+    status = "InstrumentationStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
+    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
+    printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.envConfig.exporter.endpoint"}"#,
+    printcolumn = r#"{"name": "Protocol", "type": "string", "jsonPath": ".spec.envConfig.exporter.protocol"}"#,
+    printcolumn = r#"{"name": "Config File", "type": "string", "jsonPath": ".spec.declarativeConfig.file_format", "description": "file_format of the declarative configuration, when set"}"#,
+    printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
+    printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
+    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
+    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#
+)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    { "rule": RULE_CONFIG_EXCLUSIVE, "message": MSG_CONFIG_EXCLUSIVE },
+]))]
+pub struct InstrumentationSpec {
+    /// SDK configuration by environment variables (the v1alpha1 model). Exclusive with
+    /// declarativeConfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_config: Option<EnvConfig>,
+    /// SDK configuration by a declarative configuration file (schema 1.x), rendered per pod
+    /// with the Kubernetes and service attributes and read by the SDK from OTEL_CONFIG_FILE.
+    /// Exclusive with envConfig.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declarative_config: Option<Box<DeclarativeConfig>>,
+    /// Resource attributes and how the webhook derives the Kubernetes and service ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<Resource>,
+    /// Env vars for all languages. Precedence: container env > language env > this env >
+    /// envConfig.env > values derived from this spec.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Java auto-instrumentation (javaagent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub java: Option<Box<Java>>,
+    /// Node.js auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nodejs: Option<Box<Language>>,
+    /// Python auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<Box<Language>>,
+    /// .NET auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dotnet: Option<Box<Language>>,
+    /// Go auto-instrumentation (eBPF sidecar).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go: Option<Box<Go>>,
+    /// Apache HTTPD auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apache_httpd: Option<Box<ApacheHttpd>>,
+    /// Nginx auto-instrumentation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nginx: Option<Box<Nginx>>,
+    /// Image pull policy of the injected init containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_pull_policy: Option<String>,
+    /// Security context of the injected init containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub init_container_security_context: Option<Box<SecurityContext>>,
+}
+
+/// The SDK configured by environment variables.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EnvConfig {
+    /// OTLP exporter configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exporter: Option<Exporter>,
+    /// Context propagators, set in OTEL_PROPAGATORS.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub propagators: Vec<Propagator>,
+    /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampler: Option<Sampler>,
+    /// Env vars of the SDK configuration; spec.env and the language env take precedence.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+}
+
+/// OTLP exporter configuration.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exporter {
+    /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// OTLP protocol, set in OTEL_EXPORTER_OTLP_PROTOCOL.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<Protocol>,
+    /// TLS certificates; used only with an https:// endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ExporterTls>,
+}
+
+/// The OTLP transport, as named in OTEL_EXPORTER_OTLP_PROTOCOL.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Protocol {
+    #[serde(rename = "grpc")]
+    Grpc,
+    #[serde(rename = "http/protobuf")]
+    HttpProtobuf,
+    #[serde(rename = "http/json")]
+    HttpJson,
+}
+
+impl Protocol {
+    /// The value of OTEL_EXPORTER_OTLP_PROTOCOL.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Grpc => "grpc",
+            Protocol::HttpProtobuf => "http/protobuf",
+            Protocol::HttpJson => "http/json",
+        }
+    }
+}
+
+/// Resource attributes, and which ones the webhook derives.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Resource {
+    /// Attributes added to the resource (lowest precedence), e.g. deployment.environment.name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, String>,
+    /// The k8s.* attributes (namespace, pod, node, container, owners).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub k8s_metadata: Option<K8sMetadata>,
+    /// The service.* attributes derived from the pod (name, version, instance id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_metadata: Option<ServiceMetadata>,
+}
+
+/// Whether and how the k8s.* attributes are added.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct K8sMetadata {
+    /// false: no k8s.* attributes are added (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Also add the owners' UIDs (k8s.deployment.uid, ...).
+    #[serde(
+        default,
+        rename = "includeUIDs",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub include_uids: Option<bool>,
+}
+
+/// Whether the service.* attributes are derived.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceMetadata {
+    /// false: no derived service.* attributes; true: derived, the app.kubernetes.io labels
+    /// included (v1alpha1's useLabelsForResourceAttributes); unset: derived from the
+    /// annotations, the owner and the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// What every language section holds (Node.js, Python and .NET hold only this).
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Language {
+    /// Image with the agent. There is no default image in v1beta1: a language requested
+    /// without one is skipped (image_required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
+    pub image: Option<String>,
+    /// Ephemeral volume for the agent files; if unset an emptyDir is used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_claim_template: Option<Box<PersistentVolumeClaimTemplate>>,
+    /// Language-specific env vars; they take precedence over spec.env.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Compute resources of the injected container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+}
+
+/// Java: the common part and extensions.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Java {
+    #[serde(flatten)]
+    pub common: Language,
+    /// Extension JARs, all copied into one directory.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extensions: Vec<Extension>,
+}
+
+/// Go: the common part and the sidecar's security context.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Go {
+    #[serde(flatten)]
+    pub common: Language,
+    /// Security context of the sidecar (it needs privileges to use eBPF).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub security_context: Option<Box<SecurityContext>>,
+}
+
+/// Apache HTTPD: the common part, version and configuration directory.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApacheHttpd {
+    #[serde(flatten)]
+    pub common: Language,
+    /// Apache HTTPD version: 2.4 (default) or 2.2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Directory of the Apache configuration (default /usr/local/apache2/conf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
+    pub config_path: Option<String>,
+}
+
+/// Nginx: the common part and the configuration file.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Nginx {
+    #[serde(flatten)]
+    pub common: Language,
+    /// Nginx configuration file (default /etc/nginx/nginx.conf).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
+    pub config_file: Option<String>,
+}
