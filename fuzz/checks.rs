@@ -466,3 +466,57 @@ impl FuzzPod {
         })
     }
 }
+
+/// A ConversionReview (`/convert`): never a panic; always a ConversionReview answer with the
+/// request's uid (when it had one), `Success` with one converted object per object, each in
+/// the version asked for and converting back to what was sent (the round trip, for objects
+/// whose carrying annotations are the conversion's own), or `Failure` with a message.
+pub fn check_conversion(data: &[u8]) {
+    use otel_injector::crd::convert::{Version, convert};
+    use otel_injector::crd::review;
+
+    let converted = review::review(data);
+    let answer: Value = serde_json::from_slice(&converted.body).expect("the answer is JSON");
+    assert_eq!(answer["apiVersion"], "apiextensions.k8s.io/v1");
+    assert_eq!(answer["kind"], "ConversionReview");
+    let response = &answer["response"];
+    assert_eq!(response["uid"], converted.uid.as_str());
+    let request: Option<Value> = serde_json::from_slice::<Value>(data)
+        .ok()
+        .map(|v| v["request"].clone());
+    match response["result"]["status"].as_str() {
+        Some("Success") => {
+            let request = request.expect("a readable review");
+            let sent = request["objects"].as_array().cloned().unwrap_or_default();
+            let got = response["convertedObjects"].as_array().unwrap();
+            assert_eq!(sent.len(), got.len());
+            let desired = request["desiredAPIVersion"].as_str().unwrap();
+            for (before, after) in sent.iter().zip(got) {
+                assert_eq!(after["apiVersion"], desired);
+                let from = before["apiVersion"].as_str().and_then(Version::of).unwrap();
+                let carried = |v: &Value, key: &str| {
+                    v.pointer(&format!("/metadata/annotations/{}", key.replace('/', "~1")))
+                        .is_some()
+                };
+                // Objects that already carry the other direction's annotation are not ones
+                // the conversion wrote: only checked for not panicking.
+                let foreign = carried(before, "otel-injector/v1beta1-fields")
+                    && carried(before, "instrumentation.opentelemetry.io/v1alpha1-fields");
+                if !foreign && before["spec"].is_object() {
+                    let back = convert(after, from).expect("converts back");
+                    let again = convert(&back, Version::of(desired).unwrap()).unwrap();
+                    assert_eq!(&again, after, "the round trip is stable");
+                }
+            }
+        }
+        Some("Failure") => {
+            assert!(
+                response["result"]["message"]
+                    .as_str()
+                    .is_some_and(|m| !m.is_empty())
+            );
+            assert_eq!(response["convertedObjects"], json!([]));
+        }
+        other => panic!("result status {other:?}"),
+    }
+}

@@ -6,9 +6,11 @@
 # reaches; app images hold the test apps of e2e/apps/.
 #
 #   scripts/e2e-images.sh          # builds what is missing; prints `NAME=DIR` per image
+#   scripts/e2e-images.sh NAME...  # the same for the named images only
 #
 # | image          | root holds                         | from                                          |
 # | java-agent     | /javaagent.jar                     | Maven Central, opentelemetry-javaagent 2.20.1 |
+# | java-agent-declarative | /javaagent.jar             | Maven Central, opentelemetry-javaagent 2.33.1 (reads OTEL_CONFIG_FILE) |
 # | nodejs-agent   | /autoinstrumentation/ (+ node_modules) | npm ci of e2e/images/nodejs-agent (locked) |
 # | python-agent   | /autoinstrumentation/              | pip install --target of e2e/images/python-agent/requirements.txt |
 # | java-app       | /app/App.class                     | javac of e2e/apps/java/App.java              |
@@ -25,8 +27,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE_ROOT="${OTEL_INJECTOR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otel-injector}"
 JAVA_AGENT_VERSION="2.20.1"
+# The newest agent Maven Central serves; it reads a declarative configuration file (schema 1.x)
+# from OTEL_CONFIG_FILE (stable since 2.26.0).
+JAVA_AGENT_DECLARATIVE_VERSION="2.33.1"
 PYTHON="${E2E_PYTHON:-python3}"   # builds cp311 wheels for the apps' /usr/bin/python3 (3.11)
 
+ONLY=("$@")   # image names to build; none: all
 log() { printf '[e2e-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 if ! command -v bwrap >/dev/null; then
@@ -55,10 +61,14 @@ pip_target() { # requirements target: every package pinned there, no resolver, w
         --root-user-action=ignore --no-deps --only-binary=:all: -r "$1" --target "$2" >&2
 }
 
-# image NAME HASH BUILD_FUNCTION: builds into a temp dir, renamed into place when complete.
+# image NAME HASH BUILD_FUNCTION [ARGS...]: runs BUILD_FUNCTION TEMP_DIR ARGS... into a temp dir,
+# renamed into place when complete.
+BUILT=()
 image() {
     local name="$1" hash="$2" fn="$3"
     local out="$CACHE_ROOT/images/$name/$hash"
+    if ((${#ONLY[@]})) && [[ " ${ONLY[*]} " != *" $name "* ]]; then return 0; fi
+    BUILT+=("$name")
     if [[ ! -f "$out/.complete" ]]; then
         mkdir -p "$CACHE_ROOT/images/$name"
         exec 8>"$CACHE_ROOT/images/$name/.lock"
@@ -67,7 +77,7 @@ image() {
             local tmp t0=$SECONDS
             tmp="$(mktemp -d "$CACHE_ROOT/images/$name/.tmp.XXXXXX")"
             log "building $name into $out"
-            "$fn" "$tmp"
+            "$fn" "$tmp" "${@:4}"
             touch "$tmp/.complete"
             rm -rf "$out"
             mv "$tmp" "$out"
@@ -78,13 +88,13 @@ image() {
     echo "$name=$out"
 }
 
-build_java_agent() {
-    local m2
+build_java_agent() { # DIR VERSION
+    local m2 version="$2"
     m2="$(mktemp -d)"
     mvn -q -B dependency:copy \
-        -Dartifact="io.opentelemetry.javaagent:opentelemetry-javaagent:$JAVA_AGENT_VERSION" \
+        -Dartifact="io.opentelemetry.javaagent:opentelemetry-javaagent:$version" \
         -DoutputDirectory="$m2" >&2
-    mv "$m2/opentelemetry-javaagent-$JAVA_AGENT_VERSION.jar" "$1/javaagent.jar"
+    mv "$m2/opentelemetry-javaagent-$version.jar" "$1/javaagent.jar"
     rm -rf "$m2"
 }
 
@@ -122,10 +132,15 @@ build_python_sdk_app() {
 }
 
 E="$ROOT/e2e"
-image java-agent "$(echo "$JAVA_AGENT_VERSION" | hash_of /dev/stdin)" build_java_agent
+image java-agent "$(echo "$JAVA_AGENT_VERSION" | hash_of /dev/stdin)" build_java_agent "$JAVA_AGENT_VERSION"
+image java-agent-declarative "$(echo "$JAVA_AGENT_DECLARATIVE_VERSION" | hash_of /dev/stdin)" build_java_agent "$JAVA_AGENT_DECLARATIVE_VERSION"
 image nodejs-agent "$(hash_of "$E/images/nodejs-agent/package.json" "$E/images/nodejs-agent/package-lock.json" "$E/images/nodejs-agent/autoinstrumentation.js")" build_nodejs_agent
 image python-agent "$(hash_of "$E/images/python-agent/requirements.txt")" build_python_agent
 image java-app "$(hash_of "$E/apps/java/App.java")" build_java_app
 image nodejs-app "$(hash_of "$E/apps/nodejs/server.js")" build_nodejs_app
 image python-app "$(hash_of "$E/apps/python/app.py" "$E/apps/python/requirements.txt")" build_python_app
 image python-sdk-app "$(hash_of "$E/apps/python-sdk/app.py" "$E/apps/python-sdk/requirements.txt")" build_python_sdk_app
+
+for name in "${ONLY[@]}"; do
+    [[ " ${BUILT[*]} " == *" $name "* ]] || { log "no image named $name"; exit 1; }
+done

@@ -9,8 +9,8 @@ use futures::FutureExt as _;
 use tokio::task::JoinSet;
 
 use crate::cli::{
-    Command, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, RolloutArgs,
-    ServeArgs,
+    Command, ConvertArgs, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs,
+    RolloutArgs, ServeArgs,
 };
 use crate::cluster::events::{self, KubePublisher};
 use crate::cluster::{self, Caches, Labeler};
@@ -32,6 +32,7 @@ pub async fn run(command: Command) -> Result<(), Failure> {
         }
         Command::DevCerts(args) => Ok(dev_certs(&args)?),
         Command::Inject(args) => inject(&args).await,
+        Command::Convert(args) => convert(&args).await,
         Command::Explain(args) => explain(&args).await,
         Command::Rollout(args) => rollout(&args).await,
     }
@@ -139,6 +140,15 @@ async fn offline_inputs(
 }
 
 /// `otel-injector inject`.
+async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
+    let sources = offline::manifests::read(&args.files)?;
+    let done = offline::convert::convert_all(sources, args.to.version(), args.output)?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(done.output.as_bytes())?;
+    stdout.flush()?;
+    Ok(())
+}
+
 async fn inject(args: &InjectArgs) -> Result<(), Failure> {
     let (sources, ctx) = offline_inputs(&args.input).await?;
     let options = offline::inject::Options {

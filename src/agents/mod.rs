@@ -5,6 +5,7 @@
 
 pub mod apache;
 pub mod copy;
+pub mod declarative;
 #[cfg(test)]
 mod demo;
 pub mod dotnet;

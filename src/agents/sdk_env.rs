@@ -179,7 +179,9 @@ pub fn inject_common_env_except(
 }
 
 /// The SDK configuration, after the language's variables: service name, exporter,
-/// downward-API variables, propagators, sampler, and `OTEL_RESOURCE_ATTRIBUTES` last.
+/// downward-API variables, propagators, sampler, and `OTEL_RESOURCE_ATTRIBUTES` last. With a
+/// declarative configuration only the service name and the downward-API variables (the file
+/// refers to them).
 /// `app` is the container whose telemetry this is (the target itself, except for Go).
 pub fn inject_sdk_config(
     env: &mut EnvPlan<'_>,
@@ -196,6 +198,7 @@ pub fn inject_sdk_config(
     if let Some(name) = service_name {
         env.append_if_absent(literal(OTEL_SERVICE_NAME, name));
     }
+    let declarative = spec.declarative_config().is_some();
     if let Some(endpoint) = spec
         .exporter
         .as_ref()
@@ -227,6 +230,11 @@ pub fn inject_sdk_config(
         ));
     }
 
+    // The configuration file holds the rest (agents::declarative); the SDK would ignore
+    // these variables.
+    if declarative {
+        return;
+    }
     if !spec.propagators.is_empty() {
         let names: Vec<&str> = spec.propagators.iter().map(|p| p.as_str()).collect();
         env.append_if_absent(literal(OTEL_PROPAGATORS, names.join(",")));

@@ -1,7 +1,7 @@
 //! Built-in certificate mode (`--certificate-secret NAMESPACE/NAME`): the webhook makes its
 //! own CA and serving certificate, keeps them in a `kubernetes.io/tls` Secret shared by all
 //! replicas, and writes the CA into every entry of its MutatingWebhookConfiguration
-//! (`caBundle`). No leader election: every replica runs the same loop, and the API server's
+//! (`caBundle`), and into the Instrumentation CRD's conversion webhook. No leader election: every replica runs the same loop, and the API server's
 //! optimistic concurrency (create → 409, update with `resourceVersion` → 409) picks one
 //! writer; the others read the winner's Secret.
 //!
@@ -14,6 +14,7 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt as _};
 use serde_json::json;
@@ -35,6 +36,8 @@ pub struct Config {
     pub namespace: String,
     pub name: String,
     pub webhook_configuration: String,
+    /// The CRD whose conversion webhook gets the CA too.
+    pub conversion_crd: Option<String>,
     pub hosts: Vec<String>,
 }
 
@@ -52,6 +55,8 @@ pub fn parse_secret_ref(v: &str) -> Result<(String, String), String> {
 fn explain(verb: &str, what: &str, namespace: Option<&str>, e: &kube::Error) -> String {
     let resource = if what.starts_with("Secret") {
         "secrets"
+    } else if what.starts_with("CustomResourceDefinition") {
+        "customresourcedefinitions (cluster scope)"
     } else {
         "mutatingwebhookconfigurations (cluster scope)"
     };
@@ -175,8 +180,82 @@ async fn sync_ca_bundle(
     Ok(stale.len())
 }
 
+/// Sets the `caBundle` of the CRD's conversion webhook when it differs, guarded by the
+/// `resourceVersion` read. A CRD that converts some other way (or not at all) is left alone.
+/// Returns whether it changed.
+async fn sync_conversion_ca_bundle(
+    api: &Api<CustomResourceDefinition>,
+    name: &str,
+    ca_pem: &str,
+) -> Result<usize, String> {
+    let what = format!("CustomResourceDefinition {name}");
+    let crd = api
+        .get(name)
+        .await
+        .map_err(|e| explain("get", &what, None, &e))?;
+    let Some(webhook) = crd
+        .spec
+        .conversion
+        .as_ref()
+        .filter(|c| c.strategy == "Webhook")
+        .and_then(|c| c.webhook.as_ref())
+    else {
+        return Ok(0);
+    };
+    let want = ca_pem.as_bytes();
+    let current = webhook
+        .client_config
+        .as_ref()
+        .and_then(|c| c.ca_bundle.as_ref());
+    if current.map(|b| b.0.as_slice()) == Some(want) {
+        return Ok(0);
+    }
+    let patch = json!({
+        "metadata": {"resourceVersion": crd.resource_version()},
+        "spec": {"conversion": {"webhook": {"clientConfig": {
+            "caBundle": base64::engine::general_purpose::STANDARD.encode(want)
+        }}}},
+    });
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| explain("patch", &what, None, &e))?;
+    Ok(1)
+}
+
+/// Keeps one `caBundle` current with the CA `ca_rx` publishes: `sync` when it changes, and
+/// again every [`BUNDLE_POLL`] (someone may have reverted it).
+async fn keep_ca_bundle<F, Fut>(mut ca_rx: watch::Receiver<Option<String>>, target: &str, sync: F)
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<usize, String>>,
+{
+    loop {
+        let Some(ca) = ca_rx.borrow_and_update().clone() else {
+            ca_changed(&mut ca_rx).await;
+            continue;
+        };
+        let attempt = retry::until_ok(
+            || sync(ca.clone()),
+            |e, delay| tracing::error!(error = %e, "caBundle not set; retrying in {delay:?}"),
+        );
+        // A new CA while retrying: start over with it.
+        let entries = tokio::select! {
+            n = attempt => n,
+            _ = ca_changed(&mut ca_rx) => continue,
+        };
+        if entries > 0 {
+            tracing::info!(%target, entries, "caBundle set");
+        }
+        tokio::select! {
+            _ = ca_changed(&mut ca_rx) => {}
+            _ = tokio::time::sleep(BUNDLE_POLL) => {}
+        }
+    }
+}
+
 /// Runs the built-in certificate mode until dropped: keeps the Secret, swaps the served
-/// pair to it (then sets `ready`), and keeps the `caBundle` of the webhook configuration.
+/// pair to it (then sets `ready`), and keeps the `caBundle` of the webhook configuration and
+/// of the CRD's conversion webhook.
 pub async fn run(
     client: Client,
     cfg: Config,
@@ -186,7 +265,8 @@ pub async fn run(
 ) {
     let (ca_tx, ca_rx) = watch::channel::<Option<String>>(None);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), &cfg.namespace);
-    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client);
+    let mwcs: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client);
     let secret = format!("{}/{}", cfg.namespace, cfg.name);
     let secret_loop = async {
         loop {
@@ -220,32 +300,21 @@ pub async fn run(
             tokio::time::sleep(SECRET_POLL).await;
         }
     };
-    let bundle_loop = async {
-        let mut ca_rx = ca_rx;
-        loop {
-            let Some(ca) = ca_rx.borrow_and_update().clone() else {
-                ca_changed(&mut ca_rx).await;
-                continue;
-            };
-            let sync = retry::until_ok(
-                || sync_ca_bundle(&mwcs, &cfg.webhook_configuration, &ca),
-                |e, delay| tracing::error!(error = %e, "caBundle not set; retrying in {delay:?}"),
-            );
-            // A new CA while retrying: start over with it.
-            let entries = tokio::select! {
-                n = sync => n,
-                _ = ca_changed(&mut ca_rx) => continue,
-            };
-            if entries > 0 {
-                tracing::info!(webhook_configuration = %cfg.webhook_configuration, entries, "caBundle set");
-            }
-            tokio::select! {
-                _ = ca_changed(&mut ca_rx) => {}
-                _ = tokio::time::sleep(BUNDLE_POLL) => {}
-            }
-        }
+    let bundle_loop = keep_ca_bundle(ca_rx.clone(), &cfg.webhook_configuration, |ca| {
+        let (mwcs, name) = (&mwcs, &cfg.webhook_configuration);
+        async move { sync_ca_bundle(mwcs, name, &ca).await }
+    });
+    let conversion_loop = async {
+        let Some(crd) = &cfg.conversion_crd else {
+            return;
+        };
+        keep_ca_bundle(ca_rx.clone(), crd, |ca| {
+            let crds = &crds;
+            async move { sync_conversion_ca_bundle(crds, crd, &ca).await }
+        })
+        .await
     };
-    tokio::join!(secret_loop, bundle_loop);
+    tokio::join!(secret_loop, bundle_loop, conversion_loop);
 }
 
 /// Resolves when the CA to publish changes (never once its sender is gone).

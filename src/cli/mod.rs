@@ -22,7 +22,7 @@ use clap::{Args, Parser, Subcommand};
 pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
-pub use offline::{ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
+pub use offline::{ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
 pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
@@ -66,6 +66,9 @@ pub enum Command {
     /// why: which annotation asked, which Instrumentation was chosen, the target containers,
     /// where each variable's value comes from, and every skip with its reason and fix.
     Explain(Box<ExplainArgs>),
+    /// Rewrite Instrumentation manifests into v1beta1 or v1alpha1 exactly as the conversion
+    /// webhook serves them (for GitOps repositories); everything else unchanged, in order.
+    Convert(ConvertArgs),
     /// Restart, as `kubectl rollout restart` does, the Deployments, StatefulSets and
     /// DaemonSets whose pods run an outdated spec of an Instrumentation, were admitted without
     /// the webhook, or were skipped because it did not exist yet, a few at a time, waiting for each to complete; stops at

@@ -1,4 +1,4 @@
-//! Flags of the offline commands, `inject` and `explain`: the manifests, where
+//! Flags of the offline commands, `inject`, `explain` and `convert`: the manifests, where
 //! Instrumentations and namespace annotations come from, and the engine's own flags (the
 //! same as `serve`'s, so the decision is the same).
 
@@ -146,4 +146,52 @@ mod tests {
         assert!(namespace_annotation(":k=v").is_err());
         assert!(namespace_annotation("ns:=v").is_err());
     }
+}
+
+/// The version `convert` writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ConvertTo {
+    V1beta1,
+    V1alpha1,
+}
+
+impl ConvertTo {
+    pub fn version(self) -> crate::crd::convert::Version {
+        match self {
+            ConvertTo::V1beta1 => crate::crd::convert::Version::V1beta1,
+            ConvertTo::V1alpha1 => crate::crd::convert::Version::V1alpha1,
+        }
+    }
+}
+
+/// `convert`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+The conversion is the webhook's: exact both ways. What the other version cannot hold rides in \
+an annotation (on v1beta1 the Operator's instrumentation.opentelemetry.io/v1alpha1-fields, on \
+v1alpha1 otel-injector/v1beta1-fields) and comes back on the way back; an object keeps the \
+meaning of the version it was written in (a v1alpha1 object converted to v1beta1 keeps its \
+default images: to take v1beta1's meaning, set every language's image and remove the \
+annotation). Documents that are not Instrumentations, or already in that version, are written \
+back byte for byte; a converted one is written anew with its keys sorted.
+
+Exit status: 0 done; 1 bad input (the message names the file and document).")]
+pub struct ConvertArgs {
+    /// The version to write.
+    #[arg(long, value_enum)]
+    pub to: ConvertTo,
+
+    /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
+    /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        value_name = "FILE|DIR|-"
+    )]
+    pub files: Vec<PathBuf>,
+
+    /// Output format. Several JSON documents are written as one `List`.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
 }

@@ -48,6 +48,16 @@ pub struct TlsArgs {
     )]
     pub webhook_configuration: String,
 
+    /// Built-in certificate mode: the CustomResourceDefinition whose conversion webhook
+    /// (`/convert`) gets the CA as `caBundle`, when its conversion strategy is Webhook
+    /// (needs get/patch on it by name; manifests/components/built-in). Empty: none.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_CONVERSION_CRD",
+        default_value = "instrumentations.opentelemetry.io"
+    )]
+    pub conversion_crd: String,
+
     /// Built-in certificate mode: DNS name or IP address of the serving certificate.
     /// Repeatable (comma-separated in the env var).
     #[arg(
@@ -73,6 +83,7 @@ impl TlsArgs {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 webhook_configuration: self.webhook_configuration.clone(),
+                conversion_crd: Some(self.conversion_crd.clone()).filter(|c| !c.is_empty()),
                 hosts: self.certificate_hosts.clone(),
             }),
         }

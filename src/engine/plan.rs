@@ -15,7 +15,7 @@ use super::references::{
 };
 use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
-use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language};
+use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language, declarative};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
@@ -303,7 +303,7 @@ fn v1beta1_refusal(
             SkipReason::DeclarativeConfigUnsupported,
             found,
             format!(
-                "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read (--declarative-config-languages); not injected",
+                "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read; not injected",
                 qualified(inst)
             ),
         ));
@@ -404,6 +404,19 @@ fn inject(
     });
     if let Effect::Injected(_) = effect {
         mount_exporter_tls(plan, slots, inst);
+        if let Err(refused) = declarative::deliver(plan, slots, scene.info, &inst.spec) {
+            *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
+            let (reason, why) = match refused {
+                declarative::Refused::TooLarge(why) => (SkipReason::PodTooLarge, why),
+                declarative::Refused::Collision(why) => (SkipReason::NameCollision, why),
+            };
+            return Err(Stop::Skip(Skip::new(
+                Some(lang),
+                reason,
+                found,
+                format!("inject-{lang}: {why}; not injected"),
+            )));
+        }
         if let Err(collision) = plan.check() {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
             return Err(Stop::Skip(Skip::new(

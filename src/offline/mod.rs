@@ -4,6 +4,7 @@
 //! [`crate::admission::mutate`] ([`workload`]); [`inject`] writes the result back,
 //! [`explain`] tells why.
 
+pub mod convert;
 pub mod explain;
 pub mod inject;
 pub mod manifests;

@@ -87,12 +87,10 @@ fn text(status: StatusCode, msg: String) -> Response {
 )]
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     let deadline = deadline_of(&req);
-    let bytes = match read_body(req, deadline, MAX_BODY_BYTES, "AdmissionReview").await {
+    let refused = |outcome| answered(&wh.metrics, outcome);
+    let bytes = match read_body(req, deadline, MAX_BODY_BYTES, "AdmissionReview", refused).await {
         Ok(bytes) => bytes,
-        Err(refused) => {
-            answered(&wh.metrics, refused.outcome);
-            return refused.answer;
-        }
+        Err(refused) => return refused.answer,
     };
     // Timed from the complete body: how fast the client uploads is not ours to measure.
     let started = Instant::now();
@@ -126,9 +124,8 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     }
 }
 
-/// Why a body was not read: its outcome (counted by the caller) and the answer.
+/// Why a body was not read: the answer.
 struct Refused {
-    outcome: RequestOutcome,
     answer: Response,
 }
 
@@ -137,18 +134,19 @@ struct Refused {
 #[tracing::instrument(name = "conversion", skip_all, fields(uid = Empty, objects = Empty, outcome = Empty))]
 async fn convert(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     let deadline = deadline_of(&req);
-    let bytes = match read_body(req, deadline, MAX_CONVERSION_BYTES, "ConversionReview").await {
+    let refused = |outcome| {
+        let outcome = match outcome {
+            RequestOutcome::Deadline => ConversionOutcome::Deadline,
+            RequestOutcome::TooLarge => ConversionOutcome::TooLarge,
+            _ => ConversionOutcome::Failure,
+        };
+        wh.metrics.conversion(outcome);
+        Span::current().record("outcome", outcome.as_str());
+    };
+    let limit = MAX_CONVERSION_BYTES;
+    let bytes = match read_body(req, deadline, limit, "ConversionReview", refused).await {
         Ok(bytes) => bytes,
-        Err(refused) => {
-            let outcome = match refused.outcome {
-                RequestOutcome::Deadline => ConversionOutcome::Deadline,
-                RequestOutcome::TooLarge => ConversionOutcome::TooLarge,
-                _ => ConversionOutcome::Failure,
-            };
-            wh.metrics.conversion(outcome);
-            Span::current().record("outcome", outcome.as_str());
-            return refused.answer;
-        }
+        Err(refused) => return refused.answer,
     };
     let started = Instant::now();
     let converted = review::review(&bytes);
@@ -184,15 +182,16 @@ async fn convert(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
     resp
 }
 
-/// The whole body, within `limit` and before the deadline; otherwise why not (logged).
+/// The whole body, within `limit` and before the deadline; otherwise why not, handed to
+/// `refused` (which counts it and records it on the span) before it is logged.
 async fn read_body(
     req: Request,
     deadline: Duration,
     limit: usize,
     what: &str,
+    refused: impl Fn(RequestOutcome),
 ) -> Result<Bytes, Refused> {
     let too_large = || Refused {
-        outcome: RequestOutcome::TooLarge,
         answer: text(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("{what} body exceeds the {limit} byte limit\n"),
@@ -204,6 +203,7 @@ async fn read_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit as u64) {
+        refused(RequestOutcome::TooLarge);
         tracing::warn!(declared, limit, "{what} body over the limit");
         return Err(too_large());
     }
@@ -217,12 +217,13 @@ async fn read_body(
             let too_big = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
             if too_big {
+                refused(RequestOutcome::TooLarge);
                 tracing::warn!(limit, "{what} body over the limit");
                 return Err(too_large());
             }
+            refused(RequestOutcome::Invalid);
             tracing::warn!(error = %e, "request body could not be read");
             Err(Refused {
-                outcome: RequestOutcome::Invalid,
                 answer: text(
                     StatusCode::BAD_REQUEST,
                     format!("failed to read request body: {e}\n"),
@@ -230,9 +231,9 @@ async fn read_body(
             })
         }
         Err(_) => {
+            refused(RequestOutcome::Deadline);
             tracing::warn!(?deadline, "request body not complete before the deadline");
             Err(Refused {
-                outcome: RequestOutcome::Deadline,
                 answer: text(
                     StatusCode::REQUEST_TIMEOUT,
                     format!("request body not received within the {deadline:?} deadline\n"),

@@ -24,3 +24,4 @@ mod inject_python;
 mod labels;
 mod offline;
 mod outcome;
+mod v1beta1;

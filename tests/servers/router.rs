@@ -262,3 +262,81 @@ async fn a_full_event_queue_drops_and_counts_and_the_review_is_answered() {
         "{text}"
     );
 }
+
+/// `POST /convert`: a ConversionReview answered from the objects alone, counted by outcome.
+#[tokio::test]
+async fn conversion_reviews_are_answered_with_their_uid_and_counted() {
+    let _serial = crate::support::serial().await;
+    let object = json!({
+        "apiVersion": "opentelemetry.io/v1beta1", "kind": "Instrumentation",
+        "metadata": {"name": "i", "namespace": "apps", "uid": "x"},
+        "spec": {"envConfig": {"exporter": {"endpoint": "http://c:4317", "protocol": "grpc"}}}
+    });
+    let review = |desired: &str, objects: serde_json::Value| {
+        json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+               "request": {"uid": "u-1", "desiredAPIVersion": desired, "objects": objects}})
+        .to_string()
+    };
+    let (router, metrics) = webhook();
+    let r = call(
+        router,
+        post(
+            "/convert",
+            review("opentelemetry.io/v1alpha1", json!([object])),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let body: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(body["response"]["uid"], "u-1");
+    assert_eq!(body["response"]["result"], json!({"status": "Success"}));
+    assert_eq!(
+        body["response"]["convertedObjects"],
+        json!([{
+            "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+            "metadata": {"name": "i", "namespace": "apps", "uid": "x", "annotations": {
+                "otel-injector/v1beta1-fields":
+                    "{\"defaultImages\":false,\"spec\":{\"envConfig\":{\"exporter\":{\"protocol\":\"grpc\"}}}}"
+            }},
+            "spec": {"exporter": {"endpoint": "http://c:4317"}}
+        }])
+    );
+    let text = metrics.encode();
+    let series = |s: &str| support::metric(&text, s).expect("series exists");
+    assert_eq!(
+        series("otel_injector_conversion_requests_total{outcome=\"success\"}"),
+        1.0
+    );
+    assert_eq!(series("otel_injector_conversion_objects_total"), 1.0);
+
+    // (body, what the Failure message says)
+    let table: [(Vec<u8>, &str); 4] = [
+        (b"not json".to_vec(), "not a ConversionReview"),
+        (review("opentelemetry.io/v2", json!([])).into(), "desiredAPIVersion \"opentelemetry.io/v2\""),
+        (
+            review("opentelemetry.io/v1alpha1", json!([{"kind": "Secret"}])).into(),
+            "object 0: kind \"Secret\" is not Instrumentation",
+        ),
+        (
+            review("opentelemetry.io/v1alpha1", json!([{"kind": "Instrumentation", "apiVersion": "opentelemetry.io/v1beta1", "spec": []}])).into(),
+            "object 0: spec is not an object",
+        ),
+    ];
+    for (n, (body, message)) in table.into_iter().enumerate() {
+        let (router, metrics) = webhook();
+        let r = call(router, post("/convert", body)).await;
+        assert_eq!(r.status, 200);
+        let answer: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(answer["response"]["result"]["status"], "Failure", "{n}");
+        let got = answer["response"]["result"]["message"].as_str().unwrap();
+        assert!(got.contains(message), "{n}: {got}");
+        let text = metrics.encode();
+        assert_eq!(
+            support::metric(
+                &text,
+                "otel_injector_conversion_requests_total{outcome=\"failure\"}"
+            ),
+            Some(1.0)
+        );
+    }
+}

@@ -42,6 +42,10 @@ pub struct Explanation {
     pub status: Option<String>,
     /// The `otel-injector/injected` label it would write with it (`"true"`/`"false"`).
     pub injected_label: Option<&'static str>,
+    /// The SDK configuration file rendered for a declarative (v1beta1) Instrumentation, as
+    /// the pod carries it (`otel-injector/sdk-config`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sdk_config: Option<String>,
 }
 
 /// One language asked for.
@@ -283,6 +287,14 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
         warnings: report.warnings.clone(),
         status: status.as_ref().map(ToString::to_string),
         injected_label: status.map(|s| if s.injected() { "true" } else { "false" }),
+        sdk_config: m
+            .after
+            .pointer(&format!(
+                "/metadata/annotations/{}",
+                crate::keys::CONFIG_FILE_ANNOTATION.replace('/', "~1")
+            ))
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     }
 }
 

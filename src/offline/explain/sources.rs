@@ -153,6 +153,27 @@ fn origin(
         if inst.spec.env.iter().any(same) {
             return ("common env", format!("spec.env of {q}"));
         }
+        if let Some(beta) = inst.spec.v1beta1.as_deref() {
+            if beta.env.iter().any(same) {
+                return ("common env", format!("spec.envConfig.env of {q}"));
+            }
+            if var == "OTEL_EXPORTER_OTLP_PROTOCOL" && beta.protocol.is_some() {
+                return (
+                    "instrumentation",
+                    format!("spec.envConfig.exporter.protocol of {q}"),
+                );
+            }
+            if var == crate::agents::declarative::OTEL_CONFIG_FILE
+                || var.starts_with(crate::agents::declarative::PER_CONTAINER_PREFIX)
+            {
+                return (
+                    "instrumentation",
+                    format!(
+                        "spec.declarativeConfig of {q}, rendered into the pod's otel-injector/sdk-config"
+                    ),
+                );
+            }
+        }
     }
     let of = || {
         langs

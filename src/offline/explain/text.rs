@@ -69,6 +69,15 @@ pub fn text(explanations: &[Explanation]) -> String {
             }
             let _ = writeln!(out, "    fix: {}", s.fix);
         }
+        if let Some(file) = &e.sdk_config {
+            let _ = writeln!(
+                out,
+                "  SDK configuration file (annotation otel-injector/sdk-config, OTEL_CONFIG_FILE):"
+            );
+            for line in file.lines() {
+                let _ = writeln!(out, "    {line}");
+            }
+        }
         if let (Some(status), Some(label)) = (&e.status, e.injected_label) {
             let _ = writeln!(out, "  annotation otel-injector/status: {status}");
             let _ = writeln!(out, "  label otel-injector/injected: {label}");

@@ -155,7 +155,7 @@ fn yaml_text(value: &Value) -> String {
 }
 
 /// The manifests as text: a YAML document nothing changed is its original text.
-fn render(format: OutputFormat, sources: &[Source], changed: &[Vec<bool>]) -> String {
+pub(super) fn render(format: OutputFormat, sources: &[Source], changed: &[Vec<bool>]) -> String {
     if format == OutputFormat::Json {
         return json_text(
             sources

@@ -1,0 +1,234 @@
+//! Declarative SDK configuration (a v1beta1 `declarativeConfig`) delivered without any write:
+//! the file is rendered per pod, the Kubernetes and service attributes merged into its
+//! `resource.attributes`, and travels in the pod's own annotation
+//! ([`CONFIG_FILE_ANNOTATION`]), projected read-only into each instrumented container by a
+//! `downwardAPI` volume; `OTEL_CONFIG_FILE` points at it.
+//!
+//! Values unknown at admission (the pod's name, node and UID) are `${VAR}` references to
+//! the downward-API variables the SDK resolves at start-up; so are the values that differ
+//! between the pod's instrumented containers (`service.name` is `${OTEL_SERVICE_NAME}`, set
+//! per container as in env mode, so a user's own value still wins).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{
+    Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector, Volume,
+    VolumeMount,
+};
+use serde_json::Value;
+
+use super::sdk_env::{OTEL_SERVICE_NAME, resource_attributes};
+use crate::crd::InstrumentationSpec;
+use crate::crd::declarative::{Attribute, Resource};
+use crate::keys::CONFIG_FILE_ANNOTATION;
+use crate::pod::env::literal;
+use crate::pod::info::PodInfo;
+use crate::pod::plan::{PodPlan, Slot};
+
+/// The volume and where it is mounted.
+pub const VOLUME: &str = "otel-injector-sdk-config";
+pub const MOUNT: &str = "/otel-injector/sdk-config";
+/// The file in the volume, and the variable that names it to the SDK.
+pub const FILE: &str = "sdk-config.yaml";
+pub const OTEL_CONFIG_FILE: &str = "OTEL_CONFIG_FILE";
+/// The largest rendered file: an annotation of a pod is part of the 256 KiB all of them may
+/// hold together, and the pod's own come first.
+pub const MAX_FILE_BYTES: usize = 64 * 1024;
+/// What Kubernetes allows all annotations of an object together.
+const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+/// The per-container variables the file refers to for values that differ by container.
+pub const PER_CONTAINER_PREFIX: &str = "OTEL_INJECTOR_RESOURCE_";
+
+/// Why the file could not be delivered.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Rendered bigger than [`MAX_FILE_BYTES`], or past what the pod's annotations may hold.
+    TooLarge(String),
+    /// Another Instrumentation's file already goes into this pod.
+    Collision(String),
+}
+
+/// Delivers `spec`'s declarative configuration to the containers in `slots` that the agent
+/// changed: the annotation, the volume once, and per container the mount, `OTEL_CONFIG_FILE`
+/// and the variables the file refers to.
+pub fn deliver(
+    plan: &mut PodPlan<'_>,
+    slots: &[Slot],
+    info: &PodInfo<'_>,
+    spec: &InstrumentationSpec,
+) -> Result<(), Refused> {
+    let Some(config) = spec.declarative_config() else {
+        return Ok(());
+    };
+    let changed: Vec<Slot> = slots
+        .iter()
+        .copied()
+        .filter(|&s| plan.container(s).is_some_and(|c| c.is_changed()))
+        .collect();
+    let containers: Vec<&Container> = changed.iter().filter_map(|&s| plan.original(s)).collect();
+    let (attributes, per_container) = attributes_for(info, spec, &containers);
+
+    let mut file = config.clone();
+    let resource = file.resource.get_or_insert_with(Resource::default);
+    for (name, value) in attributes {
+        if !resource.attributes.iter().any(|a| a.name == name) {
+            resource.attributes.push(Attribute {
+                name,
+                value: Value::String(value),
+                type_: None,
+            });
+        }
+    }
+    let text = serde_saphyr::to_string(&file).map_err(|e| Refused::TooLarge(e.to_string()))?;
+    if text.len() > MAX_FILE_BYTES {
+        return Err(Refused::TooLarge(format!(
+            "the rendered SDK configuration is {} bytes, over {MAX_FILE_BYTES}",
+            text.len()
+        )));
+    }
+    let own: usize = info
+        .pod
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .map(|(k, v)| k.len() + v.len())
+        .sum();
+    if own + text.len() + CONFIG_FILE_ANNOTATION.len() > MAX_ANNOTATION_BYTES {
+        return Err(Refused::TooLarge(format!(
+            "the pod's annotations ({own} bytes) and the rendered SDK configuration ({} bytes) exceed the {MAX_ANNOTATION_BYTES} Kubernetes allows",
+            text.len()
+        )));
+    }
+    match plan.new_annotations.get(CONFIG_FILE_ANNOTATION) {
+        Some(earlier) if *earlier != text => {
+            return Err(Refused::Collision(
+                "another language of this pod already carries a different SDK configuration file"
+                    .to_owned(),
+            ));
+        }
+        _ => {}
+    }
+    plan.new_annotations
+        .insert(CONFIG_FILE_ANNOTATION.to_owned(), text);
+    plan.add_volume(volume());
+    for (slot, values) in changed.iter().zip(per_container) {
+        let Some(c) = plan.container(*slot) else {
+            continue;
+        };
+        c.mount(VolumeMount {
+            name: VOLUME.to_owned(),
+            mount_path: MOUNT.to_owned(),
+            read_only: Some(true),
+            ..Default::default()
+        });
+        c.env
+            .append_if_absent(literal(OTEL_CONFIG_FILE, format!("{MOUNT}/{FILE}")));
+        for (name, value) in values {
+            c.env.append_if_absent(literal(&name, value));
+        }
+    }
+    Ok(())
+}
+
+/// The `downwardAPI` volume that projects the annotation into [`FILE`].
+fn volume() -> Volume {
+    Volume {
+        name: VOLUME.to_owned(),
+        downward_api: Some(DownwardAPIVolumeSource {
+            items: Some(vec![DownwardAPIVolumeFile {
+                path: FILE.to_owned(),
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.annotations['{CONFIG_FILE_ANNOTATION}']"),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Per container, in the order given, the variables to set: (name, value).
+type PerContainer = Vec<Vec<(String, String)>>;
+
+/// The resource attributes the webhook adds for `containers`, with Kubernetes' `$(VAR)`
+/// references written as the SDK's `${VAR}`: one value where every container has the same,
+/// a per-container variable where they differ (a key only some containers have is left
+/// out), `service.name` always `${OTEL_SERVICE_NAME}`. Also, per container, the variables
+/// to set.
+fn attributes_for(
+    info: &PodInfo<'_>,
+    spec: &InstrumentationSpec,
+    containers: &[&Container],
+) -> (BTreeMap<String, String>, PerContainer) {
+    let each: Vec<BTreeMap<&str, Cow<'_, str>>> = containers
+        .iter()
+        .map(|c| resource_attributes(info, spec, c, &[]))
+        .collect();
+    let mut out = BTreeMap::new();
+    let mut per_container = vec![Vec::new(); containers.len()];
+    let Some(first) = each.first() else {
+        return (out, per_container);
+    };
+    for (key, value) in first {
+        if each.iter().any(|m| !m.contains_key(key)) {
+            continue;
+        }
+        if each.iter().all(|m| m.get(key) == Some(value)) {
+            out.insert((*key).to_owned(), sdk_references(value));
+        } else {
+            let var = format!(
+                "{PER_CONTAINER_PREFIX}{}",
+                key.to_ascii_uppercase().replace(['.', '-', '/'], "_")
+            );
+            out.insert((*key).to_owned(), format!("${{{var}}}"));
+            for (i, m) in each.iter().enumerate() {
+                per_container[i].push((var.clone(), sdk_references(&m[key])));
+            }
+        }
+    }
+    if spec.service_metadata() || info.annotation("service.name").is_some() {
+        out.insert(
+            "service.name".to_owned(),
+            format!("${{{OTEL_SERVICE_NAME}}}"),
+        );
+    }
+    (out, per_container)
+}
+
+/// `$(VAR)` (Kubernetes' reference to an earlier variable) as `${VAR}` (the SDK's).
+fn sdk_references(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("$(") {
+        let Some(len) = rest[start..].find(')') else {
+            break;
+        };
+        out.push_str(&rest[..start]);
+        out.push_str("${");
+        out.push_str(&rest[start + 2..start + len]);
+        out.push('}');
+        rest = &rest[start + len + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_references_become_the_sdks() {
+        assert_eq!(
+            sdk_references("apps.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).app"),
+            "apps.${OTEL_RESOURCE_ATTRIBUTES_POD_NAME}.app"
+        );
+        assert_eq!(sdk_references("plain"), "plain");
+        assert_eq!(sdk_references("$(A)$(B)"), "${A}${B}");
+        assert_eq!(sdk_references("open $(A"), "open $(A");
+    }
+}

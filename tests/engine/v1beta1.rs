@@ -1,0 +1,257 @@
+//! Injection from v1beta1 Instrumentations through the engine, with exact outputs: the
+//! envConfig fields, the resource switches, the missing default image, and the declarative
+//! configuration file delivered in the pod's own annotation.
+
+use crate::common::{assert_skipped, catalog, fref, head, lit, run, run_with};
+use otel_injector::agents::Language;
+use otel_injector::crd::convert::to_v1alpha1;
+use otel_injector::crd::{SpecHash, parse_instrumentations};
+use otel_injector::engine::{EngineConfig, SkipReason};
+use serde_json::{Value, json};
+
+fn pod(inject: &str, containers: Value) -> Value {
+    json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "checkout", "namespace": "shop",
+            "annotations": {format!("instrumentation.opentelemetry.io/inject-{inject}"): "true"}},
+        "spec": {"containers": containers}
+    })
+}
+
+fn app() -> Value {
+    json!([{"name": "app", "image": "shop/checkout:1.4.2"}])
+}
+
+const ENV_CONFIG: &str = r#"
+apiVersion: opentelemetry.io/v1beta1
+kind: Instrumentation
+metadata: {name: beta, namespace: shop}
+spec:
+  envConfig:
+    exporter: {endpoint: "http://collector:4317", protocol: grpc}
+    propagators: [tracecontext]
+    env: [{name: FROM_CONFIG, value: "1"}, {name: SHARED, value: config}]
+  env: [{name: SHARED, value: spec}]
+  resource:
+    attributes: {team: payments}
+    k8sMetadata: {enabled: false}
+    serviceMetadata: {enabled: false}
+  java: {image: "example/java:2.33.1"}
+"#;
+
+/// envConfig.env ranks below spec.env, the protocol follows them; without k8s and service
+/// metadata only the spec's attributes and the pod's annotations remain.
+#[test]
+fn env_config_protocol_and_the_resource_switches() {
+    let (out, d) = run(&catalog(ENV_CONFIG), &pod("sdk", app()));
+    assert_eq!(d.injected, [Language::Sdk]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    let mut expected = head();
+    expected.extend([
+        lit("SHARED", "spec"),
+        lit("FROM_CONFIG", "1"),
+        lit("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+        lit("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
+        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
+        lit("OTEL_PROPAGATORS", "tracecontext"),
+        lit("OTEL_RESOURCE_ATTRIBUTES", "team=payments"),
+    ]);
+    assert_eq!(out["spec"]["containers"][0]["env"], Value::Array(expected));
+
+    // The pod's own service name still applies without service metadata.
+    let mut named = pod("sdk", app());
+    named["metadata"]["annotations"]["resource.opentelemetry.io/service.name"] = json!("cart");
+    let (out, _) = run(&catalog(ENV_CONFIG), &named);
+    let env = out["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert!(env.contains(&lit("OTEL_SERVICE_NAME", "cart")), "{env:?}");
+}
+
+/// v1beta1 has no default image: a language without one is skipped with the reason.
+#[test]
+fn a_v1beta1_language_without_an_image_is_skipped() {
+    let yaml = "apiVersion: opentelemetry.io/v1beta1\nkind: Instrumentation\n\
+                metadata: {name: beta, namespace: shop}\nspec: {nodejs: {env: [{name: A, value: b}]}}\n";
+    let (_, d) = run(&catalog(yaml), &pod("nodejs", app()));
+    assert_skipped(
+        &d,
+        SkipReason::ImageRequired,
+        "inject-nodejs: v1beta1 Instrumentation shop/beta sets no nodejs image and v1beta1 has no default; not injected",
+    );
+    // The same object written as v1alpha1 gets the default image.
+    let alpha = yaml.replace("v1beta1", "v1alpha1");
+    let (_, d) = run(&catalog(&alpha), &pod("nodejs", app()));
+    assert_eq!(d.injected, [Language::NodeJs]);
+    // The SDK needs no image.
+    let (_, d) = run(&catalog(yaml), &pod("sdk", app()));
+    assert_eq!(d.injected, [Language::Sdk]);
+}
+
+const DECLARATIVE: &str = r#"
+apiVersion: opentelemetry.io/v1beta1
+kind: Instrumentation
+metadata: {name: decl, namespace: shop}
+spec:
+  declarativeConfig:
+    file_format: "1.0"
+    resource:
+      attributes:
+        - {name: deployment.environment.name, value: staging}
+        - {name: service.namespace, value: from-the-file}
+    tracer_provider:
+      processors:
+        - batch:
+            exporter:
+              otlp_http: {endpoint: "http://collector:4318/v1/traces"}
+  resource:
+    attributes: {team: payments}
+  java: {image: "example/java:2.33.1"}
+  nodejs: {image: "example/nodejs:1"}
+"#;
+
+const RENDERED: &str = r#"file_format: "1.0"
+resource:
+  attributes:
+  - name: deployment.environment.name
+    value: staging
+  - name: service.namespace
+    value: from-the-file
+  - name: k8s.container.name
+    value: app
+  - name: k8s.namespace.name
+    value: shop
+  - name: k8s.node.name
+    value: ${OTEL_RESOURCE_ATTRIBUTES_NODE_NAME}
+  - name: k8s.pod.name
+    value: ${OTEL_RESOURCE_ATTRIBUTES_POD_NAME}
+  - name: service.instance.id
+    value: shop.${OTEL_RESOURCE_ATTRIBUTES_POD_NAME}.app
+  - name: service.name
+    value: ${OTEL_SERVICE_NAME}
+  - name: service.version
+    value: "1.4.2"
+  - name: team
+    value: payments
+tracer_provider:
+  processors:
+  - batch:
+      exporter:
+        otlp_http:
+          endpoint: http://collector:4318/v1/traces
+"#;
+
+/// The file travels in the pod's annotation, projected by a downwardAPI volume; the SDK
+/// variables are the file's references, and no OTEL_RESOURCE_ATTRIBUTES is set.
+#[test]
+fn the_declarative_configuration_reaches_the_pod_without_a_write() {
+    let (out, d) = run(&catalog(DECLARATIVE), &pod("java", app()));
+    assert_eq!(d.injected, [Language::Java]);
+    assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+    assert_eq!(
+        out["metadata"]["annotations"]["otel-injector/sdk-config"],
+        RENDERED
+    );
+    let c = &out["spec"]["containers"][0];
+    let mut expected = head();
+    expected.extend([
+        lit(
+            "JAVA_TOOL_OPTIONS",
+            " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar",
+        ),
+        lit("OTEL_SERVICE_NAME", "checkout"),
+        fref("OTEL_RESOURCE_ATTRIBUTES_POD_NAME", "metadata.name"),
+        fref("OTEL_RESOURCE_ATTRIBUTES_NODE_NAME", "spec.nodeName"),
+        lit(
+            "OTEL_CONFIG_FILE",
+            "/otel-injector/sdk-config/sdk-config.yaml",
+        ),
+    ]);
+    assert_eq!(c["env"], Value::Array(expected));
+    assert_eq!(
+        c["volumeMounts"][1],
+        json!({"name": "otel-injector-sdk-config", "mountPath": "/otel-injector/sdk-config", "readOnly": true})
+    );
+    assert_eq!(
+        out["spec"]["volumes"][1],
+        json!({"name": "otel-injector-sdk-config", "downwardAPI": {"items": [{
+            "path": "sdk-config.yaml",
+            "fieldRef": {"fieldPath": "metadata.annotations['otel-injector/sdk-config']"}
+        }]}})
+    );
+
+    // Node.js's default agent does not read the file: skipped, unless the flag says it does.
+    let (_, d) = run(&catalog(DECLARATIVE), &pod("nodejs", app()));
+    assert_skipped(
+        &d,
+        SkipReason::DeclarativeConfigUnsupported,
+        "inject-nodejs: shop/decl has a declarativeConfig, which the nodejs agent does not read; not injected",
+    );
+    let config = EngineConfig {
+        declarative: [Language::Java, Language::NodeJs].into_iter().collect(),
+        ..EngineConfig::default()
+    };
+    let (_, d) = run_with(&catalog(DECLARATIVE), &config, &pod("nodejs", app()));
+    assert_eq!(d.injected, [Language::NodeJs]);
+}
+
+/// Values that differ between the instrumented containers become per-container variables.
+#[test]
+fn containers_share_one_file_and_keep_their_own_values() {
+    let mut two = pod(
+        "java",
+        json!([{"name": "a", "image": "shop/a:1"}, {"name": "b", "image": "shop/b:2"}]),
+    );
+    two["metadata"]["annotations"]["instrumentation.opentelemetry.io/container-names"] =
+        json!("a,b");
+    let (out, d) = run(&catalog(DECLARATIVE), &two);
+    assert_eq!(d.injected, [Language::Java]);
+    let file = out["metadata"]["annotations"]["otel-injector/sdk-config"]
+        .as_str()
+        .unwrap();
+    for line in [
+        "value: ${OTEL_INJECTOR_RESOURCE_K8S_CONTAINER_NAME}",
+        "value: ${OTEL_INJECTOR_RESOURCE_SERVICE_INSTANCE_ID}",
+        "value: ${OTEL_INJECTOR_RESOURCE_SERVICE_VERSION}",
+    ] {
+        assert!(file.contains(line), "{file}");
+    }
+    let env = |i: usize, name: &str| {
+        out["spec"]["containers"][i]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| e["value"].clone())
+    };
+    assert_eq!(
+        env(0, "OTEL_INJECTOR_RESOURCE_K8S_CONTAINER_NAME"),
+        Some(json!("a"))
+    );
+    assert_eq!(
+        env(1, "OTEL_INJECTOR_RESOURCE_SERVICE_INSTANCE_ID"),
+        Some(json!("shop.${OTEL_RESOURCE_ATTRIBUTES_POD_NAME}.b"))
+    );
+    assert_eq!(
+        env(1, "OTEL_INJECTOR_RESOURCE_SERVICE_VERSION"),
+        Some(json!("2"))
+    );
+}
+
+/// The digest pods record is of the engine's model: the same object read from its v1beta1
+/// manifest or from its stored v1alpha1 form has one digest.
+#[test]
+fn a_conversion_alone_never_changes_the_spec_hash() {
+    let beta = parse_instrumentations(DECLARATIVE).unwrap().remove(0);
+    let document: Value = serde_saphyr::from_str(DECLARATIVE).unwrap();
+    let stored = serde_saphyr::to_string(&to_v1alpha1(&document).unwrap()).unwrap();
+    let alpha = parse_instrumentations(&stored).unwrap().remove(0);
+    assert_eq!(SpecHash::of(&alpha.spec), SpecHash::of(&beta.spec));
+    assert_eq!(alpha.spec, beta.spec);
+    // And the v1beta1 meaning counts: the same spec without it has another digest.
+    let mut plain = beta.spec.clone();
+    plain.v1beta1 = None;
+    assert_ne!(SpecHash::of(&plain), SpecHash::of(&beta.spec));
+}
