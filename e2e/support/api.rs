@@ -267,6 +267,28 @@ pub async fn install_crds(client: &Client, path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// Points the Instrumentation CRD's conversion webhook at `url` (a webhook process of the
+/// test), trusting `ca_pem`: what the Service and the caBundle of an install do.
+pub async fn point_conversion(client: &Client, url: &str, ca_pem: &str) -> Result<(), String> {
+    use base64::Engine as _;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let patch = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
+    "conversionReviewVersions": ["v1"],
+    "clientConfig": {
+        "service": null,
+        "url": url,
+        "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
+    }}}}});
+    api.patch(
+        "instrumentations.opentelemetry.io",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(&patch),
+    )
+    .await
+    .map_err(|e| format!("point the CRD's conversion at {url}: {e}"))?;
+    Ok(())
+}
+
 /// Creates one CRD (AlreadyExists is fine) and waits until it is Established.
 pub async fn install_crd(
     api: &Api<CustomResourceDefinition>,

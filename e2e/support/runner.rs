@@ -9,7 +9,8 @@
 //! - A container's image is a directory (see [`Images`], built by `scripts/e2e-images.sh`):
 //!   each top-level entry of it is bound read-only at `/<entry>`.
 //! - Volumes: `emptyDir` = a fresh directory per pod; `secret` and `configMap` = a directory
-//!   with the object's keys as files (or its `items`), read from the apiserver. Each
+//!   with the object's keys as files (or its `items`), read from the apiserver; `downwardAPI`
+//!   = its items written from the stored pod (annotations, labels, name, namespace, uid). Each
 //!   `volumeMount` is bound at its `mountPath`, read-only when asked (secrets and ConfigMaps
 //!   always), `subPath` (created when missing, as the kubelet does for an emptyDir) supported.
 //!   `image` (KEP-4639, the agent delivery `image-volume`): `image.reference` names one of
@@ -66,6 +67,8 @@ pub struct Images(pub BTreeMap<String, Image>);
 
 /// The references the tests use for the images of `scripts/e2e-images.sh`.
 pub const JAVA_AGENT: &str = "e2e.local/autoinstrumentation-java:2.20.1";
+/// The Java agent that reads a declarative configuration file (OTEL_CONFIG_FILE).
+pub const JAVA_AGENT_DECLARATIVE: &str = "e2e.local/autoinstrumentation-java:2.33.1";
 pub const NODEJS_AGENT: &str = "e2e.local/autoinstrumentation-nodejs:0.81.2";
 pub const PYTHON_AGENT: &str = "e2e.local/autoinstrumentation-python:0.66b1";
 pub const JAVA_APP: &str = "e2e.local/java-app:1.0.0";
@@ -111,6 +114,10 @@ impl Images {
                 };
                 Ok(Images(BTreeMap::from([
                     (JAVA_AGENT.into(), image("java-agent", &[])?),
+                    (
+                        JAVA_AGENT_DECLARATIVE.into(),
+                        image("java-agent-declarative", &[])?,
+                    ),
                     (NODEJS_AGENT.into(), image("nodejs-agent", &[])?),
                     (PYTHON_AGENT.into(), image("python-agent", &[])?),
                     (
@@ -438,6 +445,10 @@ fn volumes(
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         let (data, read_only) = if v["emptyDir"].is_object() {
             (None, false)
+        } else if v["downwardAPI"].is_object() {
+            downward_api(pod, &v["downwardAPI"], &dir)
+                .map_err(|e| format!("volume {name}: {e}"))?;
+            (None, true)
         } else if v["secret"].is_object() {
             let s = v["secret"]["secretName"].as_str().unwrap_or("");
             let data = sources.secrets.get(s);
@@ -495,6 +506,43 @@ fn volumes(
         );
     }
     Ok(out)
+}
+
+/// Writes a `downwardAPI` volume's items from the stored pod, as the kubelet does for the
+/// fields injection uses: `metadata.annotations['…']`, `metadata.labels['…']`,
+/// `metadata.name`, `metadata.namespace`, `metadata.uid`.
+fn downward_api(pod: &Value, source: &Value, dir: &Path) -> Result<(), String> {
+    let meta = &pod["metadata"];
+    for item in source["items"].as_array().into_iter().flatten() {
+        let path = item["path"].as_str().unwrap_or("");
+        let field = item["fieldRef"]["fieldPath"].as_str().unwrap_or("");
+        let keyed = |prefix: &str| {
+            field
+                .strip_prefix(prefix)
+                .and_then(|k| k.strip_prefix("['"))
+                .and_then(|k| k.strip_suffix("']"))
+        };
+        let value = if let Some(key) = keyed("metadata.annotations") {
+            meta["annotations"][key].as_str().unwrap_or("").to_owned()
+        } else if let Some(key) = keyed("metadata.labels") {
+            meta["labels"][key].as_str().unwrap_or("").to_owned()
+        } else {
+            match field {
+                "metadata.name" | "metadata.namespace" | "metadata.uid" => meta
+                    [&field["metadata.".len()..]]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned(),
+                _ => return Err(format!("unsupported downwardAPI item {item}")),
+            }
+        };
+        let file = dir.join(path);
+        if let Some(parent) = file.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::write(&file, value).map_err(|e| format!("{}: {e}", file.display()))?;
+    }
+    Ok(())
 }
 
 /// Every ConfigMap and Secret of the namespace.

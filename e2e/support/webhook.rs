@@ -160,6 +160,11 @@ impl Webhook {
         format!("https://{}/mutate-v1-pod", self.addr)
     }
 
+    /// Where the API server sends this process's ConversionReviews.
+    pub fn conversion_url(&self) -> String {
+        format!("https://{}/convert", self.addr)
+    }
+
     /// Waits for `/readyz` 200 (the Instrumentation and Namespace caches have synced).
     pub async fn wait_ready(&mut self, limit: Duration) -> Result<Duration, String> {
         let t0 = Instant::now();

@@ -1,7 +1,8 @@
 //! The e2e test harness.
 //!
 //! One control plane (etcd + kube-apiserver) is shared by all tests of this process; it is
-//! started by the first test that needs it, with `manifests/crd.yaml` installed. Each test
+//! started by the first test that needs it, with `manifests/crd.yaml` installed and its
+//! conversion webhook served by one shared `otel-injector serve` process. Each test
 //! gets its own [`Env`]: its own `otel-injector serve` process, run as a ServiceAccount
 //! with the RBAC of the shipped manifests ([`Rbac`]), and its own
 //! MutatingWebhookConfiguration (built from `manifests/base/webhook.yaml` or, for the targeted
@@ -61,6 +62,24 @@ pub const JAVA_INIT: &str = "opentelemetry-auto-instrumentation-java";
 
 static SHARED: OnceCell<Result<ControlPlane, String>> = OnceCell::const_new();
 
+/// The webhook process that converts Instrumentations for the shared control plane, as an
+/// install's replicas do (its CRD's conversion points at it): v1beta1 reads and writes of
+/// any test, and the controllers' discovery-driven lists, need it.
+static CONVERTER: std::sync::OnceLock<std::sync::Mutex<Webhook>> = std::sync::OnceLock::new();
+
+async fn serve_conversion(cp: &ControlPlane) -> Result<(), String> {
+    let mut w = Webhook::start_with(
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+        &cp.kubeconfig,
+        &["--events=false".to_owned()],
+    )
+    .await?;
+    w.wait_ready(Duration::from_secs(30)).await?;
+    api::point_conversion(&cp.client(), &w.conversion_url(), &w.certs.ca_cert).await?;
+    let _ = CONVERTER.set(std::sync::Mutex::new(w));
+    Ok(())
+}
+
 /// The control plane shared by this test process (started on first use).
 pub async fn cluster() -> &'static ControlPlane {
     let r = SHARED
@@ -70,6 +89,7 @@ pub async fn cluster() -> &'static ControlPlane {
             cp.start_controllers().await?;
             let client = cp.client();
             api::install_crds(&client, &root().join("manifests/crd.yaml")).await?;
+            serve_conversion(&cp).await?;
             // The apiserver's first write to a new CRD takes about 2 s, once: pay it here,
             // not inside whichever test comes first.
             let warm = json!({

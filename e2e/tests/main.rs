@@ -10,6 +10,8 @@ mod support;
 
 mod burst;
 mod certmanager;
+mod conversion;
+mod declarative;
 mod delivery_auto;
 mod delivery_cost;
 mod faults;

@@ -267,6 +267,18 @@ pub async fn deploy_in(
 ) -> Running {
     env.await_webhook(&ns).await;
     env.instrumentation(&ns, "inst", inst_spec).await;
+    deploy_asking(env, ns, name, annotations, containers).await
+}
+
+/// The Deployment of [`deploy_in`], once the namespace's Instrumentation exists: created when
+/// a dry run shows the injection, its pod run once Running.
+pub async fn deploy_asking(
+    env: &Env,
+    ns: String,
+    name: &str,
+    annotations: &[(&str, &str)],
+    containers: Value,
+) -> Running {
     let mut t = template(name, annotations);
     t["spec"]["containers"] = containers;
     let mut dry = json!({"apiVersion": "v1", "kind": "Pod", "metadata": t["metadata"].clone(),
