@@ -12,7 +12,7 @@
 # | java-agent     | /javaagent.jar                     | Maven Central, opentelemetry-javaagent 2.20.1 |
 # | java-agent-declarative | /javaagent.jar             | Maven Central, opentelemetry-javaagent 2.33.1 (reads OTEL_CONFIG_FILE) |
 # | nodejs-agent   | /autoinstrumentation/ (+ node_modules) | npm ci of e2e/images/nodejs-agent (locked) |
-# | python-agent   | /autoinstrumentation/              | pip install --target of e2e/images/python-agent/requirements.txt |
+# | python-agent   | /autoinstrumentation/              | pip install --target of e2e/images/python-agent/requirements.txt (with the SDK file-configuration extra) |
 # | java-app       | /app/App.class                     | javac of e2e/apps/java/App.java              |
 # | nodejs-app     | /app/server.js                     | e2e/apps/nodejs/                              |
 # | python-app     | /app/app.py, /app/lib/ (Flask)     | e2e/apps/python/ + pip install --target       |

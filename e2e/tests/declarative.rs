@@ -1,9 +1,11 @@
-//! A v1beta1 Instrumentation with a declarative configuration, from `kubectl`-style creation
-//! through the API server (converted by the shared conversion webhook) to a span: the real
-//! Java agent, configured only by the file the webhook rendered into the pod's annotation
-//! and the pod runner projected by its downwardAPI volume, sends a span whose resource has
-//! the attribute that exists only in the file and the pod's own `k8s.pod.name`.
+//! A v1beta1 Instrumentation with a declarative configuration, created through the API
+//! server (converted by the shared conversion webhook), to a span: the real Java agent, and
+//! the real Python auto-instrumentation with `opentelemetry-sdk[file-configuration]`,
+//! configured only by the file the webhook rendered into the pod's annotation and the pod
+//! runner projected by its downwardAPI volume, send a span whose resource has the attribute
+//! that exists only in the file and the pod's own `k8s.pod.name`.
 
+use rstest::rstest;
 use serde_json::json;
 
 use crate::harness::{Env, Options, env_value};
@@ -11,10 +13,24 @@ use crate::support::api;
 use crate::support::runner;
 use crate::telemetry::{INJECT, app, collector, deploy_asking, request, the_server_span};
 
+#[rstest]
+#[case::java("java", runner::JAVA_AGENT_DECLARATIVE, runner::JAVA_APP)]
+#[case::python("python", runner::PYTHON_AGENT, runner::PYTHON_APP)]
 #[tokio::test]
-async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
+async fn a_pod_configured_only_by_a_declarative_config_sends_its_span(
+    #[case] lang: &str,
+    #[case] agent: &str,
+    #[case] image: &str,
+) {
     let c = collector().await;
-    let env = Env::start_with("java-declarative", Options::default()).await;
+    let env = Env::start_with(
+        &format!("{lang}-declarative"),
+        Options {
+            args: vec!["--declarative-config-languages=java,python".to_owned()],
+            ..Options::default()
+        },
+    )
+    .await;
     let ns = env.namespace("shop", &[]).await;
     env.await_webhook(&ns).await;
     let inst = json!({
@@ -26,6 +42,7 @@ async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
                 "resource": {"attributes": [
                     {"name": "only.in.the.file", "value": "declarative-e2e"}
                 ]},
+                "propagator": {"composite": [{"tracecontext": {}}, {"baggage": {}}]},
                 "tracer_provider": {
                     "processors": [{"batch": {
                         "schedule_delay": 200,
@@ -36,7 +53,7 @@ async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
                     "sampler": {"parent_based": {"root": {"always_on": {}}}}
                 }
             },
-            "java": {"image": runner::JAVA_AGENT_DECLARATIVE}
+            lang: {"image": agent}
         }
     });
     let r = api::send(
@@ -51,12 +68,20 @@ async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
 
     let port = crate::support::process::free_port();
+    let mut container = app("app", image, port);
+    if lang == "python" {
+        // The app's own libraries (Flask), as in the env-configured Python case.
+        container["env"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "PYTHONPATH", "value": "/app/lib"}));
+    }
     let mut running = deploy_asking(
         &env,
         ns.clone(),
         "checkout",
-        &[(&format!("{INJECT}java"), "true")],
-        json!([app("app", runner::JAVA_APP, port)]),
+        &[(&format!("{INJECT}{lang}"), "true")],
+        json!([container]),
     )
     .await;
     let pod = &running.pod;
@@ -83,7 +108,7 @@ async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
     assert!(file.contains("only.in.the.file"), "{file}");
 
     let (status, body) = request(&mut running, port, "/hello").await;
-    assert_eq!((status, body.as_str()), (200, "java /hello"));
+    assert_eq!((status, body), (200, format!("{lang} /hello")));
     let span = the_server_span(c, &running, "checkout").await;
     let pod_name = running.name().to_owned();
     for (key, value) in [
@@ -94,7 +119,7 @@ async fn a_java_pod_configured_only_by_a_declarative_config_sends_its_span() {
         ("k8s.deployment.name", "checkout"),
         ("service.name", "checkout"),
         ("service.version", "1.0.0"),
-        ("telemetry.sdk.language", "java"),
+        ("telemetry.sdk.language", lang),
     ] {
         assert_eq!(span.res(key), value, "{key}: {:?}", span.resource);
     }
