@@ -11,11 +11,14 @@
 //! pieces of the inject path alone, to show where it goes.
 
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use criterion::{Criterion, Throughput};
+
+#[path = "support/medians.rs"]
+mod medians;
 use k8s_openapi::api::core::v1::Pod;
+use medians::{criterion_home, median_ns};
 use otel_injector::admission;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, Snapshot, decide};
@@ -210,30 +213,6 @@ fn review(containers: usize, env: usize, inject: bool, deployment: bool) -> Vec<
         }
     }))
     .unwrap()
-}
-
-/// Where criterion writes its estimates: `$CRITERION_HOME`, else `<target>/criterion` with
-/// `<target>` taken from this executable's path (`<target>/release/deps/admission-…`).
-fn criterion_home() -> Option<PathBuf> {
-    if let Some(h) = std::env::var_os("CRITERION_HOME") {
-        return Some(h.into());
-    }
-    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
-        return Some(PathBuf::from(t).join("criterion"));
-    }
-    let exe = std::env::current_exe().ok()?;
-    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
-}
-
-/// The median (ns) criterion recorded for `group/function`, if written by this process.
-fn median_ns(home: &Path, group: &str, function: &str, since: SystemTime) -> Option<f64> {
-    let path = home.join(group).join(function).join("new/estimates.json");
-    let written = std::fs::metadata(&path).ok()?.modified().ok()?;
-    if written < since {
-        return None;
-    }
-    let v: Value = serde_json::from_slice(&std::fs::read(&path).ok()?).ok()?;
-    v["median"]["point_estimate"].as_f64()
 }
 
 fn main() {

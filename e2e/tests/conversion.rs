@@ -246,3 +246,81 @@ async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
     let alpha = get(&cp, "v1alpha1").unwrap();
     assert_eq!(alpha["spec"]["java"]["image"], "example/java:2.33.2");
 }
+
+/// The built-in certificate mode writes its CA into the CRD's conversion webhook: the API
+/// server then trusts the certificate the webhook makes itself, and v1beta1 is served.
+#[tokio::test]
+async fn the_built_in_certificate_mode_keeps_the_conversion_ca_bundle() {
+    let _shared = CLUSTER_WIDE.read().await;
+    let cp = ControlPlane::start()
+        .await
+        .unwrap_or_else(|e| panic!("control plane: {e}"));
+    let client = cp.client();
+    api::install_crds(&client, &root().join("manifests/crd.yaml"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    for ns in ["otel-injector", "shop"] {
+        api::create_namespace(&client, ns, &[], &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let args: Vec<String> = [
+        "--events=false",
+        "--certificate-secret=otel-injector/otel-injector-tls",
+        "--certificate-host=127.0.0.1",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut w = Webhook::start_with(
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+        &cp.kubeconfig,
+        &args,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    w.wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    // The URL of this process (an install's Service), with a CA that is not the built-in one.
+    api::point_conversion(&client, &w.conversion_url(), &w.certs.ca_cert)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let secret = api::send(
+        &client,
+        axum::http::Method::GET,
+        "/api/v1/namespaces/otel-injector/secrets/otel-injector-tls",
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(secret.status, 200, "{}", secret.body);
+    let ca = secret.body["data"]["ca.crt"].as_str().unwrap().to_owned();
+    let t0 = Instant::now();
+    loop {
+        let crd = api::send(
+            &client,
+            axum::http::Method::GET,
+            "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/instrumentations.opentelemetry.io",
+            None,
+        )
+        .await
+        .unwrap();
+        if crd.body["spec"]["conversion"]["webhook"]["clientConfig"]["caBundle"] == ca.as_str() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(90),
+            "caBundle not written: {}\n{}",
+            crd.body["spec"]["conversion"],
+            w.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!("[e2e] conversion caBundle written after {:?}", t0.elapsed());
+    let file = cp.dir.join("beta.yaml");
+    std::fs::write(&file, BETA).unwrap();
+    let created = kubectl(&cp, &["create", "-f", file.to_str().unwrap()]).unwrap();
+    assert!(created.ok, "{}", created.stderr);
+    let written: Value = serde_saphyr::from_str(BETA).unwrap();
+    assert_eq!(as_written(get(&cp, "v1beta1").unwrap()), written);
+}

@@ -34,7 +34,16 @@ async fn product_namespace() {
 
 #[tokio::test]
 async fn manifest_crd_applies_with_server_side_dry_run() {
-    let applied = dry_run_apply("crd.yaml").await;
+    // A control plane of its own: the shared one's CRD points its conversion at the
+    // harness's webhook by URL, which an apply of the manifest's Service reference would
+    // merge with (a CRD names exactly one of the two).
+    let _shared = CLUSTER_WIDE.read().await;
+    let cp = crate::support::controlplane::ControlPlane::start()
+        .await
+        .unwrap_or_else(|e| panic!("control plane: {e}"));
+    let applied = api::server_side_apply(&cp.client(), &manifest("crd.yaml"), true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         applied,
         ["CustomResourceDefinition/instrumentations.opentelemetry.io"]

@@ -356,7 +356,8 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
         .collect();
     assert_eq!(managers, [json!(["otel-injector-status", "Apply"])]);
 
-    // `kubectl get otelinst`: the columns.
+    // `kubectl get otelinst`: the columns (kubectl reads the preferred version, v1beta1,
+    // through the conversion webhook).
     let cp = cluster().await;
     let out = chart::kubectl(cp, &["get", "otelinst", "-n", &ns]).unwrap_or_else(|e| panic!("{e}"));
     assert!(out.ok, "{}", out.stderr);
@@ -369,12 +370,13 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
     assert_eq!(
         lines[0],
         [
-            "NAME", "AGE", "ENDPOINT", "SAMPLER", "SAMPLER", "ARG", "INJECTED", "OUTDATED",
-            "SKIPPED", "MISSED"
+            "NAME", "AGE", "ENDPOINT", "PROTOCOL", "SAMPLER", "SAMPLER", "ARG", "INJECTED",
+            "OUTDATED", "SKIPPED", "MISSED"
         ]
     );
     assert_eq!(lines.len(), 2, "{}", out.stdout);
-    // The sampler columns are blank: the row is name, age, endpoint and the four counts.
+    // The protocol and sampler columns are blank: the row is name, age, endpoint and the
+    // four counts.
     let row = &lines[1];
     assert_eq!(row.len(), 7, "{}", out.stdout);
     assert_eq!(row[0], "java");

@@ -185,8 +185,10 @@ fn attributes_for(
                 key.to_ascii_uppercase().replace(['.', '-', '/'], "_")
             );
             out.insert((*key).to_owned(), format!("${{{var}}}"));
+            // The variable's own value keeps Kubernetes' `$(VAR)`: the kubelet expands it
+            // (the SDK substitutes only in the file, never inside a variable's value).
             for (i, m) in each.iter().enumerate() {
-                per_container[i].push((var.clone(), sdk_references(&m[key])));
+                per_container[i].push((var.clone(), m[key].to_string()));
             }
         }
     }

@@ -53,22 +53,29 @@ pub fn parse_secret_ref(v: &str) -> Result<(String, String), String> {
 
 /// What went wrong talking to the API server, with what to fix.
 fn explain(verb: &str, what: &str, namespace: Option<&str>, e: &kube::Error) -> String {
-    let resource = if what.starts_with("Secret") {
-        "secrets"
+    let (resource, verbs) = if what.starts_with("Secret") {
+        ("secrets", "get/create/update")
     } else if what.starts_with("CustomResourceDefinition") {
-        "customresourcedefinitions (cluster scope)"
+        (
+            "customresourcedefinitions (cluster scope, by name)",
+            "get/patch",
+        )
     } else {
-        "mutatingwebhookconfigurations (cluster scope)"
+        ("mutatingwebhookconfigurations (cluster scope)", "get/patch")
     };
     match e {
         kube::Error::Api(s) if s.is_forbidden() => format!(
-            "cannot {verb} {what}: forbidden; grant get/create/update on {resource}{} \
+            "cannot {verb} {what}: forbidden; grant {verbs} on {resource}{} \
              (see manifests/components/built-in)",
             namespace.map(|ns| format!(" in {ns}")).unwrap_or_default()
         ),
         kube::Error::Api(s) if s.is_not_found() && what.starts_with("Mutating") => format!(
             "cannot {verb} {what}: not found; apply manifests/base/webhook.yaml or set \
              --webhook-configuration to its name"
+        ),
+        kube::Error::Api(s) if s.is_not_found() => format!(
+            "cannot {verb} {what}: not found; apply manifests/crd.yaml or set \
+             --conversion-crd to its name (empty: none)"
         ),
         e => format!("cannot {verb} {what}: {e}"),
     }

@@ -43,7 +43,8 @@ pub const MSG_CONFIG_EXCLUSIVE: &str = "envConfig and declarativeConfig cannot b
     printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
     printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.envConfig.exporter.endpoint"}"#,
     printcolumn = r#"{"name": "Protocol", "type": "string", "jsonPath": ".spec.envConfig.exporter.protocol"}"#,
-    printcolumn = r#"{"name": "Config File", "type": "string", "jsonPath": ".spec.declarativeConfig.file_format", "description": "file_format of the declarative configuration, when set"}"#,
+    printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.envConfig.sampler.type"}"#,
+    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.envConfig.sampler.argument"}"#,
     printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
     printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
     printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
@@ -176,7 +177,7 @@ pub struct K8sMetadata {
     /// false: no k8s.* attributes are added (default true).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
-    /// Also add the owners' UIDs (k8s.deployment.uid, ...).
+    /// Also add the pod's and its owners' UIDs (k8s.pod.uid, k8s.replicaset.uid, ...).
     #[serde(
         default,
         rename = "includeUIDs",

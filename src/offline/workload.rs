@@ -256,10 +256,33 @@ pub fn mutate(
     }))
 }
 
-/// Takes the stand-in attributes out of every `OTEL_RESOURCE_ATTRIBUTES` literal.
+/// Takes the stand-in attributes out of every `OTEL_RESOURCE_ATTRIBUTES` literal, and out of
+/// the declarative configuration file the pod carries.
 fn remove_stand_ins(pod: &mut Value, stand_ins: &[String]) {
     if stand_ins.is_empty() {
         return;
+    }
+    let file = format!(
+        "/metadata/annotations/{}",
+        crate::keys::CONFIG_FILE_ANNOTATION.replace('/', "~1")
+    );
+    if let Some(Value::String(text)) = pod.pointer_mut(&file)
+        && let Ok(mut config) = serde_saphyr::from_str::<Value>(text)
+        && let Some(attributes) = config
+            .pointer_mut("/resource/attributes")
+            .and_then(Value::as_array_mut)
+    {
+        attributes.retain(|a| {
+            let kv = format!(
+                "{}={}",
+                a["name"].as_str().unwrap_or_default(),
+                a["value"].as_str().unwrap_or_default()
+            );
+            !stand_ins.contains(&kv)
+        });
+        if let Ok(rendered) = serde_saphyr::to_string(&config) {
+            *text = rendered;
+        }
     }
     for list in ["initContainers", "containers"] {
         let Some(containers) = pod

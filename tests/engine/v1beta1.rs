@@ -232,7 +232,7 @@ fn containers_share_one_file_and_keep_their_own_values() {
     );
     assert_eq!(
         env(1, "OTEL_INJECTOR_RESOURCE_SERVICE_INSTANCE_ID"),
-        Some(json!("shop.${OTEL_RESOURCE_ATTRIBUTES_POD_NAME}.b"))
+        Some(json!("shop.$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME).b"))
     );
     assert_eq!(
         env(1, "OTEL_INJECTOR_RESOURCE_SERVICE_VERSION"),
