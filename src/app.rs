@@ -110,7 +110,7 @@ pub struct Skipped(pub usize);
 async fn offline_inputs(
     args: &OfflineArgs,
 ) -> Result<(Vec<offline::manifests::Source>, offline::Context), Failure> {
-    let sources = offline::manifests::read(&args.files)?;
+    let sources = offline::manifests::read(&args.manifests.files)?;
     let cluster = match args.cluster() {
         Some(kubeconfig) => {
             // The kube client's rustls needs a process-wide provider.
@@ -141,7 +141,7 @@ async fn offline_inputs(
 
 /// `otel-injector inject`.
 async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
-    let sources = offline::manifests::read(&args.files)?;
+    let sources = offline::manifests::read(&args.manifests.files)?;
     let done = offline::convert::convert_all(sources, args.to.version(), args.output)?;
     let mut stdout = std::io::stdout().lock();
     stdout.write_all(done.output.as_bytes())?;

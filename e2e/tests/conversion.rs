@@ -90,9 +90,9 @@ fn as_written(mut v: Value) -> Value {
     v
 }
 
-#[tokio::test]
-async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
-    let _shared = CLUSTER_WIDE.read().await;
+/// A control plane of the test's own with the CRD, `namespaces`, and one webhook started
+/// with `args` that the CRD's conversion points at (trusting the harness's CA).
+async fn own_cluster(namespaces: &[&str], args: &[&str]) -> (ControlPlane, Webhook) {
     let cp = ControlPlane::start()
         .await
         .unwrap_or_else(|e| panic!("control plane: {e}"));
@@ -100,13 +100,17 @@ async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
     api::install_crds(&client, &root().join("manifests/crd.yaml"))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    api::create_namespace(&client, "shop", &[], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    for ns in namespaces {
+        api::create_namespace(&client, ns, &[], &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    args.push("--events=false".to_owned());
     let mut w = Webhook::start_with(
         Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &cp.kubeconfig,
-        &["--events=false".to_owned()],
+        &args,
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
@@ -116,6 +120,14 @@ async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
     api::point_conversion(&client, &w.conversion_url(), &w.certs.ca_cert)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
+    (cp, w)
+}
+
+#[tokio::test]
+async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
+    let _shared = CLUSTER_WIDE.read().await;
+    let (cp, mut w) = own_cluster(&["shop"], &[]).await;
+    let client = cp.client();
 
     // Written as v1beta1 with kubectl (the API server converts it to the stored version).
     let file = cp.dir.join("beta.yaml");
@@ -252,39 +264,16 @@ async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
 #[tokio::test]
 async fn the_built_in_certificate_mode_keeps_the_conversion_ca_bundle() {
     let _shared = CLUSTER_WIDE.read().await;
-    let cp = ControlPlane::start()
-        .await
-        .unwrap_or_else(|e| panic!("control plane: {e}"));
-    let client = cp.client();
-    api::install_crds(&client, &root().join("manifests/crd.yaml"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    for ns in ["otel-injector", "shop"] {
-        api::create_namespace(&client, ns, &[], &[])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
-    let args: Vec<String> = [
-        "--events=false",
-        "--certificate-secret=otel-injector/otel-injector-tls",
-        "--certificate-host=127.0.0.1",
-    ]
-    .map(String::from)
-    .to_vec();
-    let mut w = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
-        &cp.kubeconfig,
-        &args,
+    // Pointed at this process (an install's Service), with a CA that is not the built-in one.
+    let (cp, w) = own_cluster(
+        &["otel-injector", "shop"],
+        &[
+            "--certificate-secret=otel-injector/otel-injector-tls",
+            "--certificate-host=127.0.0.1",
+        ],
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    w.wait_ready(Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    // The URL of this process (an install's Service), with a CA that is not the built-in one.
-    api::point_conversion(&client, &w.conversion_url(), &w.certs.ca_cert)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    .await;
+    let client = cp.client();
     let secret = api::send(
         &client,
         axum::http::Method::GET,

@@ -9,9 +9,9 @@ use clap::Args;
 use super::EngineArgs;
 use crate::offline::OutputFormat;
 
-/// Where the manifests and what the webhook would read come from.
+/// The manifests an offline command reads (`-f`).
 #[derive(Debug, Args)]
-pub struct OfflineArgs {
+pub struct Manifests {
     /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
     /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
     #[arg(
@@ -21,6 +21,13 @@ pub struct OfflineArgs {
         value_name = "FILE|DIR|-"
     )]
     pub files: Vec<PathBuf>,
+}
+
+/// Where the manifests and what the webhook would read come from.
+#[derive(Debug, Args)]
+pub struct OfflineArgs {
+    #[command(flatten)]
+    pub manifests: Manifests,
 
     /// Instrumentations (YAML) the webhook would find in the cluster. Repeatable.
     /// Instrumentation objects among the manifests count too. Either replaces a cluster
@@ -181,15 +188,8 @@ pub struct ConvertArgs {
     #[arg(long, value_enum)]
     pub to: ConvertTo,
 
-    /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
-    /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
-    pub files: Vec<PathBuf>,
+    #[command(flatten)]
+    pub manifests: Manifests,
 
     /// Output format. Several JSON documents are written as one `List`.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
