@@ -268,17 +268,22 @@ pub async fn install_crds(client: &Client, path: &Path) -> Result<(), String> {
 }
 
 /// Points the Instrumentation CRD's conversion webhook at `url` (a webhook process of the
-/// test), trusting `ca_pem`: what the Service and the caBundle of an install do.
-pub async fn point_conversion(client: &Client, url: &str, ca_pem: &str) -> Result<(), String> {
+/// test), trusting `ca_pem` (`None`: the caBundle it has): what the Service and the caBundle
+/// of an install do.
+pub async fn point_conversion(
+    client: &Client,
+    url: &str,
+    ca_pem: Option<&str>,
+) -> Result<(), String> {
     use base64::Engine as _;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let mut config = serde_json::json!({"service": null, "url": url});
+    if let Some(ca) = ca_pem {
+        config["caBundle"] = base64::engine::general_purpose::STANDARD.encode(ca).into();
+    }
     let patch = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
-    "conversionReviewVersions": ["v1"],
-    "clientConfig": {
-        "service": null,
-        "url": url,
-        "caBundle": base64::engine::general_purpose::STANDARD.encode(ca_pem),
-    }}}}});
+        "conversionReviewVersions": ["v1"],
+        "clientConfig": config}}}});
     api.patch(
         "instrumentations.opentelemetry.io",
         &kube::api::PatchParams::default(),

@@ -91,8 +91,13 @@ fn as_written(mut v: Value) -> Value {
 }
 
 /// A control plane of the test's own with the CRD, `namespaces`, and one webhook started
-/// with `args` that the CRD's conversion points at (trusting the harness's CA).
-async fn own_cluster(namespaces: &[&str], args: &[&str]) -> (ControlPlane, Webhook) {
+/// with `args` that the CRD's conversion points at (trusting the harness's CA, unless the
+/// webhook makes its own: `built_in`).
+async fn own_cluster(
+    namespaces: &[&str],
+    args: &[&str],
+    built_in: bool,
+) -> (ControlPlane, Webhook) {
     let cp = ControlPlane::start()
         .await
         .unwrap_or_else(|e| panic!("control plane: {e}"));
@@ -117,7 +122,8 @@ async fn own_cluster(namespaces: &[&str], args: &[&str]) -> (ControlPlane, Webho
     w.wait_ready(Duration::from_secs(30))
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    api::point_conversion(&client, &w.conversion_url(), &w.certs.ca_cert)
+    let ca = (!built_in).then_some(w.certs.ca_cert.as_str());
+    api::point_conversion(&client, &w.conversion_url(), ca)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     (cp, w)
@@ -126,7 +132,7 @@ async fn own_cluster(namespaces: &[&str], args: &[&str]) -> (ControlPlane, Webho
 #[tokio::test]
 async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
     let _shared = CLUSTER_WIDE.read().await;
-    let (cp, mut w) = own_cluster(&["shop"], &[]).await;
+    let (cp, mut w) = own_cluster(&["shop"], &[], false).await;
     let client = cp.client();
 
     // Written as v1beta1 with kubectl (the API server converts it to the stored version).
@@ -264,13 +270,14 @@ async fn v1beta1_is_served_by_conversion_and_stored_as_v1alpha1() {
 #[tokio::test]
 async fn the_built_in_certificate_mode_keeps_the_conversion_ca_bundle() {
     let _shared = CLUSTER_WIDE.read().await;
-    // Pointed at this process (an install's Service), with a CA that is not the built-in one.
+    // Pointed at this process (an install's Service); the caBundle is the webhook's to write.
     let (cp, w) = own_cluster(
         &["otel-injector", "shop"],
         &[
             "--certificate-secret=otel-injector/otel-injector-tls",
             "--certificate-host=127.0.0.1",
         ],
+        true,
     )
     .await;
     let client = cp.client();

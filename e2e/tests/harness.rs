@@ -75,7 +75,7 @@ async fn serve_conversion(cp: &ControlPlane) -> Result<(), String> {
     )
     .await?;
     w.wait_ready(Duration::from_secs(30)).await?;
-    api::point_conversion(&cp.client(), &w.conversion_url(), &w.certs.ca_cert).await?;
+    api::point_conversion(&cp.client(), &w.conversion_url(), Some(&w.certs.ca_cert)).await?;
     let _ = CONVERTER.set(std::sync::Mutex::new(w));
     Ok(())
 }

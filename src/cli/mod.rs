@@ -39,10 +39,11 @@ pub(crate) const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
     long_version = crate::build_info::LONG_VERSION,
     about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes",
     long_about = "OpenTelemetry auto-instrumentation admission webhook for Kubernetes.\n\n\
-        Reads opentelemetry.io/v1alpha1 Instrumentation resources and the \
-        instrumentation.opentelemetry.io/inject-* pod and namespace annotations (the same API \
-        as the OpenTelemetry Operator) and answers pod CREATE admission reviews with a JSON \
-        patch that adds the agent's init containers, volumes and OTEL_* environment."
+        Reads opentelemetry.io/v1alpha1 Instrumentation resources (and serves v1beta1, \
+        converting it at /convert) and the instrumentation.opentelemetry.io/inject-* pod and \
+        namespace annotations (the same API as the OpenTelemetry Operator) and answers pod \
+        CREATE admission reviews with a JSON patch that adds the agent's init containers, \
+        volumes and OTEL_* environment."
 )]
 pub struct Cli {
     #[command(subcommand)]
