@@ -19,8 +19,8 @@ use k8s_openapi::api::core::v1::{
 use serde_json::Value;
 
 use super::sdk_env::{OTEL_SERVICE_NAME, resource_attributes};
-use crate::crd::InstrumentationSpec;
 use crate::crd::declarative::{Attribute, Resource};
+use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::keys::CONFIG_FILE_ANNOTATION;
 use crate::pod::env::literal;
 use crate::pod::info::PodInfo;
@@ -45,27 +45,45 @@ pub const PER_CONTAINER_PREFIX: &str = "OTEL_INJECTOR_RESOURCE_";
 pub enum Refused {
     /// Rendered bigger than [`MAX_FILE_BYTES`], or past what the pod's annotations may hold.
     TooLarge(String),
-    /// Another Instrumentation's file already goes into this pod.
+    /// Another Instrumentation's file already goes into this pod (one file per pod).
     Collision(String),
 }
 
-/// Delivers `spec`'s declarative configuration to the containers in `slots` that the agent
-/// changed: the annotation, the volume once, and per container the mount, `OTEL_CONFIG_FILE`
-/// and the variables the file refers to.
+/// Delivers `inst`'s declarative configuration to the containers in `slots` that the agent
+/// changed (and to those of the languages injected from it before): the annotation, the
+/// volume once, and per container the mount, `OTEL_CONFIG_FILE` and the variables the file
+/// refers to.
 pub fn deliver(
     plan: &mut PodPlan<'_>,
     slots: &[Slot],
     info: &PodInfo<'_>,
-    spec: &InstrumentationSpec,
+    inst: &Instrumentation,
 ) -> Result<(), Refused> {
+    let spec = &inst.spec;
     let Some(config) = spec.declarative_config() else {
         return Ok(());
     };
-    let changed: Vec<Slot> = slots
-        .iter()
-        .copied()
-        .filter(|&s| plan.container(s).is_some_and(|c| c.is_changed()))
-        .collect();
+    let owner = format!(
+        "{}/{}",
+        inst.metadata.namespace.as_deref().unwrap_or_default(),
+        inst.metadata.name.as_deref().unwrap_or_default()
+    );
+    // A language injected earlier from the same Instrumentation shares the file: it is
+    // rendered again over all their containers.
+    let mut changed: Vec<Slot> = match &plan.config_file {
+        Some((earlier, _)) if *earlier != owner => {
+            return Err(Refused::Collision(format!(
+                "the pod already gets the SDK configuration file of {earlier}"
+            )));
+        }
+        Some((_, earlier)) => earlier.clone(),
+        None => Vec::new(),
+    };
+    for &slot in slots {
+        if !changed.contains(&slot) && plan.container(slot).is_some_and(|c| c.is_changed()) {
+            changed.push(slot);
+        }
+    }
     let containers: Vec<&Container> = changed.iter().filter_map(|&s| plan.original(s)).collect();
     let (attributes, per_container) = attributes_for(info, spec, &containers);
 
@@ -101,17 +119,9 @@ pub fn deliver(
             text.len()
         )));
     }
-    match plan.new_annotations.get(CONFIG_FILE_ANNOTATION) {
-        Some(earlier) if *earlier != text => {
-            return Err(Refused::Collision(
-                "another language of this pod already carries a different SDK configuration file"
-                    .to_owned(),
-            ));
-        }
-        _ => {}
-    }
     plan.new_annotations
         .insert(CONFIG_FILE_ANNOTATION.to_owned(), text);
+    plan.config_file = Some((owner, changed.clone()));
     plan.add_volume(volume());
     for (slot, values) in changed.iter().zip(per_container) {
         let Some(c) = plan.container(*slot) else {

@@ -404,7 +404,7 @@ fn inject(
     });
     if let Effect::Injected(_) = effect {
         mount_exporter_tls(plan, slots, inst);
-        if let Err(refused) = declarative::deliver(plan, slots, scene.info, &inst.spec) {
+        if let Err(refused) = declarative::deliver(plan, slots, scene.info, inst) {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
             let (reason, why) = match refused {
                 declarative::Refused::TooLarge(why) => (SkipReason::PodTooLarge, why),

@@ -100,6 +100,10 @@ pub struct PodPlan<'a> {
     pub new_volumes: Vec<Volume>,
     pub share_process_namespace: bool,
     pub new_annotations: BTreeMap<String, String>,
+    /// The Instrumentation (`namespace/name`) whose declarative configuration file the pod
+    /// gets, and the containers that read it: every language of that Instrumentation shares
+    /// one file.
+    pub config_file: Option<(String, Vec<Slot>)>,
 }
 
 impl<'a> PodPlan<'a> {
@@ -112,6 +116,7 @@ impl<'a> PodPlan<'a> {
             new_volumes: Vec::new(),
             share_process_namespace: false,
             new_annotations: BTreeMap::new(),
+            config_file: None,
         }
     }
 

@@ -255,3 +255,69 @@ fn a_conversion_alone_never_changes_the_spec_hash() {
     plain.v1beta1 = None;
     assert_ne!(SpecHash::of(&plain), SpecHash::of(&beta.spec));
 }
+
+/// Two languages of one declarative Instrumentation share the pod's one file, rendered over
+/// all their containers; another Instrumentation's file is refused.
+#[test]
+fn languages_of_one_declarative_instrumentation_share_the_file() {
+    let with_python = format!("{DECLARATIVE}  python: {{image: \"example/python:1\"}}\n");
+    let yaml = format!(
+        "{with_python}---\n{}",
+        with_python
+            .replace("name: decl,", "name: other,")
+            .replace("staging", "production")
+    );
+    let config = EngineConfig {
+        declarative: [Language::Java, Language::Python].into_iter().collect(),
+        ..EngineConfig::default()
+    };
+    let mut two = pod(
+        "java",
+        json!([{"name": "api", "image": "shop/api:1"}, {"name": "worker", "image": "shop/worker:2"}]),
+    );
+    let annotations = &mut two["metadata"]["annotations"];
+    annotations["instrumentation.opentelemetry.io/inject-java"] = json!("shop/decl");
+    annotations["instrumentation.opentelemetry.io/inject-python"] = json!("shop/decl");
+    annotations["instrumentation.opentelemetry.io/java-container-names"] = json!("api");
+    annotations["instrumentation.opentelemetry.io/python-container-names"] = json!("worker");
+    let (out, d) = run_with(&catalog(&yaml), &config, &two);
+    assert_eq!(
+        d.injected,
+        [Language::Java, Language::Python],
+        "{:?}",
+        d.warnings
+    );
+    let file = out["metadata"]["annotations"]["otel-injector/sdk-config"]
+        .as_str()
+        .unwrap();
+    assert!(
+        file.contains(
+            "- name: k8s.container.name\n    value: ${OTEL_INJECTOR_RESOURCE_K8S_CONTAINER_NAME}"
+        ),
+        "{file}"
+    );
+    for (i, name) in ["api", "worker"].into_iter().enumerate() {
+        let env = out["spec"]["containers"][i]["env"].as_array().unwrap();
+        assert!(
+            env.contains(&lit("OTEL_INJECTOR_RESOURCE_K8S_CONTAINER_NAME", name)),
+            "{env:?}"
+        );
+        assert!(env.contains(&lit(
+            "OTEL_CONFIG_FILE",
+            "/otel-injector/sdk-config/sdk-config.yaml"
+        )));
+    }
+
+    // Python from another declarative Instrumentation: one file per pod.
+    two["metadata"]["annotations"]["instrumentation.opentelemetry.io/inject-python"] =
+        json!("shop/other");
+    let (_, d) = run_with(&catalog(&yaml), &config, &two);
+    assert_eq!(d.injected, [Language::Java]);
+    assert_eq!(d.skipped[0].reason, SkipReason::NameCollision);
+    assert_eq!(
+        d.warnings,
+        [
+            "inject-python: the pod already gets the SDK configuration file of shop/decl; not injected"
+        ]
+    );
+}
