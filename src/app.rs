@@ -26,8 +26,16 @@ const ADMIN_GRACE: Duration = Duration::from_secs(1);
 pub async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve(args) => serve(*args).await,
-        Command::Crd => {
-            print!("{}", crate::crd::crd_yaml());
+        Command::Crd(args) => {
+            let (namespace, name) = &args.conversion_service;
+            let versions = match args.v1beta1 {
+                true => crate::crd::Served::Both,
+                false => crate::crd::Served::V1alpha1,
+            };
+            let yaml = crate::crd::crd_yaml_for((namespace, name), versions);
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(yaml.as_bytes())?;
+            stdout.flush()?;
             Ok(())
         }
         Command::DevCerts(args) => Ok(dev_certs(&args)?),

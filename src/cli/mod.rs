@@ -55,7 +55,7 @@ pub enum Command {
     /// Run the webhook (HTTPS) and the admin endpoints (/metrics, /livez, /readyz).
     Serve(Box<ServeArgs>),
     /// Print the Instrumentation CustomResourceDefinition (YAML) generated from the Rust types.
-    Crd,
+    Crd(CrdArgs),
     /// Write a development CA and a serving certificate (ca.crt, ca.key, tls.crt, tls.key).
     DevCerts(DevCertsArgs),
     /// Write manifests back with every pod template mutated as the webhook would mutate the
@@ -75,6 +75,22 @@ pub enum Command {
     /// the webhook, or were skipped because it did not exist yet, a few at a time, waiting for each to complete; stops at
     /// the first that does not (--dry-run: only print the plan).
     Rollout(Box<RolloutArgs>),
+}
+
+/// `crd`.
+#[derive(Debug, Args)]
+pub struct CrdArgs {
+    /// The Service (`NAMESPACE/NAME`, port 443) the API server sends ConversionReviews to:
+    /// the webhook's, when it is installed under other names than otel-injector/otel-injector
+    /// (the cert-manager annotation names a Certificate of the same namespace and name).
+    #[arg(long, value_name = "NAMESPACE/NAME", default_value = "otel-injector/otel-injector", value_parser = crate::certs::builtin::parse_secret_ref)]
+    pub conversion_service: (String, String),
+
+    /// Serve v1beta1 (converted by the webhook). `--v1beta1=false` prints a CRD of v1alpha1
+    /// alone, with no conversion: nothing then depends on the webhook being reachable to
+    /// read Instrumentations (`kubectl get otelinst` included), and v1beta1 is not served.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub v1beta1: bool,
 }
 
 /// `serve`: one group of flags per part.

@@ -1026,3 +1026,45 @@ fn v1beta1_is_served_and_v1alpha1_stored() {
         None
     );
 }
+
+/// `otel-injector crd --conversion-service NS/NAME` and `--v1beta1=false`.
+#[test]
+fn the_crd_names_the_conversion_service_or_serves_v1alpha1_alone() {
+    use otel_injector::crd::{Served, crd_serving};
+    let moved = crd_serving(("observability", "injector"), Served::Both);
+    let service = moved
+        .spec
+        .conversion
+        .as_ref()
+        .unwrap()
+        .webhook
+        .as_ref()
+        .unwrap();
+    let service = service
+        .client_config
+        .as_ref()
+        .unwrap()
+        .service
+        .as_ref()
+        .unwrap();
+    assert_eq!(
+        (service.namespace.as_str(), service.name.as_str()),
+        ("observability", "injector")
+    );
+    assert_eq!(
+        moved.metadata.annotations.unwrap()["cert-manager.io/inject-ca-from"],
+        "observability/injector"
+    );
+    let alone = crd_serving(("observability", "injector"), Served::V1alpha1);
+    assert!(alone.spec.conversion.is_none());
+    assert!(alone.metadata.annotations.is_none());
+    let versions: Vec<(&str, bool, bool)> = alone
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(versions, [("v1alpha1", true, true)]);
+    // The same v1alpha1 schema as in the two-version CRD.
+    assert_eq!(alone.spec.versions[0], crd().spec.versions[0]);
+}
