@@ -26,18 +26,7 @@ const ADMIN_GRACE: Duration = Duration::from_secs(1);
 pub async fn run(command: Command) -> Result<(), Failure> {
     match command {
         Command::Serve(args) => serve(*args).await,
-        Command::Crd(args) => {
-            let (namespace, name) = &args.conversion_service;
-            let versions = match args.v1beta1 {
-                true => crate::crd::Served::Both,
-                false => crate::crd::Served::V1alpha1,
-            };
-            let yaml = crate::crd::crd_yaml_for((namespace, name), versions);
-            let mut stdout = std::io::stdout().lock();
-            stdout.write_all(yaml.as_bytes())?;
-            stdout.flush()?;
-            Ok(())
-        }
+        Command::Crd(args) => Ok(print(&args.yaml())?),
         Command::DevCerts(args) => Ok(dev_certs(&args)?),
         Command::Inject(args) => inject(&args).await,
         Command::Convert(args) => convert(&args).await,
@@ -147,16 +136,21 @@ async fn offline_inputs(
     Ok((sources, ctx))
 }
 
-/// `otel-injector inject`.
+/// Writes `text` to stdout (an error, a closed pipe among them, is the command's).
+fn print(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(text.as_bytes())?;
+    stdout.flush()
+}
+
+/// `otel-injector convert`.
 async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
     let sources = offline::manifests::read(&args.manifests.files)?;
     let done = offline::convert::convert_all(sources, args.to.version(), args.output)?;
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(done.output.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    Ok(print(&done.output)?)
 }
 
+/// `otel-injector inject`.
 async fn inject(args: &InjectArgs) -> Result<(), Failure> {
     let (sources, ctx) = offline_inputs(&args.input).await?;
     let options = offline::inject::Options {
@@ -167,9 +161,7 @@ async fn inject(args: &InjectArgs) -> Result<(), Failure> {
     for w in &done.warnings {
         eprintln!("warning: {w}");
     }
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(done.output.as_bytes())?;
-    stdout.flush()?;
+    print(&done.output)?;
     if args.strict && done.skipped > 0 {
         return Err(Skipped(done.skipped).into());
     }
@@ -372,10 +364,7 @@ async fn explain(args: &ExplainArgs) -> Result<(), Failure> {
             t
         }
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()?;
-    Ok(())
+    Ok(print(&text)?)
 }
 
 /// `rollout` stopped at a workload; the process exits with 1.

@@ -93,6 +93,18 @@ pub struct CrdArgs {
     pub v1beta1: bool,
 }
 
+impl CrdArgs {
+    /// The CRD these flags ask for, as YAML.
+    pub fn yaml(&self) -> String {
+        let (namespace, name) = &self.conversion_service;
+        let versions = match self.v1beta1 {
+            true => crate::crd::Served::Both,
+            false => crate::crd::Served::V1alpha1,
+        };
+        crate::crd::crd_yaml_for((namespace, name), versions)
+    }
+}
+
 /// `serve`: one group of flags per part.
 #[derive(Debug, Args)]
 pub struct ServeArgs {

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::decision::{Report, Skip, SkipReason};
 use super::references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, qualified, resolve,
-    wanted,
+    v1beta1_refusal, wanted,
 };
 use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
@@ -270,45 +270,6 @@ fn admit_language(
             "inject-{lang}: namespace enforces Pod Security {level:?}, which rejects the privileged {lang} agent; not injected"
         ),
     ))
-}
-
-/// What a v1beta1 Instrumentation cannot give `lang`: an image (v1beta1 has no default), or
-/// a declarative configuration the language's agent reads.
-fn v1beta1_refusal(
-    snapshot: &Snapshot<'_>,
-    inst: &Instrumentation,
-    lang: Language,
-) -> Option<Skip> {
-    let beta = inst.spec.v1beta1.as_deref()?;
-    let found = Some(qualified(inst));
-    let has_image = lang
-        .agent()
-        .section(&inst.spec)
-        .and_then(|s| s.image())
-        .is_some();
-    if !beta.default_images && lang.agent().default_image().is_some() && !has_image {
-        return Some(Skip::new(
-            Some(lang),
-            SkipReason::ImageRequired,
-            found,
-            format!(
-                "inject-{lang}: v1beta1 Instrumentation {} sets no {lang} image and v1beta1 has no default; not injected",
-                qualified(inst)
-            ),
-        ));
-    }
-    if beta.declarative_config.is_some() && !snapshot.config.declarative.contains(lang) {
-        return Some(Skip::new(
-            Some(lang),
-            SkipReason::DeclarativeConfigUnsupported,
-            found,
-            format!(
-                "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read; not injected",
-                qualified(inst)
-            ),
-        ));
-    }
-    None
 }
 
 /// The Instrumentation the request names, if the pod may use it and what it refers to is

@@ -1,9 +1,10 @@
 //! Finding the Instrumentation a request names, and the checks on it before any agent runs:
-//! cross-namespace policy, exporter TLS references (valid names, and present when tracked).
+//! cross-namespace policy, exporter TLS references (valid names, and present when tracked),
+//! and what a v1beta1 object cannot give a language (an image, a declarative configuration).
 
 use std::sync::Arc;
 
-use super::{CROSS_NAMESPACE_ANNOTATION, CrossNamespace, ObjectKind, SkipReason, Snapshot};
+use super::{CROSS_NAMESPACE_ANNOTATION, CrossNamespace, ObjectKind, Skip, SkipReason, Snapshot};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::Instrumentation;
@@ -168,4 +169,43 @@ pub(super) fn missing_tls_reference(
     tls_reference(inst, |kind, name| {
         snapshot.object_exists(kind, name) == Some(false)
     })
+}
+
+/// What a v1beta1 Instrumentation cannot give `lang`: an image (v1beta1 has no default), or
+/// a declarative configuration the language's agent reads.
+pub(super) fn v1beta1_refusal(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+    lang: Language,
+) -> Option<Skip> {
+    let beta = inst.spec.v1beta1.as_deref()?;
+    let found = Some(qualified(inst));
+    let has_image = lang
+        .agent()
+        .section(&inst.spec)
+        .and_then(|s| s.image())
+        .is_some();
+    if !beta.default_images && lang.agent().default_image().is_some() && !has_image {
+        return Some(Skip::new(
+            Some(lang),
+            SkipReason::ImageRequired,
+            found,
+            format!(
+                "inject-{lang}: v1beta1 Instrumentation {} sets no {lang} image and v1beta1 has no default; not injected",
+                qualified(inst)
+            ),
+        ));
+    }
+    if beta.declarative_config.is_some() && !snapshot.config.declarative.contains(lang) {
+        return Some(Skip::new(
+            Some(lang),
+            SkipReason::DeclarativeConfigUnsupported,
+            found,
+            format!(
+                "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read; not injected",
+                qualified(inst)
+            ),
+        ));
+    }
+    None
 }
