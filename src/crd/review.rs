@@ -7,7 +7,7 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::convert::{ConvertError, Version, convert};
+use super::convert::{ConvertError, Version, convert_owned};
 
 /// `apiVersion` of the reviews this webhook reads and writes.
 pub const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
@@ -91,7 +91,7 @@ pub fn review(body: &[u8]) -> Converted {
         );
     };
     let mut converted = Vec::with_capacity(request.objects.len());
-    for (index, object) in request.objects.iter().enumerate() {
+    for (index, object) in request.objects.into_iter().enumerate() {
         let kind = object
             .get("kind")
             .and_then(Value::as_str)
@@ -104,7 +104,7 @@ pub fn review(body: &[u8]) -> Converted {
                 Failure::WrongObjectKind { index, kind },
             );
         }
-        match convert(object, desired) {
+        match convert_owned(object, desired) {
             Ok(o) => converted.push(o),
             Err(source) => {
                 return failed(

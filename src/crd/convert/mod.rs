@@ -163,21 +163,43 @@ impl Version {
 
 /// `object` in `to`'s version (unchanged when it already is).
 pub fn convert(object: &Value, to: Version) -> Result<Value, ConvertError> {
+    convert_owned(object.clone(), to)
+}
+
+/// [`convert`], taking the object (no copy of its metadata and status: what the webhook
+/// does with the objects of a review).
+pub fn convert_owned(object: Value, to: Version) -> Result<Value, ConvertError> {
     let from = object
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or_default();
     match (Version::of(from), to) {
         (None, _) => Err(ConvertError::UnknownVersion(from.to_owned())),
-        (Some(from), to) if from == to => Ok(object.clone()),
-        (Some(_), Version::V1beta1) => to_v1beta1(object),
-        (Some(_), Version::V1alpha1) => to_v1alpha1(object),
+        (Some(from), to) if from == to => Ok(object),
+        (Some(_), Version::V1beta1) => beta_of(object),
+        (Some(_), Version::V1alpha1) => alpha_of(object),
+    }
+}
+
+fn into_map(object: Value) -> Result<Map<String, Value>, ConvertError> {
+    match object {
+        Value::Object(map) => Ok(map),
+        _ => Err(ConvertError::NotAnObject),
     }
 }
 
 /// A v1alpha1 object as v1beta1.
 pub fn to_v1beta1(alpha: &Value) -> Result<Value, ConvertError> {
-    let mut out = alpha.as_object().ok_or(ConvertError::NotAnObject)?.clone();
+    beta_of(alpha.clone())
+}
+
+/// A v1beta1 object as v1alpha1 (the stored version).
+pub fn to_v1alpha1(beta: &Value) -> Result<Value, ConvertError> {
+    alpha_of(beta.clone())
+}
+
+fn beta_of(alpha: Value) -> Result<Value, ConvertError> {
+    let mut out = into_map(alpha)?;
     let spec = take_spec(&mut out)?;
     let (mut beta_spec, residue) = moved(spec.as_ref(), Side::Alpha);
 
@@ -220,9 +242,8 @@ pub fn to_v1beta1(alpha: &Value) -> Result<Value, ConvertError> {
     finish(out, keep.then_some(beta_spec), Version::V1beta1)
 }
 
-/// A v1beta1 object as v1alpha1 (the stored version).
-pub fn to_v1alpha1(beta: &Value) -> Result<Value, ConvertError> {
-    let mut out = beta.as_object().ok_or(ConvertError::NotAnObject)?.clone();
+fn alpha_of(beta: Value) -> Result<Value, ConvertError> {
+    let mut out = into_map(beta)?;
     let spec = take_spec(&mut out)?;
     let (mut alpha_spec, residue) = moved(spec.as_ref(), Side::Beta);
 
