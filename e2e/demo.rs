@@ -105,6 +105,13 @@ async fn run(hold: bool) -> Result<(), String> {
         scope: None,
     })?;
     api::create_webhook_configuration(&client, &config).await?;
+    // The CRD's conversion (v1beta1, `kubectl get otelinst`) goes to the same process.
+    api::point_conversion(
+        &client,
+        &webhook.conversion_url(),
+        Some(&webhook.certs.ca_cert),
+    )
+    .await?;
 
     api::create_namespace(&client, "demo", &[], &[]).await?;
     let inst = single_doc(&root().join("examples/instrumentation.yaml"))?;
@@ -118,8 +125,9 @@ async fn run(hold: bool) -> Result<(), String> {
         ));
     }
     clock.step(
-        "webhook registered; namespace demo and examples/instrumentation.yaml created (the \
-         apiserver's first write to a new CRD takes about 2 s)",
+        "webhook registered (admission and the CRD's conversion); namespace demo and \
+         examples/instrumentation.yaml created (the apiserver's first write to a new CRD takes \
+         about 2 s)",
     );
     let pod = single_doc(&root().join("examples/pod.yaml"))?;
     // The webhook configuration and the webhook's Instrumentation cache both fill
