@@ -37,6 +37,8 @@ pub const OTEL_CONFIG_FILE: &str = "OTEL_CONFIG_FILE";
 pub const MAX_FILE_BYTES: usize = 64 * 1024;
 /// What Kubernetes allows all annotations of an object together.
 const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+/// Kept free for the outcome annotations the patch adds after the agents.
+const OUTCOME_ROOM: usize = 4 * 1024;
 /// The per-container variables the file refers to for values that differ by container.
 pub const PER_CONTAINER_PREFIX: &str = "OTEL_INJECTOR_RESOURCE_";
 
@@ -47,6 +49,8 @@ pub enum Refused {
     TooLarge(String),
     /// Another Instrumentation's file already goes into this pod (one file per pod).
     Collision(String),
+    /// The file cannot be written as YAML.
+    Unrenderable(String),
 }
 
 /// Delivers `inst`'s declarative configuration to the containers in `slots` that the agent
@@ -63,11 +67,7 @@ pub fn deliver(
     let Some(config) = spec.declarative_config() else {
         return Ok(());
     };
-    let owner = format!(
-        "{}/{}",
-        inst.metadata.namespace.as_deref().unwrap_or_default(),
-        inst.metadata.name.as_deref().unwrap_or_default()
-    );
+    let owner = inst.qualified();
     // A language injected earlier from the same Instrumentation shares the file: it is
     // rendered again over all their containers.
     let mut changed: Vec<Slot> = match &plan.config_file {
@@ -98,21 +98,29 @@ pub fn deliver(
             });
         }
     }
-    let text = serde_saphyr::to_string(&file).map_err(|e| Refused::TooLarge(e.to_string()))?;
+    let text = serde_saphyr::to_string(&file).map_err(|e| Refused::Unrenderable(e.to_string()))?;
     if text.len() > MAX_FILE_BYTES {
         return Err(Refused::TooLarge(format!(
             "the rendered SDK configuration is {} bytes, over {MAX_FILE_BYTES}",
             text.len()
         )));
     }
+    // The pod's own annotations, those this plan adds besides the file, and room for the
+    // outcome the patch records (`otel-injector/status`, a few hundred bytes at most).
     let own: usize = info
         .pod
         .metadata
         .annotations
         .iter()
         .flatten()
+        .chain(
+            plan.new_annotations
+                .iter()
+                .filter(|(k, _)| *k != CONFIG_FILE_ANNOTATION),
+        )
         .map(|(k, v)| k.len() + v.len())
-        .sum();
+        .sum::<usize>()
+        + OUTCOME_ROOM;
     if own + text.len() + CONFIG_FILE_ANNOTATION.len() > MAX_ANNOTATION_BYTES {
         return Err(Refused::TooLarge(format!(
             "the pod's annotations ({own} bytes) and the rendered SDK configuration ({} bytes) exceed the {MAX_ANNOTATION_BYTES} Kubernetes allows",

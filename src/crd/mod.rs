@@ -26,8 +26,7 @@ pub use carried::V1beta1Fields;
 pub use declarative::DeclarativeConfig;
 pub use error::CrdError;
 pub use generate::{
-    CONVERSION_PATH, CONVERSION_SERVICE, Served, crd, crd_for, crd_serving, crd_yaml, crd_yaml_for,
-    try_crd_yaml,
+    CONVERSION_PATH, CONVERSION_SERVICE, Served, crd, crd_serving, crd_yaml, crd_yaml_for,
 };
 pub use languages::{ApacheHttpd, DotNet, Extension, Go, Java, Nginx, NodeJs, Python};
 pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};

@@ -399,6 +399,18 @@ pub struct Defaults {
     pub use_labels_for_resource_attributes: Option<bool>,
 }
 
+impl Instrumentation {
+    /// `namespace/name`, as skips, statuses and events name it.
+    pub fn qualified(&self) -> String {
+        let meta = &self.metadata;
+        format!(
+            "{}/{}",
+            meta.namespace.as_deref().unwrap_or_default(),
+            meta.name.as_deref().unwrap_or_default()
+        )
+    }
+}
+
 impl InstrumentationSpec {
     /// `spec.defaults.useLabelsForResourceAttributes`.
     pub fn use_labels_for_resource_attributes(&self) -> bool {

@@ -10,8 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::decision::{Report, Skip, SkipReason};
 use super::references::{
-    cross_namespace_denied, invalid_tls_reference, missing_tls_reference, qualified, resolve,
-    v1beta1_refusal, wanted,
+    cross_namespace_denied, invalid_tls_reference, missing_tls_reference, resolve, v1beta1_refusal,
+    wanted,
 };
 use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
@@ -281,7 +281,7 @@ fn instrumentation(
 ) -> Result<std::sync::Arc<Instrumentation>, Skip> {
     let inst = resolve(snapshot, request, lang)
         .map_err(|(reason, msg)| Skip::new(Some(lang), reason, wanted(snapshot, request), msg))?;
-    let found = || Some(qualified(&inst));
+    let found = || Some(inst.qualified());
     if let Some(msg) = cross_namespace_denied(snapshot, &inst, lang) {
         return Err(Skip::new(
             Some(lang),
@@ -350,7 +350,7 @@ fn inject(
     d: &mut Report,
 ) -> Result<(String, SpecHash), Stop> {
     let snapshot = scene.snapshot;
-    let found = Some(qualified(inst));
+    let found = Some(inst.qualified());
     let before = plan.is_changed().then(|| plan.clone());
     let mut warnings = Vec::new();
     let effect = lang.agent().inject(&mut Injection {
@@ -370,6 +370,7 @@ fn inject(
             let (reason, why) = match refused {
                 declarative::Refused::TooLarge(why) => (SkipReason::PodTooLarge, why),
                 declarative::Refused::Collision(why) => (SkipReason::NameCollision, why),
+                declarative::Refused::Unrenderable(why) => (SkipReason::InvalidValue, why),
             };
             return Err(Stop::Skip(Skip::new(
                 Some(lang),
@@ -410,7 +411,7 @@ fn inject(
                 .instrumentations
                 .spec_hash(ns, name)
                 .unwrap_or_else(|| SpecHash::of(&inst.spec));
-            return Ok((qualified(inst), spec));
+            return Ok((inst.qualified(), spec));
         }
         Effect::NothingInstrumented => SkipReason::NothingInstrumented,
         Effect::InvalidValue => SkipReason::InvalidValue,

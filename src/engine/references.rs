@@ -10,14 +10,6 @@ use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::Instrumentation;
 use crate::pod::select::Request;
 
-pub(super) fn qualified(inst: &Instrumentation) -> String {
-    format!(
-        "{}/{}",
-        inst.metadata.namespace.as_deref().unwrap_or(""),
-        inst.metadata.name.as_deref().unwrap_or("")
-    )
-}
-
 /// The Instrumentation a request wants, before it is looked up: `ns/name`, or `ns/*` for
 /// `"true"`. `None` when a part is not a valid object name (the pod wrote anything there),
 /// so that what is recorded always reads back ([`super::outcome`]).
@@ -179,7 +171,7 @@ pub(super) fn v1beta1_refusal(
     lang: Language,
 ) -> Option<Skip> {
     let beta = inst.spec.v1beta1.as_deref()?;
-    let found = Some(qualified(inst));
+    let found = Some(inst.qualified());
     let has_image = lang
         .agent()
         .section(&inst.spec)
@@ -192,7 +184,7 @@ pub(super) fn v1beta1_refusal(
             found,
             format!(
                 "inject-{lang}: v1beta1 Instrumentation {} sets no {lang} image and v1beta1 has no default; not injected",
-                qualified(inst)
+                inst.qualified()
             ),
         ));
     }
@@ -203,7 +195,7 @@ pub(super) fn v1beta1_refusal(
             found,
             format!(
                 "inject-{lang}: {} has a declarativeConfig, which the {lang} agent does not read; not injected",
-                qualified(inst)
+                inst.qualified()
             ),
         ));
     }

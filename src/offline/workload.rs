@@ -266,18 +266,13 @@ fn remove_stand_ins(pod: &mut Value, stand_ins: &[String]) {
         "/metadata/annotations/{}",
         crate::keys::CONFIG_FILE_ANNOTATION.replace('/', "~1")
     );
+    // Read back as the webhook wrote it (the same types), so the file keeps its order.
     if let Some(Value::String(text)) = pod.pointer_mut(&file)
-        && let Ok(mut config) = serde_saphyr::from_str::<Value>(text)
-        && let Some(attributes) = config
-            .pointer_mut("/resource/attributes")
-            .and_then(Value::as_array_mut)
+        && let Ok(mut config) = serde_saphyr::from_str::<crate::crd::DeclarativeConfig>(text)
+        && let Some(resource) = &mut config.resource
     {
-        attributes.retain(|a| {
-            let kv = format!(
-                "{}={}",
-                a["name"].as_str().unwrap_or_default(),
-                a["value"].as_str().unwrap_or_default()
-            );
+        resource.attributes.retain(|a| {
+            let kv = format!("{}={}", a.name, a.value.as_str().unwrap_or_default());
             !stand_ins.contains(&kv)
         });
         if let Ok(rendered) = serde_saphyr::to_string(&config) {
@@ -378,6 +373,15 @@ mod tests {
         assert_eq!(
             pod["spec"]["containers"][0]["env"][1]["value"],
             "k8s.replicaset.name=web-offline"
+        );
+
+        // And out of the declarative configuration file, which keeps the webhook's order.
+        let file = "file_format: \"1.0\"\nresource:\n  attributes:\n  - name: a\n    value: \"1\"\n  - name: k8s.replicaset.name\n    value: web-offline\n";
+        let mut pod = json!({"metadata": {"annotations": {"otel-injector/sdk-config": file}}});
+        remove_stand_ins(&mut pod, &["k8s.replicaset.name=web-offline".to_owned()]);
+        assert_eq!(
+            pod["metadata"]["annotations"]["otel-injector/sdk-config"],
+            "file_format: \"1.0\"\nresource:\n  attributes:\n  - name: a\n    value: \"1\"\n"
         );
     }
 }

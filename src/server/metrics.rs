@@ -108,6 +108,18 @@ const DURATION_BUCKETS: [f64; 17] = [
     0.5, 1.0, 2.5, 4.0, 5.0,
 ];
 
+/// One route's `requests` (by outcome) and `duration_seconds`, in `registry`.
+fn requests_and_duration<T: crate::metrics::LabelValue>(
+    registry: &mut Registry,
+    requests_help: &str,
+    duration_help: &str,
+) -> (Counted<T>, Histogram) {
+    let requests = Counted::register(registry, "requests", requests_help, "outcome");
+    let duration = Histogram::new(DURATION_BUCKETS);
+    registry.register("duration_seconds", duration_help, duration.clone());
+    (requests, duration)
+}
+
 /// The servers' series.
 #[derive(Debug)]
 pub struct Metrics {
@@ -127,31 +139,16 @@ impl Metrics {
     /// The series, registered into `registry`, every bounded one created at zero so that
     /// dashboards see zeros, not gaps.
     pub fn register(registry: &mut Registry) -> Self {
-        let admission = registry.sub_registry_with_prefix("admission");
-        let requests = Counted::register(
-            admission,
-            "requests",
+        let (requests, duration) = requests_and_duration(
+            registry.sub_registry_with_prefix("admission"),
             "Admission requests by outcome",
-            "outcome",
-        );
-        let duration = Histogram::new(DURATION_BUCKETS);
-        admission.register(
-            "duration_seconds",
             "Time from a complete request body to the response, in seconds",
-            duration.clone(),
         );
         let conversion = registry.sub_registry_with_prefix("conversion");
-        let conversions = Counted::register(
+        let (conversions, conversion_duration) = requests_and_duration(
             conversion,
-            "requests",
             "ConversionReviews (Instrumentation v1alpha1 <-> v1beta1) by outcome",
-            "outcome",
-        );
-        let conversion_duration = Histogram::new(DURATION_BUCKETS);
-        conversion.register(
-            "duration_seconds",
             "Time from a complete ConversionReview body to the response, in seconds",
-            conversion_duration.clone(),
         );
         let converted_objects = Counter::default();
         conversion.register(

@@ -157,6 +157,18 @@ fn property<'a>(schema: &'a JSONSchemaProps, path: &[&str]) -> &'a JSONSchemaPro
     })
 }
 
+/// The names of a schema node's properties, sorted.
+fn property_names(schema: &JSONSchemaProps) -> Vec<&str> {
+    let mut names: Vec<&str> = schema
+        .properties
+        .iter()
+        .flatten()
+        .map(|(k, _)| k.as_str())
+        .collect();
+    names.sort();
+    names
+}
+
 /// (rule, message) pairs of a schema node.
 fn rules(schema: &JSONSchemaProps) -> Vec<(String, String)> {
     schema
@@ -650,13 +662,7 @@ fn crd_schema_matches_the_operator() {
     let mut required = rollout.required.clone().unwrap_or_default();
     required.sort();
     assert_eq!(required, ["specHash", "state"]);
-    let mut fields: Vec<&str> = rollout
-        .properties
-        .iter()
-        .flatten()
-        .map(|(k, _)| k.as_str())
-        .collect();
-    fields.sort();
+    let fields = property_names(rollout);
     assert_eq!(
         fields,
         [
@@ -931,13 +937,7 @@ fn v1beta1_is_served_and_v1alpha1_stored() {
 
     let beta = beta_schema(&crd);
     let spec = property(beta, &["spec"]);
-    let mut fields: Vec<&str> = spec
-        .properties
-        .iter()
-        .flatten()
-        .map(|(k, _)| k.as_str())
-        .collect();
-    fields.sort();
+    let fields = property_names(spec);
     assert_eq!(
         fields,
         [

@@ -321,3 +321,31 @@ fn languages_of_one_declarative_instrumentation_share_the_file() {
         ]
     );
 }
+
+/// The file is bounded by itself and with the pod's annotations (Kubernetes' 256 KiB).
+#[test]
+fn a_file_over_its_bounds_is_a_skip_not_an_invalid_pod() {
+    let mut crowded = pod("java", app());
+    crowded["metadata"]["annotations"]["example.com/notes"] = json!("x".repeat(254 * 1024));
+    let (_, d) = run(&catalog(DECLARATIVE), &crowded);
+    assert!(d.injected.is_empty());
+    assert_eq!(d.skipped[0].reason, SkipReason::PodTooLarge);
+    assert!(
+        d.warnings[0].starts_with("inject-java: the pod's annotations ("),
+        "{:?}",
+        d.warnings
+    );
+
+    let huge = DECLARATIVE.replace(
+        "value: staging",
+        &format!("value: {}", "y".repeat(70 * 1024)),
+    );
+    let (_, d) = run(&catalog(&huge), &pod("java", app()));
+    assert!(d.injected.is_empty());
+    assert_eq!(d.skipped[0].reason, SkipReason::PodTooLarge);
+    assert!(
+        d.warnings[0].starts_with("inject-java: the rendered SDK configuration is "),
+        "{:?}",
+        d.warnings
+    );
+}

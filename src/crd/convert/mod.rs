@@ -212,26 +212,12 @@ fn beta_of(alpha: Value) -> Result<Value, ConvertError> {
             .unwrap_or(false),
         None => true,
     };
-    if let Some(Value::Object(rest)) = carried.as_ref().and_then(|c| c.get(SPEC)) {
-        for (path, value) in leaves(rest) {
-            put(&mut beta_spec, &path, value.clone(), Set::Carried);
-        }
+    if let Some(carried) = &carried {
+        restore(&mut beta_spec, carried, &[]);
     }
 
     // Upstream's annotation: what v1beta1 cannot hold, with upstream's keys where it has them.
-    let mut fields = Map::new();
-    let mut rest = Map::new();
-    for (path, value) in residue {
-        match UPSTREAM_KEYS.iter().find(|(p, _)| *p == path) {
-            Some((_, key)) => {
-                fields.insert((*key).to_owned(), value);
-            }
-            None => set(&mut rest, &path, value),
-        }
-    }
-    if !rest.is_empty() {
-        fields.insert(SPEC.to_owned(), Value::Object(rest));
-    }
+    let mut fields = carrier(residue, UPSTREAM_KEYS);
     if default_images || !fields.is_empty() {
         if !default_images {
             fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(false));
@@ -257,33 +243,51 @@ fn alpha_of(beta: Value) -> Result<Value, ConvertError> {
         None => false,
     };
     if let Some(carried) = &carried {
-        for (path, key) in UPSTREAM_KEYS {
-            if let Some(value) = carried.get(*key) {
-                put(&mut alpha_spec, path, value.clone(), Set::Carried);
-            }
-        }
-        if let Some(Value::Object(rest)) = carried.get(SPEC) {
-            for (path, value) in leaves(rest) {
-                put(&mut alpha_spec, &path, value.clone(), Set::Carried);
-            }
-        }
+        restore(&mut alpha_spec, carried, UPSTREAM_KEYS);
     }
 
     // Our annotation: what v1alpha1 cannot hold.
-    let mut fields = Map::new();
-    let mut rest = Map::new();
-    for (path, value) in residue {
-        set(&mut rest, &path, value);
-    }
-    if !rest.is_empty() {
-        fields.insert(SPEC.to_owned(), Value::Object(rest));
-    }
+    let mut fields = carrier(residue, &[]);
     if !default_images || !fields.is_empty() {
         fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(default_images));
         put_carrier(&mut out, V1BETA1_FIELDS, fields)?;
     }
     let keep = spec.is_some() || !alpha_spec.is_empty();
     finish(out, keep.then_some(alpha_spec), Version::V1alpha1)
+}
+
+/// A carrying annotation's fields for `residue`: the paths `keyed` names under their keys,
+/// the rest as a partial spec under [`SPEC`].
+fn carrier(residue: Vec<(String, Value)>, keyed: &[(&str, &str)]) -> Map<String, Value> {
+    let mut fields = Map::new();
+    let mut rest = Map::new();
+    for (path, value) in residue {
+        match keyed.iter().find(|(p, _)| *p == path) {
+            Some((_, key)) => {
+                fields.insert((*key).to_owned(), value);
+            }
+            None => set(&mut rest, &path, value),
+        }
+    }
+    if !rest.is_empty() {
+        fields.insert(SPEC.to_owned(), Value::Object(rest));
+    }
+    fields
+}
+
+/// Puts back into `spec` what a carrying annotation holds ([`carrier`]'s inverse); a field
+/// the object's own version already has wins.
+fn restore(spec: &mut Map<String, Value>, carried: &Map<String, Value>, keyed: &[(&str, &str)]) {
+    for (path, key) in keyed {
+        if let Some(value) = carried.get(*key) {
+            put(spec, path, value.clone(), Set::Carried);
+        }
+    }
+    if let Some(Value::Object(rest)) = carried.get(SPEC) {
+        for (path, value) in leaves(rest) {
+            put(spec, &path, value.clone(), Set::Carried);
+        }
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
