@@ -181,6 +181,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let mut registry = metrics::root();
     let server_metrics = Arc::new(server::Metrics::register(&mut registry));
     let metrics = Arc::new(cluster::Metrics::register(&mut registry));
+    // Every mode has the Instrumentation store: not synced until its list or file is read,
+    // and so from the first scrape, which may come before that starts.
+    metrics.store("instrumentations", 0, false);
     let cert_metrics = Arc::new(crate::certs::Metrics::register(&mut registry));
     let exposition = Arc::new(metrics::Exposition::new(registry));
     let cert = args.tls.build()?;
@@ -434,7 +437,6 @@ async fn load_files(
     metrics: Arc<cluster::Metrics>,
 ) -> anyhow::Result<()> {
     let count = files.paths().len();
-    metrics.store("instrumentations", 0, false);
     let read = files.clone();
     // The store is counted synced before the catalog says it is ready, never after.
     let synced = move |n| metrics.store("instrumentations", n, true);
