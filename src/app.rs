@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 
 use crate::cli::{
     Command, ConvertArgs, DevCertsArgs, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs,
-    RolloutArgs, ServeArgs,
+    PolicyArgs, RolloutArgs, ServeArgs,
 };
 use crate::cluster::events::{self, KubePublisher};
 use crate::cluster::{self, Caches, Labeler};
@@ -30,6 +30,7 @@ pub async fn run(command: Command) -> Result<(), Failure> {
         Command::DevCerts(args) => Ok(dev_certs(&args)?),
         Command::Inject(args) => inject(&args).await,
         Command::Convert(args) => convert(&args).await,
+        Command::Policy(args) => policy(&args).await,
         Command::Explain(args) => explain(&args).await,
         Command::Rollout(args) => rollout(&args).await,
     }
@@ -148,6 +149,44 @@ async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
     let sources = offline::manifests::read(&args.manifests.files)?;
     let done = offline::convert::convert_all(sources, args.to.version(), args.output)?;
     Ok(print(&done.output)?)
+}
+
+/// `otel-injector policy`.
+async fn policy(args: &PolicyArgs) -> Result<(), Failure> {
+    let sources = offline::manifests::read(&args.files)?;
+    let cluster = match args.cluster || args.kubeconfig.is_some() {
+        true => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            Some(cluster::list::read(args.kubeconfig.as_deref()).await?)
+        }
+        false => None,
+    };
+    let ctx = offline::Context::build(
+        &sources,
+        &[],
+        &[],
+        cluster,
+        args.engine.build(),
+        args.namespace.clone(),
+    )?;
+    let rendered = crate::policy::render(&ctx.catalog, &ctx.config, args.mode);
+    for (inst, coverage) in &rendered.coverage {
+        let injected: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
+        eprintln!(
+            "{inst}: policy injects {}",
+            match injected.is_empty() {
+                true => "nothing".to_owned(),
+                false => injected.join(", "),
+            }
+        );
+        for (lang, why) in &coverage.not_covered {
+            eprintln!("{inst}: {lang} not covered: {why}");
+        }
+    }
+    Ok(print(&offline::write_objects(
+        &rendered.objects,
+        args.output,
+    ))?)
 }
 
 /// `otel-injector inject`.

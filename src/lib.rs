@@ -18,6 +18,7 @@ pub mod keys;
 pub mod metrics;
 pub mod offline;
 pub mod pod;
+pub mod policy;
 pub mod retry;
 pub mod server;
 pub mod telemetry;

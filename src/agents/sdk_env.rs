@@ -24,9 +24,9 @@ pub const OTEL_TRACES_SAMPLER: &str = "OTEL_TRACES_SAMPLER";
 pub const OTEL_TRACES_SAMPLER_ARG: &str = "OTEL_TRACES_SAMPLER_ARG";
 pub const OTEL_POD_IP: &str = "OTEL_POD_IP";
 /// The variables above as a dependent variable refers to them.
-const POD_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME)";
-const POD_UID_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_UID)";
-const NODE_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME)";
+pub const POD_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_NAME)";
+pub const POD_UID_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_POD_UID)";
+pub const NODE_NAME_REFERENCE: &str = "$(OTEL_RESOURCE_ATTRIBUTES_NODE_NAME)";
 pub const OTEL_NODE_IP: &str = "OTEL_NODE_IP";
 
 /// Keys already present in a user's `OTEL_RESOURCE_ATTRIBUTES` value.

@@ -22,7 +22,9 @@ use clap::{Args, Parser, Subcommand};
 pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
-pub use offline::{ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs};
+pub use offline::{
+    ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, PolicyArgs,
+};
 pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
@@ -70,6 +72,10 @@ pub enum Command {
     /// Rewrite Instrumentation manifests into v1beta1 or v1alpha1 exactly as the conversion
     /// webhook serves them (for GitOps repositories); everything else unchanged, in order.
     Convert(ConvertArgs),
+    /// Render the Instrumentations as MutatingAdmissionPolicies (Kubernetes 1.36 or later) that
+    /// make the API server itself inject what the webhook would in image-volume delivery, for
+    /// the languages and pods CEL can express; the webhook, when installed, serves the rest.
+    Policy(Box<PolicyArgs>),
     /// Restart, as `kubectl rollout restart` does, the Deployments, StatefulSets and
     /// DaemonSets whose pods run an outdated spec of an Instrumentation, were admitted without
     /// the webhook, or were skipped because it did not exist yet, a few at a time, waiting for each to complete; stops at

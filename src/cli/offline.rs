@@ -195,3 +195,51 @@ pub struct ConvertArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
 }
+
+/// `policy`.
+#[derive(Debug, Args)]
+#[command(after_help = "\
+What comes out: per Instrumentation a MutatingAdmissionPolicy and its binding \
+(admissionregistration.k8s.io/v1, Kubernetes 1.36 or later) that make the API server inject \
+the pods asking for it as the webhook does in image-volume delivery, for Java, Node.js, \
+Python, .NET and the SDK; with --mode policy also the policy that marks the pods they do not \
+cover skipped (otel-injector/status, reason policy_unsupported or the webhook's) and a \
+ValidatingAdmissionPolicy that warns about them at kubectl time. Render again whenever an \
+Instrumentation changes (a deleted one stops injecting at once: the binding's paramRef). \
+Every object carries the label otel-injector/policy=true. Coverage per Instrumentation and \
+language is written to stderr. Applying the objects needs permission to write admission \
+policies, which can mutate anything: keep it with whoever applies the manifests \
+(docs/policy.md).
+
+Exit status: 0 done; 1 bad input or a cluster that cannot be read.")]
+pub struct PolicyArgs {
+    /// Manifests with Instrumentations (and Namespace objects): files, directories or `-`.
+    /// Repeatable; other objects are ignored.
+    #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
+    pub files: Vec<PathBuf>,
+
+    /// Read the Instrumentations of the cluster (list, no watch), with --kubeconfig, else the
+    /// in-cluster config, else $KUBECONFIG or ~/.kube/config; the files' replace the
+    /// cluster's of the same namespace and name.
+    #[arg(long)]
+    pub cluster: bool,
+
+    /// Kubeconfig of the cluster to read; implies --cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Namespace of the Instrumentations that name none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+
+    /// `policy`: the policies alone, no webhook; `both`: the webhook serves what they leave.
+    #[arg(long, value_enum, default_value_t = crate::policy::Mode::Policy)]
+    pub mode: crate::policy::Mode,
+
+    /// Output format. JSON is one `List`.
+    #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
+    pub output: OutputFormat,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}

@@ -39,10 +39,12 @@ pub enum SkipReason {
     ImageRequired,
     /// A declarative Instrumentation and a language not in `--declarative-config-languages`.
     DeclarativeConfigUnsupported,
+    /// Policy mode: no MutatingAdmissionPolicy covers the pod (and no webhook is installed).
+    PolicyUnsupported,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 17] = [
+    pub const ALL: [SkipReason; 18] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -60,6 +62,7 @@ impl SkipReason {
         SkipReason::CrossNamespaceDenied,
         SkipReason::ImageRequired,
         SkipReason::DeclarativeConfigUnsupported,
+        SkipReason::PolicyUnsupported,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -81,6 +84,7 @@ impl SkipReason {
             SkipReason::CrossNamespaceDenied => "cross_namespace_denied",
             SkipReason::ImageRequired => "image_required",
             SkipReason::DeclarativeConfigUnsupported => "declarative_config_unsupported",
+            SkipReason::PolicyUnsupported => "policy_unsupported",
         }
     }
 

@@ -426,7 +426,7 @@ fn inject(
 
 /// Containers the OpenTelemetry Operator adds. A pod carrying one was injected before this
 /// webhook ran (during a migration both may be installed): never inject it twice.
-const OPERATOR_INIT_CONTAINERS: [&str; 7] = [
+pub const OPERATOR_INIT_CONTAINERS: [&str; 7] = [
     "opentelemetry-auto-instrumentation-java",
     "opentelemetry-auto-instrumentation-nodejs",
     "opentelemetry-auto-instrumentation-python",
@@ -435,7 +435,7 @@ const OPERATOR_INIT_CONTAINERS: [&str; 7] = [
     "otel-agent-attach-nginx",
     "otel-agent-source-container-clone",
 ];
-const OPERATOR_SIDECAR: &str = "opentelemetry-auto-instrumentation";
+pub const OPERATOR_SIDECAR: &str = "opentelemetry-auto-instrumentation";
 
 fn injected_by_operator(pod: &Pod) -> bool {
     let Some(spec) = pod.spec.as_ref() else {

@@ -29,6 +29,23 @@ pub enum OutputFormat {
     Json,
 }
 
+/// Objects as YAML documents (`---` between them) or one JSON `List`.
+pub fn write_objects(objects: &[Value], format: OutputFormat) -> String {
+    match format {
+        OutputFormat::Json => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": objects});
+            let mut text = serde_json::to_string_pretty(&list).unwrap_or_default();
+            text.push('\n');
+            text
+        }
+        OutputFormat::Yaml => objects
+            .iter()
+            .map(|o| serde_saphyr::to_string(o).unwrap_or_default())
+            .collect::<Vec<_>>()
+            .join("---\n"),
+    }
+}
+
 /// Everything a decision reads, built once from the flags and the manifests.
 pub struct Context {
     pub catalog: StaticCatalog,

@@ -129,6 +129,9 @@ pub fn fix(reason: SkipReason) -> &'static str {
             "see the warnings: no targeted container could be instrumented"
         }
         SkipReason::NoContainers => "give the pod at least one container",
+        SkipReason::PolicyUnsupported => {
+            "install the webhook too (policy mode both): it serves the pods no policy covers (docs/policy.md)"
+        }
         SkipReason::NameCollision => {
             "rename the pod's container, volume or variable that uses the agent's name"
         }

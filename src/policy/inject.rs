@@ -1,0 +1,464 @@
+//! The MutatingAdmissionPolicy of one Instrumentation: for each covered language, its
+//! [`Template`] replayed in CEL on the pods that ask for it, with the pod-dependent parts
+//! (targets, the container's own variables, the service name, the resource attributes)
+//! computed as the engine computes them (`pod::select`, `pod::info`, `agents::sdk_env`).
+//! Where the pod is something the template does not cover, the mutation is empty: the pod
+//! is left to the webhook (mode `both`) or marked skipped ([`super::skip`]).
+
+use serde_json::{Value, json};
+
+use super::cel::{self, string, strings};
+use super::template::{self, Kind, Template};
+use super::vars::{self, Vars};
+use crate::agents::sdk_env::{NODE_NAME_REFERENCE, POD_NAME_REFERENCE, POD_UID_REFERENCE};
+use crate::crd::{Instrumentation, InstrumentationSpec};
+use crate::keys::{
+    APP_INSTANCE, APP_NAME, APP_VERSION, INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH,
+    RESOURCE_ANNOTATION_PREFIX,
+};
+
+/// The CEL of one target container (inside `targets.map(i, ...)`).
+const C: &str = "object.spec.containers[i]";
+
+/// The pod-level variables every injection policy shares: the injection keys, the languages
+/// asked for, the owners.
+pub fn pod_variables(v: &mut Vars) {
+    vars::injection_keys(v);
+    let refs = "variables.refs";
+    v.add("refs", "object.metadata.?ownerReferences.orValue([])");
+    v.add(
+        "hash",
+        format!(
+            "variables.lab[?{}].orValue(\"\")",
+            string(POD_TEMPLATE_HASH)
+        ),
+    );
+    let last = |list: &str, field: &str| {
+        format!("({list}.size() == 0 ? \"\" : {list}[{list}.size() - 1].{field})")
+    };
+    for (var, kind) in [
+        ("rsRefs", "replicaset"),
+        ("ssRefs", "statefulset"),
+        ("dsRefs", "daemonset"),
+        ("jobRefs", "job"),
+    ] {
+        v.add(
+            var,
+            format!("{refs}.filter(r, r.kind.lowerAscii() == {})", string(kind)),
+        );
+    }
+    for (name, list) in [
+        ("rs", "variables.rsRefs"),
+        ("ss", "variables.ssRefs"),
+        ("ds", "variables.dsRefs"),
+        ("job", "variables.jobRefs"),
+    ] {
+        v.add(name, last(list, "name"));
+        v.add(&format!("{name}Uid"), last(list, "uid"));
+    }
+    // The last of the references that set the deployment (a ReplicaSet named
+    // <deployment>-<pod-template-hash>, or a Deployment) and the cron job (a Job named
+    // <cronjob>-<at least 8 digits>, or a CronJob), as `Owners::of` reads them.
+    v.add(
+        "depRefs",
+        format!(
+            "{refs}.filter(r, r.kind.lowerAscii() == \"deployment\" || (r.kind.lowerAscii() == \"replicaset\" && variables.hash != \"\"))"
+        ),
+    );
+    let d = "variables.depRefs[variables.depRefs.size() - 1]";
+    v.add(
+        "dep",
+        format!(
+            "variables.depRefs.size() == 0 ? \"\" : {d}.kind.lowerAscii() == \"deployment\" ? {d}.name : ({d}.name.endsWith(\"-\" + variables.hash) && size({d}.name) > size(variables.hash) + 1 ? {d}.name.substring(0, size({d}.name) - size(variables.hash) - 1) : \"\")"
+        ),
+    );
+    v.add(
+        "cronRefs",
+        format!("{refs}.filter(r, r.kind.lowerAscii() in [\"job\", \"cronjob\"])"),
+    );
+    let j = "variables.cronRefs[variables.cronRefs.size() - 1]";
+    v.add(
+        "cron",
+        format!(
+            "variables.cronRefs.size() == 0 ? \"\" : {j}.kind.lowerAscii() == \"cronjob\" ? {j}.name : ({j}.name.lastIndexOf(\"-\") > 0 && {j}.name.substring({j}.name.lastIndexOf(\"-\") + 1).matches(\"^[0-9]{{8,}}$\") ? {j}.name.substring(0, {j}.name.lastIndexOf(\"-\")) : \"\")"
+        ),
+    );
+    v.add("podName", "object.metadata.?name.orValue(\"\")".to_owned());
+}
+
+/// `resource.opentelemetry.io/<attr>` of the pod, `""` when absent.
+fn attr_annotation(attr: &str) -> String {
+    let key = string(&format!("{RESOURCE_ANNOTATION_PREFIX}{attr}"));
+    format!("variables.ann[?{key}].orValue(\"\")")
+}
+
+/// `a != "" ? a : b` without evaluating `a` twice where it is a literal.
+fn or_else(a: &str, b: &str) -> String {
+    format!("({a} != \"\" ? {a} : {b})")
+}
+
+/// The service name of target `C` (`PodInfo::service_name`).
+fn service_name(spec: &InstrumentationSpec) -> String {
+    let mut chain = vec![attr_annotation("service.name")];
+    if spec.use_labels_for_resource_attributes() {
+        for key in [APP_INSTANCE, APP_NAME] {
+            chain.push(format!("variables.lab[?{}].orValue(\"\")", string(key)));
+        }
+    }
+    for owner in ["dep", "rs", "ss", "ds", "cron", "job", "podName"] {
+        chain.push(format!("variables.{owner}"));
+    }
+    chain.push(format!("{C}.name"));
+    let last = chain.pop().expect("a fallback");
+    chain.iter().rev().fold(last, |acc, e| or_else(e, &acc))
+}
+
+/// The version part of target `C`'s image (`pod::info::image_version`), `""` for none.
+fn image_version() -> String {
+    let img = format!("{C}.?image.orValue(\"\")");
+    let at = format!("{img}.indexOf(\"@\")");
+    let name = format!("({at} >= 0 ? {img}.substring(0, {at}) : {img})");
+    let last = format!("{name}.substring({name}.lastIndexOf(\"/\") + 1)");
+    let colon = format!("{last}.lastIndexOf(\":\")");
+    let tag = format!("({colon} >= 0 ? {last}.substring({colon} + 1) : \"\")");
+    let digest = format!("{img}.substring({at} + 1)");
+    format!("({at} >= 0 ? ({tag} != \"\" ? {tag} + \"@\" + {digest} : {digest}) : {tag})")
+}
+
+/// `OTEL_RESOURCE_ATTRIBUTES` of target `C` (`agents::sdk_env::resource_attributes`, for a
+/// container that sets none itself): every source's value in order of precedence, sorted by
+/// key.
+fn resource_attributes(inst: &Instrumentation) -> String {
+    let spec = &inst.spec;
+    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
+    // Candidates per key, lowest precedence first.
+    let mut known: Vec<(String, Vec<String>)> = Vec::new();
+    fn add(known: &mut Vec<(String, Vec<String>)>, k: &str, e: String) {
+        match known.iter_mut().find(|(key, _)| key == k) {
+            Some((_, candidates)) => candidates.push(e),
+            None => known.push((k.to_owned(), vec![e])),
+        }
+    }
+    let mut put = |k: &str, e: String| add(&mut known, k, e);
+    for (k, v) in spec.resource.iter().flat_map(|r| &r.resource_attributes) {
+        put(k, string(v));
+    }
+    let uids = spec.add_k8s_uid_attributes();
+    if spec.k8s_metadata() {
+        put("k8s.namespace.name", string(ns));
+        put("k8s.container.name", format!("{C}.name"));
+        put("k8s.pod.name", string(POD_NAME_REFERENCE));
+        if uids {
+            put("k8s.pod.uid", string(POD_UID_REFERENCE));
+        }
+        put("k8s.node.name", string(NODE_NAME_REFERENCE));
+        put("k8s.deployment.name", "variables.dep".into());
+        for (kind, var) in [
+            ("replicaset", "rs"),
+            ("statefulset", "ss"),
+            ("daemonset", "ds"),
+            ("job", "job"),
+        ] {
+            put(&format!("k8s.{kind}.name"), format!("variables.{var}"));
+            if uids {
+                put(&format!("k8s.{kind}.uid"), format!("variables.{var}Uid"));
+            }
+        }
+        put("k8s.cronjob.name", "variables.cron".into());
+    }
+    let service = spec.service_metadata();
+    if service {
+        let instance = format!("{} + \".{POD_NAME_REFERENCE}.\" + {C}.name", string(ns));
+        put(
+            "service.instance.id",
+            or_else(&attr_annotation("service.instance.id"), &instance),
+        );
+        let mut version = image_version();
+        if spec.use_labels_for_resource_attributes() {
+            let label = format!("variables.lab[?{}].orValue(\"\")", string(APP_VERSION));
+            version = or_else(&label, &version);
+        }
+        put(
+            "service.version",
+            or_else(&attr_annotation("service.version"), &version),
+        );
+    }
+    // The pod's annotations come next, for every key but service.name.
+    for (k, candidates) in known.iter_mut() {
+        if k != "service.name" {
+            candidates.push(attr_annotation(k));
+        }
+    }
+    if service {
+        add(
+            &mut known,
+            "service.namespace",
+            or_else(&attr_annotation("service.namespace"), &string(ns)),
+        );
+    }
+    let pairs: Vec<String> = known
+        .iter()
+        .map(|(k, candidates)| {
+            let value = candidates
+                .iter()
+                .skip(1)
+                .fold(candidates[0].clone(), |acc, e| or_else(e, &acc));
+            format!("[{}, string({value})]", string(k))
+        })
+        .collect();
+    let names = strings(known.iter().map(|(k, _)| k.as_str()));
+    let prefix = string(RESOURCE_ANNOTATION_PREFIX);
+    let n = RESOURCE_ANNOTATION_PREFIX.len();
+    let from_annotations = format!(
+        "variables.ann.filter(k, k.startsWith({prefix}) && size(k) > {n} && !(k.substring({n}) in {names}) && k != {service_name} && variables.ann[k] != \"\").map(k, [k.substring({n}), string(variables.ann[k])])",
+        service_name = string(&format!("{RESOURCE_ANNOTATION_PREFIX}service.name")),
+    );
+    format!(
+        "([{}] + {from_annotations}).filter(p, p[1] != \"\").sortBy(p, p[0]).map(p, p[0] + \"=\" + p[1]).join(\",\")",
+        pairs.join(", ")
+    )
+}
+
+const ENV: &str = "Object.spec.containers.env";
+
+/// An env entry of the template as a CEL literal.
+fn entry(e: &Value) -> String {
+    cel::object(e, ENV, template::CONTAINER, &format!("{C}.name"))
+        .expect("the engine writes env entries CEL can express")
+}
+
+/// Entries of an env list, each `(condition, entry)` in CEL.
+type Entries = Vec<(String, String)>;
+
+/// The variables target `C` gets, each `(condition, entry)`: the ones put before its own and
+/// the ones appended, in order.
+fn added_env(t: &Template) -> (Entries, Entries) {
+    let names = format!("{C}.?env.orValue([]).map(e, e.name)");
+    let prepended = t
+        .prepended
+        .iter()
+        .map(|e| {
+            let name = string(e["name"].as_str().unwrap_or(""));
+            (format!("!({name} in {names})"), entry(e))
+        })
+        .collect();
+    let spec = &t.instrumentation.spec;
+    let appended = t
+        .appended
+        .iter()
+        .map(|a| {
+            let name = a.entry["name"].as_str().unwrap_or("");
+            let kept_out = strings(a.kept_out_by.iter().map(String::as_str));
+            let mut when = format!("!{kept_out}.exists(n, n in {names})");
+            let value = match a.kind {
+                Kind::Fixed => return (when, entry(&a.entry)),
+                Kind::ServiceName => {
+                    if !spec.service_metadata() {
+                        when = format!("{when} && {} != \"\"", attr_annotation("service.name"));
+                    }
+                    service_name(spec)
+                }
+                Kind::ResourceAttributes => resource_attributes(&t.instrumentation),
+            };
+            (
+                when,
+                format!("{ENV}{{name: {}, value: string({value})}}", string(name)),
+            )
+        })
+        .collect();
+    (prepended, appended)
+}
+
+/// The env patches of target `C` (`path` its env's JSON pointer): a new list when it has
+/// none; else the extensions in place, the prepended at the front (last first), the
+/// appended at the end. (The container's own entries cannot be written back from CEL: the
+/// API server does not convert them to JSON.)
+fn env_patches(t: &Template, path: &str) -> String {
+    let (prepended, appended) = added_env(t);
+    let listed = |entries: &[(String, String)]| -> Vec<String> {
+        entries
+            .iter()
+            .map(|(when, e)| format!("({when} ? [{e}] : [])"))
+            .collect()
+    };
+    let mut whole = listed(&prepended);
+    whole.extend(listed(&appended));
+    let new_list = format!(
+        "[JSONPatch{{op: \"add\", path: {path}, value: {}}}]",
+        whole.join(" + ")
+    );
+    let own = format!("{C}.env");
+    let marker = template::CONTAINER;
+    let name_expr = format!("{C}.name");
+    let mut ops: Vec<String> = t
+        .extensions
+        .iter()
+        .map(|x| {
+            let value = format!(
+                "{} + {own}[j].?value.orValue(\"\") + {}",
+                cel::with_name(&x.prefix, marker, &name_expr),
+                cel::with_name(&x.suffix, marker, &name_expr)
+            );
+            format!(
+                "lists.range({own}.size()).filter(j, {own}[j].name == {} && !has({own}[j].valueFrom)).map(j, JSONPatch{{op: \"add\", path: {path} + \"/\" + string(j) + \"/value\", value: {value}}})",
+                string(&x.name)
+            )
+        })
+        .collect();
+    let add = |at: &str, (when, e): &(String, String)| {
+        format!("({when} ? [JSONPatch{{op: \"add\", path: {path} + \"{at}\", value: {e}}}] : [])")
+    };
+    ops.extend(prepended.iter().rev().map(|p| add("/0", p)));
+    ops.extend(appended.iter().map(|a| add("/-", a)));
+    format!("(has({C}.env) ? {} : {new_list})", ops.join(" + "))
+}
+
+/// Whether target `C` is one the template covers.
+fn container_covered(t: &Template) -> String {
+    let own = format!("{C}.?env.orValue([])");
+    let literal = strings(t.refuse_literal.iter().map(String::as_str));
+    let value_from = strings(t.refuse_value_from.iter().map(String::as_str));
+    let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
+    let paths: Vec<String> = t
+        .mounts
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
+        .collect();
+    format!(
+        "{own}.all(e, {own}.filter(f, f.name == e.name).size() == 1 && !(e.name in {literal} && !has(e.valueFrom)) && !(e.name in {value_from} && has(e.valueFrom))) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
+        paths.join(", ")
+    )
+}
+
+/// The patches of target `C`: its mounts, then its env.
+fn container_patches(t: &Template) -> String {
+    let mounts: Vec<String> = t
+        .mounts
+        .iter()
+        .map(|m| {
+            cel::object(
+                m,
+                "Object.spec.containers.volumeMounts",
+                template::CONTAINER,
+                &format!("{C}.name"),
+            )
+            .expect("the engine writes mounts CEL can express")
+        })
+        .collect();
+    let path = |field: &str| format!("\"/spec/containers/\" + string(i) + \"/{field}\"");
+    let mounts_path = path("volumeMounts");
+    let add_each: Vec<String> = mounts
+        .iter()
+        .map(|m| format!("JSONPatch{{op: \"add\", path: {mounts_path} + \"/-\", value: {m}}}"))
+        .collect();
+    format!(
+        "(has({C}.volumeMounts) ? [{}] : [JSONPatch{{op: \"add\", path: {mounts_path}, value: [{}]}}]) + {}",
+        add_each.join(", "),
+        mounts.join(", "),
+        env_patches(t, &path("env"))
+    )
+}
+
+/// Adds `entries` to the map at `/metadata/<field>`, creating it when absent.
+fn metadata_patches(field: &str, entries: &std::collections::BTreeMap<String, String>) -> String {
+    if entries.is_empty() {
+        return "[]".into();
+    }
+    let adds: Vec<String> = entries
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "JSONPatch{{op: \"add\", path: {}, value: {}}}",
+                string(&format!("/metadata/{field}/{}", cel::pointer_segment(k))),
+                string(v)
+            )
+        })
+        .collect();
+    let map: Vec<String> = entries
+        .iter()
+        .map(|(k, v)| format!("{}: {}", string(k), string(v)))
+        .collect();
+    format!(
+        "(has(object.metadata.{field}) ? [{}] : [JSONPatch{{op: \"add\", path: \"/metadata/{field}\", value: {{{}}}}}])",
+        adds.join(", "),
+        map.join(", ")
+    )
+}
+
+/// The whole mutation for template `t` (number `n` of the policy): empty unless the pod asks
+/// for this Instrumentation's language and is covered.
+pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -> Value {
+    let inst = &t.instrumentation;
+    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
+    let name = inst.metadata.name.as_deref().unwrap_or("");
+    let lang = t.language;
+    let request = vars::request(lang);
+    let mut asks = format!(
+        "variables.want == {} && ({request} == {} || {request} == {}",
+        string(lang.as_str()),
+        string(name),
+        string(&format!("{ns}/{name}"))
+    );
+    if only_in_namespace {
+        asks.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
+    }
+    asks.push(')');
+    let names = vars::container_names(v, lang);
+    v.add(
+        &format!("targets{n}"),
+        format!(
+            "{names}.size() == 0 ? [0] : {names}.map(n, lists.range(object.spec.containers.size()).filter(i, object.spec.containers[i].name == n)[0])"
+        ),
+    );
+    let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
+    v.add(
+        &format!("covered{n}"),
+        format!(
+            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.all(n, n != \"\" && {names}.filter(m, m == n).size() == 1 && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {})",
+            container_covered(t)
+        ),
+    );
+    let vols: Vec<String> = t
+        .volumes
+        .iter()
+        .map(|vol| {
+            cel::object(vol, "Object.spec.volumes", template::CONTAINER, "\"\"")
+                .expect("the engine writes volumes CEL can express")
+        })
+        .collect();
+    let volume_patches = format!(
+        "(has(object.spec.volumes) ? [{}] : [JSONPatch{{op: \"add\", path: \"/spec/volumes\", value: [{}]}}])",
+        vols.iter()
+            .map(|v| format!("JSONPatch{{op: \"add\", path: \"/spec/volumes/-\", value: {v}}}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        vols.join(", ")
+    );
+    let expression = format!(
+        "variables.covered{n} ? {volume_patches} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
+        container_patches(t),
+        metadata_patches("annotations", &t.annotations),
+        metadata_patches("labels", &t.labels),
+    );
+    json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
+}
+
+/// The match condition of every injection policy: the pod (or its namespace) has an
+/// injection key at all, and is not one the webhook leaves alone (mirror pods, pods injected
+/// before).
+pub fn match_conditions() -> Value {
+    json!([{
+        "name": "asks-for-injection",
+        "expression": vars::asks_for_any(),
+    }, {
+        "name": "not-injected-before",
+        "expression": format!(
+            "!(has(object.metadata.annotations) && ({} in object.metadata.annotations || {} in object.metadata.annotations)) && !object.spec.?initContainers.orValue([]).exists(c, c.name in {}) && !object.spec.containers.exists(c, c.name == {})",
+            string(MIRROR_ANNOTATION),
+            string(INJECTED_ANNOTATION),
+            strings(crate::engine::OPERATOR_INIT_CONTAINERS),
+            string(crate::engine::OPERATOR_SIDECAR),
+        ),
+    }])
+}

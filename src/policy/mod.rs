@@ -1,0 +1,292 @@
+//! Policy mode: injection by the API server itself. Each Instrumentation becomes one
+//! `MutatingAdmissionPolicy` (`admissionregistration.k8s.io/v1`, Kubernetes ≥ 1.36) and its
+//! binding, which replay in CEL what the webhook does in image-volume delivery for the
+//! languages a template can express (Java, Node.js, Python, .NET, SDK): the volumes, mounts
+//! and environment read off the engine itself ([`template`]), the pod-dependent parts
+//! written in CEL ([`inject`]). A pod the policy does not cover is left to the webhook
+//! (mode `both`) or, in mode `policy`, marked skipped with a `kubectl` warning ([`skip`]).
+//!
+//! The binding's `paramRef` names the Instrumentation, so a deleted one stops injecting at
+//! once; what the policy writes was rendered from its spec, so a changed spec needs the
+//! policies rendered again (`otel-injector policy`), and pods injected by a stale policy
+//! carry the old spec hash, which the status controller counts as outdated.
+
+mod cel;
+mod inject;
+mod skip;
+mod template;
+mod vars;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::agents::Language;
+use crate::crd::{Instrumentation, SpecHash};
+use crate::engine::{Catalog, EngineConfig, SkipReason};
+use crate::keys::{MANAGED_BY, OPT_OUT, OPT_OUT_LABEL};
+
+pub use template::{Template, probe_config};
+
+/// The languages a policy can inject (image-volume delivery, no init container or sidecar).
+pub const LANGUAGES: [Language; 5] = [
+    Language::Java,
+    Language::NodeJs,
+    Language::Python,
+    Language::DotNet,
+    Language::Sdk,
+];
+
+/// On the rendered objects: selects them all (`kubectl delete ... -l`, `apply --prune`).
+pub const POLICY_LABEL: &str = "otel-injector/policy";
+/// On an injection policy: the Instrumentation it was rendered from, and its spec hash.
+pub const INSTRUMENTATION_ANNOTATION: &str = "otel-injector/instrumentation";
+pub const SPEC_HASH_ANNOTATION: &str = "otel-injector/spec-hash";
+/// On an injection policy: the languages it injects, and why the others are left out.
+pub const LANGUAGES_ANNOTATION: &str = "otel-injector/languages";
+pub const NOT_COVERED_ANNOTATION: &str = "otel-injector/not-covered";
+
+/// Which admission path injects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// The policies alone (no webhook): pods they do not cover are marked skipped and warned.
+    #[default]
+    Policy,
+    /// The policies first, the webhook for every pod they leave.
+    Both,
+}
+
+/// The name of the objects of the Instrumentation `ns/name`.
+fn object_name(ns: &str, name: &str) -> String {
+    let full = format!("otel-injector.{ns}.{name}");
+    if full.len() <= 253 {
+        return full;
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{ns}/{name}").as_bytes());
+    let hex: String = digest.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("otel-injector.{}.{hex}", &ns[..ns.len().min(200)])
+}
+
+fn metadata(name: &str) -> Value {
+    json!({
+        "name": name,
+        "labels": {MANAGED_BY: "otel-injector", POLICY_LABEL: "true"},
+    })
+}
+
+/// Pods of CREATE in any namespace, as the webhook's rules.
+fn pod_creates() -> Value {
+    json!({"resourceRules": [{
+        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
+    }]})
+}
+
+/// The opt-outs of the shipped webhook configuration, as a binding's `matchResources`.
+fn opted_in(namespace: Option<&str>) -> Value {
+    let not_disabled = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
+    let mut ns = vec![not_disabled.clone()];
+    match namespace {
+        Some(n) => {
+            ns.push(json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [n]}))
+        }
+        None => ns.push(json!({
+            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": crate::cli::EXCLUDED_BY_NAME,
+        })),
+    }
+    json!({
+        "namespaceSelector": {"matchExpressions": ns},
+        "objectSelector": {"matchExpressions": [not_disabled]},
+    })
+}
+
+/// What was rendered.
+#[derive(Debug, Default)]
+pub struct Rendered {
+    /// The objects, in the order to apply them (each policy before its binding).
+    pub objects: Vec<Value>,
+    /// Per Instrumentation (`ns/name`), the languages injected and those left out, why.
+    pub coverage: BTreeMap<String, Coverage>,
+}
+
+/// One Instrumentation's languages.
+#[derive(Debug, Default)]
+pub struct Coverage {
+    pub injected: Vec<Language>,
+    pub not_covered: Vec<(Language, String)>,
+}
+
+/// The objects of `mode` for every readable Instrumentation of `catalog`, with the webhook's
+/// flags `config` (default images, enabled languages).
+pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rendered {
+    let all = catalog.instrumentations();
+    let mut rendered = Rendered::default();
+    let mut known = skip::Known {
+        languages: LANGUAGES.to_vec(),
+        disabled: Language::ALL
+            .iter()
+            .copied()
+            .filter(|l| !config.enabled.contains(*l))
+            .collect(),
+        ..Default::default()
+    };
+    for (ns, name, entry, hash) in all.iter() {
+        known
+            .names
+            .entry(ns.to_owned())
+            .or_default()
+            .push(name.to_owned());
+        let Ok(inst) = entry else {
+            for &lang in &LANGUAGES {
+                let key = format!("{ns}/{name}/{}", lang.as_str());
+                known
+                    .reasons
+                    .insert(key, SkipReason::InstrumentationInvalid);
+            }
+            continue;
+        };
+        let only = all.readable_in(ns).len() == 1 && all.iter().filter(|i| i.0 == ns).count() == 1;
+        let coverage = rendered.coverage.entry(format!("{ns}/{name}")).or_default();
+        let mut templates = Vec::new();
+        for &lang in &LANGUAGES {
+            let key = format!("{ns}/{name}/{}", lang.as_str());
+            if !config.enabled.contains(lang) {
+                coverage
+                    .not_covered
+                    .push((lang, "disabled by --enabled-languages".into()));
+                continue;
+            }
+            match template::read(inst, lang, config) {
+                Ok(t) => {
+                    coverage.injected.push(lang);
+                    templates.push(t);
+                }
+                Err(why) => {
+                    let reason = why
+                        .strip_prefix("the webhook skips it: ")
+                        .and_then(SkipReason::from_label)
+                        .unwrap_or(SkipReason::PolicyUnsupported);
+                    known.reasons.insert(key, reason);
+                    coverage.not_covered.push((lang, why));
+                }
+            }
+        }
+        if templates.is_empty() {
+            continue;
+        }
+        let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
+        rendered
+            .objects
+            .extend(injection_policy(inst, &templates, only, hash, coverage));
+    }
+    if mode == Mode::Policy {
+        let (mutation, v) = skip::status_policy(&known);
+        let name = "otel-injector.not-injected";
+        let policy = json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": metadata(name),
+            "spec": {
+                "matchConstraints": pod_creates(),
+                "failurePolicy": "Ignore",
+                "reinvocationPolicy": "IfNeeded",
+                "matchConditions": inject::match_conditions(),
+                "variables": v.to_json(),
+                "mutations": [mutation],
+            },
+        });
+        rendered.objects.push(policy);
+        rendered.objects.push(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": metadata(name),
+            "spec": {"policyName": name, "matchResources": opted_in(None)},
+        }));
+        let warn = "otel-injector.warn-not-injected";
+        rendered.objects.push(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": metadata(warn),
+            "spec": {
+                "matchConstraints": pod_creates(),
+                "failurePolicy": "Ignore",
+                "validations": skip::warning(),
+            },
+        }));
+        rendered.objects.push(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": metadata(warn),
+            "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(None)},
+        }));
+    }
+    rendered
+}
+
+/// The policy and binding of one Instrumentation.
+fn injection_policy(
+    inst: &Arc<Instrumentation>,
+    templates: &[Template],
+    only_in_namespace: bool,
+    hash: SpecHash,
+    coverage: &Coverage,
+) -> [Value; 2] {
+    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
+    let name = inst.metadata.name.as_deref().unwrap_or("");
+    let object = object_name(ns, name);
+    let mut v = vars::Vars::default();
+    inject::pod_variables(&mut v);
+    let mutations: Vec<Value> = templates
+        .iter()
+        .enumerate()
+        .map(|(n, t)| inject::mutation(&mut v, n, t, only_in_namespace))
+        .collect();
+    let mut meta = metadata(&object);
+    let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
+    let not_covered: Vec<String> = coverage
+        .not_covered
+        .iter()
+        .map(|(l, why)| format!("{l}: {why}"))
+        .collect();
+    meta["annotations"] = json!({
+        INSTRUMENTATION_ANNOTATION: format!("{ns}/{name}"),
+        SPEC_HASH_ANNOTATION: hash.to_string(),
+        LANGUAGES_ANNOTATION: languages.join(","),
+    });
+    if !not_covered.is_empty() {
+        meta["annotations"][NOT_COVERED_ANNOTATION] = json!(not_covered.join("; "));
+    }
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicy",
+        "metadata": meta.clone(),
+        "spec": {
+            "paramKind": {"apiVersion": "opentelemetry.io/v1alpha1", "kind": crate::crd::KIND},
+            "matchConstraints": pod_creates(),
+            // As the webhook's: an error admits the pod unchanged, never blocks it.
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "Never",
+            "matchConditions": inject::match_conditions(),
+            "variables": v.to_json(),
+            "mutations": mutations,
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": meta,
+        "spec": {
+            "policyName": object,
+            "paramRef": {"name": name, "namespace": ns, "parameterNotFoundAction": "Allow"},
+            "matchResources": opted_in(Some(ns)),
+        },
+    });
+    [policy, binding]
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,423 @@
+//! What the webhook does for one Instrumentation and language, read from the engine itself:
+//! it decides for probe pods (one container, named by a marker; no owners; no uid) and the
+//! differences are the template a policy replays. The parts that depend on the pod (the
+//! service name, the resource attributes) are marked and written in CEL by
+//! [`super::inject`]; anything else the engine did that a template cannot replay (an init
+//! container, a file annotation, a sidecar) makes the pair not covered, with the reason.
+//!
+//! How the container's own variables interact with the injected ones is probed too, one
+//! variable at a time, set as a literal and as `valueFrom`: either the user's wins (the
+//! injected one is left out, with any others it keeps out: the sampler's pair), or the agent
+//! extends it in place (`prefix + value + suffix`: `JAVA_TOOL_OPTIONS`), or anything else
+//! (the container left alone, a merge): then a pod that sets it is not covered.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::{Value, json};
+
+use crate::agents::Language;
+use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
+use crate::cluster::StaticCatalog;
+use crate::crd::Instrumentation;
+use crate::engine::{AgentDelivery, EngineConfig, Snapshot};
+use crate::keys::{
+    INJECTED_ANNOTATION, INJECTED_LABEL, RESOURCE_ANNOTATION_PREFIX, STATUS_ANNOTATION,
+};
+
+/// The probe container's name: stands for the target's name in what the template holds.
+pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
+/// The probe pod's service name (from its annotation), so `OTEL_SERVICE_NAME` is found.
+const SERVICE: &str = "zq-otel-injector-service-zq";
+/// A user variable's value in the probes.
+const VALUE: &str = "zq-otel-injector-value-zq";
+
+/// One variable the webhook appends, and what keeps it out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Appended {
+    /// The entry as the engine writes it (`name`, `value` or `valueFrom`).
+    pub entry: Value,
+    pub kind: Kind,
+    /// User variables whose presence leaves this one out (its own name among them).
+    pub kept_out_by: Vec<String>,
+}
+
+/// Where an appended variable's value comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// The entry itself (its strings may hold [`CONTAINER`]).
+    Fixed,
+    /// `OTEL_SERVICE_NAME`: derived from the pod.
+    ServiceName,
+    /// `OTEL_RESOURCE_ATTRIBUTES`: derived from the pod and the container; always last.
+    ResourceAttributes,
+}
+
+/// A user variable the agent extends in place: `prefix + value + suffix`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Extension {
+    pub name: String,
+    pub prefix: String,
+    pub suffix: String,
+}
+
+/// What the webhook does to a pod for one Instrumentation and language, as data.
+#[derive(Clone, Debug)]
+pub struct Template {
+    pub language: Language,
+    pub instrumentation: Arc<Instrumentation>,
+    /// Pod volumes added, in order.
+    pub volumes: Vec<Value>,
+    /// Mounts added to each target, in order.
+    pub mounts: Vec<Value>,
+    /// Variables put before the container's own unless it has them, in order.
+    pub prepended: Vec<Value>,
+    /// Variables appended after the container's own, in order.
+    pub appended: Vec<Appended>,
+    pub extensions: Vec<Extension>,
+    /// User variables that leave the pod not covered when set as a literal.
+    pub refuse_literal: Vec<String>,
+    /// User variables that leave the pod not covered when set with `valueFrom`.
+    pub refuse_value_from: Vec<String>,
+    /// Annotations and labels set on the pod.
+    pub annotations: BTreeMap<String, String>,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Why a pair cannot be a policy: what the webhook does that the template cannot replay.
+pub type NotCovered = String;
+
+/// A probe pod in `namespace` asking for `lang` from `inst` by name, its container with
+/// `env`.
+fn probe_pod(inst: &Instrumentation, lang: Language, env: Value) -> Value {
+    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
+    let name = inst.metadata.name.as_deref().unwrap_or("");
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": ns,
+            "annotations": {
+                lang.inject_annotation(): format!("{ns}/{name}"),
+                format!("{RESOURCE_ANNOTATION_PREFIX}service.name"): SERVICE,
+            },
+        },
+        "spec": {"containers": [{"name": CONTAINER, "image": "probe", "env": env}]},
+    })
+}
+
+/// The engine's result for `pod`, with image volumes; `None` when nothing was injected.
+fn decide(catalog: &StaticCatalog, config: &EngineConfig, ns: &str, pod: &Value) -> Option<Value> {
+    let typed: Pod = serde_json::from_value(pod.clone()).ok()?;
+    let snapshot = Snapshot::take(catalog, ns, config);
+    let (patch, report) = crate::admission::mutate(&snapshot, &typed);
+    if report.injected.is_empty() {
+        return None;
+    }
+    let mut out = pod.clone();
+    json_patch::patch(&mut out, &json_patch::Patch(patch)).ok()?;
+    Some(out)
+}
+
+fn env_of(pod: &Value) -> Vec<Value> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn name_of(e: &Value) -> &str {
+    e["name"].as_str().unwrap_or("")
+}
+
+/// The engine's configuration for probes: the webhook's, with image volumes.
+pub fn probe_config(config: &EngineConfig) -> EngineConfig {
+    EngineConfig {
+        delivery: AgentDelivery::ImageVolume,
+        ..config.clone()
+    }
+}
+
+/// Reads the template of `lang` for `inst` off the engine.
+pub fn read(
+    inst: &Arc<Instrumentation>,
+    lang: Language,
+    config: &EngineConfig,
+) -> Result<Template, NotCovered> {
+    if inst
+        .spec
+        .exporter
+        .as_ref()
+        .and_then(|e| e.tls.as_ref())
+        .is_some()
+    {
+        // The webhook can check that the Secret and ConfigMap exist (verify-exporter-tls);
+        // a policy cannot look anything up.
+        return Err("exporter TLS: a policy cannot check its Secret and ConfigMap".into());
+    }
+    let ns = inst.metadata.namespace.clone().unwrap_or_default();
+    // The Instrumentation alone, in a namespace that asks for nothing: the pod's own request
+    // is the only one.
+    let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
+    let config = probe_config(config);
+    let run = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env));
+    let bare = probe_pod(inst, lang, json!([]));
+    let injected = run(json!([])).ok_or_else(|| {
+        let typed: Pod = serde_json::from_value(bare.clone()).expect("a valid pod");
+        let snapshot = Snapshot::take(&catalog, &ns, &config);
+        let (_, report) = crate::admission::mutate(&snapshot, &typed);
+        match report.skipped.first() {
+            Some(s) => format!("the webhook skips it: {}", s.reason.as_str()),
+            None => "the webhook injects nothing".to_owned(),
+        }
+    })?;
+
+    let (annotations, labels) = added_metadata(&bare, &injected)?;
+    let container = &injected["spec"]["containers"][0];
+    let mounts = container["volumeMounts"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let volumes = injected["spec"]["volumes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    only_these_changed(&bare, &injected)?;
+
+    // A user variable splits the list into what is put before it and after it.
+    let with_user = run(json!([{"name": "ZQ_USER", "value": VALUE}]))
+        .ok_or("a user variable stops the injection")?;
+    let env = env_of(&with_user);
+    let at = env
+        .iter()
+        .position(|e| name_of(e) == "ZQ_USER")
+        .ok_or("the user's variable is gone")?;
+    let prepended = env[..at].to_vec();
+    let mut appended: Vec<Appended> = env[at + 1..]
+        .iter()
+        .map(|e| Appended {
+            kind: match name_of(e) {
+                OTEL_SERVICE_NAME => Kind::ServiceName,
+                OTEL_RESOURCE_ATTRIBUTES => Kind::ResourceAttributes,
+                _ => Kind::Fixed,
+            },
+            entry: e.clone(),
+            kept_out_by: Vec::new(),
+        })
+        .collect();
+    if env_of(&injected) != [prepended.as_slice(), &env[at + 1..]].concat() {
+        return Err("the injected variables depend on the container's".into());
+    }
+    check_appended(&appended)?;
+
+    let mut template = Template {
+        language: lang,
+        instrumentation: inst.clone(),
+        volumes,
+        mounts,
+        prepended,
+        appended: Vec::new(),
+        extensions: Vec::new(),
+        refuse_literal: Vec::new(),
+        refuse_value_from: Vec::new(),
+        annotations,
+        labels,
+    };
+    let names: Vec<String> = template
+        .prepended
+        .iter()
+        .map(|e| name_of(e).to_owned())
+        .chain(appended.iter().map(|a| name_of(&a.entry).to_owned()))
+        .collect();
+    for name in &names {
+        let literal = json!([{"name": name, "value": VALUE}]);
+        let value_from =
+            json!([{"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
+        match user_variable(&template, &appended, name, run(literal)) {
+            Some(Effect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
+            Some(Effect::Extended(ext)) => {
+                mark_kept_out(&mut appended, name, std::slice::from_ref(name));
+                template.extensions.push(ext);
+            }
+            None => template.refuse_literal.push(name.clone()),
+        }
+        match user_variable(&template, &appended, name, run(value_from)) {
+            Some(Effect::KeepsOut(_)) => {}
+            _ => template.refuse_value_from.push(name.clone()),
+        }
+    }
+    template.appended = appended;
+    Ok(template)
+}
+
+/// What one user variable does to the injection.
+enum Effect {
+    /// The injected variables of these names are left out.
+    KeepsOut(Vec<String>),
+    /// The agent extends it in place.
+    Extended(Extension),
+}
+
+/// Reads the probe result for a container that sets `name` itself: the injection must be
+/// the template's with some variables left out (and, for an extension, the user's value
+/// extended in place).
+fn user_variable(
+    template: &Template,
+    appended: &[Appended],
+    name: &str,
+    result: Option<Value>,
+) -> Option<Effect> {
+    let result = result?;
+    let env = env_of(&result);
+    let at = env.iter().position(|e| name_of(e) == name)?;
+    let user = &env[at];
+    let pre = &env[..at];
+    let post = &env[at + 1..];
+    // Every other variable in the template's order, some left out.
+    let expected_pre: Vec<&Value> = template
+        .prepended
+        .iter()
+        .filter(|e| name_of(e) != name)
+        .collect();
+    let all_post: Vec<&Value> = appended.iter().map(|a| &a.entry).collect();
+    let kept_pre = subsequence(pre, &expected_pre)?;
+    let kept_post = subsequence(post, &all_post)?;
+    let mut left_out: Vec<String> = expected_pre
+        .iter()
+        .chain(&all_post)
+        .map(|e| name_of(e).to_owned())
+        .filter(|n| !kept_pre.contains(n) && !kept_post.contains(n))
+        .collect();
+    left_out.retain(|n| n != name);
+    left_out.push(name.to_owned());
+    // Variables of the pod-dependent kinds may only be kept out, never changed: they are
+    // compared by name, their values differ between probes.
+    let is_user_as_given = user.get("valueFrom").is_some() || user["value"] == VALUE;
+    if is_user_as_given {
+        return Some(Effect::KeepsOut(left_out));
+    }
+    let value = user["value"].as_str()?;
+    let (prefix, suffix) = value.split_once(VALUE)?;
+    if suffix.contains(VALUE) || left_out.len() != 1 {
+        return None;
+    }
+    Some(Effect::Extended(Extension {
+        name: name.to_owned(),
+        prefix: prefix.to_owned(),
+        suffix: suffix.to_owned(),
+    }))
+}
+
+/// The names of `expected` kept in `got`, when `got` is `expected` with some entries left
+/// out (pod-dependent entries compared by name only); `None` otherwise.
+fn subsequence(got: &[Value], expected: &[&Value]) -> Option<Vec<String>> {
+    let mut kept = Vec::new();
+    let mut it = expected.iter();
+    for g in got {
+        let found = it.by_ref().find(|e| {
+            let dependent = matches!(name_of(e), OTEL_SERVICE_NAME | OTEL_RESOURCE_ATTRIBUTES);
+            name_of(e) == name_of(g) && (dependent || **e == g)
+        })?;
+        kept.push(name_of(found).to_owned());
+    }
+    Some(kept)
+}
+
+fn mark_kept_out(appended: &mut [Appended], by: &str, names: &[String]) {
+    for a in appended
+        .iter_mut()
+        .filter(|a| names.iter().any(|n| n == name_of(&a.entry)))
+    {
+        if !a.kept_out_by.iter().any(|b| b == by) {
+            a.kept_out_by.push(by.to_owned());
+        }
+    }
+}
+
+/// The pod-dependent variables are where the policy writes them: the service name's value
+/// is the probe's annotation, the resource attributes come last, and nothing else holds the
+/// service name.
+fn check_appended(appended: &[Appended]) -> Result<(), NotCovered> {
+    for (i, a) in appended.iter().enumerate() {
+        let text = a.entry.to_string();
+        match a.kind {
+            Kind::ServiceName if a.entry["value"] != SERVICE => {
+                return Err("OTEL_SERVICE_NAME is not the pod's service name".into());
+            }
+            Kind::ResourceAttributes if i + 1 != appended.len() => {
+                return Err("OTEL_RESOURCE_ATTRIBUTES is not the last variable".into());
+            }
+            Kind::Fixed if text.contains(SERVICE) => {
+                return Err(format!("{} holds the service name", name_of(&a.entry)));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The annotations and labels the injection added (none changed or removed).
+type Added = (BTreeMap<String, String>, BTreeMap<String, String>);
+
+fn added_metadata(before: &Value, after: &Value) -> Result<Added, NotCovered> {
+    let added = |field: &str| -> Result<BTreeMap<String, String>, NotCovered> {
+        let b = before["metadata"][field]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let a = after["metadata"][field]
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        let mut out = BTreeMap::new();
+        for (k, v) in &a {
+            match b.get(k) {
+                Some(old) if old == v => {}
+                Some(_) => return Err(format!("the injection changes {field} {k}")),
+                None => {
+                    out.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
+                }
+            }
+        }
+        Ok(out)
+    };
+    let annotations = added("annotations")?;
+    let labels = added("labels")?;
+    let expected = [INJECTED_ANNOTATION, STATUS_ANNOTATION];
+    if let Some(k) = annotations.keys().find(|k| !expected.contains(&k.as_str())) {
+        return Err(format!("the injection adds the annotation {k}"));
+    }
+    if let Some(k) = labels.keys().find(|k| *k != INJECTED_LABEL) {
+        return Err(format!("the injection adds the label {k}"));
+    }
+    Ok((annotations, labels))
+}
+
+/// Nothing but the container's env and mounts, the pod's volumes and its metadata changed.
+fn only_these_changed(before: &Value, after: &Value) -> Result<(), NotCovered> {
+    let strip = |pod: &Value| {
+        let mut p = pod.clone();
+        p["metadata"]["annotations"] = Value::Null;
+        p["metadata"]["labels"] = Value::Null;
+        p["spec"]["volumes"] = Value::Null;
+        let c = &mut p["spec"]["containers"][0];
+        c["env"] = Value::Null;
+        c["volumeMounts"] = Value::Null;
+        p
+    };
+    if strip(before) != strip(after) {
+        let (b, a) = (strip(before), strip(after));
+        let what = if b["spec"].get("initContainers") != a["spec"].get("initContainers") {
+            "adds init containers"
+        } else if b["spec"]["containers"].as_array().map(Vec::len)
+            != a["spec"]["containers"].as_array().map(Vec::len)
+        {
+            "adds a container"
+        } else {
+            "changes more than the environment, mounts and volumes"
+        };
+        return Err(format!("the injection {what}"));
+    }
+    Ok(())
+}

@@ -1,0 +1,121 @@
+//! The CEL variables of the policies and the injection keys as the engine reads them
+//! (`pod::select`): a label wins over an annotation of the same key on each object, then the
+//! namespace-vs-pod rule of `select::effective`, then `Request::parse`'s trimming.
+
+use serde_json::{Value, json};
+
+use super::cel::string;
+use crate::agents::Language;
+use crate::keys::{CONTAINER_NAMES, INJECT_PREFIX};
+
+/// A policy's `variables`, in order (a variable may use the ones before it).
+#[derive(Default)]
+pub struct Vars(Vec<(String, String)>);
+
+impl Vars {
+    /// Adds a variable unless one of that name exists (shared ones are added once).
+    pub fn add(&mut self, name: &str, expression: impl Into<String>) {
+        if !self.0.iter().any(|(n, _)| n == name) {
+            self.0.push((name.to_owned(), expression.into()));
+        }
+    }
+
+    pub fn to_json(&self) -> Value {
+        Value::Array(
+            self.0
+                .iter()
+                .map(|(name, expression)| json!({"name": name, "expression": expression}))
+                .collect(),
+        )
+    }
+}
+
+fn index(lang: Language) -> usize {
+    Language::ALL
+        .iter()
+        .position(|l| *l == lang)
+        .expect("a registered language")
+}
+
+/// `key` on an object whose labels and annotations are the variables `lab` and `ann`.
+fn lookup(lab: &str, ann: &str, key: &str) -> String {
+    let k = string(key);
+    format!(
+        "({k} in variables.{lab} ? variables.{lab}[{k}] : variables.{ann}[?{k}].orValue(\"\")).trim()"
+    )
+}
+
+/// Adds `{var}` = the effective, trimmed value of `key` (`select::effective`).
+fn effective(v: &mut Vars, var: &str, key: &str) {
+    v.add(&format!("{var}Pod"), lookup("lab", "ann", key));
+    v.add(&format!("{var}Ns"), lookup("nsLab", "nsAnn", key));
+    let (p, n) = (format!("variables.{var}Pod"), format!("variables.{var}Ns"));
+    v.add(
+        var,
+        format!(
+            "{n} == \"\" ? {p} : ({p} == \"\" ? {n} : ({p}.lowerAscii() != \"true\" ? {p} : ({n}.lowerAscii() == \"false\" ? {p} : {n})))"
+        ),
+    );
+}
+
+/// The maps, each language's request, and `want`: the one language asked for (`""` when none
+/// or several are).
+pub fn injection_keys(v: &mut Vars) {
+    v.add("ann", "object.metadata.?annotations.orValue({})");
+    v.add("lab", "object.metadata.?labels.orValue({})");
+    v.add("nsAnn", "namespaceObject.metadata.?annotations.orValue({})");
+    v.add("nsLab", "namespaceObject.metadata.?labels.orValue({})");
+    let mut pairs = Vec::new();
+    for &lang in Language::ALL {
+        let var = format!("req{}", index(lang));
+        effective(v, &var, lang.inject_annotation());
+        pairs.push(format!("[{}, variables.{var}]", string(lang.as_str())));
+    }
+    v.add(
+        "requested",
+        format!(
+            "[{}].filter(p, p[1] != \"\" && p[1].lowerAscii() != \"false\").map(p, p[0])",
+            pairs.join(", ")
+        ),
+    );
+    v.add(
+        "want",
+        "variables.requested.size() == 1 ? variables.requested[0] : \"\"",
+    );
+}
+
+/// The effective request of `lang` (a variable of [`injection_keys`]).
+pub fn request(lang: Language) -> String {
+    format!("variables.req{}", index(lang))
+}
+
+/// Adds the container list of `lang` (the common list, then the language's own, as
+/// `select::split_names` splits them) and returns its variable.
+pub fn container_names(v: &mut Vars, lang: Language) -> String {
+    let split = |var: &str| {
+        format!(
+            "(variables.{var} == \"\" ? [\"\"].filter(s, false) : variables.{var}.split(\",\").map(s, s.trim()))"
+        )
+    };
+    effective(v, "cn", CONTAINER_NAMES);
+    let own = format!("cn{}", index(lang));
+    effective(v, &own, lang.container_names_annotation());
+    let var = format!("names{}", index(lang));
+    v.add(&var, format!("{} + {}", split("cn"), split(&own)));
+    format!("variables.{var}")
+}
+
+/// Whether the pod or its namespace has any injection key at all (labels or annotations).
+pub fn asks_for_any() -> String {
+    let prefix = string(INJECT_PREFIX);
+    let maps = [
+        "object.metadata.?annotations.orValue({})",
+        "object.metadata.?labels.orValue({})",
+        "namespaceObject.metadata.?annotations.orValue({})",
+        "namespaceObject.metadata.?labels.orValue({})",
+    ];
+    maps.iter()
+        .map(|m| format!("{m}.exists(k, k.startsWith({prefix}))"))
+        .collect::<Vec<_>>()
+        .join(" || ")
+}
