@@ -169,7 +169,7 @@ async fn policy(args: &PolicyArgs) -> Result<(), Failure> {
         args.engine.build(),
         args.namespace.clone(),
     )?;
-    let rendered = crate::policy::render(&ctx.catalog, &ctx.config, args.mode);
+    let rendered = crate::policy::render(&ctx.catalog, &ctx.config, &args.options());
     for (inst, coverage) in &rendered.coverage {
         let injected: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
         eprintln!(

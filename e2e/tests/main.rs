@@ -25,6 +25,7 @@ mod memory;
 mod missed;
 mod offline;
 mod outcome;
+mod policy;
 mod privileges;
 mod rolling;
 mod rollout;

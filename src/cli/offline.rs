@@ -236,10 +236,37 @@ pub struct PolicyArgs {
     #[arg(long, value_enum, default_value_t = crate::policy::Mode::Policy)]
     pub mode: crate::policy::Mode,
 
+    /// The first part of every object's name: `<prefix>.<namespace>.<instrumentation>`,
+    /// `<prefix>.not-injected`, `<prefix>.warn-not-injected`.
+    #[arg(long, default_value = "otel-injector")]
+    pub name_prefix: String,
+
+    /// Bind only in namespaces with this label, as KEY=VALUE (repeatable: all of them): a
+    /// staged rollout, or policies beside a webhook that serves other namespaces.
+    #[arg(long, value_name = "KEY=VALUE", value_parser = label)]
+    pub namespace_label: Vec<(String, String)>,
+
     /// Output format. JSON is one `List`.
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
 
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+impl PolicyArgs {
+    pub fn options(&self) -> crate::policy::Options {
+        crate::policy::Options {
+            mode: self.mode,
+            prefix: self.name_prefix.clone(),
+            namespace_labels: self.namespace_label.clone(),
+        }
+    }
+}
+
+fn label(v: &str) -> Result<(String, String), String> {
+    match v.split_once('=') {
+        Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), val.trim().to_owned())),
+        _ => Err(format!("expected KEY=VALUE, got {v:?}")),
+    }
 }

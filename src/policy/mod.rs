@@ -57,9 +57,30 @@ pub enum Mode {
     Both,
 }
 
+/// How the objects are rendered.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub mode: Mode,
+    /// The first part of every object's name (`<prefix>.<namespace>.<name>`,
+    /// `<prefix>.not-injected`, `<prefix>.warn-not-injected`).
+    pub prefix: String,
+    /// Labels a namespace must have for any binding to apply there (a staged rollout).
+    pub namespace_labels: Vec<(String, String)>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            mode: Mode::Policy,
+            prefix: "otel-injector".into(),
+            namespace_labels: Vec::new(),
+        }
+    }
+}
+
 /// The name of the objects of the Instrumentation `ns/name`.
-fn object_name(ns: &str, name: &str) -> String {
-    let full = format!("otel-injector.{ns}.{name}");
+fn object_name(prefix: &str, ns: &str, name: &str) -> String {
+    let full = format!("{prefix}.{ns}.{name}");
     if full.len() <= 253 {
         return full;
     }
@@ -68,7 +89,7 @@ fn object_name(ns: &str, name: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    format!("otel-injector.{}.{hex}", &ns[..ns.len().min(200)])
+    format!("{prefix}.{}.{hex}", &ns[..ns.len().min(180)])
 }
 
 fn metadata(name: &str) -> Value {
@@ -86,9 +107,12 @@ fn pod_creates() -> Value {
 }
 
 /// The opt-outs of the shipped webhook configuration, as a binding's `matchResources`.
-fn opted_in(namespace: Option<&str>) -> Value {
+fn opted_in(options: &Options, namespace: Option<&str>) -> Value {
     let not_disabled = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
     let mut ns = vec![not_disabled.clone()];
+    for (k, v) in &options.namespace_labels {
+        ns.push(json!({"key": k, "operator": "In", "values": [v]}));
+    }
     match namespace {
         Some(n) => {
             ns.push(json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [n]}))
@@ -122,7 +146,7 @@ pub struct Coverage {
 
 /// The objects of `mode` for every readable Instrumentation of `catalog`, with the webhook's
 /// flags `config` (default images, enabled languages).
-pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rendered {
+pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -> Rendered {
     let all = catalog.instrumentations();
     let mut rendered = Rendered::default();
     let mut known = skip::Known {
@@ -179,13 +203,13 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rende
             continue;
         }
         let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
-        rendered
-            .objects
-            .extend(injection_policy(inst, &templates, only, hash, coverage));
+        rendered.objects.extend(injection_policy(
+            options, inst, &templates, only, hash, coverage,
+        ));
     }
-    if mode == Mode::Policy {
+    if options.mode == Mode::Policy {
         let (mutation, v) = skip::status_policy(&known);
-        let name = "otel-injector.not-injected";
+        let name = &format!("{}.not-injected", options.prefix);
         let policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicy",
@@ -204,9 +228,9 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rende
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicyBinding",
             "metadata": metadata(name),
-            "spec": {"policyName": name, "matchResources": opted_in(None)},
+            "spec": {"policyName": name, "matchResources": opted_in(options, None)},
         }));
-        let warn = "otel-injector.warn-not-injected";
+        let warn = &format!("{}.warn-not-injected", options.prefix);
         rendered.objects.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
@@ -221,7 +245,7 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rende
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicyBinding",
             "metadata": metadata(warn),
-            "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(None)},
+            "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(options, None)},
         }));
     }
     rendered
@@ -229,6 +253,7 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, mode: Mode) -> Rende
 
 /// The policy and binding of one Instrumentation.
 fn injection_policy(
+    options: &Options,
     inst: &Arc<Instrumentation>,
     templates: &[Template],
     only_in_namespace: bool,
@@ -237,7 +262,7 @@ fn injection_policy(
 ) -> [Value; 2] {
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
-    let object = object_name(ns, name);
+    let object = object_name(&options.prefix, ns, name);
     let mut v = vars::Vars::default();
     inject::pod_variables(&mut v);
     let mutations: Vec<Value> = templates
@@ -282,7 +307,7 @@ fn injection_policy(
         "spec": {
             "policyName": object,
             "paramRef": {"name": name, "namespace": ns, "parameterNotFoundAction": "Allow"},
-            "matchResources": opted_in(Some(ns)),
+            "matchResources": opted_in(options, Some(ns)),
         },
     });
     [policy, binding]

@@ -112,16 +112,23 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let catalog = StaticCatalog::from_yaml(JAVA).unwrap();
     let config = EngineConfig::default();
     let kinds = |mode| -> Vec<(String, String)> {
-        render(&catalog, &config, mode)
-            .objects
-            .iter()
-            .map(|o| {
-                (
-                    o["kind"].as_str().unwrap().to_owned(),
-                    o["metadata"]["name"].as_str().unwrap().to_owned(),
-                )
-            })
-            .collect()
+        render(
+            &catalog,
+            &config,
+            &Options {
+                mode,
+                ..Options::default()
+            },
+        )
+        .objects
+        .iter()
+        .map(|o| {
+            (
+                o["kind"].as_str().unwrap().to_owned(),
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
     };
     let both = kinds(Mode::Both);
     assert_eq!(
@@ -140,7 +147,7 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let policy = kinds(Mode::Policy);
     assert_eq!(policy.len(), 6);
     assert_eq!(policy[4].0, "ValidatingAdmissionPolicy");
-    let rendered = render(&catalog, &config, Mode::Policy);
+    let rendered = render(&catalog, &config, &Options::default());
     let coverage = &rendered.coverage["shop/java"];
     assert_eq!(coverage.injected, LANGUAGES);
     let binding = &rendered.objects[1];
@@ -158,8 +165,11 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
 #[test]
 fn long_names_are_shortened_by_digest() {
     let long = "n".repeat(250);
-    let name = object_name("shop", &long);
+    let name = object_name("otel-injector", "shop", &long);
     assert!(name.len() <= 253, "{name}");
-    assert_ne!(name, object_name("shop", &"m".repeat(250)));
-    assert_eq!(object_name("shop", "java"), "otel-injector.shop.java");
+    assert_ne!(name, object_name("otel-injector", "shop", &"m".repeat(250)));
+    assert_eq!(
+        object_name("otel-injector", "shop", "java"),
+        "otel-injector.shop.java"
+    );
 }
