@@ -60,6 +60,10 @@ pub const SERVING_NOT_BEFORE: &str = "otel-injector.opentelemetry.io/serving-not
 pub const SERVING_NOT_AFTER: &str = "otel-injector.opentelemetry.io/serving-not-after";
 pub const SERVING_HOSTS: &str = "otel-injector.opentelemetry.io/serving-hosts";
 
+/// The namespaces the shipped webhook configuration (and the policies' bindings) exclude by
+/// name.
+pub const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
+
 // Kubernetes' and its tools'.
 
 /// On static pods mirrored by the kubelet; they are never mutated.

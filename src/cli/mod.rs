@@ -32,7 +32,7 @@ pub use tls::TlsArgs;
 
 /// The namespaces the shipped webhook configuration excludes by name: the defaults of every
 /// flag that leaves them alone.
-pub(crate) const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
+pub(crate) use crate::keys::EXCLUDED_BY_NAME;
 
 #[derive(Debug, Parser)]
 #[command(

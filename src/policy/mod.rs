@@ -119,7 +119,7 @@ fn opted_in(options: &Options, namespace: Option<&str>) -> Value {
         }
         None => ns.push(json!({
             "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-            "values": crate::cli::EXCLUDED_BY_NAME,
+            "values": crate::keys::EXCLUDED_BY_NAME,
         })),
     }
     json!({

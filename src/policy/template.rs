@@ -2,7 +2,7 @@
 //! it decides for probe pods (one container, named by a marker; no owners; no uid) and the
 //! differences are the template a policy replays. The parts that depend on the pod (the
 //! service name, the resource attributes) are marked and written in CEL by
-//! [`super::inject`]; anything else the engine did that a template cannot replay (an init
+//! the injection policy; anything else the engine did that a template cannot replay (an init
 //! container, a file annotation, a sidecar) makes the pair not covered, with the reason.
 //!
 //! How the container's own variables interact with the injected ones is probed too, one

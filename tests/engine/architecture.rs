@@ -24,7 +24,7 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["admission"],
     &["cluster", "certs"],
-    &["server", "offline"],
+    &["server", "offline", "policy"],
     &["cli"],
     &["app"],
 ];
