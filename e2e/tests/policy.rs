@@ -1169,3 +1169,203 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
     );
     cp.stop();
 }
+
+/// The CEL cost stays well inside the API server's budgets: a pod far larger than any real
+/// one (64 containers, all targeted, each with 50 variables of its own, 100 annotations of
+/// which 50 are resource attributes) is injected by a policy whose `failurePolicy` is `Fail`,
+/// so an expression over the per-expression limit or a policy over the per-call budget
+/// would refuse it.
+#[tokio::test]
+async fn a_huge_pod_is_injected_within_the_cel_budgets() {
+    let cp = cluster().await;
+    let client = cp.client();
+    let ns = "e2e-policy-cost";
+    api::create_namespace(&client, ns, &[(POLICY_SCOPE, "cost")], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let i = &instrumentations(ns, ns)[1];
+    let r = api::create_instrumentation(&client, ns, i)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let (mut objects, _) = render(
+        &cp.dir,
+        std::slice::from_ref(i),
+        &[
+            "--mode",
+            "both",
+            "--name-prefix",
+            "e2e-cost",
+            &format!("--namespace-label={POLICY_SCOPE}=cost"),
+        ],
+    );
+    for o in objects
+        .iter_mut()
+        .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+    {
+        o["spec"]["failurePolicy"] = json!("Fail");
+    }
+    create_all(&client, &objects).await;
+    let env: Vec<Value> = (0..50)
+        .map(|k| json!({"name": format!("APP_VAR_{k}"), "value": "x".repeat(40)}))
+        .collect();
+    let containers: Vec<Value> = (0..64)
+        .map(|c| container(&format!("c{c}"), "shop/app:1.0", json!(env)))
+        .collect();
+    let names: Vec<String> = (0..64).map(|c| format!("c{c}")).collect();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(JAVA.into(), json!("java"));
+    annotations.insert(NAMES.into(), json!(names.join(",")));
+    for k in 0..50 {
+        annotations.insert(format!("resource.opentelemetry.io/attr-{k}"), json!("v"));
+        annotations.insert(format!("example.com/note-{k}"), json!("n"));
+    }
+    let huge = pod(
+        "huge",
+        Value::Object(annotations),
+        json!({}),
+        Value::Array(containers),
+    );
+    let small = pod(
+        "small",
+        json!({JAVA: "java"}),
+        json!({}),
+        json!([container("app", "shop/app:1.0", json!([]))]),
+    );
+    until(&client, ns, &small, "the policy's injection", |p| {
+        p["metadata"]["annotations"][INJECTED] == "java"
+    })
+    .await;
+    let t0 = Instant::now();
+    let r = api::create_pod(&client, ns, &huge, true)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!("[e2e] policy on a 64-container pod: {:?}", t0.elapsed());
+    assert_eq!(
+        r.status,
+        201,
+        "a policy over its CEL budget refuses the pod: {}",
+        r.message()
+    );
+    assert_eq!(r.body["metadata"]["annotations"][INJECTED], "java");
+    let last = &r.body["spec"]["containers"][63];
+    let ra = last["env"].as_array().unwrap().last().unwrap();
+    assert_eq!(ra["name"], "OTEL_RESOURCE_ATTRIBUTES");
+    assert!(ra["value"].as_str().unwrap().contains("attr-49=v"), "{ra}");
+    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
+    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
+}
+
+/// Measurement (ignored): pod-create latency through the real API server, p50 and p99 of
+/// `E2E_POLICY_PODS` (default 300) creates each, in one run: no injection, the webhook
+/// (image volumes) and the policy (docs/performance.md).
+#[tokio::test]
+#[ignore = "measurement: just policy-latency"]
+async fn policy_latency() {
+    let env = Env::start_with(
+        "policy-lat",
+        Options {
+            args: vec!["--agent-delivery=image-volume".into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let cp = cluster().await;
+    let client = env.client.clone();
+    let count: usize = std::env::var("E2E_POLICY_PODS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300);
+    let none = "e2e-policy-lat-none";
+    let hook = "e2e-policy-lat-webhook";
+    let policy = "e2e-policy-lat-policy";
+    api::create_namespace(&client, none, &[], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    api::create_namespace(&client, hook, &[(SCOPE_LABEL, &env.id)], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    api::create_namespace(&client, policy, &[(POLICY_SCOPE, "lat")], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut insts = Vec::new();
+    for ns in [none, hook, policy] {
+        let i = inst(ns, "java", instrumentations(ns, ns)[1]["spec"].clone());
+        let r = api::create_instrumentation(&client, ns, &i)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{}", r.body);
+        if ns == policy {
+            insts.push(i);
+        }
+    }
+    let (objects, _) = render(
+        &cp.dir,
+        &insts,
+        &[
+            "--mode",
+            "both",
+            "--name-prefix",
+            "e2e-lat",
+            &format!("--namespace-label={POLICY_SCOPE}=lat"),
+        ],
+    );
+    create_all(&client, &objects).await;
+    let asking = |name: &str| {
+        pod(
+            name,
+            json!({JAVA: "java"}),
+            json!({"app": "web"}),
+            json!([container(
+                "app",
+                "shop/app:1.0",
+                json!([{"name": "PORT", "value": "8080"}])
+            )]),
+        )
+    };
+    env.await_webhook(hook).await;
+    until(&client, policy, &asking("warm"), "the policy", |p| {
+        p["metadata"]["annotations"][INJECTED] == "java"
+    })
+    .await;
+    env.until_dry_run(hook, &asking("warm"), "the webhook", |r| {
+        r.body["metadata"]["annotations"][INJECTED] == "java"
+    })
+    .await;
+    let mut results = Vec::new();
+    for (what, ns, ask) in [
+        ("none", none, false),
+        ("webhook", hook, true),
+        ("policy", policy, true),
+    ] {
+        let mut times = Vec::with_capacity(count);
+        for k in 0..count {
+            let mut p = asking(&format!("p{k}"));
+            if !ask {
+                p["metadata"]["annotations"] = json!({});
+            }
+            let t0 = Instant::now();
+            let r = api::create_pod(&client, ns, &p, false)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            times.push(t0.elapsed());
+            assert_eq!(r.status, 201);
+            assert_eq!(
+                r.body["metadata"]["annotations"][INJECTED].is_string(),
+                ask,
+                "{what}"
+            );
+        }
+        times.sort();
+        results.push((
+            what,
+            harness::percentile(&times, 50),
+            harness::percentile(&times, 99),
+        ));
+    }
+    for (what, p50, p99) in &results {
+        eprintln!("[e2e] pod create, {what}: p50 {p50:.2} ms, p99 {p99:.2} ms ({count} pods)");
+    }
+    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
+    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
+}

@@ -84,6 +84,11 @@ pub fn pod_variables(v: &mut Vars) {
         ),
     );
     v.add("podName", "object.metadata.?name.orValue(\"\")".to_owned());
+    // Each container's own variable names, read once for all targets.
+    v.add(
+        "envNames",
+        "object.spec.containers.map(c, c.?env.orValue([]).map(e, e.name))",
+    );
 }
 
 /// `resource.opentelemetry.io/<attr>` of the pod, `""` when absent.
@@ -108,27 +113,57 @@ fn service_name(spec: &InstrumentationSpec) -> String {
     for owner in ["dep", "rs", "ss", "ds", "cron", "job", "podName"] {
         chain.push(format!("variables.{owner}"));
     }
-    chain.push(format!("{C}.name"));
     let last = chain.pop().expect("a fallback");
-    chain.iter().rev().fold(last, |acc, e| or_else(e, &acc))
+    let pod = chain.iter().rev().fold(last, |acc, e| or_else(e, &acc));
+    or_else(&pod, &format!("{C}.name"))
 }
 
-/// The version part of target `C`'s image (`pod::info::image_version`), `""` for none.
+/// The version part of target `C`'s image (`pod::info::image_version`), `""` for none: the
+/// tag of the last path segment before the first `@`, then `@` and the digest after it.
 fn image_version() -> String {
     let img = format!("{C}.?image.orValue(\"\")");
-    let at = format!("{img}.indexOf(\"@\")");
-    let name = format!("({at} >= 0 ? {img}.substring(0, {at}) : {img})");
-    let last = format!("{name}.substring({name}.lastIndexOf(\"/\") + 1)");
-    let colon = format!("{last}.lastIndexOf(\":\")");
-    let tag = format!("({colon} >= 0 ? {last}.substring({colon} + 1) : \"\")");
-    let digest = format!("{img}.substring({at} + 1)");
-    format!("({at} >= 0 ? ({tag} != \"\" ? {tag} + \"@\" + {digest} : {digest}) : {tag})")
+    let colon_tag = format!("{img}.split(\"@\")[0].find(\"[^/]*$\").find(\":[^:]*$\")");
+    let tag = format!("({colon_tag} == \"\" ? \"\" : {colon_tag}.substring(1))");
+    let digest = format!("{img}.substring({img}.indexOf(\"@\") + 1)");
+    format!(
+        "({img}.indexOf(\"@\") >= 0 ? ({tag} != \"\" ? {tag} + \"@\" + {digest} : {digest}) : {tag})"
+    )
+}
+
+/// The pod's `resource.opentelemetry.io/*` annotations that set keys `known` does not, as
+/// `[key, value]` pairs (a pod-level variable: the same for every target).
+fn annotation_pairs(known: &[String]) -> String {
+    let names = strings(known.iter().map(String::as_str));
+    let prefix = string(RESOURCE_ANNOTATION_PREFIX);
+    let n = RESOURCE_ANNOTATION_PREFIX.len();
+    format!(
+        "variables.ann.filter(k, k.startsWith({prefix}) && size(k) > {n} && !(k.substring({n}) in {names}) && k != {service_name} && variables.ann[k] != \"\").map(k, [k.substring({n}), string(variables.ann[k])])",
+        service_name = string(&format!("{RESOURCE_ANNOTATION_PREFIX}service.name")),
+    )
 }
 
 /// `OTEL_RESOURCE_ATTRIBUTES` of target `C` (`agents::sdk_env::resource_attributes`, for a
 /// container that sets none itself): every source's value in order of precedence, sorted by
 /// key.
-fn resource_attributes(inst: &Instrumentation) -> String {
+fn resource_attributes(inst: &Instrumentation, n: usize) -> String {
+    let pairs: Vec<String> = candidates(inst)
+        .iter()
+        .map(|(k, candidates)| {
+            let value = candidates
+                .iter()
+                .skip(1)
+                .fold(candidates[0].clone(), |acc, e| or_else(e, &acc));
+            format!("[{}, string({value})]", string(k))
+        })
+        .collect();
+    format!(
+        "([{}] + variables.annPairs{n}).filter(p, p[1] != \"\").sortBy(p, p[0]).map(p, p[0] + \"=\" + p[1]).join(\",\")",
+        pairs.join(", ")
+    )
+}
+
+/// The keys the policy computes itself, each with its sources' CEL, lowest precedence first.
+fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     let spec = &inst.spec;
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     // Candidates per key, lowest precedence first.
@@ -196,27 +231,7 @@ fn resource_attributes(inst: &Instrumentation) -> String {
             or_else(&attr_annotation("service.namespace"), &string(ns)),
         );
     }
-    let pairs: Vec<String> = known
-        .iter()
-        .map(|(k, candidates)| {
-            let value = candidates
-                .iter()
-                .skip(1)
-                .fold(candidates[0].clone(), |acc, e| or_else(e, &acc));
-            format!("[{}, string({value})]", string(k))
-        })
-        .collect();
-    let names = strings(known.iter().map(|(k, _)| k.as_str()));
-    let prefix = string(RESOURCE_ANNOTATION_PREFIX);
-    let n = RESOURCE_ANNOTATION_PREFIX.len();
-    let from_annotations = format!(
-        "variables.ann.filter(k, k.startsWith({prefix}) && size(k) > {n} && !(k.substring({n}) in {names}) && k != {service_name} && variables.ann[k] != \"\").map(k, [k.substring({n}), string(variables.ann[k])])",
-        service_name = string(&format!("{RESOURCE_ANNOTATION_PREFIX}service.name")),
-    );
-    format!(
-        "([{}] + {from_annotations}).filter(p, p[1] != \"\").sortBy(p, p[0]).map(p, p[0] + \"=\" + p[1]).join(\",\")",
-        pairs.join(", ")
-    )
+    known
 }
 
 const ENV: &str = "Object.spec.containers.env";
@@ -232,8 +247,8 @@ type Entries = Vec<(String, String)>;
 
 /// The variables target `C` gets, each `(condition, entry)`: the ones put before its own and
 /// the ones appended, in order.
-fn added_env(t: &Template) -> (Entries, Entries) {
-    let names = format!("{C}.?env.orValue([]).map(e, e.name)");
+fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
+    let names = "variables.envNames[i]";
     let prepended = t
         .prepended
         .iter()
@@ -258,7 +273,7 @@ fn added_env(t: &Template) -> (Entries, Entries) {
                     }
                     service_name(spec)
                 }
-                Kind::ResourceAttributes => resource_attributes(&t.instrumentation),
+                Kind::ResourceAttributes => resource_attributes(&t.instrumentation, n),
             };
             (
                 when,
@@ -273,8 +288,8 @@ fn added_env(t: &Template) -> (Entries, Entries) {
 /// none; else the extensions in place, the prepended at the front (last first), the
 /// appended at the end. (The container's own entries cannot be written back from CEL: the
 /// API server does not convert them to JSON.)
-fn env_patches(t: &Template, path: &str) -> String {
-    let (prepended, appended) = added_env(t);
+fn env_patches(t: &Template, path: &str, n: usize) -> String {
+    let (prepended, appended) = added_env(t, n);
     let listed = |entries: &[(String, String)]| -> Vec<String> {
         entries
             .iter()
@@ -316,6 +331,7 @@ fn env_patches(t: &Template, path: &str) -> String {
 /// Whether target `C` is one the template covers.
 fn container_covered(t: &Template) -> String {
     let own = format!("{C}.?env.orValue([])");
+    let names = "variables.envNames[i]";
     let literal = strings(t.refuse_literal.iter().map(String::as_str));
     let value_from = strings(t.refuse_value_from.iter().map(String::as_str));
     let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
@@ -326,13 +342,13 @@ fn container_covered(t: &Template) -> String {
         .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
         .collect();
     format!(
-        "{own}.all(e, {own}.filter(f, f.name == e.name).size() == 1 && !(e.name in {literal} && !has(e.valueFrom)) && !(e.name in {value_from} && has(e.valueFrom))) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
+        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom))) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
         paths.join(", ")
     )
 }
 
 /// The patches of target `C`: its mounts, then its env.
-fn container_patches(t: &Template) -> String {
+fn container_patches(t: &Template, n: usize) -> String {
     let mounts: Vec<String> = t
         .mounts
         .iter()
@@ -356,7 +372,7 @@ fn container_patches(t: &Template) -> String {
         "(has({C}.volumeMounts) ? [{}] : [JSONPatch{{op: \"add\", path: {mounts_path}, value: [{}]}}]) + {}",
         add_each.join(", "),
         mounts.join(", "),
-        env_patches(t, &path("env"))
+        env_patches(t, &path("env"), n)
     )
 }
 
@@ -404,6 +420,15 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
         asks.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
     }
     asks.push(')');
+    v.add(
+        &format!("annPairs{n}"),
+        annotation_pairs(
+            &candidates(inst)
+                .into_iter()
+                .map(|(k, _)| k)
+                .collect::<Vec<_>>(),
+        ),
+    );
     let names = vars::container_names(v, lang);
     v.add(
         &format!("targets{n}"),
@@ -437,7 +462,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
     );
     let expression = format!(
         "variables.covered{n} ? {volume_patches} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
-        container_patches(t),
+        container_patches(t, n),
         metadata_patches("annotations", &t.annotations),
         metadata_patches("labels", &t.labels),
     );
