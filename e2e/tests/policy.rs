@@ -236,6 +236,13 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             .collect::<serde_json::Map<_, _>>()
             .into()
     };
+    let simple = |case: &'static str, pairs: &[(&str, &str)]| {
+        (
+            case,
+            "shop",
+            pod(case, ann(pairs), json!({}), app(port.clone())),
+        )
+    };
     vec![
         (
             "java-true-solo",
@@ -247,16 +254,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 app(port.clone()),
             ),
         ),
-        (
-            "java-named",
-            "shop",
-            pod(
-                "java-named",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
+        simple("java-named", &[(JAVA, "java")]),
         (
             "java-qualified",
             "shop",
@@ -382,23 +380,17 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 ]),
             ),
         ),
-        (
+        simple(
             "java-resource-annotations",
-            "shop",
-            pod(
-                "java-resource-annotations",
-                ann(&[
-                    (JAVA, "java"),
-                    ("resource.opentelemetry.io/service.name", "named"),
-                    ("resource.opentelemetry.io/service.version", "9"),
-                    ("resource.opentelemetry.io/team", "pay"),
-                    ("resource.opentelemetry.io/k8s.pod.name", "fixed"),
-                    ("resource.opentelemetry.io/service.namespace", "billing"),
-                    ("resource.opentelemetry.io/empty", ""),
-                ]),
-                json!({}),
-                app(port.clone()),
-            ),
+            &[
+                (JAVA, "java"),
+                ("resource.opentelemetry.io/service.name", "named"),
+                ("resource.opentelemetry.io/service.version", "9"),
+                ("resource.opentelemetry.io/team", "pay"),
+                ("resource.opentelemetry.io/k8s.pod.name", "fixed"),
+                ("resource.opentelemetry.io/service.namespace", "billing"),
+                ("resource.opentelemetry.io/empty", ""),
+            ],
         ),
         (
             "java-by-label",
@@ -442,36 +434,14 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 app(json!([{"name": "PYTHONPATH", "value": "/app/lib"}])),
             ),
         ),
-        (
-            "dotnet",
-            "shop",
-            pod(
-                "dotnet",
-                ann(&[(DOTNET, "langs")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
-        (
-            "sdk",
-            "shop",
-            pod("sdk", ann(&[(SDK, "langs")]), json!({}), app(port.clone())),
-        ),
+        simple("dotnet", &[(DOTNET, "langs")]),
+        simple("sdk", &[(SDK, "langs")]),
         (
             "not-asked",
             "shop",
             pod("not-asked", json!({}), json!({}), app(port.clone())),
         ),
-        (
-            "asked-false",
-            "shop",
-            pod(
-                "asked-false",
-                ann(&[(JAVA, "false")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
+        simple("asked-false", &[(JAVA, "false")]),
         // Edges the policies leave to the webhook.
         (
             "edge-two-languages",
@@ -494,52 +464,19 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 ]),
             ),
         ),
-        (
+        simple(
             "edge-go",
-            "shop",
-            pod(
-                "edge-go",
-                ann(&[
-                    (GO, "langs"),
-                    (
-                        "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
-                        "/app",
-                    ),
-                ]),
-                json!({}),
-                app(port.clone()),
-            ),
+            &[
+                (GO, "langs"),
+                (
+                    "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
+                    "/app",
+                ),
+            ],
         ),
-        (
-            "edge-true-of-several",
-            "shop",
-            pod(
-                "edge-true-of-several",
-                ann(&[(JAVA, "true")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
-        (
-            "edge-cross-namespace",
-            "shop",
-            pod(
-                "edge-cross-namespace",
-                ann(&[(JAVA, "SOLO/only")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
-        (
-            "edge-exporter-tls",
-            "shop",
-            pod(
-                "edge-exporter-tls",
-                ann(&[(JAVA, "tls")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
+        simple("edge-true-of-several", &[(JAVA, "true")]),
+        simple("edge-cross-namespace", &[(JAVA, "SOLO/only")]),
+        simple("edge-exporter-tls", &[(JAVA, "tls")]),
         (
             "edge-user-resource-attributes",
             "shop",
@@ -562,26 +499,8 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 ),
             ),
         ),
-        (
-            "edge-unknown-container",
-            "shop",
-            pod(
-                "edge-unknown-container",
-                ann(&[(JAVA, "java"), (NAMES, "nope")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
-        (
-            "edge-not-found",
-            "shop",
-            pod(
-                "edge-not-found",
-                ann(&[(JAVA, "missing")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
+        simple("edge-unknown-container", &[(JAVA, "java"), (NAMES, "nope")]),
+        simple("edge-not-found", &[(JAVA, "missing")]),
         ("edge-node-name", "shop", {
             let mut p = pod(
                 "edge-node-name",
