@@ -153,6 +153,12 @@ async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
 
 /// `otel-injector policy`.
 async fn policy(args: &PolicyArgs) -> Result<(), Failure> {
+    if args.files.is_empty() && !args.cluster && args.kubeconfig.is_none() {
+        return Err(anyhow::anyhow!(
+            "nothing to render: name Instrumentations with -f, or read a cluster's with --cluster"
+        )
+        .into());
+    }
     let sources = offline::manifests::read(&args.files)?;
     let cluster = match args.cluster || args.kubeconfig.is_some() {
         true => {
