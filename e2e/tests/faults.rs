@@ -119,7 +119,11 @@ async fn the_webhook_serves_through_an_api_server_restart_and_converges_after_it
         served_endpoint(&w, "before").await.unwrap(),
         "http://before.example:4318"
     );
-    let listed = lists(&w.log(), "instrumentations");
+    // Lines are batched, up to about 20 ms late: wait for the list's.
+    let log = w
+        .log_with("store=\"instrumentations\"", Duration::from_secs(10))
+        .await;
+    let listed = lists(&log, "instrumentations");
     assert_eq!(listed, 1, "{}", w.log());
 
     // Writes the webhook does not watch move etcd's revision past what its watches have
