@@ -325,32 +325,10 @@ async fn live_span(
     if r.status != 201 {
         return Err(format!("create Deployment: HTTP {}: {}", r.status, r.body));
     }
-    let until = Instant::now() + Duration::from_secs(60);
-    let pod = loop {
-        let r = api::send(
-            client,
-            axum::http::Method::GET,
-            &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=checkout"),
-            None,
-        )
-        .await?;
-        let running = r.body["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["status"]["phase"] == "Running")
-            .cloned();
-        if let Some(p) = running {
-            break p;
-        }
-        if Instant::now() > until {
-            return Err(format!(
-                "no Running pod of Deployment checkout in 60 s: {}",
-                r.body
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let pod =
+        support::controllers::running_pods(client, ns, "app=checkout", 1, Duration::from_secs(60))
+            .await?
+            .remove(0);
     let pod_name = pod["metadata"]["name"].as_str().unwrap_or("").to_owned();
     clock.step(&format!(
         "Deployment {ns}/checkout created; the ReplicaSet controller made pod {pod_name}, \

@@ -109,23 +109,8 @@ async fn offline_inputs(
     args: &OfflineArgs,
 ) -> Result<(Vec<offline::manifests::Source>, offline::Context), Failure> {
     let sources = offline::manifests::read(&args.manifests.files)?;
-    let cluster = match args.cluster() {
-        Some(kubeconfig) => {
-            // The kube client's rustls needs a process-wide provider.
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            let view = cluster::list::read(kubeconfig).await?;
-            let auto = args.engine.agent_delivery == crate::engine::AgentDelivery::Auto;
-            if let Some(e) = view.gate_error.as_ref().filter(|_| auto) {
-                let (major, minor) = view.server.version;
-                eprintln!(
-                    "note: the ImageVolume feature gate cannot be read ({e}); `auto` agent \
-                     delivery follows the API server version {major}.{minor}"
-                );
-            }
-            Some(view)
-        }
-        None => None,
-    };
+    let auto = args.engine.agent_delivery == crate::engine::AgentDelivery::Auto;
+    let cluster = read_cluster(&args.read, auto).await?;
     let ctx = offline::Context::build(
         &sources,
         &args.instrumentation_file,
@@ -135,6 +120,28 @@ async fn offline_inputs(
         args.namespace.clone(),
     )?;
     Ok((sources, ctx))
+}
+
+/// The cluster, read once when the flags ask for it; `auto`: say when the `ImageVolume` gate
+/// cannot be read (the `auto` delivery then follows the version).
+async fn read_cluster(
+    read: &crate::cli::ClusterRead,
+    auto: bool,
+) -> Result<Option<cluster::ClusterView>, Failure> {
+    let Some(kubeconfig) = read.cluster() else {
+        return Ok(None);
+    };
+    // The kube client's rustls needs a process-wide provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let view = cluster::list::read(kubeconfig).await?;
+    if let Some(e) = view.gate_error.as_ref().filter(|_| auto) {
+        let (major, minor) = view.server.version;
+        eprintln!(
+            "note: the ImageVolume feature gate cannot be read ({e}); `auto` agent \
+             delivery follows the API server version {major}.{minor}"
+        );
+    }
+    Ok(Some(view))
 }
 
 /// Writes `text` to stdout (an error, a closed pipe among them, is the command's).
@@ -153,20 +160,15 @@ async fn convert(args: &ConvertArgs) -> Result<(), Failure> {
 
 /// `otel-injector policy`.
 async fn policy(args: &PolicyArgs) -> Result<(), Failure> {
-    if args.files.is_empty() && !args.cluster && args.kubeconfig.is_none() {
+    if args.files.is_empty() && args.read.cluster().is_none() {
         return Err(anyhow::anyhow!(
             "nothing to render: name Instrumentations with -f, or read a cluster's with --cluster"
         )
         .into());
     }
     let sources = offline::manifests::read(&args.files)?;
-    let cluster = match args.cluster || args.kubeconfig.is_some() {
-        true => {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-            Some(cluster::list::read(args.kubeconfig.as_deref()).await?)
-        }
-        false => None,
-    };
+    // The policies always deliver by image volume: the gate decides nothing here.
+    let cluster = read_cluster(&args.read, false).await?;
     let ctx = offline::Context::build(
         &sources,
         &[],

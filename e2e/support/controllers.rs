@@ -237,3 +237,39 @@ async fn get(client: &Client, path: &str) -> Result<Option<Value>, String> {
         s => Err(format!("GET {path}: HTTP {s}: {}", r.body)),
     }
 }
+
+/// Waits (at most `limit`) until `count` pods of `ns` match `selector` and each is bound to
+/// the kwok node and Running; returns them sorted by name, or the last list in the error.
+pub async fn running_pods(
+    client: &Client,
+    ns: &str,
+    selector: &str,
+    count: usize,
+    limit: Duration,
+) -> Result<Vec<Value>, String> {
+    let t0 = Instant::now();
+    let path = format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}");
+    loop {
+        let r = api::send(client, axum::http::Method::GET, &path, None).await?;
+        if r.status != 200 {
+            return Err(format!("GET {path}: HTTP {}: {}", r.status, r.body));
+        }
+        let mut pods = r.body["items"].as_array().cloned().unwrap_or_default();
+        let running = pods
+            .iter()
+            .filter(|p| p["spec"]["nodeName"] == NODE && p["status"]["phase"] == "Running")
+            .count();
+        if pods.len() == count && running == count {
+            pods.sort_by_key(|p| p["metadata"]["name"].as_str().unwrap_or("").to_owned());
+            return Ok(pods);
+        }
+        if t0.elapsed() >= limit {
+            return Err(format!(
+                "{count} Running pod(s) {selector} in {ns} within {limit:?}; have {}: {}",
+                pods.len(),
+                Value::from(pods)
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

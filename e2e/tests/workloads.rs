@@ -66,33 +66,15 @@ pub async fn running_pods(
     limit: Duration,
 ) -> Vec<Value> {
     let t0 = Instant::now();
-    loop {
-        let mut pods = list(
-            env,
-            &format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"),
-        )
-        .await;
-        let running = pods
-            .iter()
-            .filter(|p| p["spec"]["nodeName"] == NODE && p["status"]["phase"] == "Running")
-            .count();
-        if pods.len() == count && running == count {
-            pods.sort_by_key(|p| p["metadata"]["name"].as_str().unwrap_or("").to_owned());
-            eprintln!(
-                "[e2e] {}: {count} pod(s) {selector} Running on {NODE} after {:?}",
-                env.id,
-                t0.elapsed()
-            );
-            return pods;
-        }
-        assert!(
-            t0.elapsed() < limit,
-            "{count} Running pod(s) {selector} in {ns} within {limit:?}; have {}: {}",
-            pods.len(),
-            Value::from(std::mem::take(&mut pods))
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let pods = crate::support::controllers::running_pods(&env.client, ns, selector, count, limit)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    eprintln!(
+        "[e2e] {}: {count} pod(s) {selector} Running on {NODE} after {:?}",
+        env.id,
+        t0.elapsed()
+    );
+    pods
 }
 
 /// The controller ownerReference a controller writes.

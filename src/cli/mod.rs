@@ -23,7 +23,8 @@ pub use cluster::ClusterArgs;
 pub use engine::EngineArgs;
 pub use log::LogArgs;
 pub use offline::{
-    ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs, PolicyArgs,
+    ClusterRead, ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs,
+    PolicyArgs,
 };
 pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};

@@ -44,6 +44,20 @@ pub struct OfflineArgs {
     #[arg(long, value_name = "NS:KEY=VALUE", value_parser = namespace_annotation)]
     pub namespace_annotation: Vec<(String, String, String)>,
 
+    #[command(flatten)]
+    pub read: ClusterRead,
+
+    /// Namespace of the objects that name none.
+    #[arg(short = 'n', long, default_value = "default")]
+    pub namespace: String,
+
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
+
+/// Whether a cluster is read, and which (the offline commands and `policy`).
+#[derive(Debug, Args)]
+pub struct ClusterRead {
     /// Read the cluster once (list, no watch) as the webhook would see it: every
     /// Instrumentation, every namespace's annotations and labels, and the API server's
     /// version and ImageVolume feature gate (which decide the `auto` modes; without a cluster
@@ -57,16 +71,9 @@ pub struct OfflineArgs {
     /// Kubeconfig of the cluster to read; implies --cluster.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
-
-    /// Namespace of the objects that name none.
-    #[arg(short = 'n', long, default_value = "default")]
-    pub namespace: String,
-
-    #[command(flatten)]
-    pub engine: EngineArgs,
 }
 
-impl OfflineArgs {
+impl ClusterRead {
     /// Whether the cluster is read, and with which kubeconfig (`None`: inferred).
     pub fn cluster(&self) -> Option<Option<&std::path::Path>> {
         (self.cluster || self.kubeconfig.is_some()).then_some(self.kubeconfig.as_deref())
@@ -218,15 +225,10 @@ pub struct PolicyArgs {
     #[arg(short = 'f', long = "filename", value_name = "FILE|DIR|-")]
     pub files: Vec<PathBuf>,
 
-    /// Read the Instrumentations of the cluster (list, no watch), with --kubeconfig, else the
-    /// in-cluster config, else $KUBECONFIG or ~/.kube/config; the files' replace the
-    /// cluster's of the same namespace and name.
-    #[arg(long)]
-    pub cluster: bool,
-
-    /// Kubeconfig of the cluster to read; implies --cluster.
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
+    /// The cluster's Instrumentations and namespaces (the files' replace the cluster's of the
+    /// same namespace and name).
+    #[command(flatten)]
+    pub read: ClusterRead,
 
     /// Namespace of the Instrumentations that name none.
     #[arg(short = 'n', long, default_value = "default")]

@@ -97,13 +97,21 @@ fn attr_annotation(attr: &str) -> String {
     format!("variables.ann[?{key}].orValue(\"\")")
 }
 
-/// `a != "" ? a : b` without evaluating `a` twice where it is a literal.
+/// `a` unless it is empty, else `b`. A string literal decides here: `"x"` is `a`, `""` is
+/// `b`, so no constant test reaches the API server.
 fn or_else(a: &str, b: &str) -> String {
-    format!("({a} != \"\" ? {a} : {b})")
+    let literal =
+        a.len() >= 2 && a.starts_with('"') && a.ends_with('"') && !a[1..].contains("\" +");
+    match (literal, a) {
+        (true, "\"\"") => b.to_owned(),
+        (true, _) => a.to_owned(),
+        (false, _) => format!("({a} != \"\" ? {a} : {b})"),
+    }
 }
 
-/// The service name of target `C` (`PodInfo::service_name`).
-fn service_name(spec: &InstrumentationSpec) -> String {
+/// The service name the pod gives (`PodInfo::service_name` short of the container's name),
+/// `""` when it gives none: the policy's variable `service`.
+fn pod_service_name(spec: &InstrumentationSpec) -> String {
     let mut chain = vec![attr_annotation("service.name")];
     if spec.use_labels_for_resource_attributes() {
         for key in [APP_INSTANCE, APP_NAME] {
@@ -114,8 +122,12 @@ fn service_name(spec: &InstrumentationSpec) -> String {
         chain.push(format!("variables.{owner}"));
     }
     let last = chain.pop().expect("a fallback");
-    let pod = chain.iter().rev().fold(last, |acc, e| or_else(e, &acc));
-    or_else(&pod, &format!("{C}.name"))
+    chain.iter().rev().fold(last, |acc, e| or_else(e, &acc))
+}
+
+/// The service name of target `C`.
+fn service_name() -> String {
+    or_else("variables.service", &format!("{C}.name"))
 }
 
 /// The version part of target `C`'s image (`pod::info::image_version`), `""` for none: the
@@ -204,21 +216,16 @@ fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     let service = spec.service_metadata();
     if service {
         let instance = format!("{} + \".{POD_NAME_REFERENCE}.\" + {C}.name", string(ns));
-        put(
-            "service.instance.id",
-            or_else(&attr_annotation("service.instance.id"), &instance),
-        );
+        put("service.instance.id", instance);
         let mut version = image_version();
         if spec.use_labels_for_resource_attributes() {
             let label = format!("variables.lab[?{}].orValue(\"\")", string(APP_VERSION));
             version = or_else(&label, &version);
         }
-        put(
-            "service.version",
-            or_else(&attr_annotation("service.version"), &version),
-        );
+        put("service.version", version);
     }
-    // The pod's annotations come next, for every key but service.name.
+    // The pod's annotations come next, for every key but service.name (so the annotations of
+    // service.instance.id and service.version win over what is derived, as in the engine).
     for (k, candidates) in known.iter_mut() {
         if k != "service.name" {
             candidates.push(attr_annotation(k));
@@ -271,7 +278,7 @@ fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
                     if !spec.service_metadata() {
                         when = format!("{when} && {} != \"\"", attr_annotation("service.name"));
                     }
-                    service_name(spec)
+                    service_name()
                 }
                 Kind::ResourceAttributes => resource_attributes(&t.instrumentation, n),
             };
@@ -420,6 +427,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
         asks.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
     }
     asks.push(')');
+    v.add("service", pod_service_name(&inst.spec));
     v.add(
         &format!("annPairs{n}"),
         annotation_pairs(
@@ -440,7 +448,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
     v.add(
         &format!("covered{n}"),
         format!(
-            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.all(n, n != \"\" && {names}.filter(m, m == n).size() == 1 && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {})",
+            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.distinct().size() == {names}.size() && {names}.all(n, n != \"\" && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {})",
             container_covered(t)
         ),
     );
@@ -486,4 +494,25 @@ pub fn match_conditions() -> Value {
             string(crate::engine::OPERATOR_SIDECAR),
         ),
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::or_else;
+
+    #[test]
+    fn a_literal_decides_before_the_api_server_does() {
+        assert_eq!(or_else(r#""shop""#, "b"), r#""shop""#);
+        assert_eq!(or_else(r#""""#, "variables.dep"), "variables.dep");
+        assert_eq!(
+            or_else("variables.dep", r#""x""#),
+            r#"(variables.dep != "" ? variables.dep : "x")"#
+        );
+        // A concatenation is not a literal, even when it starts and ends with a quote.
+        let joined = r#""a" + c.name + "b""#;
+        assert_eq!(
+            or_else(joined, "z"),
+            format!(r#"({joined} != "" ? {joined} : z)"#)
+        );
+    }
 }

@@ -150,7 +150,6 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
     let all = catalog.instrumentations();
     let mut rendered = Rendered::default();
     let mut known = skip::Known {
-        languages: LANGUAGES.to_vec(),
         disabled: Language::ALL
             .iter()
             .copied()
@@ -158,6 +157,10 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
             .collect(),
         ..Default::default()
     };
+    let mut per_namespace: BTreeMap<&str, usize> = BTreeMap::new();
+    for (ns, ..) in all.iter() {
+        *per_namespace.entry(ns).or_default() += 1;
+    }
     for (ns, name, entry, hash) in all.iter() {
         known
             .names
@@ -173,7 +176,8 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
             }
             continue;
         };
-        let only = all.readable_in(ns).len() == 1 && all.iter().filter(|i| i.0 == ns).count() == 1;
+        // `true` names it when it is the namespace's only one (readable or not).
+        let only = per_namespace[ns] == 1;
         let coverage = rendered.coverage.entry(format!("{ns}/{name}")).or_default();
         let mut templates = Vec::new();
         for &lang in &LANGUAGES {
@@ -189,19 +193,16 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
                     coverage.injected.push(lang);
                     templates.push(t);
                 }
-                Err(why) => {
-                    let reason = why
-                        .strip_prefix("the webhook skips it: ")
-                        .and_then(SkipReason::from_label)
-                        .unwrap_or(SkipReason::PolicyUnsupported);
-                    known.reasons.insert(key, reason);
-                    coverage.not_covered.push((lang, why));
+                Err(not) => {
+                    known.reasons.insert(key, not.reason);
+                    coverage.not_covered.push((lang, not.why));
                 }
             }
         }
         if templates.is_empty() {
             continue;
         }
+        // Readable entries always carry their hash.
         let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
         rendered.objects.extend(injection_policy(
             options, inst, &templates, only, hash, coverage,

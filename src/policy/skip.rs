@@ -13,7 +13,7 @@ use crate::agents::Language;
 use crate::engine::SkipReason;
 use crate::keys::{INJECTED_LABEL, STATUS_ANNOTATION};
 
-/// What the rendering knows of one namespace: its Instrumentations, and for each
+/// What the rendering knows: every namespace's Instrumentations, and for each
 /// (Instrumentation, language) no policy serves, the webhook's own reason when it has one.
 #[derive(Default)]
 pub struct Known {
@@ -21,60 +21,64 @@ pub struct Known {
     pub names: BTreeMap<String, Vec<String>>,
     /// `ns/name/language` → the reason a policy cannot serve it.
     pub reasons: BTreeMap<String, SkipReason>,
-    /// Languages the policies inject (the others are always skipped).
-    pub languages: Vec<Language>,
     /// Languages the webhook's flags disable.
     pub disabled: Vec<Language>,
 }
 
-/// A CEL map literal of string lists.
-fn map_of_lists(m: &BTreeMap<String, Vec<String>>) -> String {
-    let entries: Vec<String> = m
+/// Adds the variables every entry reads: the namespace's Instrumentations and the reasons
+/// (each literal once, however many languages read it).
+fn known_variables(v: &mut Vars, known: &Known) {
+    let names: Vec<String> = known
+        .names
         .iter()
         .map(|(k, v)| format!("{}: {}", string(k), strings(v.iter().map(String::as_str))))
         .collect();
-    format!("{{{}}}", entries.join(", "))
-}
-
-/// The status entry of a skipped `lang` (as `engine::outcome` writes it).
-fn entry(known: &Known, lang: Language) -> String {
-    let req = vars::request(lang);
-    let ns = "namespaceObject.metadata.name";
-    let names = map_of_lists(&known.names);
-    let count = format!("({ns} in {names} ? size({names}[{ns}]) : 0)");
-    let only = format!("{ns} + \"/\" + {names}[{ns}][0]");
-    let named = format!("({req}.contains(\"/\") ? {req} : {ns} + \"/\" + {req})");
     let reasons: Vec<String> = known
         .reasons
         .iter()
-        .filter(|(k, _)| k.ends_with(&format!("/{}", lang.as_str())))
-        .map(|(k, r)| {
-            let inst = k.rsplit_once('/').map_or("", |(i, _)| i);
-            format!("{}: {}", string(inst), string(r.as_str()))
-        })
+        .map(|(k, r)| format!("{}: {}", string(k), string(r.as_str())))
         .collect();
-    let reasons = format!("{{{}}}", reasons.join(", "));
+    v.add("ns", "namespaceObject.metadata.name");
+    v.add("instrumentations", format!("{{{}}}", names.join(", ")));
+    v.add(
+        "nsInstrumentations",
+        "variables.ns in variables.instrumentations ? variables.instrumentations[variables.ns] : []",
+    );
+    v.add("reasons", format!("{{{}}}", reasons.join(", ")));
+}
+
+/// The status entry of a skipped `lang` (as `engine::outcome` writes it).
+fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
+    let req = vars::request(lang);
+    let ns = "variables.ns";
+    let insts = "variables.nsInstrumentations";
+    // `ns/name` of a named request (the webhook's `wanted`).
+    let named = format!("named{}", req.trim_start_matches("variables.req"));
+    v.add(
+        &named,
+        format!("{req}.contains(\"/\") ? {req} : {ns} + \"/\" + {req}"),
+    );
+    let named = format!("variables.{named}");
     let unsupported = SkipReason::PolicyUnsupported.as_str();
     // The reason of a found Instrumentation `i`: the webhook's when the policy cannot serve
     // the language for it, else the policy's.
     let found = |i: &str| {
+        let key = format!("{i} + \"/{}\"", lang.as_str());
         format!(
-            "({i} in {reasons} ? {reasons}[{i}] : {}) + \" \" + {i}",
-            string(unsupported)
+            "({key} in variables.reasons ? variables.reasons[{key}] : \"{unsupported}\") + \" \" + {i}"
         )
     };
     let reason = if known.disabled.contains(&lang) {
         format!("\"{} \" + {named}", SkipReason::LanguageDisabled.as_str())
-    } else if !known.languages.contains(&lang) {
+    } else if !super::LANGUAGES.contains(&lang) {
         format!("\"{unsupported} \" + {named}")
     } else {
-        let list = format!("({ns} in {names} ? {names}[{ns}] : [])");
         format!(
-            "{req}.lowerAscii() == \"true\" ? ({count} == 0 ? \"{none} \" + {ns} + \"/*\" : {count} > 1 ? \"{several} \" + {ns} + \"/*\" : {only_found}) : ({req}.contains(\"/\") && !{req}.startsWith({ns} + \"/\") ? \"{unsupported} \" + {req} : {req}.substring({req}.lastIndexOf(\"/\") + 1) in {list} ? {named_found} : \"{not_found} \" + {named})",
+            "{req}.lowerAscii() == \"true\" ? ({insts}.size() == 0 ? \"{none} \" + {ns} + \"/*\" : {insts}.size() > 1 ? \"{several} \" + {ns} + \"/*\" : {only_found}) : ({req}.contains(\"/\") && !{req}.startsWith({ns} + \"/\") ? \"{unsupported} \" + {req} : {req}.substring({req}.lastIndexOf(\"/\") + 1) in {insts} ? {named_found} : \"{not_found} \" + {named})",
             none = SkipReason::NoInstrumentation.as_str(),
             several = SkipReason::MultipleInstrumentations.as_str(),
             not_found = SkipReason::InstrumentationNotFound.as_str(),
-            only_found = found(&only),
+            only_found = found(&format!("{ns} + \"/\" + {insts}[0]")),
             named_found = found(&named),
         )
     };
@@ -88,7 +92,11 @@ fn entry(known: &Known, lang: Language) -> String {
 pub fn status_policy(known: &Known) -> (Value, Vars) {
     let mut v = Vars::default();
     vars::injection_keys(&mut v);
-    let entries: Vec<String> = Language::ALL.iter().map(|&l| entry(known, l)).collect();
+    known_variables(&mut v, known);
+    let entries: Vec<String> = Language::ALL
+        .iter()
+        .map(|&l| entry(&mut v, known, l))
+        .collect();
     v.add("entries", entries.join(" + "));
     // A reference that is not `ns/name` of valid names is left out, as the webhook does, so
     // the status always reads back.

@@ -21,7 +21,7 @@ use crate::agents::Language;
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
 use crate::cluster::StaticCatalog;
 use crate::crd::Instrumentation;
-use crate::engine::{AgentDelivery, EngineConfig, Snapshot};
+use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, RESOURCE_ANNOTATION_PREFIX, STATUS_ANNOTATION,
 };
@@ -85,8 +85,28 @@ pub struct Template {
     pub labels: BTreeMap<String, String>,
 }
 
-/// Why a pair cannot be a policy: what the webhook does that the template cannot replay.
-pub type NotCovered = String;
+/// Why a pair cannot be a policy: what the webhook does that the template cannot replay, or
+/// the webhook's own skip (its reason is then the pods' status reason too).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotCovered {
+    pub reason: SkipReason,
+    pub why: String,
+}
+
+impl From<String> for NotCovered {
+    fn from(why: String) -> Self {
+        NotCovered {
+            reason: SkipReason::PolicyUnsupported,
+            why,
+        }
+    }
+}
+
+impl From<&str> for NotCovered {
+    fn from(why: &str) -> Self {
+        why.to_owned().into()
+    }
+}
 
 /// A probe pod in `namespace` asking for `lang` from `inst` by name, its container with
 /// `env`.
@@ -107,17 +127,23 @@ fn probe_pod(inst: &Instrumentation, lang: Language, env: Value) -> Value {
     })
 }
 
-/// The engine's result for `pod`, with image volumes; `None` when nothing was injected.
-fn decide(catalog: &StaticCatalog, config: &EngineConfig, ns: &str, pod: &Value) -> Option<Value> {
-    let typed: Pod = serde_json::from_value(pod.clone()).ok()?;
+/// The engine's result for `pod`, with image volumes: the pod injected, or the reason of the
+/// webhook's first skip when nothing was (`None`: no skip said why).
+fn decide(
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+    ns: &str,
+    pod: &Value,
+) -> Result<Value, Option<SkipReason>> {
+    let typed: Pod = serde_json::from_value(pod.clone()).map_err(|_| None)?;
     let snapshot = Snapshot::take(catalog, ns, config);
     let (patch, report) = crate::admission::mutate(&snapshot, &typed);
     if report.injected.is_empty() {
-        return None;
+        return Err(report.skipped.first().map(|s| s.reason));
     }
     let mut out = pod.clone();
-    json_patch::patch(&mut out, &json_patch::Patch(patch)).ok()?;
-    Some(out)
+    json_patch::patch(&mut out, &json_patch::Patch(patch)).map_err(|_| None)?;
+    Ok(out)
 }
 
 fn env_of(pod: &Value) -> Vec<Value> {
@@ -161,16 +187,14 @@ pub fn read(
     // is the only one.
     let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
     let config = probe_config(config);
-    let run = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env));
+    let run = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env)).ok();
     let bare = probe_pod(inst, lang, json!([]));
-    let injected = run(json!([])).ok_or_else(|| {
-        let typed: Pod = serde_json::from_value(bare.clone()).expect("a valid pod");
-        let snapshot = Snapshot::take(&catalog, &ns, &config);
-        let (_, report) = crate::admission::mutate(&snapshot, &typed);
-        match report.skipped.first() {
-            Some(s) => format!("the webhook skips it: {}", s.reason.as_str()),
-            None => "the webhook injects nothing".to_owned(),
-        }
+    let injected = decide(&catalog, &config, &ns, &bare).map_err(|skip| match skip {
+        Some(reason) => NotCovered {
+            reason,
+            why: format!("the webhook skips it: {}", reason.as_str()),
+        },
+        None => "the webhook injects nothing".into(),
     })?;
 
     let (annotations, labels) = added_metadata(&bare, &injected)?;
@@ -291,11 +315,14 @@ fn user_variable(
         .collect();
     left_out.retain(|n| n != name);
     left_out.push(name.to_owned());
-    // Variables of the pod-dependent kinds may only be kept out, never changed: they are
-    // compared by name, their values differ between probes.
     let is_user_as_given = user.get("valueFrom").is_some() || user["value"] == VALUE;
     if is_user_as_given {
         return Some(Effect::KeepsOut(left_out));
+    }
+    // The values of the pod-dependent variables are written in CEL: a user's value of theirs
+    // that the engine changes (a merge) cannot be replayed.
+    if matches!(name, OTEL_SERVICE_NAME | OTEL_RESOURCE_ATTRIBUTES) {
+        return None;
     }
     let value = user["value"].as_str()?;
     let (prefix, suffix) = value.split_once(VALUE)?;
@@ -349,7 +376,7 @@ fn check_appended(appended: &[Appended]) -> Result<(), NotCovered> {
                 return Err("OTEL_RESOURCE_ATTRIBUTES is not the last variable".into());
             }
             Kind::Fixed if text.contains(SERVICE) => {
-                return Err(format!("{} holds the service name", name_of(&a.entry)));
+                return Err(format!("{} holds the service name", name_of(&a.entry)).into());
             }
             _ => {}
         }
@@ -374,7 +401,7 @@ fn added_metadata(before: &Value, after: &Value) -> Result<Added, NotCovered> {
         for (k, v) in &a {
             match b.get(k) {
                 Some(old) if old == v => {}
-                Some(_) => return Err(format!("the injection changes {field} {k}")),
+                Some(_) => return Err(format!("the injection changes {field} {k}").into()),
                 None => {
                     out.insert(k.clone(), v.as_str().unwrap_or_default().to_owned());
                 }
@@ -386,10 +413,10 @@ fn added_metadata(before: &Value, after: &Value) -> Result<Added, NotCovered> {
     let labels = added("labels")?;
     let expected = [INJECTED_ANNOTATION, STATUS_ANNOTATION];
     if let Some(k) = annotations.keys().find(|k| !expected.contains(&k.as_str())) {
-        return Err(format!("the injection adds the annotation {k}"));
+        return Err(format!("the injection adds the annotation {k}").into());
     }
     if let Some(k) = labels.keys().find(|k| *k != INJECTED_LABEL) {
-        return Err(format!("the injection adds the label {k}"));
+        return Err(format!("the injection adds the label {k}").into());
     }
     Ok((annotations, labels))
 }
@@ -417,7 +444,7 @@ fn only_these_changed(before: &Value, after: &Value) -> Result<(), NotCovered> {
         } else {
             "changes more than the environment, mounts and volumes"
         };
-        return Err(format!("the injection {what}"));
+        return Err(format!("the injection {what}").into());
     }
     Ok(())
 }

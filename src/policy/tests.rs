@@ -92,19 +92,21 @@ fn the_java_template_is_the_engines_injection() {
 fn what_a_template_cannot_replay_is_not_covered_with_the_reason() {
     let copy = JAVA.replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/agent-delivery: init-container}}");
     let err = template::read(&inst(&copy), Language::Java, &EngineConfig::default()).unwrap_err();
-    assert_eq!(err, "the injection adds init containers");
+    assert_eq!(err.why, "the injection adds init containers");
+    assert_eq!(err.reason, SkipReason::PolicyUnsupported);
     let tls = JAVA.replace(
         "exporter: {endpoint: \"http://collector:4318\"}",
         "exporter: {endpoint: \"https://collector:4318\", tls: {secretName: certs, ca: ca.crt}}",
     );
     let err = template::read(&inst(&tls), Language::Java, &EngineConfig::default()).unwrap_err();
     assert_eq!(
-        err,
+        err.why,
         "exporter TLS: a policy cannot check its Secret and ConfigMap"
     );
     let beta = JAVA.replace("  java:\n", "  nodejs: {}\n  java:\n").replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/v1beta1-fields: '{\"defaultImages\":false}'}}");
     let err = template::read(&inst(&beta), Language::Python, &EngineConfig::default()).unwrap_err();
-    assert_eq!(err, "the webhook skips it: image_required");
+    assert_eq!(err.why, "the webhook skips it: image_required");
+    assert_eq!(err.reason, SkipReason::ImageRequired);
 }
 
 #[test]

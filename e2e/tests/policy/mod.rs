@@ -24,6 +24,10 @@ use crate::harness::{
 };
 use crate::support::api;
 
+mod corpus;
+
+use corpus::{JAVA, NAMES, container, corpus_in, inst, instrumentations, pod};
+
 /// The label that scopes this file's policy bindings to its namespaces.
 pub const POLICY_SCOPE: &str = "e2e.otel-injector.io/policy";
 
@@ -105,6 +109,43 @@ pub async fn delete_kind(client: &Client, objects: &[Value], kind: &str) {
     }
 }
 
+/// Deletes every object `otel-injector policy` rendered, the bindings first.
+pub async fn delete_all(client: &Client, objects: &[Value]) {
+    for kind in [
+        "MutatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicyBinding",
+        "MutatingAdmissionPolicy",
+        "ValidatingAdmissionPolicy",
+    ] {
+        delete_kind(client, objects, kind).await;
+    }
+}
+
+/// Creates the namespaces, each with `labels`.
+async fn namespaces(client: &Client, names: &[&str], labels: &[(&str, &str)]) {
+    for ns in names {
+        api::create_namespace(client, ns, labels, &[])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// Creates the Instrumentations; each must be accepted.
+async fn create_instrumentations(client: &Client, insts: &[Value]) {
+    for i in insts {
+        let ns = i["metadata"]["namespace"].as_str().unwrap_or("");
+        let r = api::create_instrumentation(client, ns, i)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{}", r.body);
+    }
+}
+
+/// Whether the stored pod was injected with Java.
+fn injected_java(p: &Value) -> bool {
+    p["metadata"]["annotations"][INJECTED] == "java"
+}
+
 /// Dry-runs `pod` in `ns` until `ready` holds for the stored answer (policies and bindings
 /// take effect when the API server's informers see them).
 pub async fn until(
@@ -130,404 +171,6 @@ pub async fn until(
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-fn inst(ns: &str, name: &str, spec: Value) -> Value {
-    json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
-           "metadata": {"name": name, "namespace": ns}, "spec": spec})
-}
-
-fn container(name: &str, image: &str, env: Value) -> Value {
-    let mut c = json!({"name": name, "image": image});
-    if env.as_array().is_some_and(|e| !e.is_empty()) {
-        c["env"] = env;
-    }
-    c
-}
-
-/// A pod `name` with these annotations, labels and containers.
-fn pod(name: &str, annotations: Value, labels: Value, containers: Value) -> Value {
-    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
-                       "spec": {"containers": containers}});
-    // An empty map is not stored: leave it out, so the pod sent is the pod stored.
-    for (field, map) in [("annotations", annotations), ("labels", labels)] {
-        if map.as_object().is_some_and(|m| !m.is_empty()) {
-            p["metadata"][field] = map;
-        }
-    }
-    p
-}
-
-fn owned(mut p: Value, kind: &str, owner: &str, hash: Option<&str>) -> Value {
-    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
-        "name": owner, "uid": "6a1e0b1c-0000-4000-8000-000000000001", "controller": true}]);
-    if let Some(h) = hash {
-        if p["metadata"]["labels"].is_null() {
-            p["metadata"]["labels"] = json!({});
-        }
-        p["metadata"]["labels"]["pod-template-hash"] = json!(h);
-    }
-    p
-}
-
-const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-const NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
-const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
-const DOTNET: &str = "instrumentation.opentelemetry.io/inject-dotnet";
-const SDK: &str = "instrumentation.opentelemetry.io/inject-sdk";
-const GO: &str = "instrumentation.opentelemetry.io/inject-go";
-const NAMES: &str = "instrumentation.opentelemetry.io/container-names";
-
-/// The Instrumentations of the corpus: `solo` alone in its namespace (so `"true"` names
-/// it), three in the other.
-fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
-    vec![
-        inst(
-            solo,
-            "only",
-            json!({
-                "exporter": {"endpoint": "http://collector:4318"},
-                "propagators": ["tracecontext", "baggage"],
-            }),
-        ),
-        inst(
-            shop,
-            "java",
-            json!({
-                "exporter": {"endpoint": "http://collector:4318"},
-                "propagators": ["tracecontext", "baggage", "b3"],
-                "sampler": {"type": "parentbased_traceidratio", "argument": "0.25"},
-                "resource": {"resourceAttributes": {"deployment.environment.name": "e2e", "k8s.namespace.name": "overridden"}},
-                "env": [{"name": "OTEL_METRICS_EXPORTER", "value": "none"}],
-                "java": {"env": [{"name": "OTEL_INSTRUMENTATION_JDBC_ENABLED", "value": "false"}],
-                         "extensions": [{"image": "e2e.local/java-extension:1", "dir": "/extensions"}]},
-            }),
-        ),
-        inst(
-            shop,
-            "langs",
-            json!({
-                "exporter": {"endpoint": "http://collector:4317"},
-                "resource": {"addK8sUIDAttributes": true},
-                "defaults": {"useLabelsForResourceAttributes": true},
-                "nodejs": {"env": [{"name": "OTEL_NODE_RESOURCE_DETECTORS", "value": "env"}]},
-                "python": {"env": [{"name": "OTEL_PYTHON_LOG_LEVEL", "value": "debug"}]},
-            }),
-        ),
-        inst(
-            shop,
-            "tls",
-            json!({
-                "exporter": {"endpoint": "https://collector:4318", "tls": {"secretName": "certs", "ca": "ca.crt"}},
-            }),
-        ),
-    ]
-}
-
-/// The corpus: (case, namespace key `solo` or `shop`, pod). Every case of the engine's
-/// semantics a policy must get right, and the edges it must leave to the webhook.
-fn corpus() -> Vec<(&'static str, &'static str, Value)> {
-    let app = |env: Value| json!([container("app", "shop/checkout:1.4.2", env)]);
-    let port = json!([{"name": "PORT", "value": "8080"}]);
-    let ann = |pairs: &[(&str, &str)]| -> Value {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), json!(v)))
-            .collect::<serde_json::Map<_, _>>()
-            .into()
-    };
-    let simple = |case: &'static str, pairs: &[(&str, &str)]| {
-        (
-            case,
-            "shop",
-            pod(case, ann(pairs), json!({}), app(port.clone())),
-        )
-    };
-    vec![
-        (
-            "java-true-solo",
-            "solo",
-            pod(
-                "java-true-solo",
-                ann(&[(JAVA, "true")]),
-                json!({}),
-                app(port.clone()),
-            ),
-        ),
-        simple("java-named", &[(JAVA, "java")]),
-        (
-            "java-qualified",
-            "shop",
-            pod(
-                "java-qualified",
-                ann(&[(JAVA, "SHOP/java")]),
-                json!({}),
-                app(json!([])),
-            ),
-        ),
-        (
-            "java-deployment",
-            "shop",
-            owned(
-                pod(
-                    "java-deployment",
-                    ann(&[(JAVA, "java")]),
-                    json!({"app": "web"}),
-                    app(port.clone()),
-                ),
-                "ReplicaSet",
-                "web-5d8f7c9b4",
-                Some("5d8f7c9b4"),
-            ),
-        ),
-        (
-            "java-statefulset",
-            "shop",
-            owned(
-                pod(
-                    "java-statefulset",
-                    ann(&[(JAVA, "java")]),
-                    json!({}),
-                    app(port.clone()),
-                ),
-                "StatefulSet",
-                "db",
-                None,
-            ),
-        ),
-        (
-            "java-daemonset",
-            "shop",
-            owned(
-                pod(
-                    "java-daemonset",
-                    ann(&[(JAVA, "java")]),
-                    json!({}),
-                    app(json!([])),
-                ),
-                "DaemonSet",
-                "agent",
-                None,
-            ),
-        ),
-        (
-            "java-cronjob",
-            "shop",
-            owned(
-                pod(
-                    "java-cronjob",
-                    ann(&[(JAVA, "java")]),
-                    json!({}),
-                    app(json!([])),
-                ),
-                "Job",
-                "nightly-29100000",
-                None,
-            ),
-        ),
-        (
-            "java-job",
-            "shop",
-            owned(
-                pod(
-                    "java-job",
-                    ann(&[(JAVA, "java")]),
-                    json!({}),
-                    app(json!([])),
-                ),
-                "Job",
-                "once-1",
-                None,
-            ),
-        ),
-        (
-            "java-user-env",
-            "shop",
-            pod(
-                "java-user-env",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(json!([
-                    {"name": "JAVA_TOOL_OPTIONS", "value": "-Xmx256m"},
-                    {"name": "OTEL_SERVICE_NAME", "value": "mine"},
-                    {"name": "OTEL_TRACES_SAMPLER_ARG", "value": "1"},
-                    {"name": "OTEL_NODE_IP", "value": "10.0.0.1"},
-                    {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
-                ])),
-            ),
-        ),
-        (
-            "java-empty-jto",
-            "shop",
-            pod(
-                "java-empty-jto",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(json!([{"name": "JAVA_TOOL_OPTIONS"}])),
-            ),
-        ),
-        (
-            "java-two-containers",
-            "shop",
-            pod(
-                "java-two-containers",
-                ann(&[(JAVA, "java"), (NAMES, "b, a")]),
-                json!({}),
-                json!([
-                    container("a", "shop/a@sha256:0123", json!([])),
-                    container("b", "shop/b:2.0@sha256:4567", port.clone()),
-                    container("c", "shop/c", json!([])),
-                ]),
-            ),
-        ),
-        simple(
-            "java-resource-annotations",
-            &[
-                (JAVA, "java"),
-                ("resource.opentelemetry.io/service.name", "named"),
-                ("resource.opentelemetry.io/service.version", "9"),
-                ("resource.opentelemetry.io/team", "pay"),
-                ("resource.opentelemetry.io/k8s.pod.name", "fixed"),
-                ("resource.opentelemetry.io/service.namespace", "billing"),
-                ("resource.opentelemetry.io/empty", ""),
-            ],
-        ),
-        (
-            "java-by-label",
-            "shop",
-            pod(
-                "java-by-label",
-                json!({}),
-                json!({JAVA: "java"}),
-                app(port.clone()),
-            ),
-        ),
-        ("java-volumes", "shop", {
-            let mut p = pod(
-                "java-volumes",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(port.clone()),
-            );
-            p["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
-            p["spec"]["containers"][0]["volumeMounts"] =
-                json!([{"name": "data", "mountPath": "/data"}]);
-            p
-        }),
-        (
-            "nodejs",
-            "shop",
-            pod(
-                "nodejs",
-                ann(&[(NODEJS, "langs")]),
-                json!({"app.kubernetes.io/name": "shopfront", "app.kubernetes.io/version": "3.1"}),
-                app(json!([{"name": "NODE_OPTIONS", "value": "--max-old-space-size=256"}])),
-            ),
-        ),
-        (
-            "python",
-            "shop",
-            pod(
-                "python",
-                ann(&[(PYTHON, "langs")]),
-                json!({"app.kubernetes.io/instance": "py"}),
-                app(json!([{"name": "PYTHONPATH", "value": "/app/lib"}])),
-            ),
-        ),
-        simple("dotnet", &[(DOTNET, "langs")]),
-        simple("sdk", &[(SDK, "langs")]),
-        (
-            "not-asked",
-            "shop",
-            pod("not-asked", json!({}), json!({}), app(port.clone())),
-        ),
-        simple("asked-false", &[(JAVA, "false")]),
-        // Edges the policies leave to the webhook.
-        (
-            "edge-two-languages",
-            "shop",
-            pod(
-                "edge-two-languages",
-                ann(&[
-                    (JAVA, "java"),
-                    (PYTHON, "langs"),
-                    ("instrumentation.opentelemetry.io/java-container-names", "a"),
-                    (
-                        "instrumentation.opentelemetry.io/python-container-names",
-                        "b",
-                    ),
-                ]),
-                json!({}),
-                json!([
-                    container("a", "shop/a:1", json!([])),
-                    container("b", "shop/b:1", json!([]))
-                ]),
-            ),
-        ),
-        simple(
-            "edge-go",
-            &[
-                (GO, "langs"),
-                (
-                    "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
-                    "/app",
-                ),
-            ],
-        ),
-        simple("edge-true-of-several", &[(JAVA, "true")]),
-        simple("edge-cross-namespace", &[(JAVA, "SOLO/only")]),
-        simple("edge-exporter-tls", &[(JAVA, "tls")]),
-        (
-            "edge-user-resource-attributes",
-            "shop",
-            pod(
-                "edge-user-resource-attributes",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "team=pay"}])),
-            ),
-        ),
-        (
-            "edge-jto-value-from",
-            "shop",
-            pod(
-                "edge-jto-value-from",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(
-                    json!([{"name": "JAVA_TOOL_OPTIONS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
-                ),
-            ),
-        ),
-        simple("edge-unknown-container", &[(JAVA, "java"), (NAMES, "nope")]),
-        simple("edge-not-found", &[(JAVA, "missing")]),
-        ("edge-node-name", "shop", {
-            let mut p = pod(
-                "edge-node-name",
-                ann(&[(JAVA, "java")]),
-                json!({}),
-                app(port.clone()),
-            );
-            p["spec"]["nodeName"] = json!("somewhere");
-            p
-        }),
-    ]
-}
-
-/// The corpus with the namespaces filled in (`SOLO`, `SHOP` in values stand for them).
-fn corpus_in(solo: &str, shop: &str) -> Vec<(&'static str, String, Value)> {
-    corpus()
-        .into_iter()
-        .map(|(case, key, p)| {
-            let text = p.to_string().replace("SOLO", solo).replace("SHOP", shop);
-            let ns = if key == "solo" { solo } else { shop };
-            (
-                case,
-                ns.to_owned(),
-                serde_json::from_str(&text).expect("JSON"),
-            )
-        })
-        .collect()
 }
 
 /// The stored pod without what the API server generates.
@@ -603,31 +246,21 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     // In the webhook's scope for phase 1 only.
     let solo = "e2e-policy-diff-solo";
     let shop = "e2e-policy-diff-shop";
-    for ns in [solo, shop] {
-        api::create_namespace(
-            &client,
-            ns,
-            &[(POLICY_SCOPE, "diff"), (SCOPE_LABEL, &env.id)],
-            &[],
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    }
+    namespaces(
+        &client,
+        &[solo, shop],
+        &[(POLICY_SCOPE, "diff"), (SCOPE_LABEL, &env.id)],
+    )
+    .await;
     let insts = instrumentations(solo, shop);
-    for i in &insts {
-        let r =
-            api::create_instrumentation(&client, i["metadata"]["namespace"].as_str().unwrap(), i)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    create_instrumentations(&client, &insts).await;
     let pods = corpus_in(solo, shop);
     let probe = pods
         .iter()
         .find(|p| p.0 == "java-named")
         .expect("a case")
         .clone();
-    let injected = |p: &Value| p["metadata"]["annotations"][INJECTED] == "java";
+    let injected = injected_java;
 
     // 1. The webhook alone.
     env.await_webhook(shop).await;
@@ -745,8 +378,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         assert_eq!(both, webhook, "{case}: with both paths");
     }
     delete_each(&client, &pods).await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
+    delete_all(&client, &objects).await;
 }
 
 /// Item 3 with no webhook: the pods no policy covers get the status reason and a warning at
@@ -758,19 +390,9 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
     let client = cp.client();
     let solo = "e2e-policy-alone-solo";
     let shop = "e2e-policy-alone-shop";
-    for ns in [solo, shop] {
-        api::create_namespace(&client, ns, &[(POLICY_SCOPE, "alone")], &[])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    }
+    namespaces(&client, &[solo, shop], &[(POLICY_SCOPE, "alone")]).await;
     let insts = instrumentations(solo, shop);
-    for i in &insts {
-        let r =
-            api::create_instrumentation(&client, i["metadata"]["namespace"].as_str().unwrap(), i)
-                .await
-                .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    create_instrumentations(&client, &insts).await;
     let (objects, _) = render(
         &cp.dir,
         &insts,
@@ -789,10 +411,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
     let pods = corpus_in(solo, shop);
     let find = |case: &str| pods.iter().find(|p| p.0 == case).expect("a case").clone();
     let (_, ns, java) = find("java-named");
-    until(&client, &ns, &java, "the policy's injection", |p| {
-        p["metadata"]["annotations"][INJECTED] == "java"
-    })
-    .await;
+    until(&client, &ns, &java, "the policy's injection", injected_java).await;
     // Both kinds of policy are live once the warning arrives.
     let (_, ns_go, go) = find("edge-go");
     let t0 = Instant::now();
@@ -872,8 +491,11 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             )],
             "{case}"
         );
-        // The status reads back as the webhook's grammar.
-        let parsed: Result<otel_injector::engine::outcome::PodStatus, _> = status.parse();
+        // The stored status reads back in the webhook's grammar.
+        let stored_status = stored["metadata"]["annotations"][STATUS]
+            .as_str()
+            .unwrap_or("");
+        let parsed: Result<otel_injector::engine::outcome::PodStatus, _> = stored_status.parse();
         assert!(parsed.is_ok(), "{case}: {parsed:?}");
     }
     // An injected pod: the outcome, no warning.
@@ -886,18 +508,8 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
         "true"
     );
     // A pod injected before (what a reinvocation sees) is not changed again.
-    let mut again = r.body.clone();
-    for k in [
-        "uid",
-        "resourceVersion",
-        "creationTimestamp",
-        "managedFields",
-        "generation",
-    ] {
-        again["metadata"].as_object_mut().unwrap().remove(k);
-    }
+    let mut again = comparable(&r.body);
     again["metadata"]["name"] = json!("java-again");
-    again.as_object_mut().unwrap().remove("status");
     let r2 = api::create_pod(&client, &ns, &again, false)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -926,10 +538,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
         p["metadata"]["annotations"][INJECTED].is_null()
     })
     .await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
-    delete_kind(&client, &objects, "ValidatingAdmissionPolicyBinding").await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
-    delete_kind(&client, &objects, "ValidatingAdmissionPolicy").await;
+    delete_all(&client, &objects).await;
 }
 
 /// The CRD of v1alpha1 alone (no conversion, so nothing of ours is needed to read it).
@@ -1010,32 +619,16 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
     .await
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status, 201, "{}", r.body);
-    let t0 = Instant::now();
-    let pod = loop {
-        let list = api::send(
-            &client,
-            Method::GET,
-            &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=checkout"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        let running = list.body["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|p| p["status"]["phase"] == "Running")
-            .cloned();
-        if let Some(p) = running {
-            break p;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "no Running pod: {}",
-            list.body
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let pod = crate::support::controllers::running_pods(
+        &client,
+        ns,
+        "app=checkout",
+        1,
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"))
+    .remove(0);
     // What the API server stored: the agent's image volume, its mount, the agent option, the
     // SDK's variables and the outcome.
     let spec = &pod["spec"];
@@ -1099,14 +692,9 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
     let cp = cluster().await;
     let client = cp.client();
     let ns = "e2e-policy-cost";
-    api::create_namespace(&client, ns, &[(POLICY_SCOPE, "cost")], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    namespaces(&client, &[ns], &[(POLICY_SCOPE, "cost")]).await;
     let i = &instrumentations(ns, ns)[1];
-    let r = api::create_instrumentation(&client, ns, i)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 201, "{}", r.body);
+    create_instrumentations(&client, std::slice::from_ref(i)).await;
     let (mut objects, _) = render(
         &cp.dir,
         std::slice::from_ref(i),
@@ -1151,10 +739,7 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
         json!({}),
         json!([container("app", "shop/app:1.0", json!([]))]),
     );
-    until(&client, ns, &small, "the policy's injection", |p| {
-        p["metadata"]["annotations"][INJECTED] == "java"
-    })
-    .await;
+    until(&client, ns, &small, "the policy's injection", injected_java).await;
     let t0 = Instant::now();
     let r = api::create_pod(&client, ns, &huge, true)
         .await
@@ -1171,8 +756,7 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
     let ra = last["env"].as_array().unwrap().last().unwrap();
     assert_eq!(ra["name"], "OTEL_RESOURCE_ATTRIBUTES");
     assert!(ra["value"].as_str().unwrap().contains("attr-49=v"), "{ra}");
-    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
+    delete_all(&client, &objects).await;
 }
 
 /// Measurement (ignored): pod-create latency through the real API server, p50 and p99 of
@@ -1198,29 +782,18 @@ async fn policy_latency() {
     let none = "e2e-policy-lat-none";
     let hook = "e2e-policy-lat-webhook";
     let policy = "e2e-policy-lat-policy";
-    api::create_namespace(&client, none, &[], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    api::create_namespace(&client, hook, &[(SCOPE_LABEL, &env.id)], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    api::create_namespace(&client, policy, &[(POLICY_SCOPE, "lat")], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let mut insts = Vec::new();
-    for ns in [none, hook, policy] {
-        let i = inst(ns, "java", instrumentations(ns, ns)[1]["spec"].clone());
-        let r = api::create_instrumentation(&client, ns, &i)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "{}", r.body);
-        if ns == policy {
-            insts.push(i);
-        }
-    }
+    namespaces(&client, &[none], &[]).await;
+    namespaces(&client, &[hook], &[(SCOPE_LABEL, &env.id)]).await;
+    namespaces(&client, &[policy], &[(POLICY_SCOPE, "lat")]).await;
+    let all: Vec<Value> = [none, hook, policy]
+        .iter()
+        .map(|ns| instrumentations(ns, ns).remove(1))
+        .collect();
+    create_instrumentations(&client, &all).await;
+    let insts = &all[2..];
     let (objects, _) = render(
         &cp.dir,
-        &insts,
+        insts,
         &[
             "--mode",
             "both",
@@ -1243,12 +816,16 @@ async fn policy_latency() {
         )
     };
     env.await_webhook(hook).await;
-    until(&client, policy, &asking("warm"), "the policy", |p| {
-        p["metadata"]["annotations"][INJECTED] == "java"
-    })
+    until(
+        &client,
+        policy,
+        &asking("warm"),
+        "the policy",
+        injected_java,
+    )
     .await;
     env.until_dry_run(hook, &asking("warm"), "the webhook", |r| {
-        r.body["metadata"]["annotations"][INJECTED] == "java"
+        injected_java(&r.body)
     })
     .await;
     let mut results = Vec::new();
@@ -1285,6 +862,5 @@ async fn policy_latency() {
     for (what, p50, p99) in &results {
         eprintln!("[e2e] pod create, {what}: p50 {p50:.2} ms, p99 {p99:.2} ms ({count} pods)");
     }
-    delete_kind(&client, &objects, "MutatingAdmissionPolicyBinding").await;
-    delete_kind(&client, &objects, "MutatingAdmissionPolicy").await;
+    delete_all(&client, &objects).await;
 }

@@ -1,0 +1,403 @@
+//! The policy tests' corpus: the Instrumentations and the pods, every case of the engine's
+//! semantics a policy must get right and the edges it must leave to the webhook.
+
+use serde_json::{Value, json};
+
+/// An Instrumentation `ns/name` with this spec.
+pub fn inst(ns: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+           "metadata": {"name": name, "namespace": ns}, "spec": spec})
+}
+
+pub fn container(name: &str, image: &str, env: Value) -> Value {
+    let mut c = json!({"name": name, "image": image});
+    if env.as_array().is_some_and(|e| !e.is_empty()) {
+        c["env"] = env;
+    }
+    c
+}
+
+/// A pod `name` with these annotations, labels and containers.
+pub fn pod(name: &str, annotations: Value, labels: Value, containers: Value) -> Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                       "spec": {"containers": containers}});
+    // An empty map is not stored: leave it out, so the pod sent is the pod stored.
+    for (field, map) in [("annotations", annotations), ("labels", labels)] {
+        if map.as_object().is_some_and(|m| !m.is_empty()) {
+            p["metadata"][field] = map;
+        }
+    }
+    p
+}
+
+fn owned(mut p: Value, kind: &str, owner: &str, hash: Option<&str>) -> Value {
+    p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
+        "name": owner, "uid": "6a1e0b1c-0000-4000-8000-000000000001", "controller": true}]);
+    if let Some(h) = hash {
+        if p["metadata"]["labels"].is_null() {
+            p["metadata"]["labels"] = json!({});
+        }
+        p["metadata"]["labels"]["pod-template-hash"] = json!(h);
+    }
+    p
+}
+
+pub const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
+const NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
+const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
+const DOTNET: &str = "instrumentation.opentelemetry.io/inject-dotnet";
+const SDK: &str = "instrumentation.opentelemetry.io/inject-sdk";
+const GO: &str = "instrumentation.opentelemetry.io/inject-go";
+pub const NAMES: &str = "instrumentation.opentelemetry.io/container-names";
+
+/// The Instrumentations of the corpus: `solo` alone in its namespace (so `"true"` names
+/// it), three in the other.
+pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
+    vec![
+        inst(
+            solo,
+            "only",
+            json!({
+                "exporter": {"endpoint": "http://collector:4318"},
+                "propagators": ["tracecontext", "baggage"],
+            }),
+        ),
+        inst(
+            shop,
+            "java",
+            json!({
+                "exporter": {"endpoint": "http://collector:4318"},
+                "propagators": ["tracecontext", "baggage", "b3"],
+                "sampler": {"type": "parentbased_traceidratio", "argument": "0.25"},
+                "resource": {"resourceAttributes": {"deployment.environment.name": "e2e", "k8s.namespace.name": "overridden"}},
+                "env": [{"name": "OTEL_METRICS_EXPORTER", "value": "none"}],
+                "java": {"env": [{"name": "OTEL_INSTRUMENTATION_JDBC_ENABLED", "value": "false"}],
+                         "extensions": [{"image": "e2e.local/java-extension:1", "dir": "/extensions"}]},
+            }),
+        ),
+        inst(
+            shop,
+            "langs",
+            json!({
+                "exporter": {"endpoint": "http://collector:4317"},
+                "resource": {"addK8sUIDAttributes": true},
+                "defaults": {"useLabelsForResourceAttributes": true},
+                "nodejs": {"env": [{"name": "OTEL_NODE_RESOURCE_DETECTORS", "value": "env"}]},
+                "python": {"env": [{"name": "OTEL_PYTHON_LOG_LEVEL", "value": "debug"}]},
+            }),
+        ),
+        inst(
+            shop,
+            "tls",
+            json!({
+                "exporter": {"endpoint": "https://collector:4318", "tls": {"secretName": "certs", "ca": "ca.crt"}},
+            }),
+        ),
+    ]
+}
+
+/// The corpus: (case, namespace key `solo` or `shop`, pod). Every case of the engine's
+/// semantics a policy must get right, and the edges it must leave to the webhook.
+fn corpus() -> Vec<(&'static str, &'static str, Value)> {
+    let app = |env: Value| json!([container("app", "shop/checkout:1.4.2", env)]);
+    let port = json!([{"name": "PORT", "value": "8080"}]);
+    let ann = |pairs: &[(&str, &str)]| -> Value {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), json!(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into()
+    };
+    let simple = |case: &'static str, pairs: &[(&str, &str)]| {
+        (
+            case,
+            "shop",
+            pod(case, ann(pairs), json!({}), app(port.clone())),
+        )
+    };
+    vec![
+        (
+            "java-true-solo",
+            "solo",
+            pod(
+                "java-true-solo",
+                ann(&[(JAVA, "true")]),
+                json!({}),
+                app(port.clone()),
+            ),
+        ),
+        simple("java-named", &[(JAVA, "java")]),
+        (
+            "java-qualified",
+            "shop",
+            pod(
+                "java-qualified",
+                ann(&[(JAVA, "SHOP/java")]),
+                json!({}),
+                app(json!([])),
+            ),
+        ),
+        (
+            "java-deployment",
+            "shop",
+            owned(
+                pod(
+                    "java-deployment",
+                    ann(&[(JAVA, "java")]),
+                    json!({"app": "web"}),
+                    app(port.clone()),
+                ),
+                "ReplicaSet",
+                "web-5d8f7c9b4",
+                Some("5d8f7c9b4"),
+            ),
+        ),
+        (
+            "java-statefulset",
+            "shop",
+            owned(
+                pod(
+                    "java-statefulset",
+                    ann(&[(JAVA, "java")]),
+                    json!({}),
+                    app(port.clone()),
+                ),
+                "StatefulSet",
+                "db",
+                None,
+            ),
+        ),
+        (
+            "java-daemonset",
+            "shop",
+            owned(
+                pod(
+                    "java-daemonset",
+                    ann(&[(JAVA, "java")]),
+                    json!({}),
+                    app(json!([])),
+                ),
+                "DaemonSet",
+                "agent",
+                None,
+            ),
+        ),
+        (
+            "java-cronjob",
+            "shop",
+            owned(
+                pod(
+                    "java-cronjob",
+                    ann(&[(JAVA, "java")]),
+                    json!({}),
+                    app(json!([])),
+                ),
+                "Job",
+                "nightly-29100000",
+                None,
+            ),
+        ),
+        (
+            "java-job",
+            "shop",
+            owned(
+                pod(
+                    "java-job",
+                    ann(&[(JAVA, "java")]),
+                    json!({}),
+                    app(json!([])),
+                ),
+                "Job",
+                "once-1",
+                None,
+            ),
+        ),
+        (
+            "java-user-env",
+            "shop",
+            pod(
+                "java-user-env",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(json!([
+                    {"name": "JAVA_TOOL_OPTIONS", "value": "-Xmx256m"},
+                    {"name": "OTEL_SERVICE_NAME", "value": "mine"},
+                    {"name": "OTEL_TRACES_SAMPLER_ARG", "value": "1"},
+                    {"name": "OTEL_NODE_IP", "value": "10.0.0.1"},
+                    {"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+                ])),
+            ),
+        ),
+        (
+            "java-empty-jto",
+            "shop",
+            pod(
+                "java-empty-jto",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(json!([{"name": "JAVA_TOOL_OPTIONS"}])),
+            ),
+        ),
+        (
+            "java-two-containers",
+            "shop",
+            pod(
+                "java-two-containers",
+                ann(&[(JAVA, "java"), (NAMES, "b, a")]),
+                json!({}),
+                json!([
+                    container("a", "shop/a@sha256:0123", json!([])),
+                    container("b", "shop/b:2.0@sha256:4567", port.clone()),
+                    container("c", "shop/c", json!([])),
+                ]),
+            ),
+        ),
+        simple(
+            "java-resource-annotations",
+            &[
+                (JAVA, "java"),
+                ("resource.opentelemetry.io/service.name", "named"),
+                ("resource.opentelemetry.io/service.version", "9"),
+                ("resource.opentelemetry.io/team", "pay"),
+                ("resource.opentelemetry.io/k8s.pod.name", "fixed"),
+                ("resource.opentelemetry.io/service.namespace", "billing"),
+                ("resource.opentelemetry.io/empty", ""),
+            ],
+        ),
+        (
+            "java-by-label",
+            "shop",
+            pod(
+                "java-by-label",
+                json!({}),
+                json!({JAVA: "java"}),
+                app(port.clone()),
+            ),
+        ),
+        ("java-volumes", "shop", {
+            let mut p = pod(
+                "java-volumes",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(port.clone()),
+            );
+            p["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
+            p["spec"]["containers"][0]["volumeMounts"] =
+                json!([{"name": "data", "mountPath": "/data"}]);
+            p
+        }),
+        (
+            "nodejs",
+            "shop",
+            pod(
+                "nodejs",
+                ann(&[(NODEJS, "langs")]),
+                json!({"app.kubernetes.io/name": "shopfront", "app.kubernetes.io/version": "3.1"}),
+                app(json!([{"name": "NODE_OPTIONS", "value": "--max-old-space-size=256"}])),
+            ),
+        ),
+        (
+            "python",
+            "shop",
+            pod(
+                "python",
+                ann(&[(PYTHON, "langs")]),
+                json!({"app.kubernetes.io/instance": "py"}),
+                app(json!([{"name": "PYTHONPATH", "value": "/app/lib"}])),
+            ),
+        ),
+        simple("dotnet", &[(DOTNET, "langs")]),
+        simple("sdk", &[(SDK, "langs")]),
+        (
+            "not-asked",
+            "shop",
+            pod("not-asked", json!({}), json!({}), app(port.clone())),
+        ),
+        simple("asked-false", &[(JAVA, "false")]),
+        // Edges the policies leave to the webhook.
+        (
+            "edge-two-languages",
+            "shop",
+            pod(
+                "edge-two-languages",
+                ann(&[
+                    (JAVA, "java"),
+                    (PYTHON, "langs"),
+                    ("instrumentation.opentelemetry.io/java-container-names", "a"),
+                    (
+                        "instrumentation.opentelemetry.io/python-container-names",
+                        "b",
+                    ),
+                ]),
+                json!({}),
+                json!([
+                    container("a", "shop/a:1", json!([])),
+                    container("b", "shop/b:1", json!([]))
+                ]),
+            ),
+        ),
+        simple(
+            "edge-go",
+            &[
+                (GO, "langs"),
+                (
+                    "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
+                    "/app",
+                ),
+            ],
+        ),
+        simple("edge-true-of-several", &[(JAVA, "true")]),
+        simple("edge-cross-namespace", &[(JAVA, "SOLO/only")]),
+        simple("edge-exporter-tls", &[(JAVA, "tls")]),
+        (
+            "edge-user-resource-attributes",
+            "shop",
+            pod(
+                "edge-user-resource-attributes",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "team=pay"}])),
+            ),
+        ),
+        (
+            "edge-jto-value-from",
+            "shop",
+            pod(
+                "edge-jto-value-from",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(
+                    json!([{"name": "JAVA_TOOL_OPTIONS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
+                ),
+            ),
+        ),
+        simple("edge-unknown-container", &[(JAVA, "java"), (NAMES, "nope")]),
+        simple("edge-not-found", &[(JAVA, "missing")]),
+        ("edge-node-name", "shop", {
+            let mut p = pod(
+                "edge-node-name",
+                ann(&[(JAVA, "java")]),
+                json!({}),
+                app(port.clone()),
+            );
+            p["spec"]["nodeName"] = json!("somewhere");
+            p
+        }),
+    ]
+}
+
+/// The corpus with the namespaces filled in (`SOLO`, `SHOP` in values stand for them).
+pub fn corpus_in(solo: &str, shop: &str) -> Vec<(&'static str, String, Value)> {
+    corpus()
+        .into_iter()
+        .map(|(case, key, p)| {
+            let text = p.to_string().replace("SOLO", solo).replace("SHOP", shop);
+            let ns = if key == "solo" { solo } else { shop };
+            (
+                case,
+                ns.to_owned(),
+                serde_json::from_str(&text).expect("JSON"),
+            )
+        })
+        .collect()
+}
