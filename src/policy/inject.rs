@@ -297,19 +297,7 @@ fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
 /// API server does not convert them to JSON.)
 fn env_patches(t: &Template, path: &str, n: usize) -> String {
     let (prepended, appended) = added_env(t, n);
-    let listed = |entries: &[(String, String)]| -> Vec<String> {
-        entries
-            .iter()
-            .map(|(when, e)| format!("({when} ? [{e}] : [])"))
-            .collect()
-    };
-    let mut whole = listed(&prepended);
-    whole.extend(listed(&appended));
-    let new_list = format!(
-        "[JSONPatch{{op: \"add\", path: {path}, value: {}}}]",
-        whole.join(" + ")
-    );
-    let own = format!("{C}.env");
+    let own = format!("{C}.?env.orValue([])");
     let marker = template::CONTAINER;
     let name_expr = format!("{C}.name");
     let mut ops: Vec<String> = t
@@ -332,7 +320,7 @@ fn env_patches(t: &Template, path: &str, n: usize) -> String {
     };
     ops.extend(prepended.iter().rev().map(|p| add("/0", p)));
     ops.extend(appended.iter().map(|a| add("/-", a)));
-    format!("(has({C}.env) ? {} : {new_list})", ops.join(" + "))
+    create_then(&format!("{C}.env"), path, "[]", &ops)
 }
 
 /// Whether target `C` is one the template covers.
@@ -373,39 +361,47 @@ fn container_patches(t: &Template, n: usize) -> String {
     let mounts_path = path("volumeMounts");
     let add_each: Vec<String> = mounts
         .iter()
-        .map(|m| format!("JSONPatch{{op: \"add\", path: {mounts_path} + \"/-\", value: {m}}}"))
+        .map(|m| format!("[JSONPatch{{op: \"add\", path: {mounts_path} + \"/-\", value: {m}}}]"))
         .collect();
     format!(
-        "(has({C}.volumeMounts) ? [{}] : [JSONPatch{{op: \"add\", path: {mounts_path}, value: [{}]}}]) + {}",
-        add_each.join(", "),
-        mounts.join(", "),
+        "{} + {}",
+        create_then(&format!("{C}.volumeMounts"), &mounts_path, "[]", &add_each),
         env_patches(t, &path("env"), n)
+    )
+}
+
+/// `(has(field) ? [] : [the empty field added]) + adds`: a list or map the adds go into,
+/// created first when the object has none.
+fn create_then(field: &str, path: &str, empty: &str, adds: &[String]) -> String {
+    let adds = match adds {
+        [] => "[]".to_owned(),
+        _ => adds.join(" + "),
+    };
+    format!(
+        "(has({field}) ? [] : [JSONPatch{{op: \"add\", path: {path}, value: {empty}}}]) + {adds}"
     )
 }
 
 /// Adds `entries` to the map at `/metadata/<field>`, creating it when absent.
 fn metadata_patches(field: &str, entries: &std::collections::BTreeMap<String, String>) -> String {
-    if entries.is_empty() {
-        return "[]".into();
-    }
     let adds: Vec<String> = entries
         .iter()
         .map(|(k, v)| {
             format!(
-                "JSONPatch{{op: \"add\", path: {}, value: {}}}",
+                "[JSONPatch{{op: \"add\", path: {}, value: {}}}]",
                 string(&format!("/metadata/{field}/{}", cel::pointer_segment(k))),
                 string(v)
             )
         })
         .collect();
-    let map: Vec<String> = entries
-        .iter()
-        .map(|(k, v)| format!("{}: {}", string(k), string(v)))
-        .collect();
-    format!(
-        "(has(object.metadata.{field}) ? [{}] : [JSONPatch{{op: \"add\", path: \"/metadata/{field}\", value: {{{}}}}}])",
-        adds.join(", "),
-        map.join(", ")
+    if adds.is_empty() {
+        return "[]".into();
+    }
+    create_then(
+        &format!("object.metadata.{field}"),
+        &string(&format!("/metadata/{field}")),
+        "{}",
+        &adds,
     )
 }
 
@@ -460,14 +456,11 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
                 .expect("the engine writes volumes CEL can express")
         })
         .collect();
-    let volume_patches = format!(
-        "(has(object.spec.volumes) ? [{}] : [JSONPatch{{op: \"add\", path: \"/spec/volumes\", value: [{}]}}])",
-        vols.iter()
-            .map(|v| format!("JSONPatch{{op: \"add\", path: \"/spec/volumes/-\", value: {v}}}"))
-            .collect::<Vec<_>>()
-            .join(", "),
-        vols.join(", ")
-    );
+    let adds: Vec<String> = vols
+        .iter()
+        .map(|v| format!("[JSONPatch{{op: \"add\", path: \"/spec/volumes/-\", value: {v}}}]"))
+        .collect();
+    let volume_patches = create_then("object.spec.volumes", "\"/spec/volumes\"", "[]", &adds);
     let expression = format!(
         "variables.covered{n} ? {volume_patches} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
         container_patches(t, n),
