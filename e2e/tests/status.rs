@@ -169,8 +169,8 @@ async fn await_status(
     }
 }
 
-/// [`await_status`] with a client only.
-async fn await_status_with(
+/// [`await_status`] with a client only (also the policy tests': the status counts their pods).
+pub async fn await_status_with(
     client: &kube::Client,
     ns: &str,
     name: &str,
@@ -195,7 +195,7 @@ async fn await_status_with(
     }
 }
 
-fn want(injected: u64, outdated: u64, skipped: Value, workloads: Value) -> Value {
+pub fn want(injected: u64, outdated: u64, skipped: Value, workloads: Value) -> Value {
     let total: u64 = skipped
         .as_array()
         .into_iter()

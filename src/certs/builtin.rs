@@ -35,7 +35,9 @@ const BUNDLE_POLL: Duration = Duration::from_secs(60);
 pub struct Config {
     pub namespace: String,
     pub name: String,
-    pub webhook_configuration: String,
+    /// The MutatingWebhookConfiguration whose entries get the CA; `None` in policy mode,
+    /// where no webhook is registered (the listener serves the CRD's conversion only).
+    pub webhook_configuration: Option<String>,
     /// The CRD whose conversion webhook gets the CA too.
     pub conversion_crd: Option<String>,
     pub hosts: Vec<String>,
@@ -307,10 +309,16 @@ pub async fn run(
             tokio::time::sleep(SECRET_POLL).await;
         }
     };
-    let bundle_loop = keep_ca_bundle(ca_rx.clone(), &cfg.webhook_configuration, |ca| {
-        let (mwcs, name) = (&mwcs, &cfg.webhook_configuration);
-        async move { sync_ca_bundle(mwcs, name, &ca).await }
-    });
+    let bundle_loop = async {
+        let Some(name) = &cfg.webhook_configuration else {
+            return;
+        };
+        keep_ca_bundle(ca_rx.clone(), name, |ca| {
+            let mwcs = &mwcs;
+            async move { sync_ca_bundle(mwcs, name, &ca).await }
+        })
+        .await
+    };
     let conversion_loop = async {
         let Some(crd) = &cfg.conversion_crd else {
             return;

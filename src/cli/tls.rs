@@ -40,7 +40,8 @@ pub struct TlsArgs {
     pub certificate_secret: Option<(String, String)>,
 
     /// Built-in certificate mode: the MutatingWebhookConfiguration whose entries get the
-    /// CA as `caBundle`.
+    /// CA as `caBundle`. Empty: none (policy mode: no webhook is registered, the listener
+    /// serves the CRD's conversion).
     #[arg(
         long,
         env = "OTEL_INJECTOR_WEBHOOK_CONFIGURATION",
@@ -82,7 +83,8 @@ impl TlsArgs {
             Some((namespace, name)) => ServingCert::builtin(builtin::Config {
                 namespace: namespace.clone(),
                 name: name.clone(),
-                webhook_configuration: self.webhook_configuration.clone(),
+                webhook_configuration: Some(self.webhook_configuration.clone())
+                    .filter(|c| !c.is_empty()),
                 conversion_crd: Some(self.conversion_crd.clone()).filter(|c| !c.is_empty()),
                 hosts: self.certificate_hosts.clone(),
             }),

@@ -13,6 +13,7 @@
 
 mod cel;
 mod inject;
+mod pod;
 mod skip;
 mod template;
 mod vars;
@@ -27,6 +28,7 @@ use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{Catalog, EngineConfig, SkipReason};
 use crate::keys::{MANAGED_BY, OPT_OUT, OPT_OUT_LABEL};
 
+pub use pod::{Path, path};
 pub use template::{Template, probe_config};
 
 /// The languages a policy can inject (image-volume delivery, no init container or sidecar).

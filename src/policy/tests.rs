@@ -1,6 +1,7 @@
 use super::*;
 use crate::cluster::StaticCatalog;
 use crate::crd::parse_instrumentations;
+use k8s_openapi::api::core::v1::Pod;
 
 const JAVA: &str = r#"
 apiVersion: opentelemetry.io/v1alpha1
@@ -173,5 +174,116 @@ fn long_names_are_shortened_by_digest() {
     assert_eq!(
         object_name("otel-injector", "shop", "java"),
         "otel-injector.shop.java"
+    );
+}
+
+#[test]
+fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest() {
+    let catalog = StaticCatalog::new([Instrumentation::clone(&inst(JAVA))]);
+    let config = EngineConfig::default();
+    let pod = |spec: Value| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": spec})).unwrap()
+    };
+    let app = |env: Value| pod(json!({"containers": [{"name": "app", "image": "a", "env": env}]}));
+    let java = [(Language::Java, "shop/java")];
+    let targets = ["app".to_owned()];
+    let path_of = |p: &Pod, asked: &[(Language, &str)], injected: &[(Language, &str)]| {
+        path(&catalog, &config, "shop", p, asked, injected, &targets)
+    };
+    let webhook = |why: &str| Path::Webhook(why.to_owned());
+    for value in ["true", " TRUE ", "java", "shop/java"] {
+        assert_eq!(
+            path_of(&app(json!([])), &[(Language::Java, value)], &java),
+            Path::Policy("shop/java".into()),
+            "{value:?}"
+        );
+    }
+    let asked = [(Language::Java, "true")];
+    assert_eq!(
+        path_of(
+            &app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "a=b"}])),
+            &asked,
+            &java
+        ),
+        webhook("container app sets OTEL_RESOURCE_ATTRIBUTES: a merge the template cannot replay")
+    );
+    // The agent extends a literal JAVA_TOOL_OPTIONS, not one from valueFrom.
+    assert_eq!(
+        path_of(
+            &app(json!([{"name": "JAVA_TOOL_OPTIONS", "value": "-Xmx1g"}])),
+            &asked,
+            &java
+        ),
+        Path::Policy("shop/java".into())
+    );
+    assert_eq!(
+        path_of(
+            &app(
+                json!([{"name": "JAVA_TOOL_OPTIONS", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}])
+            ),
+            &asked,
+            &java
+        ),
+        webhook(
+            "container app sets JAVA_TOOL_OPTIONS with valueFrom: a merge the template cannot replay"
+        )
+    );
+    assert_eq!(
+        path_of(
+            &app(json!([{"name": "A", "value": "1"}, {"name": "A", "value": "2"}])),
+            &asked,
+            &java
+        ),
+        webhook("container app sets a variable twice")
+    );
+    assert_eq!(
+        path_of(
+            &pod(json!({"nodeName": "n1", "containers": [{"name": "app", "image": "a"}]})),
+            &asked,
+            &java
+        ),
+        webhook(
+            "spec.nodeName or metadata.uid is set: the webhook writes their values, a policy references"
+        )
+    );
+    assert_eq!(
+        path_of(
+            &pod(
+                json!({"containers": [{"name": "app", "image": "a", "volumeMounts": [{"name": "x", "mountPath": "/otel-auto-instrumentation-java-app"}]}]})
+            ),
+            &asked,
+            &java
+        ),
+        webhook("container app mounts something at the agent's volume or path")
+    );
+    assert_eq!(
+        path(
+            &catalog,
+            &config,
+            "web",
+            &app(json!([])),
+            &[(Language::Java, "shop/java")],
+            &java,
+            &targets
+        ),
+        webhook(
+            "the request names an Instrumentation of another namespace (a policy is bound in its own)"
+        )
+    );
+    assert_eq!(
+        path_of(
+            &app(json!([])),
+            &[(Language::Java, "true"), (Language::Python, "true")],
+            &java
+        ),
+        webhook("several languages in one pod: the outcome annotation lists them together")
+    );
+    assert_eq!(
+        path_of(
+            &app(json!([])),
+            &[(Language::ApacheHttpd, "true")],
+            &[(Language::ApacheHttpd, "shop/java")]
+        ),
+        webhook("an init container or sidecar, with per-pod files: not a template")
     );
 }

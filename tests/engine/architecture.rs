@@ -24,7 +24,8 @@ const LAYERS: &[&[&str]] = &[
     &["engine"],
     &["admission"],
     &["cluster", "certs"],
-    &["server", "offline", "policy"],
+    &["server", "policy"],
+    &["offline"],
     &["cli"],
     &["app"],
 ];

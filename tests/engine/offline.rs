@@ -199,7 +199,7 @@ fn explain_prints_text_or_json_and_needs_a_workload() {
     let stdout = text(&out.stdout);
     assert!(
         stdout.starts_with(&format!(
-            "Deployment shop/cart ({SHOP}, document 3)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation in namespace \"shop\" (the annotation says \"true\")\n    targets: app (the first container: no container-names annotation)\n  container opentelemetry-auto-instrumentation-java (added):\n  container app:\n"
+            "Deployment shop/cart ({SHOP}, document 3)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation in namespace \"shop\" (the annotation says \"true\")\n    targets: app (the first container: no container-names annotation)\n  path: the policy of shop/java-inst, once applied (otel-injector policy); the webhook then leaves the pod alone\n  container opentelemetry-auto-instrumentation-java (added):\n  container app:\n"
         )),
         "{stdout}"
     );

@@ -917,3 +917,87 @@ fn agent_delivery_auto_renders_the_flag_and_the_rbac_of_its_component() {
         }
     }
 }
+
+/// The rules of `<release>-self-signed` with built-in certificates in mode `policy`: the
+/// CRD's caBundle only (no webhook configuration to write); the same in the kustomize
+/// component (`tests/tools/kustomize.rs`).
+pub const POLICY_SELF_SIGNED_RULES: &str = r#"[{"apiGroups": ["apiextensions.k8s.io"], "resources": ["customresourcedefinitions"], "resourceNames": ["instrumentations.opentelemetry.io"], "verbs": ["get", "patch"]}]"#;
+
+#[test]
+fn mode_policy_registers_no_webhook_and_mode_both_renders_the_webhooks_install() {
+    for tls in ["certManager", "builtIn"] {
+        let sets = |mode: &str| [format!("certificates.mode={tls}"), format!("mode={mode}")];
+        let render_mode = |mode: &str| {
+            let sets = sets(mode);
+            render(&sets.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        let webhook = render_mode("webhook");
+        assert_eq!(
+            render_mode("both"),
+            webhook,
+            "{tls}: both installs the webhook's objects"
+        );
+        let policy = render_mode("policy");
+        let mut want = ids(&webhook);
+        want.retain(|id| id != "MutatingWebhookConfiguration/otel-injector");
+        assert_eq!(
+            ids(&policy),
+            want,
+            "{tls}: everything but the webhook configuration"
+        );
+        let mut want_args = args(&webhook);
+        if tls == "builtIn" {
+            for a in &mut want_args {
+                if a == "--webhook-configuration=otel-injector" {
+                    *a = "--webhook-configuration=".into();
+                }
+            }
+            let rules: Value = serde_json::from_str(POLICY_SELF_SIGNED_RULES).unwrap();
+            assert_eq!(
+                find(&policy, "ClusterRole/otel-injector-self-signed")["rules"],
+                rules
+            );
+        }
+        assert_eq!(args(&policy), want_args, "{tls}");
+    }
+    assert!(
+        refused(&["mode=policies"])
+            .contains("at '/mode': value must be one of 'webhook', 'policy', 'both'"),
+        "{}",
+        refused(&["mode=policies"])
+    );
+}
+
+#[test]
+fn the_notes_say_how_to_render_and_apply_the_policies_of_the_mode() {
+    let notes = |sets: &[&str]| {
+        let mut args = vec![
+            "install",
+            "otel-injector",
+            "charts/otel-injector",
+            "--namespace",
+            "otel-injector",
+            "--dry-run=client",
+        ];
+        for s in sets {
+            args.extend(["--set", s]);
+        }
+        let (ok, stdout, stderr) = helm(&args);
+        assert!(ok, "helm install --dry-run {sets:?}: {stderr}");
+        stdout
+    };
+    let policy = notes(&["mode=policy", "languages={java,python}"]);
+    assert!(
+        policy.contains(
+            "  otel-injector policy --mode policy --cluster --enabled-languages=java,python | kubectl apply -f -\n"
+        ),
+        "{policy}"
+    );
+    assert!(policy.contains("no webhook is registered"), "{policy}");
+    let both = notes(&["mode=both"]);
+    assert!(
+        both.contains("otel-injector policy --mode both --cluster"),
+        "{both}"
+    );
+    assert!(!notes(&[]).contains("otel-injector policy"));
+}

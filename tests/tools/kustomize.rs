@@ -449,3 +449,36 @@ fn the_rollout_component_is_in_no_overlay_and_adds_its_rbac_and_env() {
     want.extend(&BASE_ENV[1..]);
     assert_eq!(env(&docs), want);
 }
+
+#[test]
+fn the_policy_component_removes_the_webhook_configuration_and_what_writes_into_it() {
+    let webhook = combined(&["built-in"]);
+    let policy = combined(&["built-in", "policy"]);
+    let mut want = ids(&webhook);
+    want.retain(|id| id != "MutatingWebhookConfiguration/otel-injector");
+    assert_eq!(ids(&policy), want);
+    // Built-in certificates: the caBundle of the CRD only, as the chart renders it.
+    let rules: Value = serde_json::from_str(crate::chart::POLICY_SELF_SIGNED_RULES).unwrap();
+    assert_eq!(
+        find(&policy, "ClusterRole/otel-injector-self-signed")["rules"],
+        rules
+    );
+    // The patched variable, emptied, moves first (as kustomize merges).
+    let mut want_env = env(&webhook);
+    want_env.retain(|e| e != "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=otel-injector");
+    want_env.insert(0, "OTEL_INJECTOR_WEBHOOK_CONFIGURATION=".into());
+    assert_eq!(env(&policy), want_env);
+    // With cert-manager: the webhook configuration (and its CA injection) goes; the
+    // Certificate stays, for the CRD's conversion.
+    let policy = combined(&["cert-manager", "policy"]);
+    let ids = ids(&policy);
+    assert!(
+        !ids.iter()
+            .any(|id| id.starts_with("MutatingWebhookConfiguration/")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains(&"Certificate/otel-injector".to_owned()),
+        "{ids:?}"
+    );
+}

@@ -4,13 +4,15 @@
 //! - The differential test: a corpus of pods is created with the policies alone (no webhook
 //!   for the namespace), then with the webhook alone (`--agent-delivery=image-volume`), then
 //!   with both; every pod a policy injects is stored byte for byte as the webhook stores it,
-//!   the others are stored untouched by the policies and injected by the webhook beside them.
+//!   the others are stored untouched by the policies and injected by the webhook beside them;
+//!   `otel-injector explain` names, for each pod, the path that injected it.
 //! - Mode `policy` with no webhook: what no policy covers gets `otel-injector/status` and a
 //!   warning at `kubectl` time; a deleted Instrumentation stops injecting; reinvocation
 //!   changes nothing.
 //! - The acceptance test: a control plane of its own with the real controllers and no
 //!   webhook configuration, no otel-injector process: a Deployment's pod gets the Java agent
-//!   from the API server and the real agent's span reaches the real Collector.
+//!   from the API server and the real agent's span reaches the real Collector; then a
+//!   status controller alone (as the chart's mode `policy` runs it) counts that pod.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -55,6 +57,49 @@ pub fn render(dir: &Path, inputs: &[Value], args: &[&str]) -> (Vec<Value>, Strin
         list["items"].as_array().cloned().unwrap_or_default(),
         stderr,
     )
+}
+
+/// `otel-injector explain -o json` of `pods` against the cluster (its Instrumentations and
+/// namespaces): per pod, the path it names (`policy`, `webhook`, or `None`: nothing injected).
+fn explained_paths(
+    dir: &Path,
+    kubeconfig: &Path,
+    pods: &[(&'static str, String, Value)],
+) -> Vec<Option<String>> {
+    let file = dir.join(format!("explain-input-{}.yaml", std::process::id()));
+    let text: Vec<String> = pods
+        .iter()
+        .map(|(_, ns, p)| {
+            let mut p = p.clone();
+            p["metadata"]["namespace"] = json!(ns);
+            serde_saphyr::to_string(&p).expect("YAML")
+        })
+        .collect();
+    std::fs::write(&file, text.join("\n---\n")).expect("write the input");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_e2e-otel-injector"))
+        .args([
+            "explain",
+            "-o",
+            "json",
+            "--agent-delivery=image-volume",
+            "-f",
+        ])
+        .arg(&file)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .output()
+        .expect("run otel-injector explain");
+    assert!(
+        out.status.success(),
+        "otel-injector explain: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let explained: Vec<Value> = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(explained.len(), pods.len(), "one explanation per pod");
+    explained
+        .iter()
+        .map(|e| e["path"]["via"].as_str().map(str::to_owned))
+        .collect()
 }
 
 /// The REST path of a cluster-scoped admissionregistration object.
@@ -368,6 +413,19 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         .filter(|c| !c.starts_with("edge-") && !["not-asked", "asked-false"].contains(c))
         .collect();
     assert_eq!(covered, expected, "the corpus cases a policy serves");
+    // `explain` names the path the API server took: the policy for every pod it injected,
+    // the webhook for every other pod the webhook injected.
+    let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods);
+    for (((case, _, _), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
+        let want = if covered.contains(case) {
+            Some("policy")
+        } else if webhook["metadata"]["annotations"][INJECTED].is_string() {
+            Some("webhook")
+        } else {
+            None
+        };
+        assert_eq!(path.as_deref(), want, "{case}: the path explain names");
+    }
 
     // 3. Both: the policies inject what they cover and the webhook leaves those pods alone
     // (they carry its marker); it injects the rest.
@@ -679,6 +737,34 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
         span.name,
         span.resource.get("k8s.deployment.name")
     );
+
+    // Item 4: the status controller, as the chart's mode `policy` runs it (no webhook
+    // registered), counts the pods the policy injected.
+    let status = crate::support::webhook::Webhook::start_with(
+        &crate::harness::webhook_binary(),
+        &cp.kubeconfig,
+        &[
+            "--status=true".into(),
+            format!("--lease-namespace={ns}"),
+            "--lease-duration=3s".into(),
+        ],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    crate::status::await_status_with(
+        &client,
+        ns,
+        "java",
+        crate::status::want(
+            1,
+            0,
+            json!([]),
+            json!([["Deployment", "checkout", 1, 0, 0]]),
+        ),
+        Duration::from_secs(30),
+    )
+    .await;
+    drop(status);
     cp.stop();
 }
 

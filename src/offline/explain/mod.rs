@@ -20,6 +20,7 @@ use crate::engine::{Catalog, SkipReason};
 use crate::pod::info::{Owners, RESOURCE_ANNOTATION_PREFIX};
 use crate::pod::plan::Slot;
 use crate::pod::select::{self, Annotations, Request};
+use crate::policy;
 
 /// The explanation of one object.
 #[derive(Debug, Serialize)]
@@ -46,6 +47,40 @@ pub struct Explanation {
     /// the pod carries it (`otel-injector/sdk-config`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sdk_config: Option<String>,
+    /// Which admission path injects it (`None`: nothing is injected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathExplained>,
+}
+
+/// Which admission path injects a pod: the policy rendered from its Instrumentation
+/// (`otel-injector policy`, applied) or only the webhook.
+#[derive(Debug, Serialize)]
+pub struct PathExplained {
+    /// `policy` or `webhook`.
+    pub via: &'static str,
+    /// `policy`: the Instrumentation (`ns/name`) whose policy injects it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instrumentation: Option<String>,
+    /// `webhook`: why a policy does not inject it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
+}
+
+impl PathExplained {
+    fn of(path: policy::Path) -> Self {
+        match path {
+            policy::Path::Policy(q) => PathExplained {
+                via: "policy",
+                instrumentation: Some(q),
+                why: None,
+            },
+            policy::Path::Webhook(why) => PathExplained {
+                via: "webhook",
+                instrumentation: None,
+                why: Some(why),
+            },
+        }
+    }
 }
 
 /// One language asked for.
@@ -200,6 +235,7 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
 
     let mut requests = Vec::new();
     let mut targets_of: Vec<(Language, Vec<String>)> = Vec::new();
+    let mut asked: Vec<(Language, String)> = Vec::new();
     for &lang in Language::ALL {
         let key = lang.inject_annotation();
         let (on_pod, on_ns) = (annotations.pod(key), annotations.namespace(key));
@@ -215,6 +251,7 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
         } else {
             "namespace"
         };
+        asked.push((lang, value.to_owned()));
         let (targets, targets_why) = targets(pod, &annotations, lang);
         targets_of.push((lang, targets.clone()));
         let (instrumentation, why) = match chosen.get(&lang) {
@@ -248,6 +285,28 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
     } else {
         Vec::new()
     };
+    let path = m.changed().then(|| {
+        let asked: Vec<(Language, &str)> = asked.iter().map(|(l, v)| (*l, v.as_str())).collect();
+        let injected: Vec<(Language, &str)> = report
+            .injected
+            .iter()
+            .copied()
+            .zip(report.instrumentations.iter().map(String::as_str))
+            .collect();
+        let targets = match targets_of.as_slice() {
+            [(_, t)] => t.as_slice(),
+            _ => &[],
+        };
+        PathExplained::of(policy::path(
+            &ctx.catalog,
+            &ctx.config,
+            &m.workload.namespace,
+            pod,
+            &asked,
+            &injected,
+            targets,
+        ))
+    });
     let skipped = report
         .skipped
         .iter()
@@ -298,6 +357,7 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
             ))
             .and_then(Value::as_str)
             .map(str::to_owned),
+        path,
     }
 }
 

@@ -49,6 +49,19 @@ pub fn text(explanations: &[Explanation]) -> String {
                 r.targets_why
             );
         }
+        if let Some(p) = &e.path {
+            let _ = match (&p.instrumentation, &p.why) {
+                (Some(q), _) => writeln!(
+                    out,
+                    "  path: the policy of {q}, once applied (otel-injector policy); the webhook then leaves the pod alone"
+                ),
+                (_, why) => writeln!(
+                    out,
+                    "  path: the webhook only; a policy would not inject it: {}",
+                    why.as_deref().unwrap_or("")
+                ),
+            };
+        }
         for c in &e.containers {
             let added = if c.added { " (added)" } else { "" };
             let _ = writeln!(out, "  container {}{added}:", c.name);

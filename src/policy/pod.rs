@@ -1,0 +1,137 @@
+//! Which admission path injects one pod, for `explain`: the conditions the injection
+//! policies check in CEL ([`super::inject::mutation`]), on a pod the webhook injects. The e2e
+//! differential test (`e2e/tests/policy/`) compares this answer with what the API server did
+//! for every pod of its corpus, so the two cannot drift apart unnoticed.
+
+use k8s_openapi::api::core::v1::Pod;
+
+use super::template::{self, CONTAINER};
+use super::{LANGUAGES, Template};
+use crate::agents::Language;
+use crate::engine::{Catalog, EngineConfig};
+
+/// The path that injects a pod the webhook injects.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Path {
+    /// The policy rendered from this Instrumentation (`ns/name`) injects it, before any
+    /// webhook (which then leaves the pod alone).
+    Policy(String),
+    /// Only the webhook injects it; why a policy does not.
+    Webhook(String),
+}
+
+/// The path of a pod in namespace `ns` that asked for `requested` (language and effective
+/// value, as the engine read them) and that the webhook injects with `injected` (language
+/// and Instrumentation `ns/name`) on containers `targets`.
+pub fn path(
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+    ns: &str,
+    pod: &Pod,
+    requested: &[(Language, &str)],
+    injected: &[(Language, &str)],
+    targets: &[String],
+) -> Path {
+    let webhook = |why: &str| Path::Webhook(why.to_owned());
+    let [(lang, value)] = requested else {
+        return webhook("several languages in one pod: the outcome annotation lists them together");
+    };
+    if !LANGUAGES.contains(lang) {
+        return webhook("an init container or sidecar, with per-pod files: not a template");
+    }
+    let Some((_, qualified)) = injected.iter().find(|(l, _)| l == lang) else {
+        return webhook("the webhook does not inject it either");
+    };
+    let (inst_ns, name) = qualified.split_once('/').unwrap_or(("", qualified));
+    let all = catalog.instrumentations();
+    let only = all.iter().filter(|(n, ..)| *n == inst_ns).count() == 1;
+    let value = value.trim();
+    let names_it =
+        value == name || value == *qualified || (only && value.eq_ignore_ascii_case("true"));
+    if inst_ns != ns || !names_it {
+        return webhook(
+            "the request names an Instrumentation of another namespace (a policy is bound in its own)",
+        );
+    }
+    let Some(Ok(inst)) = all.get(inst_ns, name) else {
+        return webhook("the Instrumentation cannot be read");
+    };
+    match template::read(inst, *lang, config) {
+        Ok(t) => match uncovered(&t, pod, targets) {
+            Some(why) => Path::Webhook(why),
+            None => Path::Policy((*qualified).to_owned()),
+        },
+        Err(not) => Path::Webhook(not.why),
+    }
+}
+
+/// Why template `t` cannot replay the webhook on `pod`'s `targets`, if it cannot.
+fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
+    let meta = &pod.metadata;
+    let spec = pod.spec.as_ref()?;
+    if meta.uid.as_deref().is_some_and(|u| !u.is_empty())
+        || spec.node_name.as_deref().is_some_and(|n| !n.is_empty())
+    {
+        return Some(
+            "spec.nodeName or metadata.uid is set: the webhook writes their values, a policy references"
+                .into(),
+        );
+    }
+    let agent_volumes: Vec<&str> = t
+        .volumes
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    if spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| agent_volumes.contains(&v.name.as_str()))
+    {
+        return Some("the pod has a volume of the agent's name already".into());
+    }
+    for target in targets {
+        let Some(c) = spec.containers.iter().find(|c| &c.name == target) else {
+            return Some(format!("container {target} is not in the pod"));
+        };
+        let env = c.env.as_deref().unwrap_or_default();
+        let mut names: Vec<&str> = env.iter().map(|e| e.name.as_str()).collect();
+        names.sort_unstable();
+        if names.windows(2).any(|w| w[0] == w[1]) {
+            return Some(format!("container {target} sets a variable twice"));
+        }
+        for e in env {
+            let refused = match e.value_from {
+                None => &t.refuse_literal,
+                Some(_) => &t.refuse_value_from,
+            };
+            if refused.contains(&e.name) {
+                let how = if e.value_from.is_some() {
+                    " with valueFrom"
+                } else {
+                    ""
+                };
+                return Some(format!(
+                    "container {target} sets {}{how}: a merge the template cannot replay",
+                    e.name
+                ));
+            }
+        }
+        let paths: Vec<String> = t
+            .mounts
+            .iter()
+            .filter_map(|m| m["mountPath"].as_str())
+            .map(|p| p.replace(CONTAINER, target))
+            .collect();
+        if c.volume_mounts
+            .iter()
+            .flatten()
+            .any(|m| agent_volumes.contains(&m.name.as_str()) || paths.contains(&m.mount_path))
+        {
+            return Some(format!(
+                "container {target} mounts something at the agent's volume or path"
+            ));
+        }
+    }
+    None
+}
