@@ -61,20 +61,27 @@ fn helm(args: &[&str]) -> (bool, String, String) {
 /// `helm template otel-injector charts/otel-injector -n otel-injector` with these `--set`s,
 /// as documents.
 fn render(sets: &[&str]) -> Vec<Value> {
+    let (ok, stdout, stderr) = helm(&release("template", sets, &[]));
+    assert!(ok, "helm template {sets:?}: {stderr}");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&stdout).expect("rendered YAML");
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
+
+/// `helm VERB otel-injector charts/otel-injector -n otel-injector`, then `extra`, with these
+/// `--set`s.
+fn release<'a>(verb: &'a str, sets: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
-        "template",
+        verb,
         "otel-injector",
         "charts/otel-injector",
         "--namespace",
         "otel-injector",
     ];
+    args.extend(extra);
     for s in sets {
         args.extend(["--set", s]);
     }
-    let (ok, stdout, stderr) = helm(&args);
-    assert!(ok, "helm template {sets:?}: {stderr}");
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&stdout).expect("rendered YAML");
-    docs.into_iter().filter(|d| !d.is_null()).collect()
+    args
 }
 
 /// The error of a `helm template` that must fail.
@@ -971,18 +978,7 @@ fn mode_policy_registers_no_webhook_and_mode_both_renders_the_webhooks_install()
 #[test]
 fn the_notes_say_how_to_render_and_apply_the_policies_of_the_mode() {
     let notes = |sets: &[&str]| {
-        let mut args = vec![
-            "install",
-            "otel-injector",
-            "charts/otel-injector",
-            "--namespace",
-            "otel-injector",
-            "--dry-run=client",
-        ];
-        for s in sets {
-            args.extend(["--set", s]);
-        }
-        let (ok, stdout, stderr) = helm(&args);
+        let (ok, stdout, stderr) = helm(&release("install", sets, &["--dry-run=client"]));
         assert!(ok, "helm install --dry-run {sets:?}: {stderr}");
         stdout
     };
