@@ -30,6 +30,7 @@ mod privileges;
 mod rolling;
 mod rollout;
 mod routing;
+mod safety;
 mod scale;
 mod selfcert;
 mod soak;

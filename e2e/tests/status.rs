@@ -371,12 +371,12 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
         lines[0],
         [
             "NAME", "AGE", "ENDPOINT", "PROTOCOL", "SAMPLER", "SAMPLER", "ARG", "INJECTED",
-            "OUTDATED", "SKIPPED", "MISSED"
+            "OUTDATED", "SKIPPED", "MISSED", "FAILING"
         ]
     );
     assert_eq!(lines.len(), 2, "{}", out.stdout);
-    // The protocol and sampler columns are blank: the row is name, age, endpoint and the
-    // four counts.
+    // The protocol and sampler columns are blank, and the failing count (no
+    // --detect-failures): the row is name, age, endpoint and the four counts.
     let row = &lines[1];
     assert_eq!(row.len(), 7, "{}", out.stdout);
     assert_eq!(row[0], "java");

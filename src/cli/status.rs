@@ -41,6 +41,22 @@ pub struct StatusArgs {
     )]
     pub find_missed: bool,
 
+    /// With --status, also tell the failing pods among those injected with an
+    /// Instrumentation's current spec: a container waiting in CrashLoopBackOff, OOM-killed,
+    /// or restarted 3 times or more. Counted in `status.failing` and per workload, named in
+    /// the `Failing` condition (the container's last termination reason), announced with one
+    /// InstrumentedPodsFailing Event per workload (with --events), and in the metric
+    /// otel_injector_status_failing_workloads. The pod watch then receives whole pods instead
+    /// of their metadata (more bytes per event; what is kept per pod grows by a word, and by
+    /// the failure of a failing one). Needs nothing beyond --status.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_DETECT_FAILURES",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub detect_failures: bool,
+
     /// Namespaces whose pods are never counted missed: the webhook configuration's exclusions
     /// by name (namespaces and pods labeled otel-injector/inject=disabled are always left out).
     #[arg(

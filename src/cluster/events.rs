@@ -30,6 +30,7 @@ use crate::engine::Catalog;
 pub enum Reason {
     Skipped,
     Missed,
+    Failing,
 }
 
 impl Reason {
@@ -37,6 +38,7 @@ impl Reason {
         match self {
             Reason::Skipped => "InstrumentationSkipped",
             Reason::Missed => "InjectionMissed",
+            Reason::Failing => "InstrumentedPodsFailing",
         }
     }
 }

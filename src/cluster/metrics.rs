@@ -55,6 +55,8 @@ pub struct Metrics {
     pub status_pods: Gauge,
     /// Pods found asking for injection without an outcome (admitted without the webhook).
     pub missed_pods: Gauge,
+    /// Workloads (per Instrumentation) whose pods injected with the current spec are failing.
+    pub failing_workloads: Gauge,
 }
 
 impl Metrics {
@@ -86,6 +88,13 @@ impl Metrics {
              unreachable or not registered when they were created), as the status \
              controller's watches find them",
         );
+        let failing_workloads = registered(
+            status,
+            "failing_workloads",
+            "Workloads, per Instrumentation, whose pods injected with its current spec are \
+             failing (crash-looping, OOM-killed, restarted 3 times or more), as the status \
+             controller last computed them (--detect-failures)",
+        );
         Metrics {
             store_objects,
             store_synced,
@@ -113,6 +122,7 @@ impl Metrics {
             status_writes,
             status_pods,
             missed_pods,
+            failing_workloads,
         }
     }
 

@@ -396,6 +396,7 @@ mod tests {
         let r = PodRecord {
             workload: None,
             entries: Box::new([]),
+            failure: None,
         };
         let mut m = Missed::default();
         m.sources.insert(

@@ -41,7 +41,8 @@ pub const KIND: &str = "Instrumentation";
     printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
     printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
     printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
-    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#
+    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#,
+    printcolumn = r#"{"name": "Failing", "type": "integer", "jsonPath": ".status.failing", "description": "Pods injected with the current spec that are failing (--detect-failures)"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {
@@ -122,6 +123,11 @@ pub struct InstrumentationStatus {
     /// their `inject-*` label, or in a namespace that asks). A restart injects them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<i64>,
+    /// Of `injected`, the pods failing (a container in `CrashLoopBackOff`, OOM-killed, or
+    /// restarted 3 times or more), with `--detect-failures`; the `Failing` condition names
+    /// their workloads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<i64>,
     /// The most frequent reasons of the skipped pods (at most 5), most pods first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_reasons: Vec<SkippedReason>,
@@ -142,7 +148,9 @@ pub struct InstrumentationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,
     /// `Ready`: the object is readable and the objects it references exist; `Degraded`: why
-    /// not (`Unreadable`, `ExporterTLSSecretMissing`, `ExporterTLSConfigMapMissing`).
+    /// not (`Unreadable`, `ExporterTLSSecretMissing`, `ExporterTLSConfigMapMissing`);
+    /// `Failing` (`--detect-failures`): whether workloads' pods injected with the current
+    /// spec are failing, and which.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
@@ -209,6 +217,9 @@ pub struct WorkloadStatus {
     /// Admitted without the webhook.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub missed: i64,
+    /// Of `injected`, the pods failing (`--detect-failures`).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failing: i64,
     /// When these counts last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,

@@ -75,6 +75,87 @@ pub struct PodRecord {
     /// `None` for a pod without a controller owner.
     pub workload: Option<Arc<Workload>>,
     pub entries: Box<[Counted]>,
+    /// Why the pod is failing, when its container statuses say so (a watch of whole pods,
+    /// `--detect-failures`; a metadata watch never knows).
+    pub failure: Option<Box<Failure>>,
+}
+
+/// A container of a pod that is failing: waiting in `CrashLoopBackOff`, OOM-killed, or
+/// restarted [`CRASH_RESTARTS`] times or more.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub pod: Box<str>,
+    pub container: Box<str>,
+    /// Its last termination's reason (`OOMKilled`, `Error`, ...), else its current one,
+    /// else why it waits (`CrashLoopBackOff`); `None` when nothing says (it restarted).
+    pub reason: Option<Box<str>>,
+    pub exit_code: Option<i32>,
+    pub restarts: i32,
+}
+
+/// A container restarted this often counts as failing, whatever its state now.
+pub const CRASH_RESTARTS: i32 = 3;
+
+impl Failure {
+    /// The first failing container of a pod (init containers first), if any.
+    pub fn of(pod: &str, status: &k8s_openapi::api::core::v1::PodStatus) -> Option<Failure> {
+        let all = status
+            .init_container_statuses
+            .iter()
+            .flatten()
+            .chain(status.container_statuses.iter().flatten());
+        for c in all {
+            let state = c.state.as_ref();
+            let waiting = state
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.as_deref());
+            let ended = c
+                .last_state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .or_else(|| state.and_then(|s| s.terminated.as_ref()));
+            let oom = [
+                c.last_state.as_ref().and_then(|s| s.terminated.as_ref()),
+                state.and_then(|s| s.terminated.as_ref()),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|t| t.reason.as_deref() == Some("OOMKilled"));
+            let backoff = waiting == Some("CrashLoopBackOff");
+            if !(oom || backoff || c.restart_count >= CRASH_RESTARTS) {
+                continue;
+            }
+            let reason = match ended.and_then(|t| t.reason.as_deref()) {
+                _ if oom => Some("OOMKilled"),
+                Some(r) => Some(r),
+                None => waiting,
+            };
+            return Some(Failure {
+                pod: pod.into(),
+                container: c.name.as_str().into(),
+                reason: reason.map(Into::into),
+                exit_code: ended.map(|t| t.exit_code),
+                restarts: c.restart_count,
+            });
+        }
+        None
+    }
+}
+
+impl std::fmt::Display for Failure {
+    /// `pod web-7d9f-x2x container app: OOMKilled (exit code 137), 4 restarts`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pod {} container {}: ", self.pod, self.container)?;
+        if let Some(reason) = &self.reason {
+            write!(f, "{reason}")?;
+            if let Some(code) = self.exit_code {
+                write!(f, " (exit code {code})")?;
+            }
+            write!(f, ", ")?;
+        }
+        let s = if self.restarts == 1 { "" } else { "s" };
+        write!(f, "{} restart{s}", self.restarts)
+    }
 }
 
 /// The names the records share. Grows with the distinct names seen; [`Interner::compact`]
@@ -176,7 +257,11 @@ impl PodRecord {
                 Outcome::Skipped { .. } => None,
             })
             .collect();
-        Some(PodRecord { workload, entries })
+        Some(PodRecord {
+            workload,
+            entries,
+            failure: None,
+        })
     }
 
     /// The record of a pod that asked for injection (by its labels and annotations, and its
@@ -224,6 +309,7 @@ impl PodRecord {
         Some(PodRecord {
             workload: workload_of(meta, names),
             entries,
+            failure: None,
         })
     }
 }
@@ -266,6 +352,8 @@ pub struct Counts {
     /// Asked for it and admitted without an outcome (the webhook unreachable, or not yet
     /// registered when the pod was created); a restart injects them.
     pub missed: u32,
+    /// Of `current`, those failing ([`Failure`]).
+    pub failing: u32,
 }
 
 impl Counts {
@@ -297,6 +385,8 @@ pub struct Tally {
     pub pods: Counts,
     /// The same counts per workload (pods without a controller owner are not listed).
     pub workloads: BTreeMap<Workload, Counts>,
+    /// Per workload with failing pods of the current spec, the failure of one of them.
+    pub failures: BTreeMap<Workload, Failure>,
 }
 
 impl Tally {
@@ -344,7 +434,19 @@ pub fn census<'a>(
                     let Some(now) = existing.get(&**instrumentation) else {
                         continue;
                     };
-                    if now == spec {
+                    if now == spec && pod.failure.is_some() {
+                        let tally = out.entry(instrumentation.to_string()).or_default();
+                        if let (Some(w), Some(f)) = (&pod.workload, &pod.failure) {
+                            tally
+                                .failures
+                                .entry(Workload::clone(w))
+                                .or_insert_with(|| Failure::clone(f));
+                        }
+                        (instrumentation, &|c: &mut Counts| {
+                            c.current += 1;
+                            c.failing += 1;
+                        })
+                    } else if now == spec {
                         (instrumentation, &|c: &mut Counts| c.current += 1)
                     } else {
                         (instrumentation, &|c: &mut Counts| c.outdated += 1)

@@ -582,6 +582,7 @@ fn crd_names_and_subresources() {
             ("Outdated", ".status.outdated"),
             ("Skipped", ".status.skipped"),
             ("Missed", ".status.missed"),
+            ("Failing", ".status.failing"),
         ]
     );
     // The status controller's counts are integers, shown by `kubectl get` without `-o wide`.

@@ -2,14 +2,13 @@
 //! rules `kubectl rollout status` applies, per kind, and crash-loop detection on the new
 //! revision's pods. Pure functions of the objects as read.
 
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::core::v1::Pod;
 
 use super::RESTARTED_AT;
 use super::plan::Object;
 
-/// A container restarted this often in a new pod counts as crash-looping, whatever its
-/// state now.
-pub const CRASH_RESTARTS: i32 = 3;
+pub use crate::engine::census::CRASH_RESTARTS;
+use crate::engine::census::Failure;
 
 /// Where a restarted workload's rollout stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -105,52 +104,24 @@ fn rolled(want: i32, updated: i32, old: i32, available: i32) -> Progress {
 }
 
 /// The first container of a new pod (one whose `kubectl.kubernetes.io/restartedAt` is
-/// `stamp`: made from the restarted template) that crash-loops: waiting in
-/// `CrashLoopBackOff`, or restarted [`CRASH_RESTARTS`] times or more. Described as
+/// `stamp`: made from the restarted template) that crash-loops, as the status controller
+/// tells failing pods ([`Failure`]): waiting in `CrashLoopBackOff`, OOM-killed, or restarted
+/// [`CRASH_RESTARTS`] times or more. Described as
 /// `pod web-7d9f-x2x container app: CrashLoopBackOff, 4 restarts`.
 pub fn crash_loop(pods: &[Pod], stamp: &str) -> Option<String> {
-    for pod in pods {
-        let new = pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(RESTARTED_AT))
-            .is_some_and(|v| v == stamp);
-        if !new {
-            continue;
-        }
-        let Some(status) = &pod.status else { continue };
-        let all = status
-            .init_container_statuses
-            .iter()
-            .flatten()
-            .chain(status.container_statuses.iter().flatten());
-        for c in all {
-            if let Some(why) = crashing(c) {
-                return Some(format!(
-                    "pod {} container {}: {why}",
-                    pod.metadata.name.as_deref().unwrap_or(""),
-                    c.name
-                ));
-            }
-        }
-    }
-    None
-}
-
-fn crashing(c: &ContainerStatus) -> Option<String> {
-    let backoff = c
-        .state
-        .as_ref()
-        .and_then(|s| s.waiting.as_ref())
-        .and_then(|w| w.reason.as_deref())
-        == Some("CrashLoopBackOff");
-    let restarts = c.restart_count;
-    match (backoff, restarts >= CRASH_RESTARTS) {
-        (true, _) => Some(format!("CrashLoopBackOff, {restarts} restarts")),
-        (false, true) => Some(format!("{restarts} restarts")),
-        (false, false) => None,
-    }
+    pods.iter()
+        .filter(|pod| {
+            pod.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(RESTARTED_AT))
+                .is_some_and(|v| v == stamp)
+        })
+        .find_map(|pod| {
+            let name = pod.metadata.name.as_deref().unwrap_or("");
+            Failure::of(name, pod.status.as_ref()?)
+        })
+        .map(|f| f.to_string())
 }
 
 #[cfg(test)]
@@ -160,7 +131,9 @@ mod tests {
         DaemonSet, DaemonSetStatus, Deployment, DeploymentCondition, DeploymentSpec,
         DeploymentStatus, StatefulSet, StatefulSetSpec, StatefulSetStatus,
     };
-    use k8s_openapi::api::core::v1::{ContainerState, ContainerStateWaiting, PodStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateWaiting, ContainerStatus, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn meta(generation: i64) -> ObjectMeta {
@@ -345,7 +318,7 @@ mod tests {
             (vec![pod("a", old, 9, Some("CrashLoopBackOff"))], None),
             (
                 vec![pod("a", now, 1, Some("CrashLoopBackOff"))],
-                Some("pod a container app: CrashLoopBackOff, 1 restarts"),
+                Some("pod a container app: CrashLoopBackOff, 1 restart"),
             ),
             (
                 vec![pod("a", now, 0, None), pod("b", now, 3, None)],

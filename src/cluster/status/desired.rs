@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
-    CONFIG_MAP_MISSING, DEGRADED, MAX_REASONS, MAX_WORKLOADS, READY, SECRET_MISSING, UNREADABLE,
+    CONFIG_MAP_MISSING, DEGRADED, FAILING, MAX_REASONS, MAX_WORKLOADS, READY, SECRET_MISSING,
+    UNREADABLE, WORKLOADS_FAILING,
 };
 use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::{Instrumentation, InstrumentationStatus, SkippedReason, SpecHash, WorkloadStatus};
@@ -61,6 +62,9 @@ pub struct Inputs<'a> {
     pub missing: &'a [(ObjectKind, String)],
     /// Whether references were checked at all (`--verify-exporter-tls`).
     pub verified: bool,
+    /// Whether failing pods are detected (`--detect-failures`): then `failing` and the
+    /// `Failing` condition are written.
+    pub detect_failures: bool,
     /// The status as last written, for the times of what did not change.
     pub previous: Option<&'a InstrumentationStatus>,
     /// Now, in whole seconds (as the API server stores it).
@@ -74,6 +78,7 @@ pub fn owned(status: &InstrumentationStatus) -> InstrumentationStatus {
         outdated: status.outdated,
         skipped: status.skipped,
         missed: status.missed,
+        failing: status.failing,
         skipped_reasons: status.skipped_reasons.clone(),
         workloads: status.workloads.clone(),
         workloads_omitted: status.workloads_omitted,
@@ -112,6 +117,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
         status.outdated = Some(count(pods.outdated));
         status.skipped = Some(count(pods.skipped_total()));
         status.missed = Some(count(pods.missed));
+        status.failing = inputs.detect_failures.then(|| count(pods.failing));
         let mut reasons: Vec<SkippedReason> = pods
             .skipped
             .iter()
@@ -148,6 +154,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                     outdated: count(c.outdated),
                     skipped: count(c.skipped_total()),
                     missed: count(c.missed),
+                    failing: count(c.failing),
                     last_change_time: None,
                 };
                 let before = previous.and_then(|p| {
@@ -157,8 +164,8 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                 });
                 ws.last_change_time = match before {
                     Some(o)
-                        if (o.injected, o.outdated, o.skipped, o.missed)
-                            == (ws.injected, ws.outdated, ws.skipped, ws.missed) =>
+                        if (o.injected, o.outdated, o.skipped, o.missed, o.failing)
+                            == (ws.injected, ws.outdated, ws.skipped, ws.missed, ws.failing) =>
                     {
                         o.last_change_time.clone().or_else(|| Some(now.clone()))
                     }
@@ -167,8 +174,10 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                 ws
             })
             .collect();
-        // The most stale first; the census's order (namespace, kind, name) among equals.
-        workloads.sort_by_key(|w| std::cmp::Reverse(w.outdated + w.skipped + w.missed));
+        // The failing first, then the most stale; the census's order (namespace, kind,
+        // name) among equals.
+        workloads
+            .sort_by_key(|w| std::cmp::Reverse((w.failing, w.outdated + w.skipped + w.missed)));
         if workloads.len() > MAX_WORKLOADS {
             status.workloads_omitted = i64::try_from(workloads.len() - MAX_WORKLOADS).ok();
             workloads.truncate(MAX_WORKLOADS);
@@ -220,7 +229,53 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
         condition(READY, ready, generation, previous, now),
         condition(DEGRADED, degraded, generation, previous, now),
     ];
+    if inputs.detect_failures && inst.is_some() {
+        let failing = failing_condition(inputs.tally);
+        status
+            .conditions
+            .push(condition(FAILING, failing, generation, previous, now));
+    }
     status
+}
+
+/// Workloads named in the `Failing` condition's message, at most.
+const MAX_FAILING_NAMED: usize = 3;
+
+/// The `Failing` condition: `True` while some workload's pods injected with the current
+/// spec fail, naming the first of them and one failure each.
+fn failing_condition(tally: Option<&Tally>) -> (&'static str, &'static str, String) {
+    let failures = tally.map(|t| &t.failures);
+    let Some(failures) = failures.filter(|f| !f.is_empty()) else {
+        let unowned = tally.map_or(0, |t| t.pods.failing);
+        if unowned > 0 {
+            return (
+                "True",
+                WORKLOADS_FAILING,
+                format!("{unowned} injected pod(s) without a controller are failing"),
+            );
+        }
+        return (
+            "False",
+            "Healthy",
+            "no pod injected with the current spec is failing".to_owned(),
+        );
+    };
+    let mut named: Vec<String> = failures
+        .iter()
+        .take(MAX_FAILING_NAMED)
+        .map(|(w, f)| format!("{} {}/{}: {f}", w.kind, w.namespace, w.name))
+        .collect();
+    if failures.len() > MAX_FAILING_NAMED {
+        named.push(format!("and {} more", failures.len() - MAX_FAILING_NAMED));
+    }
+    (
+        "True",
+        WORKLOADS_FAILING,
+        format!(
+            "pods injected with the current spec are failing: {}",
+            named.join("; ")
+        ),
+    )
 }
 
 fn truncate(s: &str, max: usize) -> &str {

@@ -20,8 +20,9 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, PatchParams};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -58,6 +59,8 @@ pub const DEGRADED: &str = "Degraded";
 pub const UNREADABLE: &str = "Unreadable";
 pub const SECRET_MISSING: &str = "ExporterTLSSecretMissing";
 pub const CONFIG_MAP_MISSING: &str = "ExporterTLSConfigMapMissing";
+pub const FAILING: &str = "Failing";
+pub const WORKLOADS_FAILING: &str = "WorkloadsFailing";
 
 /// Runs the pod watch and, while this replica leads, the status writes.
 pub struct StatusController {
@@ -68,6 +71,8 @@ pub struct StatusController {
     find_missed: Option<BTreeSet<String>>,
     events: EventSink,
     missed: SharedMissed,
+    /// Watch whole pods and tell the failing ones (`--detect-failures`).
+    detect_failures: bool,
 }
 
 impl StatusController {
@@ -79,7 +84,19 @@ impl StatusController {
             metrics,
             find_missed: None,
             missed: SharedMissed::default(),
+            detect_failures: false,
         }
+    }
+
+    /// Also tells the failing pods among those injected with an Instrumentation's current
+    /// spec, from their container statuses (a watch of whole pods instead of their metadata;
+    /// of each only a [`crate::engine::census::Failure`] is kept): `status.failing`, the
+    /// `Failing` condition, and one `InstrumentedPodsFailing` Event per workload through
+    /// `events`.
+    pub fn detecting_failures(mut self, events: EventSink) -> Self {
+        self.detect_failures = true;
+        self.events = events;
+        self
     }
 
     /// Also finds the pods admitted without the webhook ([`super::missed`]), except in the
@@ -109,16 +126,20 @@ impl StatusController {
                 None => std::future::pending().await,
             }
         };
-        tokio::join!(
-            watch_pods(
-                client.clone(),
-                pods.clone(),
-                dirty.clone(),
-                self.metrics.clone()
-            ),
-            find,
-            self.write(client.clone(), pods, dirty),
+        let (c, p, d, m) = (
+            client.clone(),
+            pods.clone(),
+            dirty.clone(),
+            self.metrics.clone(),
         );
+        let detect = self.detect_failures;
+        let watch = async move {
+            match detect {
+                true => watch_pods::<Pod>(c, p, d, m).await,
+                false => watch_pods::<PartialObjectMeta<Pod>>(c, p, d, m).await,
+            }
+        };
+        tokio::join!(watch, find, self.write(client.clone(), pods, dirty),);
     }
 
     async fn write(self, client: Client, pods: SharedPods, dirty: Arc<Notify>) {
@@ -129,6 +150,7 @@ impl StatusController {
         let mut retry_at: Option<Instant> = None;
         let mut failures = LogLimit::default();
         let mut announced = HashSet::new();
+        let mut announced_failing = HashSet::new();
         loop {
             tokio::select! {
                 _ = dirty.notified() => {}
@@ -147,7 +169,13 @@ impl StatusController {
                 continue;
             }
             let failed = self
-                .write_all(&client, &pods, &mut written, &mut failures, &mut announced)
+                .write_all(
+                    &client,
+                    &pods,
+                    &mut written,
+                    &mut failures,
+                    [&mut announced, &mut announced_failing],
+                )
                 .await;
             retry_at = failed.then(|| Instant::now() + RETRY);
         }
@@ -161,7 +189,7 @@ impl StatusController {
         pods: &SharedPods,
         written: &mut HashMap<(String, String), (Option<String>, InstrumentationStatus)>,
         failures: &mut LogLimit,
-        announced: &mut HashSet<(String, Option<Workload>)>,
+        [announced, announced_failing]: [&mut HashSet<(String, Option<Workload>)>; 2],
     ) -> bool {
         let index = self.catalog.instrumentations();
         let existing: BTreeMap<String, SpecHash> = index
@@ -174,6 +202,9 @@ impl StatusController {
             census(pods.records.values().chain(missed.records()), &existing)
         };
         self.announce_missed(&tallies, &index, announced);
+        if self.detect_failures {
+            self.announce_failing(&tallies, &index, announced_failing);
+        }
         let lookup = self
             .catalog
             .objects_synced()
@@ -203,6 +234,7 @@ impl StatusController {
                 tally,
                 missing: &missing,
                 verified: lookup.is_some(),
+                detect_failures: self.detect_failures,
                 previous: mine.or(stored),
                 now: now.clone(),
             });
@@ -293,6 +325,50 @@ impl StatusController {
                 tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
             }
         }
+        *announced = now;
+    }
+}
+
+impl StatusController {
+    /// One Warning `InstrumentedPodsFailing` Event per workload whose pods injected with an
+    /// Instrumentation's current spec fail, with one failure (the container's last
+    /// termination reason), when first found; again only after it recovered. Sets the
+    /// failing-workloads gauge.
+    fn announce_failing(
+        &self,
+        tallies: &BTreeMap<String, Tally>,
+        index: &Instrumentations,
+        announced: &mut HashSet<(String, Option<Workload>)>,
+    ) {
+        let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
+        for (key, tally) in tallies {
+            for (workload, failure) in &tally.failures {
+                let id = (key.clone(), Some(workload.clone()));
+                now.insert(id.clone());
+                if announced.contains(&id) {
+                    continue;
+                }
+                let Some((namespace, owner)) = missed_regarding(key, Some(workload), index) else {
+                    continue;
+                };
+                let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
+                self.events.record(Notice {
+                    reason: Reason::Failing,
+                    namespace,
+                    owner,
+                    instrumentation: Some(key.clone()),
+                    language: None,
+                    note: format!(
+                        "{n} pod(s) of {workload} injected with the current spec of \
+                         Instrumentation {key} are failing: {failure}"
+                    ),
+                });
+                tracing::warn!(instrumentation = %key, workload = %workload, pods = n, failure = %failure, "instrumented pods failing");
+            }
+        }
+        self.metrics
+            .failing_workloads
+            .set(i64::try_from(now.len()).unwrap_or(i64::MAX));
         *announced = now;
     }
 }

@@ -1,20 +1,22 @@
 //! The status controller's pod watch: the metadata of the pods labeled
-//! `otel-injector/injected`, of each only its [`PodRecord`], keyed by UID.
+//! `otel-injector/injected` (or the whole pods, `--detect-failures`), of each only its
+//! [`PodRecord`], keyed by UID.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::LogLimit;
 use crate::cluster::metrics::Metrics;
-use crate::engine::census::{Interner, PodRecord};
+use crate::engine::census::{Failure, Interner, PodRecord};
 use crate::engine::outcome::INJECTED_LABEL;
 
 /// The pods that asked for injection, as the watch last had them.
@@ -27,33 +29,57 @@ pub(super) struct Pods {
 
 pub(super) type SharedPods = Arc<Mutex<Pods>>;
 
-/// A pod's key in the watch's map ([`PodRecord::key`]).
-fn pod_key(meta: &PartialObjectMeta<Pod>) -> u128 {
-    PodRecord::key(&meta.metadata)
+/// What the watch receives of a pod: its metadata alone (the default), or the whole pod
+/// (`--detect-failures`: its container statuses too, of which only a [`Failure`] is kept).
+pub(super) trait Observed:
+    Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static
+{
+    /// What is kept of a pod: its record, unless it is terminating (it no longer counts).
+    fn record(&self, names: &mut Interner) -> Option<PodRecord> {
+        let meta = self.meta();
+        if meta.deletion_timestamp.is_some() {
+            return None;
+        }
+        let mut r = PodRecord::from_meta(meta, names)?;
+        r.failure = self.failure().map(Box::new);
+        Some(r)
+    }
+
+    fn failure(&self) -> Option<Failure>;
 }
 
-/// What is kept of a pod: its record, unless it is terminating (it no longer counts).
-fn record(pod: &PartialObjectMeta<Pod>, names: &mut Interner) -> Option<PodRecord> {
-    if pod.metadata.deletion_timestamp.is_some() {
-        return None;
+impl Observed for PartialObjectMeta<Pod> {
+    fn failure(&self) -> Option<Failure> {
+        None
     }
-    PodRecord::from_meta(&pod.metadata, names)
+}
+
+impl Observed for Pod {
+    fn failure(&self) -> Option<Failure> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        Failure::of(name, self.status.as_ref()?)
+    }
+}
+
+/// A pod's key in the watch's map ([`PodRecord::key`]).
+fn pod_key(pod: &impl Observed) -> u128 {
+    PodRecord::key(pod.meta())
 }
 
 /// Removals after which the names no record holds any more are forgotten.
 const COMPACT_EVERY: u32 = 1024;
 
-/// Follows the pods labeled [`INJECTED_LABEL`] (metadata only) into `pods`, keeping only
-/// their records; tells `dirty` when a record changed. Errors are retried with backoff.
-pub(super) async fn watch_pods(
+/// Follows the pods labeled [`INJECTED_LABEL`] into `pods`, keeping only their records;
+/// tells `dirty` when a record changed. Errors are retried with backoff. `K`
+/// `PartialObjectMeta<Pod>` makes it a metadata-only list and watch; `Pod`, whole pods.
+pub(super) async fn watch_pods<K: Observed>(
     client: Client,
     pods: SharedPods,
     dirty: Arc<Notify>,
     metrics: Arc<Metrics>,
 ) {
     let config = watcher::Config::default().labels(INJECTED_LABEL);
-    // `PartialObjectMeta` makes it a metadata-only list and watch.
-    let stream = watcher::watcher(Api::<PartialObjectMeta<Pod>>::all(client), config)
+    let stream = watcher::watcher(Api::<K>::all(client), config)
         .backoff(crate::retry::WatchBackoff::default());
     let mut stream = std::pin::pin!(stream);
     let mut listing: HashMap<u128, PodRecord> = HashMap::new();
@@ -68,7 +94,7 @@ pub(super) async fn watch_pods(
                 false
             }
             Ok(Event::InitApply(o)) => {
-                if let Some(r) = record(&o, &mut names) {
+                if let Some(r) = o.record(&mut names) {
                     listing.insert(pod_key(&o), r);
                 }
                 false
@@ -90,7 +116,7 @@ pub(super) async fn watch_pods(
             }
             Ok(Event::Apply(o)) => {
                 let key = pod_key(&o);
-                let r = record(&o, &mut names);
+                let r = o.record(&mut names);
                 let mut p = pods.lock().unwrap_or_else(|e| e.into_inner());
                 match r {
                     Some(r) if p.records.get(&key) == Some(&r) => false,

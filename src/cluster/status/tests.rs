@@ -38,6 +38,7 @@ fn counts(current: u32, outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts 
         outdated,
         skipped: skipped.iter().copied().collect(),
         missed: 0,
+        failing: 0,
     }
 }
 
@@ -53,6 +54,7 @@ fn given(entry: &IndexEntry) -> Inputs<'_> {
         tally: None,
         missing: &[],
         verified: false,
+        detect_failures: false,
         previous: None,
         now: at(T0),
     }
@@ -65,6 +67,7 @@ fn the_status_counts_reasons_workloads_and_conditions() {
         c
     };
     let tally = Tally {
+        failures: Default::default(),
         pods: missed(
             counts(
                 3,
@@ -169,6 +172,7 @@ fn no_pods_count_zero_and_the_lists_are_bounded() {
     );
 
     let many = Tally {
+        failures: Default::default(),
         pods: counts(
             60,
             0,
@@ -274,6 +278,7 @@ fn references_are_checked_where_the_instrumentation_is_used() {
     let mut elsewhere = workload("Deployment", "web");
     elsewhere.namespace = "payments".into();
     let tally = Tally {
+        failures: Default::default(),
         pods: counts(1, 0, &[]),
         workloads: [(elsewhere, counts(1, 0, &[]))].into(),
     };
@@ -302,4 +307,81 @@ fn owned_leaves_out_the_operators_field() {
             ..InstrumentationStatus::default()
         }
     );
+}
+
+#[test]
+fn detected_failures_are_counted_and_named_in_the_failing_condition() {
+    use crate::engine::census::Failure;
+    let entry = inst(2);
+    let failing = |mut c: Counts, n| {
+        c.failing = n;
+        c
+    };
+    let failure = |pod: &str| Failure {
+        pod: pod.into(),
+        container: "app".into(),
+        reason: Some("OOMKilled".into()),
+        exit_code: Some(137),
+        restarts: 3,
+    };
+    let tally = Tally {
+        pods: failing(counts(5, 0, &[]), 3),
+        workloads: [
+            (workload("Deployment", "web"), failing(counts(3, 0, &[]), 2)),
+            (workload("StatefulSet", "db"), failing(counts(1, 0, &[]), 1)),
+            (workload("Deployment", "ok"), counts(1, 0, &[])),
+        ]
+        .into(),
+        failures: [
+            (workload("Deployment", "web"), failure("web-1")),
+            (workload("StatefulSet", "db"), failure("db-0")),
+        ]
+        .into(),
+    };
+    let detected = |tally| {
+        desired(&Inputs {
+            tally,
+            detect_failures: true,
+            ..given(&entry)
+        })
+    };
+    let s = detected(Some(&tally));
+    assert_eq!(s.failing, Some(3));
+    // The failing first.
+    let order: Vec<(&str, i64)> = s
+        .workloads
+        .iter()
+        .map(|w| (w.name.as_str(), w.failing))
+        .collect();
+    assert_eq!(order, [("web", 2), ("db", 1), ("ok", 0)]);
+    let c = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == FAILING)
+        .expect("Failing");
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str()),
+        (
+            "True",
+            WORKLOADS_FAILING,
+            "pods injected with the current spec are failing: Deployment shop/web: pod web-1 \
+             container app: OOMKilled (exit code 137), 3 restarts; StatefulSet shop/db: pod db-0 \
+             container app: OOMKilled (exit code 137), 3 restarts"
+        )
+    );
+    let healthy = detected(None);
+    assert_eq!(healthy.failing, Some(0));
+    let c = healthy
+        .conditions
+        .iter()
+        .find(|c| c.type_ == FAILING)
+        .expect("Failing");
+    assert_eq!((c.status.as_str(), c.reason.as_str()), ("False", "Healthy"));
+    // Without detection: neither the count nor the condition.
+    let off = desired(&Inputs {
+        tally: Some(&tally),
+        ..given(&entry)
+    });
+    assert_eq!(off.failing, None);
+    assert!(off.conditions.iter().all(|c| c.type_ != FAILING));
 }

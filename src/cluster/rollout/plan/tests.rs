@@ -21,6 +21,7 @@ fn counts(outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts {
         outdated,
         skipped: skipped.iter().copied().collect(),
         missed: 0,
+        failing: 0,
     }
 }
 
@@ -59,6 +60,7 @@ fn deployment(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Object {
 fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why() {
     use SkipReason::*;
     let tally = Tally {
+        failures: Default::default(),
         pods: Counts::default(),
         workloads: [
             (
@@ -155,6 +157,7 @@ fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why
 #[test]
 fn the_plan_is_described_one_line_per_workload() {
     let tally = Tally {
+        failures: Default::default(),
         pods: Counts {
             current: 4,
             outdated: 3,
@@ -164,6 +167,7 @@ fn the_plan_is_described_one_line_per_workload() {
             ]
             .into(),
             missed: 2,
+            failing: 0,
         },
         workloads: BTreeMap::new(),
     };

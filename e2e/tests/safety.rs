@@ -1,0 +1,207 @@
+//! The safety net through the real control plane: Deployments whose pods the real controller
+//! manager makes and the webhook injects, on a kwok node whose `pod-crash-with-agent` stage
+//! (`e2e/kwok/kwok.yaml`) makes an app crash only when it was injected. With
+//! `--detect-failures` the status controller tells the failing workload from the healthy one:
+//! `status.failing`, the workload's count, the `Failing` condition with the container's last
+//! termination reason, one Warning `InstrumentedPodsFailing` Event on the Deployment, the
+//! metric, and the `FAILING` column of `kubectl get otelinst`.
+
+use std::time::{Duration, Instant};
+
+use axum::http::Method;
+use serde_json::{Value, json};
+
+use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
+use crate::support::api::{self, instrumentation_path};
+use crate::support::chart;
+use crate::support::identity::NAMESPACE;
+use crate::support::webhook;
+use crate::workloads::{create, running_pods, template};
+
+/// The kwok stage's label: the pod crashes with this termination reason when injected.
+const CRASH_WITH_AGENT: &str = "e2e.otel-injector.io/crash-with-agent";
+
+async fn deployment(env: &Env, ns: &str, name: &str, template: Value) {
+    create(
+        env,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
+        &json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
+                         "template": template}}),
+    )
+    .await;
+}
+
+async fn get(env: &Env, path: &str) -> Value {
+    let r = api::send(&env.client, Method::GET, path, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
+    r.body
+}
+
+/// The `InstrumentedPodsFailing` Events of a namespace: (regarding kind, name, note).
+async fn failing_events(env: &Env, ns: &str) -> Vec<(String, String, String)> {
+    let list = get(
+        env,
+        &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+    )
+    .await;
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "InstrumentedPodsFailing")
+        .map(|e| {
+            assert_eq!(e["type"], "Warning", "{e}");
+            let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
+            (
+                s(&e["regarding"]["kind"]),
+                s(&e["regarding"]["name"]),
+                s(&e["note"]),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is_not() {
+    let env = Env::start_with(
+        "safety",
+        Options {
+            rbac: Rbac::Missed,
+            // The status controller writes every Instrumentation's status.
+            exclusive: true,
+            args: [
+                "--status=true",
+                "--detect-failures=true",
+                "--events=true",
+                "--lease-identity=safety-a",
+                &format!("--lease-namespace={NAMESPACE}"),
+                "--lease-name=otel-injector",
+                "--lease-duration=3s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.namespace("safety", &[]).await;
+    env.await_webhook(&ns).await;
+    env.instrumentation(
+        &ns,
+        "java",
+        json!({"exporter": {"endpoint": "http://collector.example:4318"}}),
+    )
+    .await;
+    let mut crashy = template("crashy", &[(INJECT_JAVA, "true")]);
+    crashy["metadata"]["labels"][CRASH_WITH_AGENT] = json!("OOMKilled");
+    let fine = template("fine", &[(INJECT_JAVA, "true")]);
+    let mut probe = json!({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": crashy["metadata"].clone(), "spec": crashy["spec"].clone()});
+    probe["metadata"]["name"] = json!("crashy-dry-run");
+    env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
+        .await;
+    deployment(&env, &ns, "crashy", crashy).await;
+    deployment(&env, &ns, "fine", fine).await;
+    let crashing = running_pods(&env, &ns, "app=crashy", 1, Duration::from_secs(60)).await;
+    let t0 = Instant::now();
+    let pod = crashing[0]["metadata"]["name"].as_str().unwrap().to_owned();
+    assert_eq!(
+        crashing[0]["status"]["containerStatuses"][0]["lastState"]["terminated"]["reason"],
+        "OOMKilled",
+        "the kwok stage crashed the injected pod"
+    );
+    let healthy = running_pods(&env, &ns, "app=fine", 1, Duration::from_secs(60)).await;
+    assert_eq!(healthy[0]["status"]["containerStatuses"][0]["ready"], true);
+
+    // Detected: counted, named in the condition, the failing workload first.
+    let status = loop {
+        let status = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
+        if status["failing"] == 1 && status["injected"] == 2 {
+            break status;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "failing counted within 30 s: {status}\n{}",
+            env.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let detected = t0.elapsed();
+    let workloads: Vec<Value> = status["workloads"]
+        .as_array()
+        .expect("workloads")
+        .iter()
+        .map(|w| json!([w["name"], w["injected"], w["failing"]]))
+        .collect();
+    assert_eq!(
+        workloads,
+        [json!(["crashy", 1, 1]), json!(["fine", 1, null])]
+    );
+    let failing = status["conditions"]
+        .as_array()
+        .expect("conditions")
+        .iter()
+        .find(|c| c["type"] == "Failing")
+        .cloned()
+        .expect("a Failing condition");
+    let why = format!(
+        "Deployment {ns}/crashy: pod {pod} container app: OOMKilled (exit code 137), 4 restarts"
+    );
+    assert_eq!(
+        json!([failing["status"], failing["reason"], failing["message"]]),
+        json!([
+            "True",
+            "WorkloadsFailing",
+            format!("pods injected with the current spec are failing: {why}")
+        ])
+    );
+
+    // Announced once, on the Deployment; the healthy one is never named.
+    let t1 = Instant::now();
+    let events = loop {
+        let events = failing_events(&env, &ns).await;
+        if !events.is_empty() || t1.elapsed() > Duration::from_secs(10) {
+            break events;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        events,
+        [(
+            "Deployment".to_owned(),
+            "crashy".to_owned(),
+            format!(
+                "1 pod(s) of Deployment/{ns}/crashy injected with the current spec of \
+                 Instrumentation {ns}/java are failing: pod {pod} container app: OOMKilled \
+                 (exit code 137), 4 restarts"
+            )
+        )]
+    );
+    assert_eq!(
+        webhook::metric(
+            &env.webhook.metrics().await,
+            "otel_injector_status_failing_workloads"
+        ),
+        Some(1.0)
+    );
+
+    // `kubectl get otelinst` shows it.
+    let cp = cluster().await;
+    let out = chart::kubectl(cp, &["get", "otelinst", "-n", &ns]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.ok, "{}", out.stderr);
+    eprintln!(
+        "[e2e] failing detected {detected:?} after the crashing pod ran; kubectl get otelinst -n {ns}:\n{}",
+        out.stdout
+    );
+    let lines: Vec<Vec<&str>> = out
+        .stdout
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines[0].last(), Some(&"FAILING"), "{}", out.stdout);
+    assert_eq!(lines[1][lines[1].len() - 5..], ["2", "0", "0", "0", "1"]);
+}
