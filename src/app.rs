@@ -369,7 +369,9 @@ async fn run_status(
     let changes = catalog.instrumentation_changes();
     let mut controller =
         cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
-    if args.detect_failures {
+    if args.rollback {
+        controller = controller.rolling_back(events.clone());
+    } else if args.detect_failures {
         controller = controller.detecting_failures(events.clone());
     }
     if args.find_missed {

@@ -49,6 +49,16 @@ pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 pub const ROLLOUT_ANNOTATION: &str = "otel-injector/rollout";
 /// The value of [`ROLLOUT_ANNOTATION`] that turns the automatic rollout on.
 pub const AUTOMATIC: &str = "automatic";
+/// On a workload's pod template (so on its pods): the languages rolled back after its pods
+/// failed with them, each with the spec it failed with (`java=3f2a9c1b,python=...`). The
+/// engine skips such a language (`rolled_back`) while the Instrumentation's spec is that
+/// one; a changed spec is tried again.
+pub const ROLLED_BACK_ANNOTATION: &str = "otel-injector/rolled-back";
+/// On an Instrumentation ([`ROLLBACK`]): what the Lease holder does when workloads fail with
+/// its current spec.
+pub const ON_FAILURE_ANNOTATION: &str = "otel-injector/on-failure";
+/// The value of [`ON_FAILURE_ANNOTATION`] that rolls failing workloads back.
+pub const ROLLBACK: &str = "rollback";
 /// On a stored (v1alpha1) Instrumentation: its v1beta1-only fields and whether languages
 /// without an image get the default one (`crd::convert`; the engine reads it).
 pub const V1BETA1_FIELDS: &str = "otel-injector/v1beta1-fields";

@@ -16,6 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use axum::http::Method;
 use kube::Client;
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
@@ -204,6 +205,10 @@ pub enum Rbac {
     /// `components/events/rbac.yaml`: the status controller finding missed pods, announcing
     /// them and the automatic rollout restarting them, for `e2e-missed`.
     Missed,
+    /// Plus `components/status/rbac.yaml` and `components/rollback/rbac.yaml`: the safety
+    /// net detecting failing workloads, rolling them back and announcing both, for
+    /// `e2e-safety`.
+    SafetyNet,
 }
 
 impl Rbac {
@@ -249,6 +254,14 @@ impl Rbac {
                     "components/status/rbac.yaml",
                     "components/rollout/rbac.yaml",
                     "components/events/rbac.yaml",
+                ],
+            ),
+            Rbac::SafetyNet => (
+                "e2e-safety",
+                &[
+                    "base/otel-injector.yaml",
+                    "components/status/rbac.yaml",
+                    "components/rollback/rbac.yaml",
                 ],
             ),
             Rbac::AgentDeliveryAuto => (
@@ -469,6 +482,47 @@ impl Env {
             _labeling: labeling,
             _cluster_wide: cluster_wide,
         }
+    }
+
+    /// Replaces the webhook process with a new one (same identity and flags, a new
+    /// certificate and port), pointed at by this test's configuration: a restart, as a
+    /// rolling update makes one. Returns once the new one is ready and registered.
+    pub async fn restart_webhook(&mut self) {
+        self.webhook
+            .terminate(Duration::from_secs(10))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut webhook = Webhook::start_serving(
+            Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+            &self.identity.kubeconfig,
+            &self.args,
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        webhook
+            .wait_ready(Duration::from_secs(30))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let path = format!(
+            "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
+            self.configuration
+        );
+        let r = api::send(&self.client, Method::GET, &path, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut config = r.body;
+        for entry in config["webhooks"].as_array_mut().expect("webhooks") {
+            entry["clientConfig"] = json!({
+                "url": webhook.url(),
+                "caBundle": api::base64_of(webhook.certs.ca_cert.as_bytes()),
+            });
+        }
+        let r = api::send(&self.client, Method::PUT, &path, Some(&config))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 200, "{}", r.body);
+        self.webhook = webhook;
     }
 
     /// Asserts that this test's MutatingWebhookConfiguration, as stored, has every entry of

@@ -205,3 +205,296 @@ async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is
     assert_eq!(lines[0].last(), Some(&"FAILING"), "{}", out.stdout);
     assert_eq!(lines[1][lines[1].len() - 5..], ["2", "0", "0", "0", "1"]);
 }
+
+/// The pods of `app` in `ns` that are not terminating.
+async fn live_pods(env: &Env, ns: &str, app: &str) -> Vec<Value> {
+    let list = get(
+        env,
+        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app={app}"),
+    )
+    .await;
+    list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .cloned()
+        .collect()
+}
+
+/// Waits until `app` has exactly one live pod, Ready and skipped `rolled_back`; returns it.
+async fn rolled_back_pod(env: &Env, ns: &str, app: &str, limit: Duration) -> Value {
+    let t0 = Instant::now();
+    let want = format!("java=skipped rolled_back {ns}/java");
+    loop {
+        let pods = live_pods(env, ns, app).await;
+        if let [p] = pods.as_slice()
+            && p["metadata"]["annotations"]["otel-injector/status"] == want.as_str()
+            && p["status"]["containerStatuses"][0]["ready"] == true
+        {
+            return p.clone();
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{app}: one Ready pod without the agent within {limit:?}; have {}\n{}",
+            json!(
+                pods.iter()
+                    .map(|p| json!([
+                        p["metadata"]["name"],
+                        p["metadata"]["annotations"]["otel-injector/status"],
+                        p["status"]["containerStatuses"][0]["ready"]
+                    ]))
+                    .collect::<Vec<_>>()
+            ),
+            env.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The Deployment's pod template annotation `otel-injector/rolled-back`, once it is set.
+async fn marker(env: &Env, ns: &str, name: &str, limit: Duration) -> String {
+    let t0 = Instant::now();
+    loop {
+        let d = get(
+            env,
+            &format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}"),
+        )
+        .await;
+        if let Some(m) =
+            d["spec"]["template"]["metadata"]["annotations"]["otel-injector/rolled-back"].as_str()
+        {
+            return m.to_owned();
+        }
+        assert!(
+            t0.elapsed() < limit,
+            "{name} rolled back within {limit:?}\n{}",
+            env.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_spec() {
+    let mut env = Env::start_with(
+        "rollback",
+        Options {
+            rbac: Rbac::SafetyNet,
+            exclusive: true,
+            args: [
+                "--status=true",
+                "--rollback=true",
+                "--events=true",
+                "--lease-identity=rollback-a",
+                &format!("--lease-namespace={NAMESPACE}"),
+                "--lease-name=otel-injector",
+                "--lease-duration=3s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.namespace("rollback", &[]).await;
+    env.await_webhook(&ns).await;
+    let inst = json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "annotations": {"otel-injector/on-failure": "rollback"}},
+        "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}});
+    let r = api::create_instrumentation(&env.client, &ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let mut crashy = template("crashy", &[(INJECT_JAVA, "true")]);
+    crashy["metadata"]["labels"][CRASH_WITH_AGENT] = json!("Error");
+    let mut probe = json!({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": crashy["metadata"].clone(), "spec": crashy["spec"].clone()});
+    probe["metadata"]["name"] = json!("crashy-dry-run");
+    env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
+        .await;
+    let hash = |status: &Value| status["specHash"].as_str().unwrap_or("").to_owned();
+    deployment(&env, &ns, "crashy", crashy).await;
+    deployment(
+        &env,
+        &ns,
+        "fine",
+        template("fine", &[(INJECT_JAVA, "true")]),
+    )
+    .await;
+    let first = running_pods(&env, &ns, "app=crashy", 1, Duration::from_secs(60)).await;
+    let t0 = Instant::now();
+    let failed = first[0]["metadata"]["name"].as_str().unwrap().to_owned();
+
+    // Rolled back: the marker with the spec it failed with, then a pod without the agent.
+    let spec = loop {
+        let s = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
+        if !hash(&s).is_empty() {
+            break hash(&s);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        marker(&env, &ns, "crashy", Duration::from_secs(30)).await,
+        format!("java={spec}")
+    );
+    let marked = t0.elapsed();
+    let healthy = rolled_back_pod(&env, &ns, "crashy", Duration::from_secs(60)).await;
+    let recovered = t0.elapsed();
+    assert_eq!(
+        healthy["metadata"]["labels"]["otel-injector/injected"],
+        "false"
+    );
+    assert!(
+        healthy["spec"]["initContainers"].is_null(),
+        "no agent: {}",
+        healthy["spec"]
+    );
+    let reason = format!("pod {failed} container app: Error (exit code 1), 4 restarts");
+    let status = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
+    let rolled: Vec<Value> = status["rolledBack"]
+        .as_array()
+        .expect("rolledBack")
+        .iter()
+        .map(|e| {
+            json!([
+                e["kind"],
+                e["name"],
+                e["languages"],
+                e["specHash"],
+                e["reason"]
+            ])
+        })
+        .collect();
+    assert_eq!(
+        rolled,
+        [json!(["Deployment", "crashy", "java", spec, reason])]
+    );
+    let events = {
+        let list = get(
+            &env,
+            &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+        )
+        .await;
+        list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == "InstrumentationRolledBack")
+            .map(|e| {
+                json!([
+                    e["type"],
+                    e["regarding"]["kind"],
+                    e["regarding"]["name"],
+                    e["note"]
+                ])
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        events,
+        [json!([
+            "Warning",
+            "Deployment",
+            "crashy",
+            format!(
+                "rolled back java of Instrumentation {ns}/java (spec {spec}): its pods failed \
+                 with it ({reason}); they are replaced without the agent. Remove the pod \
+                 template's annotation otel-injector/rolled-back, or change the \
+                 Instrumentation, to try again"
+            )
+        ])]
+    );
+    // The healthy workload is never touched.
+    let fine = get(
+        &env,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/fine"),
+    )
+    .await;
+    assert_eq!(fine["metadata"]["generation"], 1);
+    assert!(
+        fine["spec"]["template"]["metadata"]["annotations"]["otel-injector/rolled-back"].is_null()
+    );
+    eprintln!(
+        "[e2e] rollback: marker set {marked:?} and a healthy pod without the agent {recovered:?} after the failing pod ran"
+    );
+
+    // Across a restart of the webhook: a new pod is still left without the agent.
+    env.restart_webhook().await;
+    env.await_webhook(&ns).await;
+    let r = api::send(
+        &env.client,
+        Method::DELETE,
+        &format!(
+            "/api/v1/namespaces/{ns}/pods/{}",
+            healthy["metadata"]["name"].as_str().unwrap()
+        ),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let again = rolled_back_pod(&env, &ns, "crashy", Duration::from_secs(60)).await;
+    assert_ne!(again["metadata"]["name"], healthy["metadata"]["name"]);
+
+    // A new spec is tried again: injected, failing, rolled back with the new spec.
+    let r = api::merge_patch(
+        &env.client,
+        &instrumentation_path(&ns, "java"),
+        &json!({"spec": {"sampler": {"type": "always_on"}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let new_spec = loop {
+        let s = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
+        if !hash(&s).is_empty() && hash(&s) != spec {
+            break hash(&s);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    env.until_dry_run(&ns, &probe, "the new spec", |r| {
+        r.body["metadata"]["annotations"]["otel-injector/status"]
+            .as_str()
+            .is_some_and(|s| s.contains(&new_spec))
+    })
+    .await;
+    // Recreated: the workload's next pod asks again (the marker names the old spec).
+    let r = api::send(
+        &env.client,
+        Method::DELETE,
+        &format!(
+            "/api/v1/namespaces/{ns}/pods/{}",
+            again["metadata"]["name"].as_str().unwrap()
+        ),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t1 = Instant::now();
+    let t_marker = loop {
+        let m = marker(&env, &ns, "crashy", Duration::from_secs(60)).await;
+        if m == format!("java={new_spec}") {
+            break t1.elapsed();
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(60),
+            "rolled back again: {m}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    rolled_back_pod(&env, &ns, "crashy", Duration::from_secs(60)).await;
+    let fine = get(
+        &env,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/fine"),
+    )
+    .await;
+    assert_eq!(
+        fine["metadata"]["generation"], 1,
+        "the healthy workload is never touched"
+    );
+    eprintln!(
+        "[e2e] rollback: the new spec tried again and rolled back {t_marker:?} after the pod was recreated"
+    );
+}

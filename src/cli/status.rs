@@ -57,6 +57,22 @@ pub struct StatusArgs {
     )]
     pub detect_failures: bool,
 
+    /// With --status (implies --detect-failures), the Lease holder rolls back the workloads
+    /// (Deployments, StatefulSets, DaemonSets) whose pods fail with the current spec of an
+    /// Instrumentation annotated otel-injector/on-failure: rollback: it sets
+    /// otel-injector/rolled-back: <lang>=<spec> on the pod template (the controller replaces
+    /// the pods; the webhook leaves that language out while that spec is current), records
+    /// it in status.rolledBack and a Warning InstrumentationRolledBack Event. Once per
+    /// workload and spec, at most 10 a minute. Needs get/patch on those workloads
+    /// (manifests/components/rollback).
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_ROLLBACK",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub rollback: bool,
+
     /// Namespaces whose pods are never counted missed: the webhook configuration's exclusions
     /// by name (namespaces and pods labeled otel-injector/inject=disabled are always left out).
     #[arg(

@@ -31,6 +31,7 @@ pub enum Reason {
     Skipped,
     Missed,
     Failing,
+    RolledBack,
 }
 
 impl Reason {
@@ -39,6 +40,7 @@ impl Reason {
             Reason::Skipped => "InstrumentationSkipped",
             Reason::Missed => "InjectionMissed",
             Reason::Failing => "InstrumentedPodsFailing",
+            Reason::RolledBack => "InstrumentationRolledBack",
         }
     }
 }

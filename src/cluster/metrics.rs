@@ -57,6 +57,7 @@ pub struct Metrics {
     pub missed_pods: Gauge,
     /// Workloads (per Instrumentation) whose pods injected with the current spec are failing.
     pub failing_workloads: Gauge,
+    rollbacks: Counted<WriteResult>,
 }
 
 impl Metrics {
@@ -95,6 +96,14 @@ impl Metrics {
              failing (crash-looping, OOM-killed, restarted 3 times or more), as the status \
              controller last computed them (--detect-failures)",
         );
+        let rollbacks = Counted::register(
+            status,
+            "rollbacks",
+            "Workloads rolled back (the otel-injector/rolled-back marker set on their pod \
+             template) after their pods failed with an Instrumentation's current spec, by \
+             result (--rollback)",
+            "result",
+        );
         Metrics {
             store_objects,
             store_synced,
@@ -123,6 +132,7 @@ impl Metrics {
             status_pods,
             missed_pods,
             failing_workloads,
+            rollbacks,
         }
     }
 
@@ -151,6 +161,10 @@ impl Metrics {
 
     pub fn status_write(&self, result: WriteResult) {
         self.status_writes.inc(result);
+    }
+
+    pub fn rollback(&self, result: WriteResult) {
+        self.rollbacks.inc(result);
     }
 }
 

@@ -33,8 +33,8 @@ pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};
 pub use section::{LanguageSpec, NoSection, claim_template_is_empty};
 pub use spec::{
     API_VERSION, Defaults, Exporter, ExporterTls, Instrumentation, InstrumentationSpec,
-    InstrumentationStatus, KIND, Propagator, ResourceSpec, RolloutStatus, Sampler, SamplerType,
-    SkippedReason, SpecHash, WorkloadStatus,
+    InstrumentationStatus, KIND, Propagator, ResourceSpec, RolledBackWorkload, RolloutStatus,
+    Sampler, SamplerType, SkippedReason, SpecHash, WorkloadStatus,
 };
 pub use validation::{
     CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT,

@@ -154,10 +154,35 @@ pub struct InstrumentationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+    /// Workloads rolled back from this Instrumentation's current spec after their pods failed
+    /// with it (`otel-injector/on-failure: rollback`, `--rollback`), the last 50: their pod
+    /// template carries `otel-injector/rolled-back` until a person removes it; a changed spec
+    /// is tried again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rolled_back: Vec<RolledBackWorkload>,
     /// The automatic rollout of an Instrumentation annotated `otel-injector/rollout:
     /// automatic` (field manager `otel-injector-rollout`); absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+}
+
+/// A workload rolled back from an Instrumentation's spec.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolledBackWorkload {
+    /// `Deployment`, `StatefulSet` or `DaemonSet`.
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    /// The languages rolled back (`java`, or `java,python`).
+    pub languages: String,
+    /// The spec its pods failed with (8 hex digits).
+    pub spec_hash: String,
+    /// How one of its pods failed (`pod web-7d9f-x2x container app: OOMKilled (exit code
+    /// 137), 4 restarts`).
+    pub reason: String,
+    /// When it was rolled back.
+    pub time: Time,
 }
 
 /// Where the automatic rollout of the current spec stands.

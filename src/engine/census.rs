@@ -56,6 +56,7 @@ pub enum Counted {
     Injected {
         instrumentation: Arc<str>,
         spec: SpecHash,
+        language: Option<Language>,
     },
     Skipped {
         reason: SkipReason,
@@ -246,6 +247,7 @@ impl PodRecord {
                 } => Some(Counted::Injected {
                     instrumentation: names.str(&instrumentation),
                     spec,
+                    language: e.language,
                 }),
                 Outcome::Skipped {
                     reason,
@@ -385,8 +387,17 @@ pub struct Tally {
     pub pods: Counts,
     /// The same counts per workload (pods without a controller owner are not listed).
     pub workloads: BTreeMap<Workload, Counts>,
-    /// Per workload with failing pods of the current spec, the failure of one of them.
-    pub failures: BTreeMap<Workload, Failure>,
+    /// Per workload with failing pods of the current spec: the failure of one of them, and
+    /// the languages they were injected with.
+    pub failures: BTreeMap<Workload, Failing>,
+}
+
+/// One workload's failing pods of an Instrumentation's current spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failing {
+    /// The first found.
+    pub failure: Failure,
+    pub languages: std::collections::BTreeSet<Language>,
 }
 
 impl Tally {
@@ -430,6 +441,7 @@ pub fn census<'a>(
                 Counted::Injected {
                     instrumentation,
                     spec,
+                    language,
                 } => {
                     let Some(now) = existing.get(&**instrumentation) else {
                         continue;
@@ -437,10 +449,14 @@ pub fn census<'a>(
                     if now == spec && pod.failure.is_some() {
                         let tally = out.entry(instrumentation.to_string()).or_default();
                         if let (Some(w), Some(f)) = (&pod.workload, &pod.failure) {
-                            tally
-                                .failures
-                                .entry(Workload::clone(w))
-                                .or_insert_with(|| Failure::clone(f));
+                            let failing =
+                                tally.failures.entry(Workload::clone(w)).or_insert_with(|| {
+                                    Failing {
+                                        failure: Failure::clone(f),
+                                        languages: Default::default(),
+                                    }
+                                });
+                            failing.languages.extend(*language);
                         }
                         (instrumentation, &|c: &mut Counts| {
                             c.current += 1;

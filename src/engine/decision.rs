@@ -41,10 +41,12 @@ pub enum SkipReason {
     DeclarativeConfigUnsupported,
     /// Policy mode: no MutatingAdmissionPolicy covers the pod (and no webhook is installed).
     PolicyUnsupported,
+    /// The workload was rolled back after failing with this spec (`otel-injector/rolled-back`).
+    RolledBack,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 18] = [
+    pub const ALL: [SkipReason; 19] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -63,6 +65,7 @@ impl SkipReason {
         SkipReason::ImageRequired,
         SkipReason::DeclarativeConfigUnsupported,
         SkipReason::PolicyUnsupported,
+        SkipReason::RolledBack,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -85,6 +88,7 @@ impl SkipReason {
             SkipReason::ImageRequired => "image_required",
             SkipReason::DeclarativeConfigUnsupported => "declarative_config_unsupported",
             SkipReason::PolicyUnsupported => "policy_unsupported",
+            SkipReason::RolledBack => "rolled_back",
         }
     }
 

@@ -17,6 +17,7 @@ use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
 use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language, declarative};
 use crate::crd::{Instrumentation, SpecHash};
+use crate::keys::ROLLED_BACK_ANNOTATION;
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::pod::select::{self, Annotations, Request, TargetError};
@@ -77,6 +78,7 @@ pub(super) fn plan<'p>(
     for (lang, request, slots) in targets {
         let injected = admit_language(snapshot, lang, &request)
             .and_then(|()| instrumentation(snapshot, lang, &request))
+            .and_then(|inst| not_rolled_back(snapshot, pod_annotations, lang, inst))
             .map_err(Stop::Skip)
             .and_then(|inst| {
                 let slots = init_targets(lang, slots, &plan, d);
@@ -319,6 +321,53 @@ fn instrumentation(
     Ok(inst)
 }
 
+/// The spec hashes of the languages a pod's [`ROLLED_BACK_ANNOTATION`] names
+/// (`java=3f2a9c1b,python=...`; malformed entries are ignored).
+pub fn rolled_back(value: &str) -> impl Iterator<Item = (&str, &str)> {
+    value
+        .split(',')
+        .filter_map(|e| e.trim().split_once('='))
+        .map(|(l, h)| (l.trim(), h.trim()))
+}
+
+/// `inst`, unless the pod's workload was rolled back from `lang` with its current spec.
+fn not_rolled_back(
+    snapshot: &Snapshot<'_>,
+    annotations: Option<&std::collections::BTreeMap<String, String>>,
+    lang: Language,
+    inst: std::sync::Arc<Instrumentation>,
+) -> Result<std::sync::Arc<Instrumentation>, Skip> {
+    let Some(marker) = annotations.and_then(|a| a.get(ROLLED_BACK_ANNOTATION)) else {
+        return Ok(inst);
+    };
+    let spec = spec_hash(snapshot, &inst).to_string();
+    if !rolled_back(marker).any(|(l, h)| l == lang.as_str() && h == spec) {
+        return Ok(inst);
+    }
+    Err(Skip::new(
+        Some(lang),
+        SkipReason::RolledBack,
+        Some(inst.qualified()),
+        format!(
+            "inject-{lang}: rolled back, failed with {} spec {spec}; remove {ROLLED_BACK_ANNOTATION} to retry",
+            inst.qualified()
+        ),
+    ))
+}
+
+/// The digest of `inst`'s spec: the index's, else computed (an object that did not come
+/// from the index; none does today).
+fn spec_hash(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> SpecHash {
+    let (ns, name) = (
+        inst.metadata.namespace.as_deref().unwrap_or(""),
+        inst.metadata.name.as_deref().unwrap_or(""),
+    );
+    snapshot
+        .instrumentations
+        .spec_hash(ns, name)
+        .unwrap_or_else(|| SpecHash::of(&inst.spec))
+}
+
 /// The targets the language's agent can instrument: init containers only if it supports
 /// them; the others are reported as warnings.
 fn init_targets(lang: Language, slots: Vec<Slot>, plan: &PodPlan<'_>, d: &mut Report) -> Vec<Slot> {
@@ -401,17 +450,7 @@ fn inject(
     d.warnings.extend(warnings);
     let reason = match effect {
         Effect::Injected(_) => {
-            let (ns, name) = (
-                inst.metadata.namespace.as_deref().unwrap_or(""),
-                inst.metadata.name.as_deref().unwrap_or(""),
-            );
-            // The index computed it when the Instrumentation arrived; an object that did
-            // not come from the index (none does today) is hashed here.
-            let spec = snapshot
-                .instrumentations
-                .spec_hash(ns, name)
-                .unwrap_or_else(|| SpecHash::of(&inst.spec));
-            return Ok((inst.qualified(), spec));
+            return Ok((inst.qualified(), spec_hash(snapshot, inst)));
         }
         Effect::NothingInstrumented => SkipReason::NothingInstrumented,
         Effect::InvalidValue => SkipReason::InvalidValue,

@@ -421,3 +421,52 @@ fn every_combination_of_requests_reads_back() {
     }
     assert!(injected > 100, "{injected}");
 }
+
+#[test]
+fn a_language_rolled_back_with_the_current_spec_is_skipped_and_a_new_spec_tried_again() {
+    let c = catalog(&[JAVA, PYTHON]);
+    let java = hash(&c, "shop", "java-inst");
+    let marked = |marker: &str| {
+        pod(
+            Some(json!({INJECT_JAVA: "java-inst", "otel-injector/rolled-back": marker})),
+            None,
+            app(),
+        )
+    };
+    let (patch, _, s) = review(
+        &c,
+        &EngineConfig::default(),
+        &marked(&format!("java={java}")),
+    );
+    assert!(s.report.injected.is_empty());
+    assert_eq!(
+        metadata_ops(&patch)[0],
+        json!({"op": "add", "path": "/metadata/annotations/otel-injector~1status",
+               "value": "java=skipped rolled_back shop/java-inst"})
+    );
+    assert_eq!(s.report.skipped[0].reason, SkipReason::RolledBack);
+    assert_eq!(
+        s.report.warnings,
+        [format!(
+            "inject-java: rolled back, failed with shop/java-inst spec {java}; remove \
+             otel-injector/rolled-back to retry"
+        )]
+    );
+    // Another spec (the Instrumentation changed since), another language, or a malformed
+    // entry: injected.
+    for marker in [
+        "java=00000000".to_owned(),
+        format!("python={java}"),
+        format!("java {java}"),
+    ] {
+        let (_, _, s) = review(&c, &EngineConfig::default(), &marked(&marker));
+        assert_eq!(s.report.injected.len(), 1, "{marker}");
+    }
+    // Among several entries, spaces around them.
+    let (_, _, s) = review(
+        &c,
+        &EngineConfig::default(),
+        &marked(&format!("python=01020304 , java={java}")),
+    );
+    assert!(s.report.injected.is_empty());
+}

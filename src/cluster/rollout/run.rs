@@ -26,7 +26,7 @@ use crate::engine::outcome::INJECTED_LABEL;
 
 mod workloads;
 
-pub use workloads::{get, restart, stamp_now};
+pub use workloads::{get, patch_template, restart, stamp_now};
 
 /// The field manager of the restarts' patches.
 pub const FIELD_MANAGER: &str = "otel-injector-rollout";

@@ -12,9 +12,12 @@ use super::{
     UNREADABLE, WORKLOADS_FAILING,
 };
 use crate::agents::exporter_tls::ExporterTls;
-use crate::crd::{Instrumentation, InstrumentationStatus, SkippedReason, SpecHash, WorkloadStatus};
-use crate::engine::census::Tally;
-use crate::engine::{IndexEntry, ObjectKind, ObjectLookup};
+use crate::crd::{
+    Instrumentation, InstrumentationStatus, RolledBackWorkload, SkippedReason, SpecHash,
+    WorkloadStatus,
+};
+use crate::engine::census::{Tally, Workload};
+use crate::engine::{IndexEntry, ObjectKind, ObjectLookup, SkipReason};
 
 /// Secrets and ConfigMaps named by the exporter TLS section that do not exist in the
 /// Instrumentation's namespace or in the namespace of a workload it counts
@@ -65,6 +68,8 @@ pub struct Inputs<'a> {
     /// Whether failing pods are detected (`--detect-failures`): then `failing` and the
     /// `Failing` condition are written.
     pub detect_failures: bool,
+    /// Workloads rolled back in this pass ([`super::rollback`]).
+    pub rolled_back: &'a [RolledBackWorkload],
     /// The status as last written, for the times of what did not change.
     pub previous: Option<&'a InstrumentationStatus>,
     /// Now, in whole seconds (as the API server stores it).
@@ -79,6 +84,7 @@ pub fn owned(status: &InstrumentationStatus) -> InstrumentationStatus {
         skipped: status.skipped,
         missed: status.missed,
         failing: status.failing,
+        rolled_back: status.rolled_back.clone(),
         skipped_reasons: status.skipped_reasons.clone(),
         workloads: status.workloads.clone(),
         workloads_omitted: status.workloads_omitted,
@@ -183,6 +189,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
             workloads.truncate(MAX_WORKLOADS);
         }
         status.workloads = workloads;
+        status.rolled_back = rolled_back(inputs, tally);
     }
     // Conditions: the first problem found is the reason.
     let problem: Option<(&str, String)> = match error {
@@ -238,6 +245,50 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
     status
 }
 
+/// `status.rolledBack` holds at most this many workloads.
+pub const MAX_ROLLED_BACK: usize = 50;
+/// A rolled-back workload stays listed this long without pods that say so (its new pods
+/// may not have been made yet).
+const ROLLED_BACK_GRACE_SECS: i64 = 600;
+
+/// The rolled-back workloads: those of the previous status still in force (the current
+/// spec, and pods skipped `rolled_back`, or rolled back within the grace), then this pass's,
+/// each workload once (the latest), the last [`MAX_ROLLED_BACK`].
+fn rolled_back(inputs: &Inputs<'_>, tally: &Tally) -> Vec<RolledBackWorkload> {
+    let spec = inputs.spec_hash.map(|h| h.to_string());
+    let now = inputs.now.0.as_second();
+    let in_force = |e: &RolledBackWorkload| {
+        let workload = Workload {
+            namespace: e.namespace.clone(),
+            kind: e.kind.clone(),
+            name: e.name.clone(),
+        };
+        let pods_say = tally
+            .workloads
+            .get(&workload)
+            .and_then(|c| c.skipped.get(&SkipReason::RolledBack))
+            .is_some_and(|n| *n > 0);
+        spec.as_deref() == Some(e.spec_hash.as_str())
+            && (pods_say || now - e.time.0.as_second() < ROLLED_BACK_GRACE_SECS)
+    };
+    let same = |a: &RolledBackWorkload, b: &RolledBackWorkload| {
+        (&a.kind, &a.namespace, &a.name) == (&b.kind, &b.namespace, &b.name)
+    };
+    let mut out: Vec<RolledBackWorkload> = inputs
+        .previous
+        .map(|p| p.rolled_back.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| in_force(e) && !inputs.rolled_back.iter().any(|n| same(e, n)))
+        .cloned()
+        .collect();
+    out.extend(inputs.rolled_back.iter().cloned());
+    if out.len() > MAX_ROLLED_BACK {
+        out.drain(..out.len() - MAX_ROLLED_BACK);
+    }
+    out
+}
+
 /// Workloads named in the `Failing` condition's message, at most.
 const MAX_FAILING_NAMED: usize = 3;
 
@@ -263,7 +314,7 @@ fn failing_condition(tally: Option<&Tally>) -> (&'static str, &'static str, Stri
     let mut named: Vec<String> = failures
         .iter()
         .take(MAX_FAILING_NAMED)
-        .map(|(w, f)| format!("{} {}/{}: {f}", w.kind, w.namespace, w.name))
+        .map(|(w, f)| format!("{} {}/{}: {}", w.kind, w.namespace, w.name, f.failure))
         .collect();
     if failures.len() > MAX_FAILING_NAMED {
         named.push(format!("and {} more", failures.len() - MAX_FAILING_NAMED));

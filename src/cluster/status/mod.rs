@@ -13,6 +13,7 @@
 
 mod desired;
 mod pods;
+pub mod rollback;
 #[cfg(test)]
 mod tests;
 
@@ -73,6 +74,8 @@ pub struct StatusController {
     missed: SharedMissed,
     /// Watch whole pods and tell the failing ones (`--detect-failures`).
     detect_failures: bool,
+    /// Roll back the opted-in Instrumentations' failing workloads (`--rollback`).
+    rollback: Option<rollback::Rollback>,
 }
 
 impl StatusController {
@@ -85,7 +88,16 @@ impl StatusController {
             find_missed: None,
             missed: SharedMissed::default(),
             detect_failures: false,
+            rollback: None,
         }
+    }
+
+    /// Also rolls back the workloads that fail with the current spec of an Instrumentation
+    /// annotated `otel-injector/on-failure: rollback` ([`rollback`]); implies detecting
+    /// failures.
+    pub fn rolling_back(mut self, events: EventSink) -> Self {
+        self.rollback = Some(rollback::Rollback::default());
+        self.detecting_failures(events)
     }
 
     /// Also tells the failing pods among those injected with an Instrumentation's current
@@ -142,7 +154,8 @@ impl StatusController {
         tokio::join!(watch, find, self.write(client.clone(), pods, dirty),);
     }
 
-    async fn write(self, client: Client, pods: SharedPods, dirty: Arc<Notify>) {
+    async fn write(mut self, client: Client, pods: SharedPods, dirty: Arc<Notify>) {
+        let mut rollback = self.rollback.take();
         let mut changes = self.catalog.instrumentation_changes();
         let mut leadership = self.leadership.clone();
         let mut written: HashMap<(String, String), (Option<String>, InstrumentationStatus)> =
@@ -175,6 +188,7 @@ impl StatusController {
                     &mut written,
                     &mut failures,
                     [&mut announced, &mut announced_failing],
+                    rollback.as_mut(),
                 )
                 .await;
             retry_at = failed.then(|| Instant::now() + RETRY);
@@ -190,6 +204,7 @@ impl StatusController {
         written: &mut HashMap<(String, String), (Option<String>, InstrumentationStatus)>,
         failures: &mut LogLimit,
         [announced, announced_failing]: [&mut HashSet<(String, Option<Workload>)>; 2],
+        rollback: Option<&mut rollback::Rollback>,
     ) -> bool {
         let index = self.catalog.instrumentations();
         let existing: BTreeMap<String, SpecHash> = index
@@ -211,9 +226,15 @@ impl StatusController {
             .then(|| self.catalog.objects())
             .flatten();
         let now = now();
+        let (rolled, mut failed) = match rollback {
+            Some(r) => {
+                r.run(client, &tallies, &index, &self.events, &self.metrics, &now)
+                    .await
+            }
+            None => Default::default(),
+        };
         let resource = ApiResource::erase::<Instrumentation>(&());
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        let mut failed = false;
         // Forget what was written for Instrumentations that are gone.
         written.retain(|(ns, name), _| index.get(ns, name).is_some());
         for (ns, name, entry, hash) in index.iter() {
@@ -235,6 +256,9 @@ impl StatusController {
                 missing: &missing,
                 verified: lookup.is_some(),
                 detect_failures: self.detect_failures,
+                rolled_back: rolled
+                    .get(&format!("{ns}/{name}"))
+                    .map_or(&[], Vec::as_slice),
                 previous: mine.or(stored),
                 now: now.clone(),
             });
@@ -342,7 +366,8 @@ impl StatusController {
     ) {
         let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
         for (key, tally) in tallies {
-            for (workload, failure) in &tally.failures {
+            for (workload, failing) in &tally.failures {
+                let failure = &failing.failure;
                 let id = (key.clone(), Some(workload.clone()));
                 now.insert(id.clone());
                 if announced.contains(&id) {

@@ -55,6 +55,7 @@ fn given(entry: &IndexEntry) -> Inputs<'_> {
         missing: &[],
         verified: false,
         detect_failures: false,
+        rolled_back: &[],
         previous: None,
         now: at(T0),
     }
@@ -311,18 +312,21 @@ fn owned_leaves_out_the_operators_field() {
 
 #[test]
 fn detected_failures_are_counted_and_named_in_the_failing_condition() {
-    use crate::engine::census::Failure;
+    use crate::engine::census::{Failing, Failure};
     let entry = inst(2);
     let failing = |mut c: Counts, n| {
         c.failing = n;
         c
     };
-    let failure = |pod: &str| Failure {
-        pod: pod.into(),
-        container: "app".into(),
-        reason: Some("OOMKilled".into()),
-        exit_code: Some(137),
-        restarts: 3,
+    let failure = |pod: &str| Failing {
+        failure: Failure {
+            pod: pod.into(),
+            container: "app".into(),
+            reason: Some("OOMKilled".into()),
+            exit_code: Some(137),
+            restarts: 3,
+        },
+        languages: [crate::agents::Language::Java].into(),
     };
     let tally = Tally {
         pods: failing(counts(5, 0, &[]), 3),
@@ -384,4 +388,53 @@ fn detected_failures_are_counted_and_named_in_the_failing_condition() {
     });
     assert_eq!(off.failing, None);
     assert!(off.conditions.iter().all(|c| c.type_ != FAILING));
+}
+
+#[test]
+fn rolled_back_workloads_stay_listed_while_in_force() {
+    use crate::crd::RolledBackWorkload;
+    let entry = inst(1);
+    let rb = |name: &str, spec: &str, at_secs: i64| RolledBackWorkload {
+        kind: "Deployment".into(),
+        namespace: "shop".into(),
+        name: name.into(),
+        languages: "java".into(),
+        spec_hash: spec.into(),
+        reason: "pod x container app: OOMKilled (exit code 137), 4 restarts".into(),
+        time: at(at_secs),
+    };
+    let previous = InstrumentationStatus {
+        rolled_back: vec![
+            // Its pods say so: kept, however old.
+            rb("web", "3f2a9c1b", T0 - 3600),
+            // Another spec: the engine injects again, no longer in force.
+            rb("api", "00000000", T0 - 60),
+            // Old, and no pod says so (the marker removed by hand): dropped.
+            rb("gone", "3f2a9c1b", T0 - 3600),
+            // Just rolled back, its new pods not made yet: kept.
+            rb("new", "3f2a9c1b", T0 - 60),
+        ],
+        ..InstrumentationStatus::default()
+    };
+    let tally = Tally {
+        workloads: [(
+            workload("Deployment", "web"),
+            counts(0, 0, &[(SkipReason::RolledBack, 2)]),
+        )]
+        .into(),
+        ..Tally::default()
+    };
+    let again = [rb("new", "3f2a9c1b", T0)];
+    let s = desired(&Inputs {
+        tally: Some(&tally),
+        previous: Some(&previous),
+        rolled_back: &again,
+        ..given(&entry)
+    });
+    let listed: Vec<(&str, i64)> = s
+        .rolled_back
+        .iter()
+        .map(|e| (e.name.as_str(), e.time.0.as_second()))
+        .collect();
+    assert_eq!(listed, [("web", T0 - 3600), ("new", T0)]);
 }

@@ -133,7 +133,8 @@ fn records_share_their_names_and_compaction_forgets_unheld_ones() {
         [
             Counted::Injected {
                 instrumentation: "shop/java".into(),
-                spec: SpecHash([1, 2, 3, 4])
+                spec: SpecHash([1, 2, 3, 4]),
+                language: Some(Language::Java),
             },
             Counted::Skipped {
                 reason: SkipReason::NoInstrumentation,
@@ -542,8 +543,12 @@ fn failing_pods_count_for_the_current_spec_only_with_one_failure_per_workload() 
     assert_eq!(
         t.failures
             .iter()
-            .map(|(w, f)| (w.name.as_str(), f.pod.as_ref()))
+            .map(|(w, f)| (
+                w.name.as_str(),
+                f.failure.pod.as_ref(),
+                f.languages.iter().copied().collect::<Vec<_>>()
+            ))
             .collect::<Vec<_>>(),
-        [("web", "web-1")]
+        [("web", "web-1", vec![Language::Java])]
     );
 }

@@ -164,6 +164,9 @@ pub fn fix(reason: SkipReason) -> &'static str {
             "see the warnings: no targeted container could be instrumented"
         }
         SkipReason::NoContainers => "give the pod at least one container",
+        SkipReason::RolledBack => {
+            "find out why it failed (status.rolledBack, the Warning Event, the container's last termination), then remove the otel-injector/rolled-back annotation from the workload's pod template, or change the Instrumentation: either tries again"
+        }
         SkipReason::PolicyUnsupported => {
             "install the webhook too (policy mode both): it serves the pods no policy covers (docs/policy.md)"
         }

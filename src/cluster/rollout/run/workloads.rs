@@ -44,10 +44,11 @@ pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<Object>> 
     }
 }
 
-async fn restart_as<K>(
+async fn patch_template_as<K>(
     client: &Client,
     w: &Workload,
-    stamp: &str,
+    annotations: &serde_json::Value,
+    field_manager: &str,
     wrap: fn(K) -> Object,
 ) -> kube::Result<Object>
 where
@@ -56,9 +57,9 @@ where
         + DeserializeOwned
         + fmt::Debug,
 {
-    let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}});
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
     let params = PatchParams {
-        field_manager: Some(FIELD_MANAGER.into()),
+        field_manager: Some(field_manager.into()),
         ..Default::default()
     };
     Api::<K>::namespaced(client.clone(), &w.namespace)
@@ -67,24 +68,38 @@ where
         .map(wrap)
 }
 
-/// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
-/// template's `kubectl.kubernetes.io/restartedAt` annotation. `None`: not a kind a rollout
-/// restarts.
-pub async fn restart(client: &Client, w: &Workload, stamp: &str) -> kube::Result<Option<Object>> {
+/// Sets `annotations` on a workload's pod template by a merge patch under `field_manager`
+/// (which makes its controller replace its pods). `None`: not a kind that can be restarted.
+pub async fn patch_template(
+    client: &Client,
+    w: &Workload,
+    annotations: &serde_json::Value,
+    field_manager: &str,
+) -> kube::Result<Option<Object>> {
+    let (a, m) = (annotations, field_manager);
     let object = match w.kind.as_str() {
         "Deployment" => {
-            restart_as::<Deployment>(client, w, stamp, |o| Object::Deployment(Box::new(o))).await?
+            patch_template_as::<Deployment>(client, w, a, m, |o| Object::Deployment(Box::new(o)))
+                .await?
         }
         "StatefulSet" => {
-            restart_as::<StatefulSet>(client, w, stamp, |o| Object::StatefulSet(Box::new(o)))
+            patch_template_as::<StatefulSet>(client, w, a, m, |o| Object::StatefulSet(Box::new(o)))
                 .await?
         }
         "DaemonSet" => {
-            restart_as::<DaemonSet>(client, w, stamp, |o| Object::DaemonSet(Box::new(o))).await?
+            patch_template_as::<DaemonSet>(client, w, a, m, |o| Object::DaemonSet(Box::new(o)))
+                .await?
         }
         _ => return Ok(None),
     };
     Ok(Some(object))
+}
+
+/// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
+/// template's `kubectl.kubernetes.io/restartedAt` annotation. `None`: not a kind a rollout
+/// restarts.
+pub async fn restart(client: &Client, w: &Workload, stamp: &str) -> kube::Result<Option<Object>> {
+    patch_template(client, w, &json!({RESTARTED_AT: stamp}), FIELD_MANAGER).await
 }
 
 /// Now, as `kubectl rollout restart` writes it (RFC 3339, whole seconds, UTC).

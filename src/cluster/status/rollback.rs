@@ -1,0 +1,233 @@
+//! The safety net's action (`--rollback`): a workload whose pods fail with the current spec
+//! of an Instrumentation annotated `otel-injector/on-failure: rollback` gets the marker
+//! `otel-injector/rolled-back: <lang>=<spec>` on its pod template. The template change makes
+//! its controller replace the pods, and the engine leaves those languages out of the new
+//! ones (`rolled_back`) for as long as that spec is current: a person removes the marker, or
+//! a changed spec is tried again, once (it fails again: marked with the new spec). Run by the
+//! Lease holder alone, inside the status controller's pass, at most [`PER_MINUTE`] patches a
+//! minute and once per workload and spec.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::Client;
+use serde_json::json;
+use tokio::time::Instant;
+
+use super::LogLimit;
+use crate::agents::Language;
+use crate::cluster::events::{EventSink, Notice, Reason};
+use crate::cluster::metrics::{Metrics, WriteResult};
+use crate::cluster::rollout::run::{get, patch_template};
+use crate::crd::{RolledBackWorkload, SpecHash};
+use crate::engine::census::{Failing, Tally, Workload};
+use crate::engine::{Instrumentations, rolled_back};
+use crate::keys::{ON_FAILURE_ANNOTATION, ROLLBACK, ROLLED_BACK_ANNOTATION};
+
+/// The field manager of the markers' patches.
+pub const FIELD_MANAGER: &str = "otel-injector-rollback";
+/// At most this many workloads are rolled back a minute, cluster-wide.
+pub const PER_MINUTE: usize = 10;
+
+/// What the rollback remembers between passes.
+#[derive(Default)]
+pub struct Rollback {
+    /// Workloads marked (Instrumentation `ns/name`, workload, spec): never patched twice.
+    done: HashSet<(String, Workload, SpecHash)>,
+    /// When the patches of the last minute were made.
+    recent: VecDeque<Instant>,
+    failures: LogLimit,
+}
+
+/// The value of the marker with `languages` marked as rolled back from `spec`, the other
+/// languages' entries kept (sorted by language).
+pub fn marked(existing: Option<&str>, languages: &BTreeSet<Language>, spec: SpecHash) -> String {
+    let mut entries: BTreeMap<String, String> = existing
+        .map(rolled_back)
+        .into_iter()
+        .flatten()
+        .map(|(l, h)| (l.to_owned(), h.to_owned()))
+        .collect();
+    for l in languages {
+        entries.insert(l.as_str().to_owned(), spec.to_string());
+    }
+    let entries: Vec<String> = entries.iter().map(|(l, h)| format!("{l}={h}")).collect();
+    entries.join(",")
+}
+
+impl Rollback {
+    /// Rolls back the failing workloads of every opted-in Instrumentation; returns what was
+    /// rolled back, by Instrumentation (`ns/name`). Pending ones wait for a later pass
+    /// (the rate limit; a failed patch): `true` when some are left.
+    pub async fn run(
+        &mut self,
+        client: &Client,
+        tallies: &BTreeMap<String, Tally>,
+        index: &Instrumentations,
+        events: &EventSink,
+        metrics: &Metrics,
+        now: &Time,
+    ) -> (BTreeMap<String, Vec<RolledBackWorkload>>, bool) {
+        let mut out: BTreeMap<String, Vec<RolledBackWorkload>> = BTreeMap::new();
+        let mut left = false;
+        for (key, tally) in tallies {
+            let Some((ns, name)) = key.split_once('/') else {
+                continue;
+            };
+            let (Some(Ok(inst)), Some(spec)) = (index.get(ns, name), index.spec_hash(ns, name))
+            else {
+                continue;
+            };
+            let opted_in = inst
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ON_FAILURE_ANNOTATION))
+                .is_some_and(|v| v.trim() == ROLLBACK);
+            if !opted_in {
+                continue;
+            }
+            for (workload, failing) in &tally.failures {
+                let id = (key.clone(), workload.clone(), spec);
+                if !workload.restartable()
+                    || failing.languages.is_empty()
+                    || self.done.contains(&id)
+                {
+                    continue;
+                }
+                if !self.allowed() {
+                    left = true;
+                    continue;
+                }
+                match self.mark(client, workload, failing, spec).await {
+                    Ok(()) => {
+                        metrics.rollback(WriteResult::Success);
+                        self.done.insert(id);
+                        let entry = entry(workload, failing, spec, now);
+                        announce(events, key, workload, &entry);
+                        tracing::warn!(instrumentation = %key, workload = %workload, languages = %entry.languages, reason = %entry.reason, "workload rolled back");
+                        out.entry(key.clone()).or_default().push(entry);
+                    }
+                    Err(e) => {
+                        metrics.rollback(WriteResult::Error);
+                        left = true;
+                        if self.failures.due() {
+                            let hint = match &e {
+                                kube::Error::Api(s) if s.code == 403 => {
+                                    " (get/patch on the workload: manifests/components/rollback)"
+                                }
+                                _ => "",
+                            };
+                            tracing::warn!(instrumentation = %key, workload = %workload, error = %e, "cannot roll the workload back; retrying{hint}");
+                        }
+                    }
+                }
+            }
+        }
+        (out, left)
+    }
+
+    /// Whether one more patch fits in the last minute's budget (then counted).
+    fn allowed(&mut self) -> bool {
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(60))
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.len() >= PER_MINUTE {
+            return false;
+        }
+        self.recent.push_back(now);
+        true
+    }
+
+    /// Sets the marker on the workload's pod template (read first: other languages' entries
+    /// are kept; already marked: nothing written).
+    async fn mark(
+        &self,
+        client: &Client,
+        w: &Workload,
+        failing: &Failing,
+        spec: SpecHash,
+    ) -> kube::Result<()> {
+        let Some(object) = get(client, w).await? else {
+            return Ok(());
+        };
+        let existing = object
+            .template_annotations()
+            .and_then(|a| a.get(ROLLED_BACK_ANNOTATION))
+            .map(String::as_str);
+        let value = marked(existing, &failing.languages, spec);
+        if existing == Some(value.as_str()) {
+            return Ok(());
+        }
+        patch_template(
+            client,
+            w,
+            &json!({ROLLED_BACK_ANNOTATION: value}),
+            FIELD_MANAGER,
+        )
+        .await?;
+        Ok(())
+    }
+}
+
+fn entry(w: &Workload, failing: &Failing, spec: SpecHash, now: &Time) -> RolledBackWorkload {
+    let languages: Vec<&str> = failing.languages.iter().map(|l| l.as_str()).collect();
+    RolledBackWorkload {
+        kind: w.kind.clone(),
+        namespace: w.namespace.clone(),
+        name: w.name.clone(),
+        languages: languages.join(","),
+        spec_hash: spec.to_string(),
+        reason: failing.failure.to_string(),
+        time: now.clone(),
+    }
+}
+
+/// The Warning `InstrumentationRolledBack` Event on the workload.
+fn announce(events: &EventSink, key: &str, w: &Workload, e: &RolledBackWorkload) {
+    events.record(Notice {
+        reason: Reason::RolledBack,
+        namespace: w.namespace.clone(),
+        owner: Some(OwnerReference {
+            api_version: "apps/v1".into(),
+            kind: w.kind.clone(),
+            name: w.name.clone(),
+            ..Default::default()
+        }),
+        instrumentation: Some(key.to_owned()),
+        language: None,
+        note: format!(
+            "rolled back {} of Instrumentation {key} (spec {}): its pods failed with it ({}); \
+             they are replaced without the agent. Remove the pod template's annotation \
+             {ROLLED_BACK_ANNOTATION}, or change the Instrumentation, to try again",
+            e.languages, e.spec_hash, e.reason
+        ),
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_marker_keeps_other_languages_and_replaces_the_spec_of_its_own() {
+        let java: BTreeSet<Language> = [Language::Java].into();
+        let spec = SpecHash([0x3f, 0x2a, 0x9c, 0x1b]);
+        assert_eq!(marked(None, &java, spec), "java=3f2a9c1b");
+        assert_eq!(
+            marked(Some("python=01020304, java=00000000"), &java, spec),
+            "java=3f2a9c1b,python=01020304"
+        );
+        let both: BTreeSet<Language> = [Language::Python, Language::Java].into();
+        assert_eq!(
+            marked(Some("junk"), &both, spec),
+            "java=3f2a9c1b,python=3f2a9c1b"
+        );
+    }
+}
