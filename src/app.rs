@@ -457,6 +457,7 @@ async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
     let report = run::execute(
         &client,
         &census.plan,
+        census.spec,
         &args.settings(),
         &mut |step| match step {
             Step::Restarted { workload, stamp } => {
@@ -465,6 +466,13 @@ async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
             Step::Complete { workload, took } => {
                 println!("complete  {workload} in {:.1}s", took.as_secs_f64());
             }
+            Step::Soaking { workload, soak } => {
+                println!(
+                    "canary    {workload}: soaking {} before the others",
+                    crate::duration::format(soak)
+                );
+            }
+            Step::Soaked { workload } => println!("soaked    {workload}: continuing"),
             Step::Stopped(_) => {}
         },
     )

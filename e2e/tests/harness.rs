@@ -205,8 +205,9 @@ pub enum Rbac {
     /// `components/events/rbac.yaml`: the status controller finding missed pods, announcing
     /// them and the automatic rollout restarting them, for `e2e-missed`.
     Missed,
-    /// Plus `components/status/rbac.yaml` and `components/rollback/rbac.yaml`: the safety
-    /// net detecting failing workloads, rolling them back and announcing both, for
+    /// Plus `components/status/rbac.yaml`, `components/rollback/rbac.yaml` and
+    /// `components/rollout/rbac.yaml`: the safety net detecting failing workloads, rolling
+    /// them back and announcing both, and the automatic rollout with its canary, for
     /// `e2e-safety`.
     SafetyNet,
 }
@@ -262,6 +263,7 @@ impl Rbac {
                     "base/otel-injector.yaml",
                     "components/status/rbac.yaml",
                     "components/rollback/rbac.yaml",
+                    "components/rollout/rbac.yaml",
                 ],
             ),
             Rbac::AgentDeliveryAuto => (

@@ -202,7 +202,12 @@ async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is
         .lines()
         .map(|l| l.split_whitespace().collect())
         .collect();
-    assert_eq!(lines[0].last(), Some(&"FAILING"), "{}", out.stdout);
+    assert_eq!(
+        lines[0][lines[0].len() - 3..],
+        ["FAILING", "ROLLED", "BACK"],
+        "{}",
+        out.stdout
+    );
     assert_eq!(lines[1][lines[1].len() - 5..], ["2", "0", "0", "0", "1"]);
 }
 
@@ -418,6 +423,38 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     eprintln!(
         "[e2e] rollback: marker set {marked:?} and a healthy pod without the agent {recovered:?} after the failing pod ran"
     );
+    // `kubectl get otelinst` names it; `kubectl describe` of the Deployment shows the Event.
+    let cp = cluster().await;
+    let out = chart::kubectl(cp, &["get", "otelinst", "-n", &ns]).unwrap_or_else(|e| panic!("{e}"));
+    assert!(out.ok, "{}", out.stderr);
+    let row: Vec<&str> = out
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap_or("")
+        .split_whitespace()
+        .collect();
+    assert_eq!(row.last(), Some(&"crashy"), "{}", out.stdout);
+    let described = chart::kubectl(cp, &["describe", "deployment", "crashy", "-n", &ns])
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        described.stdout.contains("InstrumentationRolledBack"),
+        "{}",
+        described.stdout
+    );
+    eprintln!(
+        "[e2e] rollback: kubectl get otelinst -n {ns}:\n{}",
+        out.stdout
+    );
+    let events: Vec<&str> = described
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Events:"))
+        .collect();
+    eprintln!(
+        "[e2e] rollback: kubectl describe deployment crashy:\n{}",
+        events.join("\n")
+    );
 
     // Across a restart of the webhook: a new pod is still left without the agent.
     env.restart_webhook().await;
@@ -496,5 +533,131 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     );
     eprintln!(
         "[e2e] rollback: the new spec tried again and rolled back {t_marker:?} after the pod was recreated"
+    );
+}
+
+/// The automatic rollout's canary with the rollback: two Deployments whose pods asked for
+/// Java before the Instrumentation existed (skipped, for want of it) and whose app fails
+/// with the agent. Created, the Instrumentation (`rollout: automatic`, `on-failure:
+/// rollback`) has the rollout restart them, two at a time, but the canary first and alone:
+/// it fails, the rollout stops after it, the other is never restarted, and the canary is
+/// rolled back to a healthy pod without the agent.
+#[tokio::test]
+async fn the_canary_stops_a_bad_rollout_after_one_workload_and_is_rolled_back() {
+    let env = Env::start_with(
+        "canary",
+        Options {
+            rbac: Rbac::SafetyNet,
+            exclusive: true,
+            args: [
+                "--status=true",
+                "--rollback=true",
+                "--rollout=true",
+                "--rollout-concurrency=2",
+                "--rollout-canary-soak=3s",
+                "--events=true",
+                "--lease-identity=canary-a",
+                &format!("--lease-namespace={NAMESPACE}"),
+                "--lease-name=otel-injector",
+                "--lease-duration=3s",
+            ]
+            .map(String::from)
+            .to_vec(),
+            ..Options::default()
+        },
+    )
+    .await;
+    let ns = env.namespace("canary", &[]).await;
+    env.await_webhook(&ns).await;
+    for name in ["alpha", "beta"] {
+        let mut t = template(name, &[(INJECT_JAVA, "true")]);
+        t["metadata"]["labels"][CRASH_WITH_AGENT] = json!("Error");
+        deployment(&env, &ns, name, t).await;
+    }
+    for name in ["alpha", "beta"] {
+        let pods = running_pods(
+            &env,
+            &ns,
+            &format!("app={name}"),
+            1,
+            Duration::from_secs(60),
+        )
+        .await;
+        assert_eq!(
+            pods[0]["metadata"]["annotations"]["otel-injector/status"],
+            format!("java=skipped no_instrumentation {ns}/*").as_str()
+        );
+    }
+    let inst = json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "annotations": {
+            "otel-injector/rollout": "automatic", "otel-injector/on-failure": "rollback"}},
+        "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}});
+    let r = api::create_instrumentation(&env.client, &ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let t0 = Instant::now();
+
+    // The rollout stops at the canary.
+    let rollout = loop {
+        let s = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
+        if s["rollout"]["state"] == "Stopped" {
+            break s["rollout"].clone();
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "the rollout stopped within 60 s: {s}\n{}",
+            env.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let stopped = t0.elapsed();
+    assert_eq!(
+        json!([
+            rollout["workload"],
+            rollout["restarted"],
+            rollout["pending"]
+        ]),
+        json!([
+            format!("Deployment/{ns}/alpha"),
+            [format!("Deployment/{ns}/alpha")],
+            1
+        ]),
+        "{rollout}"
+    );
+    // Whichever sees it first: the rollout its crash loop, or the safety net's rollback.
+    assert!(
+        ["CrashLoop", "RolledBack"].contains(&rollout["reason"].as_str().unwrap_or("")),
+        "{rollout}"
+    );
+    let beta = get(
+        &env,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/beta"),
+    )
+    .await;
+    assert_eq!(
+        beta["metadata"]["generation"], 1,
+        "the other workload is never restarted"
+    );
+
+    // The canary is rolled back and healthy without the agent; the other is left as it was.
+    let spec = get(&env, &instrumentation_path(&ns, "java")).await["status"]["specHash"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        marker(&env, &ns, "alpha", Duration::from_secs(30)).await,
+        format!("java={spec}")
+    );
+    rolled_back_pod(&env, &ns, "alpha", Duration::from_secs(60)).await;
+    let recovered = t0.elapsed();
+    let beta = get(
+        &env,
+        &format!("/apis/apps/v1/namespaces/{ns}/deployments/beta"),
+    )
+    .await;
+    assert_eq!(beta["metadata"]["generation"], 1);
+    eprintln!(
+        "[e2e] canary: the rollout stopped at the canary {stopped:?} and the canary was healthy without the agent {recovered:?} after the Instrumentation was created; status.rollout {rollout}"
     );
 }

@@ -371,7 +371,7 @@ async fn status_counts_follow_deployments_scaling_deletion_and_spec_changes() {
         lines[0],
         [
             "NAME", "AGE", "ENDPOINT", "PROTOCOL", "SAMPLER", "SAMPLER", "ARG", "INJECTED",
-            "OUTDATED", "SKIPPED", "MISSED", "FAILING"
+            "OUTDATED", "SKIPPED", "MISSED", "FAILING", "ROLLED", "BACK"
         ]
     );
     assert_eq!(lines.len(), 2, "{}", out.stdout);

@@ -65,6 +65,12 @@ pub struct RolloutArgs {
     #[arg(long, value_name = "DURATION", default_value = "5m", value_parser = super::duration)]
     pub timeout: Duration,
 
+    /// A canary: restart the first workload alone and, once it is complete, watch its new
+    /// pods this long (a crash loop, an OOM kill, 3 restarts stop the rollout, reason
+    /// CanaryFailed) before the others follow, --concurrency at a time. 0s: no canary.
+    #[arg(long, value_name = "DURATION", default_value = "0s", value_parser = super::duration)]
+    pub canary_soak: Duration,
+
     /// Namespaces never touched (the webhook's exclusions: kube-system and its own
     /// namespace). Repeatable or comma-separated; replaces the default.
     #[arg(
@@ -83,6 +89,7 @@ impl RolloutArgs {
             concurrency: self.concurrency.into(),
             timeout: self.timeout,
             poll: POLL,
+            canary_soak: self.canary_soak,
         }
     }
 }
@@ -115,6 +122,14 @@ pub struct RolloutServeArgs {
     #[arg(long, env = "OTEL_INJECTOR_ROLLOUT_TIMEOUT", value_name = "DURATION", default_value = "5m", value_parser = super::duration)]
     pub rollout_timeout: Duration,
 
+    /// A canary for every automatic rollout: the first workload restarted alone and, once
+    /// complete, its new pods watched this long (a crash loop, an OOM kill, 3 restarts stop
+    /// the rollout: status.rollout reason CanaryFailed, Warning Event RolloutStopped) before
+    /// the others follow. With otel-injector/on-failure: rollback and --rollback, the failed
+    /// canary is rolled back too. 0s: no canary.
+    #[arg(long, env = "OTEL_INJECTOR_ROLLOUT_CANARY_SOAK", value_name = "DURATION", default_value = "0s", value_parser = super::duration)]
+    pub rollout_canary_soak: Duration,
+
     /// Namespaces the rollout never touches (the webhook configuration's exclusions by name:
     /// kube-system and the webhook's own namespace; namespaces labeled
     /// otel-injector/inject=disabled are always left alone).
@@ -136,6 +151,7 @@ impl RolloutServeArgs {
                 concurrency: self.rollout_concurrency.into(),
                 timeout: self.rollout_timeout,
                 poll: POLL,
+                canary_soak: self.rollout_canary_soak,
             },
             excluded: self.rollout_excluded_namespaces.iter().cloned().collect(),
             identity: crate::cluster::lease::default_identity(),
@@ -174,7 +190,8 @@ mod tests {
             Settings {
                 concurrency: 1,
                 timeout: Duration::from_secs(300),
-                poll: POLL
+                poll: POLL,
+                canary_soak: Duration::ZERO
             }
         );
         assert_eq!(args.excluded_namespaces, ["kube-system", "otel-injector"]);
@@ -225,7 +242,8 @@ mod tests {
             Settings {
                 concurrency: 2,
                 timeout: Duration::from_secs(30),
-                poll: POLL
+                poll: POLL,
+                canary_soak: Duration::ZERO
             }
         );
         assert_eq!(

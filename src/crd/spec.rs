@@ -42,7 +42,8 @@ pub const KIND: &str = "Instrumentation";
     printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
     printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
     printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#,
-    printcolumn = r#"{"name": "Failing", "type": "integer", "jsonPath": ".status.failing", "description": "Pods injected with the current spec that are failing (--detect-failures)"}"#
+    printcolumn = r#"{"name": "Failing", "type": "integer", "jsonPath": ".status.failing", "description": "Pods injected with the current spec that are failing (--detect-failures)"}"#,
+    printcolumn = r#"{"name": "Rolled Back", "type": "string", "jsonPath": ".status.rolledBack[*].name", "description": "Workloads rolled back from the current spec (otel-injector/on-failure: rollback)"}"#
 )]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationSpec {

@@ -583,16 +583,23 @@ fn crd_names_and_subresources() {
             ("Skipped", ".status.skipped"),
             ("Missed", ".status.missed"),
             ("Failing", ".status.failing"),
+            ("Rolled Back", ".status.rolledBack[*].name"),
         ]
     );
-    // The status controller's counts are integers, shown by `kubectl get` without `-o wide`.
-    for c in version.additional_printer_columns.iter().flatten().skip(4) {
-        assert_eq!(
-            (c.type_.as_str(), c.priority),
-            ("integer", None),
-            "{}",
-            c.name
-        );
+    // The status controller's counts are integers, and the rolled-back workloads' names a
+    // string, shown by `kubectl get` without `-o wide`.
+    let columns: Vec<_> = version
+        .additional_printer_columns
+        .iter()
+        .flatten()
+        .collect();
+    for c in &columns[4..] {
+        let want = if c.name == "Rolled Back" {
+            "string"
+        } else {
+            "integer"
+        };
+        assert_eq!((c.type_.as_str(), c.priority), (want, None), "{}", c.name);
     }
 }
 

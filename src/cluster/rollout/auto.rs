@@ -321,6 +321,14 @@ impl AutoRollout {
                     tracing::info!(instrumentation = %k, %workload, took = ?took, "rollout: complete");
                     so_far.completed.push(workload.clone());
                 }
+                Step::Soaking { workload, soak } => {
+                    tracing::info!(instrumentation = %k, %workload, soak = ?soak, "rollout: canary complete; soaking before the others");
+                    return;
+                }
+                Step::Soaked { workload } => {
+                    tracing::info!(instrumentation = %k, %workload, "rollout: canary soaked; continuing");
+                    return;
+                }
                 Step::Stopped(_) => return,
             }
             let _ = tx.send(status_of(spec, planned, &so_far, false, &now()));
@@ -334,7 +342,7 @@ impl AutoRollout {
         }
         let execute = async move {
             let on = &mut on;
-            run::execute(client, &census.plan, &self.settings, on).await
+            run::execute(client, &census.plan, census.spec, &self.settings, on).await
         };
         let write = async {
             while let Some(mut status) = rx.recv().await {

@@ -14,7 +14,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::Selector;
 
-use super::plan::{self, Exclusions, Plan};
+use super::plan::{self, Exclusions, Object, Plan};
 use super::progress::crash_loop;
 use super::progress::{self, Progress};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
@@ -23,6 +23,7 @@ use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::census::{self, PodRecord, Tally, Workload};
 use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::ROLLED_BACK_ANNOTATION;
 
 mod workloads;
 
@@ -40,6 +41,10 @@ pub struct Settings {
     pub timeout: Duration,
     /// How often a restarted workload is read.
     pub poll: Duration,
+    /// The canary's soak (zero: no canary): the first workload is restarted alone, and
+    /// once complete its new pods must not fail for this long before any other is
+    /// restarted; a failure then stops the rollout (`CanaryFailed`).
+    pub canary_soak: Duration,
 }
 
 /// What was read and decided for one Instrumentation.
@@ -203,6 +208,10 @@ pub enum StopReason {
     WorkloadGone,
     /// The API server refused a request (a missing permission, most often).
     ApiError,
+    /// The canary's new pods failed during its soak.
+    CanaryFailed,
+    /// The safety net rolled the workload back from this spec (`otel-injector/rolled-back`).
+    RolledBack,
 }
 
 impl StopReason {
@@ -214,6 +223,8 @@ impl StopReason {
             StopReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
             StopReason::WorkloadGone => "WorkloadGone",
             StopReason::ApiError => "APIError",
+            StopReason::CanaryFailed => "CanaryFailed",
+            StopReason::RolledBack => "RolledBack",
         }
     }
 }
@@ -251,6 +262,13 @@ pub enum Step<'a> {
         workload: &'a Workload,
         took: Duration,
     },
+    /// The canary is complete; no other workload is restarted while it soaks this long.
+    Soaking {
+        workload: &'a Workload,
+        soak: Duration,
+    },
+    /// The canary's pods did not fail during the soak: the others follow.
+    Soaked { workload: &'a Workload },
     /// The rollout stops here; no other workload is restarted.
     Stopped(&'a Stop),
 }
@@ -269,6 +287,8 @@ pub struct Ended {
 
 struct InFlight {
     workload: Workload,
+    /// The spec rolled out (`3f2a9c1b`).
+    spec: String,
     stamp: String,
     selector: Option<String>,
     started: Instant,
@@ -306,33 +326,60 @@ async fn check(client: &Client, f: &InFlight, timeout: Duration) -> Check {
             return timed_out(f, timeout, &format!("last read failed: {e}"));
         }
     };
+    if let Some(m) = rolled_back_from(&object, &f.spec) {
+        return Check::Stop(StopReason::RolledBack, m);
+    }
     let waiting = match progress::progress(&object) {
         Progress::Complete => return Check::Complete,
         Progress::Failed(m) => return Check::Stop(StopReason::ProgressDeadlineExceeded, m),
         Progress::Waiting(m) => m,
     };
-    if let Some(selector) = &f.selector {
-        let pods = Api::<Pod>::namespaced(client.clone(), &f.workload.namespace)
-            .list(&ListParams::default().labels(selector))
-            .await;
-        match pods {
-            Ok(pods) => {
-                if let Some(m) = crash_loop(&pods.items, &f.stamp) {
-                    return Check::Stop(StopReason::CrashLoop, m);
-                }
-            }
-            Err(e) if forbidden(&e) => {
-                return Check::Stop(
-                    StopReason::ApiError,
-                    format!("list its pods: {e} (rollout needs {LIST_WORKLOAD_PODS})"),
-                );
-            }
-            Err(e) => {
-                tracing::debug!(workload = %f.workload, error = %e, "listing a restarted workload's pods")
-            }
-        }
+    if let Some(stop) = crashing(client, f, StopReason::CrashLoop).await {
+        return stop;
     }
     timed_out(f, timeout, &waiting)
+}
+
+/// Whether the safety net rolled the workload back from `spec` while it rolled out: its pod
+/// template's `otel-injector/rolled-back` names that spec.
+fn rolled_back_from(object: &Object, spec: &str) -> Option<String> {
+    let marker = object.template_annotations()?.get(ROLLED_BACK_ANNOTATION)?;
+    crate::engine::rolled_back(marker)
+        .any(|(_, h)| h == spec)
+        .then(|| format!("rolled back by the safety net ({ROLLED_BACK_ANNOTATION}: {marker})"))
+}
+
+/// The canary during its soak: a stop when it was rolled back or a new pod crash-loops.
+async fn soak_check(client: &Client, f: &InFlight) -> Option<(StopReason, String)> {
+    if let Ok(Some(object)) = get(client, &f.workload).await
+        && let Some(m) = rolled_back_from(&object, &f.spec)
+    {
+        return Some((StopReason::RolledBack, m));
+    }
+    match crashing(client, f, StopReason::CanaryFailed).await {
+        Some(Check::Stop(reason, m)) => Some((reason, m)),
+        _ => None,
+    }
+}
+
+/// A stop for `reason` when a new pod of the restarted workload crash-loops (or its pods
+/// cannot be listed for want of the permission).
+async fn crashing(client: &Client, f: &InFlight, reason: StopReason) -> Option<Check> {
+    let selector = f.selector.as_ref()?;
+    let pods = Api::<Pod>::namespaced(client.clone(), &f.workload.namespace)
+        .list(&ListParams::default().labels(selector))
+        .await;
+    match pods {
+        Ok(pods) => crash_loop(&pods.items, &f.stamp).map(|m| Check::Stop(reason, m)),
+        Err(e) if forbidden(&e) => Some(Check::Stop(
+            StopReason::ApiError,
+            format!("list its pods: {e} (rollout needs {LIST_WORKLOAD_PODS})"),
+        )),
+        Err(e) => {
+            tracing::debug!(workload = %f.workload, error = %e, "listing a restarted workload's pods");
+            None
+        }
+    }
 }
 
 fn timed_out(f: &InFlight, timeout: Duration, waiting: &str) -> Check {
@@ -355,14 +402,22 @@ fn timed_out(f: &InFlight, timeout: Duration, waiting: &str) -> Check {
 pub async fn execute(
     client: &Client,
     plan: &Plan,
+    spec: SpecHash,
     settings: &Settings,
     on: &mut (dyn FnMut(Step<'_>) + Send),
 ) -> Ended {
     let mut report = Ended::default();
     let mut queue = plan.restarts.iter().map(|r| &r.workload);
     let mut inflight: Vec<InFlight> = Vec::new();
+    // The canary: pending until the first workload completes, then soaking until when.
+    let mut canary_pending = !settings.canary_soak.is_zero();
+    let mut soaking: Option<(InFlight, Instant)> = None;
     'rollout: loop {
-        while inflight.len() < settings.concurrency.max(1) {
+        let cap = match canary_pending || soaking.is_some() {
+            true => 1,
+            false => settings.concurrency.max(1),
+        };
+        while inflight.len() < cap && soaking.is_none() {
             let Some(w) = queue.next() else { break };
             let stamp = stamp_now();
             match restart(client, w, &stamp).await {
@@ -386,6 +441,7 @@ pub async fn execute(
                         .filter(|s| !s.is_empty());
                     inflight.push(InFlight {
                         workload: w.clone(),
+                        spec: spec.to_string(),
                         stamp,
                         selector,
                         started: Instant::now(),
@@ -410,10 +466,38 @@ pub async fn execute(
                 }
             }
         }
-        if inflight.is_empty() {
+        if inflight.is_empty() && soaking.is_none() {
             break;
         }
         tokio::time::sleep(settings.poll).await;
+        if let Some((canary, until)) = &soaking {
+            if let Some((reason, message)) = soak_check(client, canary).await {
+                let message = match reason {
+                    StopReason::ApiError => message,
+                    _ => format!(
+                        "the canary failed during its {} soak: {message}",
+                        crate::duration::format(settings.canary_soak)
+                    ),
+                };
+                let reason = match reason {
+                    StopReason::ApiError => reason,
+                    _ => StopReason::CanaryFailed,
+                };
+                report.stopped = Some(Stop {
+                    workload: canary.workload.clone(),
+                    reason,
+                    message,
+                });
+                break 'rollout;
+            }
+            if Instant::now() >= *until {
+                on(Step::Soaked {
+                    workload: &canary.workload,
+                });
+                soaking = None;
+            }
+            continue;
+        }
         let mut i = 0;
         while i < inflight.len() {
             match check(client, &inflight[i], settings.timeout).await {
@@ -424,7 +508,15 @@ pub async fn execute(
                         workload: &done.workload,
                         took: done.started.elapsed(),
                     });
-                    report.completed.push(done.workload);
+                    report.completed.push(done.workload.clone());
+                    if canary_pending {
+                        canary_pending = false;
+                        on(Step::Soaking {
+                            workload: &done.workload,
+                            soak: settings.canary_soak,
+                        });
+                        soaking = Some((done, Instant::now() + settings.canary_soak));
+                    }
                 }
                 Check::Stop(reason, message) => {
                     report.stopped = Some(Stop {

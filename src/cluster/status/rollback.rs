@@ -101,11 +101,11 @@ impl Rollback {
                     continue;
                 }
                 match self.mark(client, workload, failing, spec).await {
-                    Ok(()) => {
+                    Ok(uid) => {
                         metrics.rollback(WriteResult::Success);
                         self.done.insert(id);
                         let entry = entry(workload, failing, spec, now);
-                        announce(events, key, workload, &entry);
+                        announce(events, key, workload, uid, &entry);
                         tracing::warn!(instrumentation = %key, workload = %workload, languages = %entry.languages, reason = %entry.reason, "workload rolled back");
                         out.entry(key.clone()).or_default().push(entry);
                     }
@@ -146,24 +146,26 @@ impl Rollback {
     }
 
     /// Sets the marker on the workload's pod template (read first: other languages' entries
-    /// are kept; already marked: nothing written).
+    /// are kept; already marked: nothing written). Returns the workload's UID (for the
+    /// Event, so that `kubectl describe` finds it).
     async fn mark(
         &self,
         client: &Client,
         w: &Workload,
         failing: &Failing,
         spec: SpecHash,
-    ) -> kube::Result<()> {
+    ) -> kube::Result<Option<String>> {
         let Some(object) = get(client, w).await? else {
-            return Ok(());
+            return Ok(None);
         };
+        let uid = object.meta().uid.clone();
         let existing = object
             .template_annotations()
             .and_then(|a| a.get(ROLLED_BACK_ANNOTATION))
             .map(String::as_str);
         let value = marked(existing, &failing.languages, spec);
         if existing == Some(value.as_str()) {
-            return Ok(());
+            return Ok(uid);
         }
         patch_template(
             client,
@@ -172,7 +174,7 @@ impl Rollback {
             FIELD_MANAGER,
         )
         .await?;
-        Ok(())
+        Ok(uid)
     }
 }
 
@@ -190,7 +192,13 @@ fn entry(w: &Workload, failing: &Failing, spec: SpecHash, now: &Time) -> RolledB
 }
 
 /// The Warning `InstrumentationRolledBack` Event on the workload.
-fn announce(events: &EventSink, key: &str, w: &Workload, e: &RolledBackWorkload) {
+fn announce(
+    events: &EventSink,
+    key: &str,
+    w: &Workload,
+    uid: Option<String>,
+    e: &RolledBackWorkload,
+) {
     events.record(Notice {
         reason: Reason::RolledBack,
         namespace: w.namespace.clone(),
@@ -198,6 +206,7 @@ fn announce(events: &EventSink, key: &str, w: &Workload, e: &RolledBackWorkload)
             api_version: "apps/v1".into(),
             kind: w.kind.clone(),
             name: w.name.clone(),
+            uid: uid.unwrap_or_default(),
             ..Default::default()
         }),
         instrumentation: Some(key.to_owned()),
