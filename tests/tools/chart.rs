@@ -997,3 +997,49 @@ fn the_notes_say_how_to_render_and_apply_the_policies_of_the_mode() {
     );
     assert!(!notes(&[]).contains("otel-injector policy"));
 }
+
+#[test]
+fn the_safety_net_renders_its_flags_and_the_rbac_of_the_rollback_component() {
+    let detect = render(&["status.detectFailures=true"]);
+    assert!(ids(&detect).iter().all(|i| !i.contains("rollback")));
+    let at = |docs: &[Value], flag: &str| args(docs).iter().position(|a| a == flag);
+    assert_eq!(
+        at(&detect, "--detect-failures=true"),
+        at(&detect, "--status=true").map(|i| i + 1)
+    );
+
+    let docs = render(&[
+        "status.rollback=true",
+        "rollout.enabled=true",
+        "rollout.canarySoak=2m",
+    ]);
+    let component = manifest("components/rollback/rbac.yaml");
+    for id in [
+        "ClusterRole/otel-injector-rollback",
+        "ClusterRoleBinding/otel-injector-rollback",
+    ] {
+        for field in ["rules", "roleRef", "subjects"] {
+            assert_eq!(
+                find(&docs, id)[field],
+                find(&component, id)[field],
+                "{id} {field}"
+            );
+        }
+    }
+    let a = args(&docs);
+    assert!(a.contains(&"--rollback=true".to_owned()), "{a:?}");
+    assert!(
+        !a.contains(&"--detect-failures=true".to_owned()),
+        "implied: {a:?}"
+    );
+    assert!(a.contains(&"--rollout-canary-soak=2m".to_owned()), "{a:?}");
+    let (ok, _, stderr) = helm(&release(
+        "template",
+        &["status.rollback=true", "status.enabled=false"],
+        &[],
+    ));
+    assert!(
+        !ok && stderr.contains("status.rollback needs status.enabled"),
+        "{stderr}"
+    );
+}

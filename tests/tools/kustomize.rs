@@ -482,3 +482,19 @@ fn the_policy_component_removes_the_webhook_configuration_and_what_writes_into_i
         "{ids:?}"
     );
 }
+
+#[test]
+fn the_rollback_component_is_in_no_overlay_and_adds_its_rbac_and_env() {
+    for o in ["cert-manager", "built-in", "targeted"] {
+        assert!(
+            ids(&overlay(o)).iter().all(|i| !i.contains("rollback")),
+            "{o}"
+        );
+    }
+    let docs = combined(&["status", "rollback"]);
+    for doc in manifest("components/rollback/rbac.yaml") {
+        let id = &ids(std::slice::from_ref(&doc))[0];
+        assert_eq!(find(&docs, id), &doc, "{id}");
+    }
+    assert_eq!(env(&docs)[0], "OTEL_INJECTOR_ROLLBACK=true");
+}
