@@ -381,7 +381,7 @@ fn every_alert_has_a_severity_a_summary_a_description_and_a_runbook_section() {
         assert!(anchors.contains(anchor), "{RUNBOOK} has no `## {name}`");
         alerts += 1;
     }
-    assert_eq!(alerts, 11);
+    assert_eq!(alerts, 12);
 }
 
 #[test]
