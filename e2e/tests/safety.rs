@@ -12,6 +12,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
+use crate::status::get;
 use crate::support::api::{self, instrumentation_path};
 use crate::support::chart;
 use crate::support::identity::NAMESPACE;
@@ -31,14 +32,6 @@ async fn deployment(env: &Env, ns: &str, name: &str, template: Value) {
                          "template": template}}),
     )
     .await;
-}
-
-async fn get(env: &Env, path: &str) -> Value {
-    let r = api::send(&env.client, Method::GET, path, None)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "GET {path}: {}", r.body);
-    r.body
 }
 
 /// The `InstrumentedPodsFailing` Events of a namespace: (regarding kind, name, note).
@@ -65,31 +58,38 @@ async fn failing_events(env: &Env, ns: &str) -> Vec<(String, String, String)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is_not() {
+/// A webhook with the status controller and `flags`, alone in the cluster (the status
+/// controller writes every Instrumentation's status), its namespace `id-id` watched.
+async fn start(id: &str, rbac: Rbac, flags: &[&str]) -> (Env, String) {
+    let mut args: Vec<String> = [
+        "--status=true",
+        "--events=true",
+        "--lease-name=otel-injector",
+        "--lease-duration=3s",
+    ]
+    .map(String::from)
+    .to_vec();
+    args.push(format!("--lease-identity={id}-a"));
+    args.push(format!("--lease-namespace={NAMESPACE}"));
+    args.extend(flags.iter().map(|f| f.to_string()));
     let env = Env::start_with(
-        "safety",
+        id,
         Options {
-            rbac: Rbac::Missed,
-            // The status controller writes every Instrumentation's status.
+            rbac,
             exclusive: true,
-            args: [
-                "--status=true",
-                "--detect-failures=true",
-                "--events=true",
-                "--lease-identity=safety-a",
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-            ]
-            .map(String::from)
-            .to_vec(),
+            args,
             ..Options::default()
         },
     )
     .await;
-    let ns = env.namespace("safety", &[]).await;
+    let ns = env.namespace(id, &[]).await;
     env.await_webhook(&ns).await;
+    (env, ns)
+}
+
+#[tokio::test]
+async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is_not() {
+    let (env, ns) = start("safety", Rbac::Missed, &["--detect-failures=true"]).await;
     env.instrumentation(
         &ns,
         "java",
@@ -282,28 +282,7 @@ async fn marker(env: &Env, ns: &str, name: &str, limit: Duration) -> String {
 
 #[tokio::test]
 async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_spec() {
-    let mut env = Env::start_with(
-        "rollback",
-        Options {
-            rbac: Rbac::SafetyNet,
-            exclusive: true,
-            args: [
-                "--status=true",
-                "--rollback=true",
-                "--events=true",
-                "--lease-identity=rollback-a",
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let ns = env.namespace("rollback", &[]).await;
-    env.await_webhook(&ns).await;
+    let (mut env, ns) = start("rollback", Rbac::SafetyNet, &["--rollback=true"]).await;
     let inst = json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
         "metadata": {"name": "java", "annotations": {"otel-injector/on-failure": "rollback"}},
         "spec": {"exporter": {"endpoint": "http://collector.example:4318"}}});
@@ -544,31 +523,17 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
 /// rolled back to a healthy pod without the agent.
 #[tokio::test]
 async fn the_canary_stops_a_bad_rollout_after_one_workload_and_is_rolled_back() {
-    let env = Env::start_with(
+    let (env, ns) = start(
         "canary",
-        Options {
-            rbac: Rbac::SafetyNet,
-            exclusive: true,
-            args: [
-                "--status=true",
-                "--rollback=true",
-                "--rollout=true",
-                "--rollout-concurrency=2",
-                "--rollout-canary-soak=3s",
-                "--events=true",
-                "--lease-identity=canary-a",
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..Options::default()
-        },
+        Rbac::SafetyNet,
+        &[
+            "--rollback=true",
+            "--rollout=true",
+            "--rollout-concurrency=2",
+            "--rollout-canary-soak=3s",
+        ],
     )
     .await;
-    let ns = env.namespace("canary", &[]).await;
-    env.await_webhook(&ns).await;
     for name in ["alpha", "beta"] {
         let mut t = template(name, &[(INJECT_JAVA, "true")]);
         t["metadata"]["labels"][CRASH_WITH_AGENT] = json!("Error");

@@ -65,7 +65,7 @@ async fn spec_hash(env: &Env, ns: &str, name: &str) -> String {
     SpecHash::of(&inst.spec).to_string()
 }
 
-async fn get(env: &Env, path: &str) -> Value {
+pub async fn get(env: &Env, path: &str) -> Value {
     let r = api::send(&env.client, Method::GET, path, None)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
