@@ -626,3 +626,137 @@ async fn the_canary_stops_a_bad_rollout_after_one_workload_and_is_rolled_back() 
         "[e2e] canary: the rollout stopped at the canary {stopped:?} and the canary was healthy without the agent {recovered:?} after the Instrumentation was created; status.rollout {rollout}"
     );
 }
+
+/// The acceptance test through the pod runner: a real Java app whose agent is broken (an
+/// agent image whose `javaagent.jar` is not a jar) exits non-zero when injected. The test
+/// plays the kubelet's part the runner does not (restarts): it reports the real exit as the
+/// container's last termination after three restarts. The safety net rolls the Deployment
+/// back and its next pod, run by the runner without the agent, serves.
+#[tokio::test]
+async fn a_real_app_that_fails_with_a_broken_agent_comes_back_serving_without_it() {
+    use crate::support::process::free_port;
+    use crate::support::runner::{self, Image};
+    use crate::telemetry::{self, Running};
+
+    let (env, ns) = start("broken", Rbac::SafetyNet, &["--rollback=true"]).await;
+    let cp = cluster().await;
+    let broken = "e2e.local/broken-java-agent:1";
+    let mut images = telemetry::images();
+    let agent_dir = tempfile::tempdir_in(&cp.dir).expect("a temp dir");
+    std::fs::write(agent_dir.path().join("javaagent.jar"), b"not a jar").expect("write");
+    images.0.insert(
+        broken.into(),
+        Image {
+            root: agent_dir.path().to_owned(),
+            entrypoint: Vec::new(),
+            cmd: Vec::new(),
+            env: vec![("PATH".into(), "/usr/bin:/bin".into())],
+            workdir: "/".into(),
+        },
+    );
+    let inst = json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "annotations": {"otel-injector/on-failure": "rollback"}},
+        "spec": {"exporter": {"endpoint": "http://127.0.0.1:4318"}, "java": {"image": broken}}});
+    let r = api::create_instrumentation(&env.client, &ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let port = free_port();
+    let mut t = template("shop", &[(INJECT_JAVA, "true")]);
+    t["spec"]["containers"] = json!([telemetry::app("app", runner::JAVA_APP, port)]);
+    let mut probe = json!({"apiVersion": "v1", "kind": "Pod",
+                           "metadata": t["metadata"].clone(), "spec": t["spec"].clone()});
+    probe["metadata"]["name"] = json!("shop-dry-run");
+    env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
+        .await;
+    deployment(&env, &ns, "shop", t).await;
+    let pod = running_pods(&env, &ns, "app=shop", 1, Duration::from_secs(60))
+        .await
+        .remove(0);
+    assert!(is_injected(&pod), "{}", pod["metadata"]);
+
+    // The real app, with the broken agent: the JVM exits non-zero.
+    let mut run = runner::run(&env.client, &pod, &images, &cp.dir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let t0 = Instant::now();
+    let code = loop {
+        if let Some(st) = run.containers.get_mut("app").and_then(|c| c.exited()) {
+            break st.code().expect("an exit code");
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the app with a broken agent still runs:\n{}",
+            run.logs()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_ne!(code, 0, "{}", run.log("app"));
+    let log = run.log("app");
+    eprintln!(
+        "[e2e] broken agent: the app exited {code}: {}",
+        log.lines().next().unwrap_or("")
+    );
+    drop(run);
+    // As the kubelet reports it after restarting it three times.
+    let name = pod["metadata"]["name"].as_str().unwrap().to_owned();
+    let status = json!({"status": {"containerStatuses": [{
+        "name": "app", "image": runner::JAVA_APP, "imageID": "", "ready": false, "started": false,
+        "restartCount": 3,
+        "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+        "lastState": {"terminated": {"exitCode": code, "reason": "Error"}},
+    }]}});
+    let r = api::merge_patch(
+        &env.client,
+        &format!("/api/v1/namespaces/{ns}/pods/{name}/status"),
+        &status,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t1 = Instant::now();
+
+    // Rolled back; the next pod, without the agent, really serves.
+    // The spec the pod was injected with: `java=injected <ns>/java <spec>`.
+    let spec = pod["metadata"]["annotations"]["otel-injector/status"]
+        .as_str()
+        .and_then(|s| s.rsplit(' ').next())
+        .expect("the outcome")
+        .to_owned();
+    assert_eq!(
+        marker(&env, &ns, "shop", Duration::from_secs(30)).await,
+        format!("java={spec}")
+    );
+    let healthy = rolled_back_pod(&env, &ns, "shop", Duration::from_secs(60)).await;
+    let rolled = t1.elapsed();
+    let run = runner::run(&env.client, &healthy, &images, &cp.dir)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut r = Running {
+        ns: ns.clone(),
+        pod: healthy.clone(),
+        run,
+    };
+    let (code, _) = telemetry::request(&mut r, port, "/checkout").await;
+    assert_eq!(code, 200);
+    assert!(
+        !r.run.envs["app"]
+            .iter()
+            .any(|(k, _)| k == "JAVA_TOOL_OPTIONS"),
+        "no agent: {:?}",
+        r.run.envs["app"]
+    );
+    let rolled_back = get(&env, &instrumentation_path(&ns, "java")).await["status"]["rolledBack"]
+        [0]["reason"]
+        .clone();
+    assert_eq!(
+        rolled_back,
+        format!(
+            "pod {name} container app: Error (exit code {code_}), 3 restarts",
+            code_ = status["status"]["containerStatuses"][0]["lastState"]["terminated"]["exitCode"]
+        )
+    );
+    eprintln!(
+        "[e2e] broken agent: rolled back to a serving pod without the agent {rolled:?} after the failure was reported"
+    );
+}
