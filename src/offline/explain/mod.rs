@@ -489,6 +489,48 @@ mod tests {
     }
 
     #[test]
+    fn a_rolled_back_workload_is_explained_with_what_to_do() {
+        let ctx_hash = {
+            let sources = vec![manifests::parse("m.yaml", "").unwrap()];
+            let ctx = Context::build(
+                &sources,
+                &[JAVA.into()],
+                &[],
+                None,
+                EngineConfig::default(),
+                "shop".into(),
+            )
+            .unwrap();
+            ctx.catalog
+                .instrumentations()
+                .spec_hash("shop", "java-inst")
+                .unwrap()
+        };
+        let marked = DEPLOYMENT.replace(
+            "        instrumentation.opentelemetry.io/inject-python: shop/missing\n",
+            &format!("        otel-injector/rolled-back: java={ctx_hash}\n"),
+        );
+        let e = &explain_text(&marked)[0];
+        assert!(e.injected.is_empty());
+        assert_eq!(e.path.as_ref().map(|p| p.via), None, "nothing is injected");
+        let skip = &e.skipped[0];
+        assert_eq!(
+            (skip.language.as_deref(), skip.reason),
+            (Some("java"), "rolled_back")
+        );
+        assert_eq!(
+            skip.messages,
+            [format!(
+                "inject-java: rolled back, failed with shop/java-inst spec {ctx_hash}; remove \
+                 otel-injector/rolled-back to retry"
+            )]
+        );
+        assert!(skip.fix.starts_with("find out why it failed"), "{}", skip.fix);
+        let text = text(&explain_text(&marked));
+        assert!(text.contains("  skipped java (rolled_back)\n"), "{text}");
+    }
+
+    #[test]
     fn namespace_requests_and_nothing_asked() {
         let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: java-inst\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n";
         let e = &explain_text(ns)[0];
