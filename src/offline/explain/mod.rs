@@ -525,7 +525,11 @@ mod tests {
                  otel-injector/rolled-back to retry"
             )]
         );
-        assert!(skip.fix.starts_with("find out why it failed"), "{}", skip.fix);
+        assert!(
+            skip.fix.starts_with("find out why it failed"),
+            "{}",
+            skip.fix
+        );
         let text = text(&explain_text(&marked));
         assert!(text.contains("  skipped java (rolled_back)\n"), "{text}");
     }
