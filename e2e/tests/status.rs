@@ -46,12 +46,19 @@ fn status_args(identity: &str) -> Vec<String> {
 /// A webhook with the status controller, alone in the cluster (no other test's webhook runs
 /// meanwhile).
 async fn start(id: &str) -> Env {
+    start_with(id, &[]).await
+}
+
+/// [`start`] with further `serve` flags.
+async fn start_with(id: &str, extra: &[&str]) -> Env {
+    let mut args = status_args(&format!("{id}-a"));
+    args.extend(extra.iter().map(|a| a.to_string()));
     Env::start_with(
         id,
         Options {
             rbac: Rbac::Status,
             exclusive: true,
-            args: status_args(&format!("{id}-a")),
+            args,
             ..Options::default()
         },
     )
@@ -796,8 +803,10 @@ async fn bare_pods(env: &Env, ns: &str, n: usize, outcome: &str) {
 
 /// 1,000 pods (and, ignored by default, 3,000): the time from the last pod's creation to the
 /// status counting them all, and the webhook's resident memory before and after.
-async fn many_pods(id: &str, n: usize) {
-    let env = start(id).await;
+/// Creates `n` injected pods and waits for the status to count them; returns the webhook's
+/// RSS growth per pod and how long the count took after the last pod was created.
+async fn many_pods(id: &str, n: usize, extra: &[&str]) -> (u64, Duration) {
+    let env = start_with(id, extra).await;
     let ns = env.namespace("load", &[]).await;
     env.instrumentation(
         &ns,
@@ -829,7 +838,7 @@ async fn many_pods(id: &str, n: usize) {
     let after = usage(pid).rss;
     let per_pod = after.saturating_sub(before) / n64;
     eprintln!(
-        "[e2e] status of {n} pods converged {took:?} after the last pod was created; \
+        "[e2e] status of {n} pods ({extra:?}) converged {took:?} after the last pod was created; \
          webhook VmRSS {before} -> {after} bytes: {per_pod} bytes per pod, {} KiB per 1,000 pods",
         per_pod * 1000 / 1024
     );
@@ -843,15 +852,29 @@ async fn many_pods(id: &str, n: usize) {
         None,
     )
     .await;
+    (per_pod, took)
 }
 
 #[tokio::test]
 async fn a_thousand_pods_converge_within_seconds() {
-    many_pods("status-1k", 1000).await;
+    many_pods("status-1k", 1000, &[]).await;
 }
 
 #[tokio::test]
 #[ignore = "a measurement: cargo test -p otel-injector-e2e --test e2e -- --ignored status_memory"]
 async fn status_memory_of_three_thousand_pods() {
-    many_pods("status-3k", 3000).await;
+    many_pods("status-3k", 3000, &[]).await;
+}
+
+/// The safety net's cost: the same 3,000 pods watched as metadata, then whole
+/// (`--detect-failures`), in one run.
+#[tokio::test]
+#[ignore = "a measurement: cargo test -p otel-injector-e2e --test e2e -- --ignored status_memory"]
+async fn status_memory_with_and_without_failure_detection() {
+    let (meta, meta_took) = many_pods("status-3k-meta", 3000, &[]).await;
+    let (whole, whole_took) = many_pods("status-3k-whole", 3000, &["--detect-failures=true"]).await;
+    eprintln!(
+        "[e2e] --detect-failures: {whole} vs {meta} bytes per pod ({:.2}x), converged {whole_took:?} vs {meta_took:?}",
+        whole as f64 / meta.max(1) as f64
+    );
 }
