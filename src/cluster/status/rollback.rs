@@ -69,6 +69,12 @@ impl Rollback {
         metrics: &Metrics,
         now: &Time,
     ) -> (BTreeMap<String, Vec<RolledBackWorkload>>, bool) {
+        // Only the current specs' workloads are remembered (the set stays bounded).
+        self.done.retain(|(key, _, spec)| {
+            key.split_once('/')
+                .and_then(|(ns, name)| index.spec_hash(ns, name))
+                .is_some_and(|now| now == *spec)
+        });
         let mut out: BTreeMap<String, Vec<RolledBackWorkload>> = BTreeMap::new();
         let mut left = false;
         for (key, tally) in tallies {
