@@ -256,6 +256,20 @@ async fn rolled_back_pod(env: &Env, ns: &str, app: &str, limit: Duration) -> Val
     }
 }
 
+/// Deletes `pod` (its controller makes another).
+async fn delete_pod(env: &Env, ns: &str, pod: &Value) {
+    let name = pod["metadata"]["name"].as_str().expect("a name");
+    let r = api::send(
+        &env.client,
+        Method::DELETE,
+        &format!("/api/v1/namespaces/{ns}/pods/{name}"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+}
+
 /// The Deployment's pod template annotation `otel-injector/rolled-back`, once it is set.
 async fn marker(env: &Env, ns: &str, name: &str, limit: Duration) -> String {
     let t0 = Instant::now();
@@ -437,18 +451,7 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     // Across a restart of the webhook: a new pod is still left without the agent.
     env.restart_webhook().await;
     env.await_webhook(&ns).await;
-    let r = api::send(
-        &env.client,
-        Method::DELETE,
-        &format!(
-            "/api/v1/namespaces/{ns}/pods/{}",
-            healthy["metadata"]["name"].as_str().unwrap()
-        ),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
+    delete_pod(&env, &ns, &healthy).await;
     let again = rolled_back_pod(&env, &ns, "crashy", Duration::from_secs(60)).await;
     assert_ne!(again["metadata"]["name"], healthy["metadata"]["name"]);
 
@@ -475,18 +478,7 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     })
     .await;
     // Recreated: the workload's next pod asks again (the marker names the old spec).
-    let r = api::send(
-        &env.client,
-        Method::DELETE,
-        &format!(
-            "/api/v1/namespaces/{ns}/pods/{}",
-            again["metadata"]["name"].as_str().unwrap()
-        ),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
+    delete_pod(&env, &ns, &again).await;
     let t1 = Instant::now();
     let t_marker = loop {
         let m = marker(&env, &ns, "crashy", Duration::from_secs(60)).await;

@@ -375,18 +375,22 @@ mod tests {
 
     const JAVA: &str = "tests/data/instrumentations/java.yaml";
 
-    fn explain_text(manifest: &str) -> Vec<Explanation> {
-        let sources = vec![manifests::parse("m.yaml", manifest).unwrap()];
-        let ctx = Context::build(
-            &sources,
+    /// The context of `sources` with the Java Instrumentation, in namespace `shop`.
+    fn context(sources: &[Source]) -> Context {
+        Context::build(
+            sources,
             &[JAVA.into()],
             &[],
             None,
             EngineConfig::default(),
             "shop".into(),
         )
-        .unwrap();
-        explain(&ctx, &sources).unwrap()
+        .unwrap()
+    }
+
+    fn explain_text(manifest: &str) -> Vec<Explanation> {
+        let sources = vec![manifests::parse("m.yaml", manifest).unwrap()];
+        explain(&context(&sources), &sources).unwrap()
     }
 
     const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: cart}\nspec:\n  template:\n    metadata:\n      annotations:\n        instrumentation.opentelemetry.io/inject-java: \"true\"\n        instrumentation.opentelemetry.io/inject-python: shop/missing\n        instrumentation.opentelemetry.io/python-container-names: app\n        instrumentation.opentelemetry.io/java-container-names: app\n    spec:\n      containers:\n      - name: app\n        image: cart:1.0\n        env:\n        - {name: OTEL_LOGS_EXPORTER, value: none}\n";
@@ -490,22 +494,11 @@ mod tests {
 
     #[test]
     fn a_rolled_back_workload_is_explained_with_what_to_do() {
-        let ctx_hash = {
-            let sources = vec![manifests::parse("m.yaml", "").unwrap()];
-            let ctx = Context::build(
-                &sources,
-                &[JAVA.into()],
-                &[],
-                None,
-                EngineConfig::default(),
-                "shop".into(),
-            )
+        let ctx_hash = context(&[manifests::parse("m.yaml", "").unwrap()])
+            .catalog
+            .instrumentations()
+            .spec_hash("shop", "java-inst")
             .unwrap();
-            ctx.catalog
-                .instrumentations()
-                .spec_hash("shop", "java-inst")
-                .unwrap()
-        };
         let marked = DEPLOYMENT.replace(
             "        instrumentation.opentelemetry.io/inject-python: shop/missing\n",
             &format!("        otel-injector/rolled-back: java={ctx_hash}\n"),
