@@ -371,6 +371,24 @@ pub struct Env {
     _cluster_wide: ClusterWide,
 }
 
+/// The e2e binary's `serve` as `identity` with `args` (serving `tls_dir`'s certificate, or
+/// the harness's), once ready.
+async fn ready_webhook(identity: &Identity, args: &[String], tls_dir: Option<&Path>) -> Webhook {
+    let mut webhook = Webhook::start_serving(
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+        &identity.kubeconfig,
+        args,
+        tls_dir,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    webhook
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    webhook
+}
+
 /// [`CLUSTER_WIDE`], shared or exclusive.
 enum ClusterWide {
     Shared(#[allow(dead_code)] tokio::sync::RwLockReadGuard<'static, ()>),
@@ -437,18 +455,7 @@ impl Env {
             options.tls_dir.is_none() || !options.register_ca_bundle,
             "the harness's CA does not sign a certificate of tls_dir"
         );
-        let mut webhook = Webhook::start_serving(
-            Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
-            &identity.kubeconfig,
-            &args,
-            options.tls_dir.as_deref(),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        webhook
-            .wait_ready(Duration::from_secs(30))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let webhook = ready_webhook(&identity, &args, options.tls_dir.as_deref()).await;
         let name = options
             .configuration_name
             .unwrap_or_else(|| format!("e2e-{id}-a-otel-injector"));
@@ -494,18 +501,7 @@ impl Env {
             .terminate(Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut webhook = Webhook::start_serving(
-            Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
-            &self.identity.kubeconfig,
-            &self.args,
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        webhook
-            .wait_ready(Duration::from_secs(30))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let webhook = ready_webhook(&self.identity, &self.args, None).await;
         let path = format!(
             "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",
             self.configuration

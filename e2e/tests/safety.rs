@@ -12,50 +12,46 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
+use crate::status::deployment;
 use crate::status::get;
 use crate::support::api::{self, instrumentation_path};
 use crate::support::chart;
 use crate::support::identity::NAMESPACE;
 use crate::support::webhook;
-use crate::workloads::{create, running_pods, template};
+use crate::workloads::{running_pods, template};
 
 /// The kwok stage's label: the pod crashes with this termination reason when injected.
 const CRASH_WITH_AGENT: &str = "e2e.otel-injector.io/crash-with-agent";
 
-async fn deployment(env: &Env, ns: &str, name: &str, template: Value) {
-    create(
-        env,
-        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
-        &json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                "metadata": {"name": name},
-                "spec": {"replicas": 1, "selector": {"matchLabels": {"app": name}},
-                         "template": template}}),
-    )
-    .await;
-}
-
-/// The `InstrumentedPodsFailing` Events of a namespace: (regarding kind, name, note).
-async fn failing_events(env: &Env, ns: &str) -> Vec<(String, String, String)> {
-    let list = get(
-        env,
-        &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
-    )
-    .await;
-    list["items"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|e| e["reason"] == "InstrumentedPodsFailing")
-        .map(|e| {
-            assert_eq!(e["type"], "Warning", "{e}");
-            let s = |v: &Value| v.as_str().unwrap_or("").to_owned();
-            (
-                s(&e["regarding"]["kind"]),
-                s(&e["regarding"]["name"]),
-                s(&e["note"]),
-            )
-        })
-        .collect()
+/// The Events of `reason` in a namespace, as `[type, regarding kind, regarding name, note]`,
+/// once there is one (at most 10 s: the worker publishes them after the status pass).
+async fn events_of(env: &Env, ns: &str, reason: &str) -> Vec<Value> {
+    let t0 = Instant::now();
+    loop {
+        let list = get(
+            env,
+            &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
+        )
+        .await;
+        let events: Vec<Value> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["reason"] == reason)
+            .map(|e| {
+                json!([
+                    e["type"],
+                    e["regarding"]["kind"],
+                    e["regarding"]["name"],
+                    e["note"]
+                ])
+            })
+            .collect();
+        if !events.is_empty() || t0.elapsed() > Duration::from_secs(10) {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 /// A webhook with the status controller and `flags`, alone in the cluster (the status
@@ -104,8 +100,8 @@ async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is
     probe["metadata"]["name"] = json!("crashy-dry-run");
     env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
         .await;
-    deployment(&env, &ns, "crashy", crashy).await;
-    deployment(&env, &ns, "fine", fine).await;
+    deployment(&env, &ns, "crashy", 1, crashy).await;
+    deployment(&env, &ns, "fine", 1, fine).await;
     let crashing = running_pods(&env, &ns, "app=crashy", 1, Duration::from_secs(60)).await;
     let t0 = Instant::now();
     let pod = crashing[0]["metadata"]["name"].as_str().unwrap().to_owned();
@@ -161,25 +157,18 @@ async fn a_workload_failing_only_with_the_agent_is_detected_and_a_healthy_one_is
     );
 
     // Announced once, on the Deployment; the healthy one is never named.
-    let t1 = Instant::now();
-    let events = loop {
-        let events = failing_events(&env, &ns).await;
-        if !events.is_empty() || t1.elapsed() > Duration::from_secs(10) {
-            break events;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
     assert_eq!(
-        events,
-        [(
-            "Deployment".to_owned(),
-            "crashy".to_owned(),
+        events_of(&env, &ns, "InstrumentedPodsFailing").await,
+        [json!([
+            "Warning",
+            "Deployment",
+            "crashy",
             format!(
                 "1 pod(s) of Deployment/{ns}/crashy injected with the current spec of \
                  Instrumentation {ns}/java are failing: pod {pod} container app: OOMKilled \
                  (exit code 137), 4 restarts"
             )
-        )]
+        ])]
     );
     // Cluster-wide: other tests' crash-looping workloads (the rollout's) count too.
     let gauge = webhook::metric(
@@ -311,11 +300,12 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
         .await;
     let hash = |status: &Value| status["specHash"].as_str().unwrap_or("").to_owned();
-    deployment(&env, &ns, "crashy", crashy).await;
+    deployment(&env, &ns, "crashy", 1, crashy).await;
     deployment(
         &env,
         &ns,
         "fine",
+        1,
         template("fine", &[(INJECT_JAVA, "true")]),
     )
     .await;
@@ -367,27 +357,7 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
         rolled,
         [json!(["Deployment", "crashy", "java", spec, reason])]
     );
-    let events = {
-        let list = get(
-            &env,
-            &format!("/apis/events.k8s.io/v1/namespaces/{ns}/events"),
-        )
-        .await;
-        list["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|e| e["reason"] == "InstrumentationRolledBack")
-            .map(|e| {
-                json!([
-                    e["type"],
-                    e["regarding"]["kind"],
-                    e["regarding"]["name"],
-                    e["note"]
-                ])
-            })
-            .collect::<Vec<_>>()
-    };
+    let events = events_of(&env, &ns, "InstrumentationRolledBack").await;
     assert_eq!(
         events,
         [json!([
@@ -528,7 +498,7 @@ async fn the_canary_stops_a_bad_rollout_after_one_workload_and_is_rolled_back() 
     for name in ["alpha", "beta"] {
         let mut t = template(name, &[(INJECT_JAVA, "true")]);
         t["metadata"]["labels"][CRASH_WITH_AGENT] = json!("Error");
-        deployment(&env, &ns, name, t).await;
+        deployment(&env, &ns, name, 1, t).await;
     }
     for name in ["alpha", "beta"] {
         let pods = running_pods(
@@ -660,7 +630,7 @@ async fn a_real_app_that_fails_with_a_broken_agent_comes_back_serving_without_it
     probe["metadata"]["name"] = json!("shop-dry-run");
     env.until_dry_run(&ns, &probe, "injection", |r| is_injected(&r.body))
         .await;
-    deployment(&env, &ns, "shop", t).await;
+    deployment(&env, &ns, "shop", 1, t).await;
     let pod = running_pods(&env, &ns, "app=shop", 1, Duration::from_secs(60))
         .await
         .remove(0);

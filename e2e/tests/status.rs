@@ -95,7 +95,7 @@ fn template(app: &str, outcome: &str, injected: bool) -> Value {
     })
 }
 
-async fn deployment(env: &Env, ns: &str, name: &str, replicas: u32, template: Value) {
+pub async fn deployment(env: &Env, ns: &str, name: &str, replicas: u32, template: Value) {
     create(
         env,
         &format!("/apis/apps/v1/namespaces/{ns}/deployments"),

@@ -446,26 +446,27 @@ pub fn census<'a>(
                     let Some(now) = existing.get(&**instrumentation) else {
                         continue;
                     };
-                    if now == spec && pod.failure.is_some() {
-                        let tally = out.entry(instrumentation.to_string()).or_default();
-                        if let (Some(w), Some(f)) = (&pod.workload, &pod.failure) {
-                            let failing =
-                                tally.failures.entry(Workload::clone(w)).or_insert_with(|| {
-                                    Failing {
+                    match (now == spec, &pod.failure) {
+                        (false, _) => (instrumentation, &|c: &mut Counts| c.outdated += 1),
+                        (true, None) => (instrumentation, &|c: &mut Counts| c.current += 1),
+                        (true, Some(f)) => {
+                            if let Some(w) = &pod.workload {
+                                let tally = out.entry(instrumentation.to_string()).or_default();
+                                tally
+                                    .failures
+                                    .entry(Workload::clone(w))
+                                    .or_insert_with(|| Failing {
                                         failure: Failure::clone(f),
                                         languages: Default::default(),
-                                    }
-                                });
-                            failing.languages.extend(*language);
+                                    })
+                                    .languages
+                                    .extend(*language);
+                            }
+                            (instrumentation, &|c: &mut Counts| {
+                                c.current += 1;
+                                c.failing += 1;
+                            })
                         }
-                        (instrumentation, &|c: &mut Counts| {
-                            c.current += 1;
-                            c.failing += 1;
-                        })
-                    } else if now == spec {
-                        (instrumentation, &|c: &mut Counts| c.current += 1)
-                    } else {
-                        (instrumentation, &|c: &mut Counts| c.outdated += 1)
                     }
                 }
                 Counted::Missed { instrumentation } => {

@@ -164,8 +164,7 @@ impl StatusController {
             HashMap::new();
         let mut retry_at: Option<Instant> = None;
         let mut failures = LogLimit::default();
-        let mut announced = HashSet::new();
-        let mut announced_failing = HashSet::new();
+        let mut announced = Announced::default();
         loop {
             tokio::select! {
                 _ = dirty.notified() => {}
@@ -189,7 +188,7 @@ impl StatusController {
                     &pods,
                     &mut written,
                     &mut failures,
-                    [&mut announced, &mut announced_failing],
+                    &mut announced,
                     rollback.as_mut(),
                 )
                 .await;
@@ -205,7 +204,7 @@ impl StatusController {
         pods: &SharedPods,
         written: &mut HashMap<(String, String), (Option<String>, InstrumentationStatus)>,
         failures: &mut LogLimit,
-        [announced, announced_failing]: [&mut HashSet<(String, Option<Workload>)>; 2],
+        announced: &mut Announced,
         rollback: Option<&mut rollback::Rollback>,
     ) -> bool {
         let index = self.catalog.instrumentations();
@@ -218,9 +217,9 @@ impl StatusController {
             let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
             census(pods.records.values().chain(missed.records()), &existing)
         };
-        self.announce_missed(&tallies, &index, announced);
+        self.announce_missed(&tallies, &index, &mut announced.missed);
         if self.detect_failures {
-            self.announce_failing(&tallies, &index, announced_failing);
+            self.announce_failing(&tallies, &index, &mut announced.failing);
         }
         let lookup = self
             .catalog
@@ -298,7 +297,64 @@ impl StatusController {
     }
 }
 
+/// What an Event is about: an Instrumentation (`ns/name`) and one of its workloads (`None`:
+/// its pods without a controller).
+type Subject = (String, Option<Workload>);
+
+/// Announces each subject once while its condition lasts: [`Once::first`] is true for a
+/// subject not seen in the previous pass; [`Once::end_pass`] forgets the ones not seen in
+/// this one, so a condition that ends and comes back is announced again.
+#[derive(Default)]
+struct Once {
+    before: HashSet<Subject>,
+    now: HashSet<Subject>,
+}
+
+impl Once {
+    fn first(&mut self, subject: Subject) -> bool {
+        let new = !self.before.contains(&subject);
+        self.now.insert(subject);
+        new
+    }
+
+    /// Ends a pass; returns how many subjects it saw.
+    fn end_pass(&mut self) -> usize {
+        self.before = std::mem::take(&mut self.now);
+        self.before.len()
+    }
+}
+
+/// The Events' memory of what each pass announced.
+#[derive(Default)]
+struct Announced {
+    missed: Once,
+    failing: Once,
+}
+
 impl StatusController {
+    /// A Warning Event of `reason` about `workload` of Instrumentation `key` (about the
+    /// Instrumentation for pods without a controller).
+    fn announce(
+        &self,
+        reason: Reason,
+        key: &str,
+        workload: Option<&Workload>,
+        index: &Instrumentations,
+        note: String,
+    ) {
+        let Some((namespace, owner)) = regarding(key, workload, index) else {
+            return;
+        };
+        self.events.record(Notice {
+            reason,
+            namespace,
+            owner,
+            instrumentation: Some(key.to_owned()),
+            language: None,
+            note,
+        });
+    }
+
     /// One Warning `InjectionMissed` Event per workload (and per Instrumentation for pods
     /// without a controller) when its missed pods are first counted; announced again only
     /// after it had none.
@@ -306,9 +362,8 @@ impl StatusController {
         &self,
         tallies: &BTreeMap<String, Tally>,
         index: &Instrumentations,
-        announced: &mut HashSet<(String, Option<Workload>)>,
+        once: &mut Once,
     ) {
-        let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
         for (key, tally) in tallies {
             if tally.pods.missed == 0 {
                 continue;
@@ -324,38 +379,30 @@ impl StatusController {
                         .then_some((None, tally.pods.missed - in_workloads)),
                 );
             for (workload, n) in groups {
-                let id = (key.clone(), workload.cloned());
-                now.insert(id.clone());
-                if announced.contains(&id) {
+                if !once.first((key.clone(), workload.cloned())) {
                     continue;
                 }
-                let Some((namespace, owner)) = missed_regarding(key, workload, index) else {
-                    continue;
-                };
                 let pods = if n == 1 { "pod" } else { "pods" };
                 let of = workload.map_or(String::from(" without a controller"), |w| {
                     format!(" of {w}")
                 });
-                self.events.record(Notice {
-                    reason: Reason::Missed,
-                    namespace,
-                    owner,
-                    instrumentation: Some(key.clone()),
-                    language: None,
-                    note: format!(
+                self.announce(
+                    Reason::Missed,
+                    key,
+                    workload,
+                    index,
+                    format!(
                         "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
                          injection: the webhook was unreachable or not registered when they were \
                          created; a restart injects them"
                     ),
-                });
+                );
                 tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
             }
         }
-        *announced = now;
+        once.end_pass();
     }
-}
 
-impl StatusController {
     /// One Warning `InstrumentedPodsFailing` Event per workload whose pods injected with an
     /// Instrumentation's current spec fail, with one failure (the container's last
     /// termination reason), when first found; again only after it recovered. Sets the
@@ -364,45 +411,39 @@ impl StatusController {
         &self,
         tallies: &BTreeMap<String, Tally>,
         index: &Instrumentations,
-        announced: &mut HashSet<(String, Option<Workload>)>,
+        once: &mut Once,
     ) {
-        let mut now: HashSet<(String, Option<Workload>)> = HashSet::new();
         for (key, tally) in tallies {
             for (workload, failing) in &tally.failures {
-                let failure = &failing.failure;
-                let id = (key.clone(), Some(workload.clone()));
-                now.insert(id.clone());
-                if announced.contains(&id) {
+                if !once.first((key.clone(), Some(workload.clone()))) {
                     continue;
                 }
-                let Some((namespace, owner)) = missed_regarding(key, Some(workload), index) else {
-                    continue;
-                };
+                let failure = &failing.failure;
                 let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
-                self.events.record(Notice {
-                    reason: Reason::Failing,
-                    namespace,
-                    owner,
-                    instrumentation: Some(key.clone()),
-                    language: None,
-                    note: format!(
+                self.announce(
+                    Reason::Failing,
+                    key,
+                    Some(workload),
+                    index,
+                    format!(
                         "{n} pod(s) of {workload} injected with the current spec of \
                          Instrumentation {key} are failing: {failure}"
                     ),
-                });
+                );
                 tracing::warn!(instrumentation = %key, workload = %workload, pods = n, failure = %failure, "instrumented pods failing");
             }
         }
+        let workloads = once.end_pass();
         self.metrics
             .failing_workloads
-            .set(i64::try_from(now.len()).unwrap_or(i64::MAX));
-        *announced = now;
+            .set(i64::try_from(workloads).unwrap_or(i64::MAX));
     }
 }
 
-/// The namespace and owner a missed-pods Event is about: the workload (its API version from
-/// its kind), else the Instrumentation (through [`super::events::regarding`]'s fallback).
-fn missed_regarding(
+/// The namespace and owner an Event of the status controller is about: the workload (its
+/// API version from its kind), else the Instrumentation (through
+/// [`super::events::regarding`]'s fallback).
+fn regarding(
     key: &str,
     workload: Option<&Workload>,
     index: &Instrumentations,
