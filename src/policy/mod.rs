@@ -28,7 +28,7 @@ use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{Catalog, EngineConfig, SkipReason};
 use crate::keys::{MANAGED_BY, OPT_OUT, OPT_OUT_LABEL};
 
-pub use pod::{Path, path};
+pub use pod::{Path, Paths};
 pub use template::{Template, probe_config};
 
 /// The languages a policy can inject (image-volume delivery, no init container or sidecar).

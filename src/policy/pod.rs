@@ -3,11 +3,15 @@
 //! differential test (`e2e/tests/policy/`) compares this answer with what the API server did
 //! for every pod of its corpus, so the two cannot drift apart unnoticed.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use k8s_openapi::api::core::v1::Pod;
 
-use super::template::{self, CONTAINER};
+use super::template::{self, CONTAINER, NotCovered};
 use super::{LANGUAGES, Template};
 use crate::agents::Language;
+use crate::crd::Instrumentation;
 use crate::engine::{Catalog, EngineConfig};
 
 /// The path that injects a pod the webhook injects.
@@ -20,17 +24,59 @@ pub enum Path {
     Webhook(String),
 }
 
-/// The path of a pod in namespace `ns` that asked for `requested` (language and effective
-/// value, as the engine read them) and that the webhook injects with `injected` (language
-/// and Instrumentation `ns/name`) on containers `targets`.
-pub fn path(
+/// The paths of many pods against one catalog: each Instrumentation and language's template
+/// is read off the engine once (a read decides several probe pods).
+pub struct Paths<'a> {
+    catalog: &'a dyn Catalog,
+    config: &'a EngineConfig,
+    templates: HashMap<(String, Language), Result<Template, NotCovered>>,
+}
+
+impl<'a> Paths<'a> {
+    pub fn new(catalog: &'a dyn Catalog, config: &'a EngineConfig) -> Self {
+        Paths {
+            catalog,
+            config,
+            templates: HashMap::new(),
+        }
+    }
+
+    /// The path of a pod in namespace `ns` that asked for `requested` (language and
+    /// effective value, as the engine read them) and that the webhook injects with
+    /// `injected` (language and Instrumentation `ns/name`) on containers `targets`.
+    pub fn of(
+        &mut self,
+        ns: &str,
+        pod: &Pod,
+        requested: &[(Language, &str)],
+        injected: &[(Language, &str)],
+        targets: &[String],
+    ) -> Path {
+        let (catalog, config) = (self.catalog, self.config);
+        path(catalog, ns, requested, injected, |inst, lang| {
+            let key = (inst.qualified(), lang);
+            let t = self
+                .templates
+                .entry(key)
+                .or_insert_with(|| template::read(inst, lang, config));
+            match t {
+                Ok(t) => match uncovered(t, pod, targets) {
+                    Some(why) => Path::Webhook(why),
+                    None => Path::Policy(inst.qualified()),
+                },
+                Err(not) => Path::Webhook(not.why.clone()),
+            }
+        })
+    }
+}
+
+/// The request's checks, then `covered` for the Instrumentation and language it names.
+fn path(
     catalog: &dyn Catalog,
-    config: &EngineConfig,
     ns: &str,
-    pod: &Pod,
     requested: &[(Language, &str)],
     injected: &[(Language, &str)],
-    targets: &[String],
+    covered: impl FnOnce(&Arc<Instrumentation>, Language) -> Path,
 ) -> Path {
     let webhook = |why: &str| Path::Webhook(why.to_owned());
     let [(lang, value)] = requested else {
@@ -56,13 +102,7 @@ pub fn path(
     let Some(Ok(inst)) = all.get(inst_ns, name) else {
         return webhook("the Instrumentation cannot be read");
     };
-    match template::read(inst, *lang, config) {
-        Ok(t) => match uncovered(&t, pod, targets) {
-            Some(why) => Path::Webhook(why),
-            None => Path::Policy((*qualified).to_owned()),
-        },
-        Err(not) => Path::Webhook(not.why),
-    }
+    covered(inst, *lang)
 }
 
 /// Why template `t` cannot replay the webhook on `pod`'s `targets`, if it cannot.

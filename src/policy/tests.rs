@@ -187,8 +187,12 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
     let app = |env: Value| pod(json!({"containers": [{"name": "app", "image": "a", "env": env}]}));
     let java = [(Language::Java, "shop/java")];
     let targets = ["app".to_owned()];
+    let paths = std::cell::RefCell::new(Paths::new(&catalog, &config));
+    let path_in = |ns: &str, p: &Pod, asked: &[(Language, &str)], injected: &[(Language, &str)]| {
+        paths.borrow_mut().of(ns, p, asked, injected, &targets)
+    };
     let path_of = |p: &Pod, asked: &[(Language, &str)], injected: &[(Language, &str)]| {
-        path(&catalog, &config, "shop", p, asked, injected, &targets)
+        path_in("shop", p, asked, injected)
     };
     let webhook = |why: &str| Path::Webhook(why.to_owned());
     for value in ["true", " TRUE ", "java", "shop/java"] {
@@ -257,14 +261,11 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
         webhook("container app mounts something at the agent's volume or path")
     );
     assert_eq!(
-        path(
-            &catalog,
-            &config,
+        path_in(
             "web",
             &app(json!([])),
             &[(Language::Java, "shop/java")],
-            &java,
-            &targets
+            &java
         ),
         webhook(
             "the request names an Instrumentation of another namespace (a policy is bound in its own)"

@@ -190,6 +190,7 @@ pub fn fix(reason: SkipReason) -> &'static str {
 /// Explains every pod and workload of `sources`.
 pub fn explain(ctx: &Context, sources: &[Source]) -> Result<Vec<Explanation>, InputError> {
     let mut out = Vec::new();
+    let mut paths = policy::Paths::new(&ctx.catalog, &ctx.config);
     for source in sources {
         for doc in &source.documents {
             let Some(value) = &doc.value else { continue };
@@ -204,7 +205,7 @@ pub fn explain(ctx: &Context, sources: &[Source]) -> Result<Vec<Explanation>, In
                 let mutation = workload::mutate(&ctx.catalog, &ctx.config, workload, object)
                     .map_err(|e| InputError::document(&source.name, doc.index, doc.line, e))?;
                 if let Some(m) = mutation {
-                    out.push(explain_one(ctx, &m, &source.name, doc.index));
+                    out.push(explain_one(ctx, &mut paths, &m, &source.name, doc.index));
                 }
             }
         }
@@ -212,7 +213,13 @@ pub fn explain(ctx: &Context, sources: &[Source]) -> Result<Vec<Explanation>, In
     Ok(out)
 }
 
-fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Explanation {
+fn explain_one(
+    ctx: &Context,
+    paths: &mut policy::Paths<'_>,
+    m: &Mutation,
+    file: &str,
+    document: usize,
+) -> Explanation {
     let pod = &m.before.pod;
     let namespace = ctx.catalog.namespace(&m.workload.namespace);
     let annotations = Annotations::new(
@@ -300,15 +307,7 @@ fn explain_one(ctx: &Context, m: &Mutation, file: &str, document: usize) -> Expl
             [(_, t)] => t.as_slice(),
             _ => &[],
         };
-        PathExplained::of(policy::path(
-            &ctx.catalog,
-            &ctx.config,
-            &m.workload.namespace,
-            pod,
-            &asked,
-            &injected,
-            targets,
-        ))
+        PathExplained::of(paths.of(&m.workload.namespace, pod, &asked, &injected, targets))
     });
     let skipped = report
         .skipped
