@@ -1,7 +1,7 @@
 //! The engine and everything around it, in process: each language's injection applied to
 //! real pods (`inject_*`), crafted and amplifying pods (`hardening`), the outcome, delivery
-//! modes, labels, the CRD, the offline commands, the fuzz corpora, the build information
-//! and the layering of `src/`.
+//! modes, labels, the CRD, the offline commands, the fuzz corpora, the build information,
+//! the layering of `src/` and the form of docs/decisions.md (`docs`).
 
 #[path = "../support/engine.rs"]
 mod common;
@@ -10,6 +10,7 @@ mod architecture;
 mod build_info;
 mod crd;
 mod delivery;
+mod docs;
 mod fuzz_corpus;
 mod hardening;
 mod inject_apache;
