@@ -16,7 +16,7 @@ pub struct Asked {
     /// Its effective value (after the namespace-vs-pod rule).
     pub value: String,
     /// Whose key gave that value.
-    pub from: Source,
+    pub from: AskedBy,
     /// How the value names the Instrumentation.
     pub naming: Naming,
     /// The containers it targets, and the lists that chose them.
@@ -27,16 +27,16 @@ pub struct Asked {
 
 /// Whose annotation (or label) gave a request its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Source {
+pub enum AskedBy {
     Pod,
     Namespace,
 }
 
-impl Source {
+impl AskedBy {
     pub fn as_str(self) -> &'static str {
         match self {
-            Source::Pod => "pod",
-            Source::Namespace => "namespace",
+            AskedBy::Pod => "pod",
+            AskedBy::Namespace => "namespace",
         }
     }
 }

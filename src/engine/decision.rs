@@ -137,7 +137,7 @@ impl Skip {
 
 /// One language injected, with what it was injected from.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Injected {
+pub struct InjectedLanguage {
     pub language: Language,
     /// The Instrumentation (`ns/name`) it used.
     pub instrumentation: String,
@@ -146,7 +146,7 @@ pub struct Injected {
 }
 
 /// An injected entry is that language's (`report.injected == [Language::Java]`).
-impl PartialEq<Language> for Injected {
+impl PartialEq<Language> for InjectedLanguage {
     fn eq(&self, language: &Language) -> bool {
         self.language == *language
     }
@@ -167,7 +167,7 @@ pub struct Report {
     /// Short messages for the client, each at most `MAX_WARNING_LEN` characters.
     pub warnings: Vec<String>,
     /// Languages injected, in order.
-    pub injected: Vec<Injected>,
+    pub injected: Vec<InjectedLanguage>,
     /// Languages requested but not injected, with the reason.
     pub skipped: Vec<Skip>,
     /// What the pod (or its namespace) asks for, per language in the registry's order: the

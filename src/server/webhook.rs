@@ -20,7 +20,7 @@ use crate::admission::{self, Summary};
 use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::crd::{CONVERSION_PATH, review};
 use crate::duration;
-use crate::engine::{Catalog, EngineConfig, Injected};
+use crate::engine::{Catalog, EngineConfig, InjectedLanguage};
 
 /// Largest AdmissionReview accepted: the API server's own request limit (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -289,7 +289,7 @@ fn queue_events(events: &EventSink, s: &Summary) {
 }
 
 /// Languages written as a list of their names (`["java", "nodejs"]`), without collecting them.
-struct Names<'a>(&'a [Injected]);
+struct Names<'a>(&'a [InjectedLanguage]);
 
 impl std::fmt::Debug for Names<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -7,7 +7,7 @@ use crate::agents::exporter_tls::ExporterTls;
 use crate::agents::{Effect, Injection, Language, declarative};
 use crate::crd::Instrumentation;
 use crate::engine::bound;
-use crate::engine::decision::{Injected, Report, Skip, SkipReason};
+use crate::engine::decision::{InjectedLanguage, Report, Skip, SkipReason};
 use crate::pod::plan::{PodPlan, Slot};
 use crate::warnings::shorten;
 
@@ -48,7 +48,7 @@ pub(super) fn inject(
     slots: &[Slot],
     plan: &mut PodPlan<'_>,
     d: &mut Report,
-) -> Result<Injected, Stop> {
+) -> Result<InjectedLanguage, Stop> {
     let snapshot = scene.snapshot;
     let found = Some(inst.qualified());
     let before = plan.is_changed().then(|| plan.clone());
@@ -93,7 +93,7 @@ pub(super) fn inject(
     }
     let reason = match effect {
         Effect::Injected(_) => {
-            return Ok(Injected {
+            return Ok(InjectedLanguage {
                 language: lang,
                 instrumentation: inst.qualified(),
                 spec: spec_hash(snapshot, inst),

@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::{Requested, Target};
 use crate::agents::{ANNOTATION_PREFIX, Language};
-use crate::engine::asked::{Asked, Naming, Source, Targets};
+use crate::engine::asked::{Asked, AskedBy, Naming, Targets};
 use crate::engine::bound;
 use crate::engine::decision::{Report, Skip, SkipReason};
 use crate::engine::references::wanted;
@@ -27,8 +27,8 @@ pub(super) fn requests<'a>(annotations: &Annotations<'a>, d: &mut Report) -> Vec
             continue;
         };
         let from = match annotations.pod(key) {
-            Some(on_pod) if std::ptr::eq(on_pod, value) => Source::Pod,
-            _ => Source::Namespace,
+            Some(on_pod) if std::ptr::eq(on_pod, value) => AskedBy::Pod,
+            _ => AskedBy::Namespace,
         };
         d.requests.push(Asked {
             language: lang,
