@@ -200,3 +200,86 @@ pub(super) fn injected_by_operator(pod: &Pod) -> bool {
         .any(|c| OPERATOR_INIT_CONTAINERS.contains(&c.name.as_str()))
         || spec.containers.iter().any(|c| c.name == OPERATOR_SIDECAR)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::cluster::StaticCatalog;
+    use crate::engine::{EngineConfig, decide};
+    use crate::pod::plan::Slot;
+
+    fn report(annotations: serde_json::Value) -> Report {
+        let catalog = StaticCatalog::from_yaml(
+            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+             metadata: {name: java, namespace: shop}\nspec: {}\n",
+        )
+        .unwrap();
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "annotations": annotations},
+            "spec": {"containers": [{"name": "a"}, {"name": "b"}]}
+        }))
+        .unwrap();
+        let config = EngineConfig::default();
+        decide(&Snapshot::take(&catalog, "shop", &config), &pod).report
+    }
+
+    #[test]
+    fn each_request_is_recorded_with_its_key_value_lists_and_targets() {
+        let r = report(json!({
+            "instrumentation.opentelemetry.io/inject-java": "shop/java",
+            "instrumentation.opentelemetry.io/java-container-names": "b",
+        }));
+        assert_eq!(r.injected, [Language::Java]);
+        let [java] = r.requests.as_slice() else {
+            panic!("{:?}", r.requests)
+        };
+        assert_eq!(
+            (java.key, java.value.as_str(), java.from, java.naming),
+            (
+                "instrumentation.opentelemetry.io/inject-java",
+                "shop/java",
+                AskedBy::Pod,
+                Naming::Qualified
+            )
+        );
+        assert_eq!(
+            java.targets,
+            Targets {
+                common: None,
+                own: Some("b".into()),
+                resolved: Some(Ok(vec![Slot::App(1)])),
+            }
+        );
+    }
+
+    #[test]
+    fn targets_are_recorded_before_the_lists_are_judged_and_skips_with_their_language() {
+        // Two languages, one list: the pod is skipped, each language's resolution recorded.
+        let r = report(json!({
+            "instrumentation.opentelemetry.io/inject-java": "true",
+            "instrumentation.opentelemetry.io/inject-python": "missing",
+            "instrumentation.opentelemetry.io/java-container-names": "a",
+        }));
+        assert_eq!(r.skipped[0].reason, SkipReason::InvalidContainerNames);
+        assert_eq!(r.skipped[0].language, None);
+        let resolved: Vec<_> = r.requests.iter().map(|a| &a.targets.resolved).collect();
+        assert_eq!(
+            resolved,
+            [&Some(Ok(vec![Slot::App(0)])), &Some(Ok(vec![Slot::App(0)]))]
+        );
+        assert!(r.requests.iter().all(|a| a.warnings.is_empty()));
+
+        // A language's skip is recorded with its request.
+        let r = report(json!({
+            "instrumentation.opentelemetry.io/inject-java": "nope",
+        }));
+        assert_eq!(r.requests[0].naming, Naming::Name);
+        assert_eq!(
+            r.requests[0].warnings,
+            ["inject-java: Instrumentation \"shop/nope\" not found; not injected"]
+        );
+        assert_eq!(r.requests[0].warnings, r.warnings);
+    }
+}
