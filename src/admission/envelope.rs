@@ -1,7 +1,8 @@
-//! The AdmissionReview envelope read in one pass, the pod decoded where it stands.
+//! The AdmissionReview envelope ([`Review`], [`RequestIn`]), read in one pass with the pod
+//! decoded where it stands, or plainly.
 //!
-//! The plain read ([`super::ReviewIn`]) keeps `request.object` raw, which scans the object
-//! once to find where it ends, and [`super::decode_pod`] then scans it again. For a Pod
+//! The plain read (serde's, of the same types) keeps `request.object` raw, which scans the
+//! object once to find where it ends, and [`super::decode_pod`] then scans it again. For a Pod
 //! CREATE that may ask for injection, this reader decodes the pod as the envelope is read,
 //! once, and finds the object's text (its size bounds the patch) from where its key and the
 //! next key stand in the body. It reads only the shape the API server writes (`kind`,
@@ -18,24 +19,38 @@ mod seed;
 
 use seed::{KeySeed, MapRead, OptionSeed, Read, Seed, set};
 
-/// A review read in one pass: the envelope's fields and the pod, decoded.
+/// A review: the envelope's fields and the object, raw or (read in one pass) the pod decoded.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct Review<'a> {
     pub api_version: Option<&'a str>,
     pub kind: Option<&'a str>,
+    #[serde(borrow)]
     pub request: Option<RequestIn<'a>>,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub(super) struct RequestIn<'a> {
     pub uid: String,
+    #[serde(default)]
     pub kind: Gvk,
+    #[serde(default)]
     pub namespace: Option<String>,
+    #[serde(default)]
     pub name: Option<String>,
+    #[serde(default)]
     pub operation: String,
+    #[serde(default)]
     pub dry_run: Option<bool>,
+    /// Read plainly, the object is kept raw.
+    #[serde(borrow, default, deserialize_with = "raw_object")]
     pub object: Object<'a>,
 }
 
+#[derive(Default)]
 pub(super) enum Object<'a> {
+    #[default]
     Absent,
     Raw(&'a RawValue),
     /// A Pod CREATE decoded as it was read, its JSON text (UTF-8), and whether that text
@@ -45,6 +60,11 @@ pub(super) enum Object<'a> {
         text: &'a [u8],
         prefixed: bool,
     },
+}
+
+/// The object of a plain read: kept raw (`null` is absent).
+fn raw_object<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Object<'de>, D::Error> {
+    Option::<&'de RawValue>::deserialize(d).map(|o| o.map_or(Object::Absent, Object::Raw))
 }
 
 /// Reads `body` in one pass; `namespace_asks` says whether a namespace's annotations ask for

@@ -8,7 +8,6 @@ use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 use crate::engine::census::controller;
 use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, Snapshot};
@@ -37,39 +36,12 @@ fn find_inject_prefix(text: &[u8]) -> Option<usize> {
 }
 const KIND: &str = "AdmissionReview";
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewIn<'a> {
-    api_version: Option<&'a str>,
-    kind: Option<&'a str>,
-    #[serde(borrow)]
-    request: Option<RequestIn<'a>>,
-}
-
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 struct Gvk {
     group: String,
     version: String,
     kind: String,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct RequestIn<'a> {
-    uid: String,
-    #[serde(default)]
-    kind: Gvk,
-    #[serde(default)]
-    namespace: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    operation: String,
-    #[serde(default)]
-    dry_run: Option<bool>,
-    #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
 }
 
 /// Why a body is not a readable AdmissionReview (answered with HTTP 400).
@@ -111,16 +83,11 @@ pub fn mutate_json(snapshot: &Snapshot<'_>, pod: &Pod) -> (Option<Vec<u8>>, Repo
     (bounded.patch, bounded.report)
 }
 
-/// [`mutate_json`] with the patch as typed operations (to apply it to a document), from the
-/// same plan and outcome the text was written from.
+/// [`mutate_json`] with the patch as typed operations (to apply it to a document): one write
+/// makes the text the engine measures and the operations ([`patch::both`]).
 pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
-    let bounded = engine::decide_within(snapshot, pod, patch::text);
-    let ops = match bounded.patch {
-        // The text was written from these very calls: they do not fail the second time.
-        Some(_) => patch::operations(pod, bounded.plan.as_ref(), bounded.status.as_ref())
-            .unwrap_or_default(),
-        None => Vec::new(),
-    };
+    let bounded = engine::decide_within(snapshot, pod, patch::both);
+    let ops = bounded.patch.map(|p| p.operations).unwrap_or_default();
     (ops, bounded.report)
 }
 
@@ -151,21 +118,7 @@ pub fn review_two_pass(
     catalog: &dyn Catalog,
     config: &EngineConfig,
 ) -> Result<(Vec<u8>, Summary), ReviewError> {
-    let review: ReviewIn<'_> = serde_json::from_slice(body)?;
-    let request = review.request.map(|r| envelope::RequestIn {
-        uid: r.uid,
-        kind: r.kind,
-        namespace: r.namespace,
-        name: r.name,
-        operation: r.operation,
-        dry_run: r.dry_run,
-        object: r.object.map_or(Object::Absent, Object::Raw),
-    });
-    let read = envelope::Review {
-        api_version: review.api_version,
-        kind: review.kind,
-        request,
-    };
+    let read: envelope::Review<'_> = serde_json::from_slice(body)?;
     answer(read, catalog, config)
 }
 

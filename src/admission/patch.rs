@@ -5,8 +5,9 @@
 //!
 //! The builder emits typed operations (`add` of a typed value at a path, `remove`, `move`)
 //! into a [`Sink`]: [`text`] writes them as the response's JSON text as they come, with no
-//! `Value` tree of any object; [`operations`] collects them as [`PatchOperation`]s (to apply
-//! them to a document). Both come from the same calls, so they are the same patch.
+//! `Value` tree of any object; [`both`] also collects them as [`PatchOperation`]s (to apply
+//! them to a document), each operation going into both sinks as it is made: one write, the
+//! same patch in two forms by construction.
 
 use std::collections::BTreeMap;
 
@@ -190,6 +191,29 @@ impl Sink for Typed {
     }
 }
 
+/// Every operation into both sinks.
+impl<A: Sink, B: Sink> Sink for (A, B) {
+    fn add<T: Serialize + ?Sized>(&mut self, path: &[&str], value: &T) {
+        self.0.add(path, value);
+        self.1.add(path, value);
+    }
+
+    fn add_env(&mut self, path: &[&str], var: &EnvVar) {
+        self.0.add_env(path, var);
+        self.1.add_env(path, var);
+    }
+
+    fn remove(&mut self, path: &[&str]) {
+        self.0.remove(path);
+        self.1.remove(path);
+    }
+
+    fn moved(&mut self, from: &[&str], path: &[&str]) {
+        self.0.moved(from, path);
+        self.1.moved(from, path);
+    }
+}
+
 fn pointer(tokens: &[&str]) -> PointerBuf {
     PointerBuf::from_tokens(tokens.iter().copied())
 }
@@ -277,18 +301,39 @@ pub fn text(
     json.finish()
 }
 
-/// [`text`]'s patch as typed operations, from the same calls.
-pub fn operations(
+/// One patch in both forms: its JSON text (what the size bound measures) and its typed
+/// operations.
+#[derive(Debug)]
+pub struct Both {
+    pub text: Vec<u8>,
+    pub operations: Vec<PatchOperation>,
+}
+
+impl AsRef<[u8]> for Both {
+    fn as_ref(&self) -> &[u8] {
+        &self.text
+    }
+}
+
+/// [`text`]'s patch, written once into both sinks: the text and the typed operations.
+pub fn both(
     pod: &Pod,
     plan: Option<&PodPlan<'_>>,
     status: Option<&PodStatus>,
-) -> Result<Vec<PatchOperation>, serde_json::Error> {
-    let mut typed = Typed::default();
-    emit(&mut typed, pod, plan, status);
-    match typed.failed {
-        Some(e) => Err(e),
-        None => Ok(typed.ops),
+) -> Result<Option<Both>, serde_json::Error> {
+    let mut sinks = (
+        JsonPatch::with_capacity(if plan.is_some() { 4096 } else { 256 }),
+        Typed::default(),
+    );
+    emit(&mut sinks, pod, plan, status);
+    let (json, typed) = sinks;
+    if let Some(e) = typed.failed {
+        return Err(e);
     }
+    Ok(json.finish()?.map(|text| Both {
+        text,
+        operations: typed.ops,
+    }))
 }
 
 fn emit(sink: &mut impl Sink, pod: &Pod, plan: Option<&PodPlan<'_>>, status: Option<&PodStatus>) {

@@ -8,6 +8,9 @@
 //! the downward-API variables the SDK resolves at start-up; so are the values that differ
 //! between the pod's instrumented containers (`service.name` is `${OTEL_SERVICE_NAME}`, set
 //! per container as in env mode, so a user's own value still wins).
+//!
+//! [`render`] makes the file, [`deliver`] puts it into the plan; between them the engine
+//! holds it to the size rules (`engine/bound.rs`: the file's and the pod's annotations').
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -32,40 +35,43 @@ pub const MOUNT: &str = "/otel-injector/sdk-config";
 /// The file in the volume, and the variable that names it to the SDK.
 pub const FILE: &str = "sdk-config.yaml";
 pub const OTEL_CONFIG_FILE: &str = "OTEL_CONFIG_FILE";
-/// The largest rendered file: an annotation of a pod is part of the 256 KiB all of them may
-/// hold together, and the pod's own come first.
-pub const MAX_FILE_BYTES: usize = 64 * 1024;
-/// What Kubernetes allows all annotations of an object together.
-const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
-/// Kept free for the outcome annotations the patch adds after the agents.
-const OUTCOME_ROOM: usize = 4 * 1024;
 /// The per-container variables the file refers to for values that differ by container.
 pub const PER_CONTAINER_PREFIX: &str = "OTEL_INJECTOR_RESOURCE_";
 
-/// Why the file could not be delivered.
+/// Why the file could not be rendered. Its size is the engine's to judge
+/// (`engine/bound.rs`), between [`render`] and [`deliver`].
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refused {
-    /// Rendered bigger than [`MAX_FILE_BYTES`], or past what the pod's annotations may hold.
-    TooLarge(String),
     /// Another Instrumentation's file already goes into this pod (one file per pod).
     Collision(String),
     /// The file cannot be written as YAML.
     Unrenderable(String),
 }
 
-/// Delivers `inst`'s declarative configuration to the containers in `slots` that the agent
-/// changed (and to those of the languages injected from it before): the annotation, the
-/// volume once, and per container the mount, `OTEL_CONFIG_FILE` and the variables the file
-/// refers to.
-pub fn deliver(
-    plan: &mut PodPlan<'_>,
+/// `inst`'s declarative configuration rendered for this pod, not yet in the plan.
+#[derive(Debug)]
+pub struct Rendered {
+    /// The file's text, as the annotation carries it.
+    pub text: String,
+    /// The Instrumentation (`ns/name`) it comes from.
+    owner: String,
+    /// The containers that read it: those the agents of `owner`'s languages changed.
+    changed: Vec<Slot>,
+    /// Per container of `changed`, in order, the variables the file refers to.
+    per_container: PerContainer,
+}
+
+/// Renders `inst`'s declarative configuration for the containers in `slots` that the agent
+/// changed (and those of the languages injected from it before); `None` when `inst` has none.
+pub fn render(
+    plan: &PodPlan<'_>,
     slots: &[Slot],
     info: &PodInfo<'_>,
     inst: &Instrumentation,
-) -> Result<(), Refused> {
+) -> Result<Option<Rendered>, Refused> {
     let spec = &inst.spec;
     let Some(config) = spec.declarative_config() else {
-        return Ok(());
+        return Ok(None);
     };
     let owner = inst.qualified();
     // A language injected earlier from the same Instrumentation shares the file: it is
@@ -80,7 +86,7 @@ pub fn deliver(
         None => Vec::new(),
     };
     for &slot in slots {
-        if !changed.contains(&slot) && plan.container(slot).is_some_and(|c| c.is_changed()) {
+        if !changed.contains(&slot) && plan.containers().any(|(s, c)| s == slot && c.is_changed()) {
             changed.push(slot);
         }
     }
@@ -99,37 +105,25 @@ pub fn deliver(
         }
     }
     let text = serde_saphyr::to_string(&file).map_err(|e| Refused::Unrenderable(e.to_string()))?;
-    if text.len() > MAX_FILE_BYTES {
-        return Err(Refused::TooLarge(format!(
-            "the rendered SDK configuration is {} bytes, over {MAX_FILE_BYTES}",
-            text.len()
-        )));
-    }
-    // The pod's own annotations, those this plan adds besides the file, and room for the
-    // outcome the patch records (`otel-injector/status`, a few hundred bytes at most).
-    let own: usize = info
-        .pod
-        .metadata
-        .annotations
-        .iter()
-        .flatten()
-        .chain(
-            plan.new_annotations
-                .iter()
-                .filter(|(k, _)| *k != CONFIG_FILE_ANNOTATION),
-        )
-        .map(|(k, v)| k.len() + v.len())
-        .sum::<usize>()
-        + OUTCOME_ROOM;
-    if own + text.len() + CONFIG_FILE_ANNOTATION.len() > MAX_ANNOTATION_BYTES {
-        return Err(Refused::TooLarge(format!(
-            "the pod's annotations ({own} bytes) and the rendered SDK configuration ({} bytes) exceed the {MAX_ANNOTATION_BYTES} Kubernetes allows",
-            text.len()
-        )));
-    }
+    Ok(Some(Rendered {
+        text,
+        owner,
+        changed,
+        per_container,
+    }))
+}
+
+/// Delivers a rendered file: the annotation, the volume once, and per container the mount,
+/// `OTEL_CONFIG_FILE` and the variables the file refers to.
+pub fn deliver(plan: &mut PodPlan<'_>, rendered: Rendered) {
+    let Rendered {
+        text,
+        owner,
+        changed,
+        per_container,
+    } = rendered;
     plan.new_annotations
         .insert(CONFIG_FILE_ANNOTATION.to_owned(), text);
-    plan.config_file = Some((owner, changed.clone()));
     plan.add_volume(volume());
     for (slot, values) in changed.iter().zip(per_container) {
         let Some(c) = plan.container(*slot) else {
@@ -147,7 +141,7 @@ pub fn deliver(
             c.env.append_if_absent(literal(&name, value));
         }
     }
-    Ok(())
+    plan.config_file = Some((owner, changed));
 }
 
 /// The `downwardAPI` volume that projects the annotation into [`FILE`].

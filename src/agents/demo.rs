@@ -62,7 +62,7 @@ mod tests {
 
         let (patch, report) = mutate(&Snapshot::take(&catalog, "shop", &config), &pod);
         assert_eq!(report.injected, [Language::Demo]);
-        assert_eq!(report.instrumentations, ["shop/demo"]);
+        assert_eq!(report.injected[0].instrumentation, "shop/demo");
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
         let mut out = serde_json::to_value(&pod).unwrap();
         json_patch::patch(&mut out, &json_patch::Patch(patch)).unwrap();

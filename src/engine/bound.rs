@@ -1,10 +1,16 @@
-//! The size bound, owned here whole: no pod is grown past `max_pod_bytes` (the API server
+//! Every size rule, owned here whole. No pod is grown past `max_pod_bytes` (the API server
 //! could not store it, and a pod of many tiny containers must not make the answer many times
 //! the request). Three checks, one rule: the estimate before any work ([`estimate`], a
 //! stage of the plan), the exact check of the patch the admission layer writes for the plan
 //! ([`fit`], the last stage of [`super::decide_within`]), and the refusal of a pod too large to
 //! decode ([`refuse_undecoded`]). When the plan does not fit, the pod gets its outcome
 //! alone (`pod=skipped pod_too_large`) where that still fits, and a warning.
+//!
+//! A declarative SDK configuration file travels in an annotation ([`sdk_config`]): at most
+//! [`MAX_SDK_CONFIG_BYTES`] rendered, and the pod's annotations with it, and with the outcome
+//! the patch adds after the agents ([`outcome_room`], computed from the outcome's grammar),
+//! within the [`MAX_ANNOTATION_BYTES`] Kubernetes allows; beyond either the language is
+//! skipped (`declarative_config_too_large`).
 //!
 //! The engine writes no patch: the caller passes the writer, the engine measures what it
 //! wrote.
@@ -13,10 +19,25 @@ use std::fmt::Display;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::config::MIN_PATCH_BYTES_PER_TARGET;
 use super::decision::{Report, Skip, SkipReason};
 use super::outcome::PodStatus;
-use super::{INJECTED_ANNOTATION, MIN_PATCH_BYTES_PER_TARGET, Snapshot};
+use super::snapshot::Snapshot;
+use crate::agents::Language;
+use crate::keys::{CONFIG_FILE_ANNOTATION, INJECTED_ANNOTATION, STATUS_ANNOTATION};
 use crate::pod::plan::PodPlan;
+
+/// The largest rendered SDK configuration file: its annotation is part of the
+/// [`MAX_ANNOTATION_BYTES`] all of a pod's annotations may hold, and the pod's own come first.
+pub const MAX_SDK_CONFIG_BYTES: usize = 64 * 1024;
+/// What Kubernetes allows all annotations of an object together (keys and values, apimachinery's
+/// `TotalAnnotationSizeLimitB`).
+pub const MAX_ANNOTATION_BYTES: usize = 256 * 1024;
+/// The longest Instrumentation reference an outcome entry names: `ns/name` or `ns/*`, each
+/// part at most a DNS subdomain (only valid object names are recorded).
+const MAX_REFERENCE_BYTES: usize = 253 + 1 + 253;
+/// A spec digest as the outcome writes it (`SpecHash`: 8 hex digits).
+const SPEC_HASH_BYTES: usize = 8;
 
 /// The engine's answer for one pod with the patch that carries it, measured.
 #[derive(Debug)]
@@ -90,6 +111,73 @@ pub(super) fn estimate(snapshot: &Snapshot<'_>, targeted: usize) -> Result<(), S
         return Err(too_large(estimate, max));
     }
     Ok(())
+}
+
+/// Whether `file`, the SDK configuration `lang` would deliver from `instrumentation` (`ns/name`)
+/// into `plan`'s pod, keeps within
+/// the size rules: at most [`MAX_SDK_CONFIG_BYTES`], and, with the pod's annotations, those
+/// the plan adds besides it and the outcome's ([`outcome_room`] for the `asked` languages),
+/// within [`MAX_ANNOTATION_BYTES`].
+pub(super) fn sdk_config(
+    plan: &PodPlan<'_>,
+    (lang, instrumentation): (Language, &str),
+    asked: &[Language],
+    file: &str,
+) -> Result<(), Skip> {
+    let refused = |why: String| {
+        Skip::new(
+            Some(lang),
+            SkipReason::DeclarativeConfigTooLarge,
+            Some(instrumentation.to_owned()),
+            format!("inject-{lang}: {why}; not injected"),
+        )
+    };
+    if file.len() > MAX_SDK_CONFIG_BYTES {
+        return Err(refused(format!(
+            "the rendered SDK configuration is {} bytes, over {MAX_SDK_CONFIG_BYTES}",
+            file.len()
+        )));
+    }
+    let own: usize = plan
+        .pod
+        .metadata
+        .annotations
+        .iter()
+        .flatten()
+        .chain(
+            plan.new_annotations
+                .iter()
+                .filter(|(k, _)| *k != CONFIG_FILE_ANNOTATION),
+        )
+        .map(|(k, v)| k.len() + v.len())
+        .sum::<usize>()
+        + outcome_room(asked);
+    if own + CONFIG_FILE_ANNOTATION.len() + file.len() > MAX_ANNOTATION_BYTES {
+        return Err(refused(format!(
+            "pod annotations ({own} bytes) and SDK configuration ({} bytes) exceed Kubernetes' {MAX_ANNOTATION_BYTES}",
+            file.len()
+        )));
+    }
+    Ok(())
+}
+
+/// The most the annotations the patch adds after the agents can take for a pod that asked
+/// for `asked`: the outcome (`otel-injector/status`, one entry per language asked for, each at
+/// its longest) and the `otel-injector/injected` list of every one of them.
+pub(super) fn outcome_room(asked: &[Language]) -> usize {
+    let longest_reason = SkipReason::ALL
+        .iter()
+        .map(|r| r.as_str().len())
+        .max()
+        .unwrap_or(0);
+    // `injected <ref> <hash>` or `skipped <reason> <ref>`.
+    let outcome = ("injected ".len() + MAX_REFERENCE_BYTES + 1 + SPEC_HASH_BYTES)
+        .max("skipped ".len() + longest_reason + 1 + MAX_REFERENCE_BYTES);
+    let names: usize = asked.iter().map(|l| l.as_str().len()).sum();
+    let separators = asked.len().saturating_sub(1);
+    let status = names + asked.len() * ("=".len() + outcome) + separators * "; ".len();
+    let injected = names + separators * ",".len();
+    STATUS_ANNOTATION.len() + status + INJECTED_ANNOTATION.len() + injected
 }
 
 /// The answer for a pod that asks for injection but has too many containers for its size to
@@ -186,5 +274,128 @@ impl<P> Bounded<'_, P> {
             patch: None,
             report,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::engine::outcome::{Entry, Outcome};
+
+    fn pod(annotations: &[(&str, String)]) -> Pod {
+        let mut pod = Pod::default();
+        pod.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), v.clone()))
+                .collect::<BTreeMap<_, _>>(),
+        );
+        pod
+    }
+
+    fn check(pod: &Pod, file: &str) -> Result<(), Skip> {
+        let plan = PodPlan::new(pod);
+        sdk_config(
+            &plan,
+            (Language::Java, "shop/decl"),
+            &[Language::Java],
+            file,
+        )
+    }
+
+    fn skip(msg: &str) -> Skip {
+        Skip {
+            language: Some(Language::Java),
+            reason: SkipReason::DeclarativeConfigTooLarge,
+            instrumentation: Some("shop/decl".into()),
+            message: msg.into(),
+        }
+    }
+
+    #[test]
+    fn the_file_is_bounded_by_itself() {
+        let empty = Pod::default();
+        assert_eq!(check(&empty, &"x".repeat(MAX_SDK_CONFIG_BYTES)), Ok(()));
+        assert_eq!(
+            check(&empty, &"x".repeat(MAX_SDK_CONFIG_BYTES + 1)),
+            Err(skip(
+                "inject-java: the rendered SDK configuration is 65537 bytes, over 65536; not injected"
+            ))
+        );
+    }
+
+    #[test]
+    fn the_file_and_the_pods_annotations_are_bounded_together() {
+        let file = "x".repeat(1000);
+        // What the pod's own annotation may take so that the whole reaches the limit exactly.
+        let room = MAX_ANNOTATION_BYTES
+            - outcome_room(&[Language::Java])
+            - CONFIG_FILE_ANNOTATION.len()
+            - file.len()
+            - "example.com/notes".len();
+        let at = pod(&[("example.com/notes", "n".repeat(room))]);
+        assert_eq!(check(&at, &file), Ok(()));
+        let over = pod(&[("example.com/notes", "n".repeat(room + 1))]);
+        let own = MAX_ANNOTATION_BYTES - CONFIG_FILE_ANNOTATION.len() - file.len() + 1;
+        assert_eq!(
+            check(&over, &file),
+            Err(skip(&format!(
+                "inject-java: pod annotations ({own} bytes) and SDK configuration (1000 bytes) exceed Kubernetes' 262144; not injected"
+            )))
+        );
+    }
+
+    #[test]
+    fn the_outcome_room_is_the_longest_outcome_the_grammar_allows() {
+        let name = "n".repeat(253);
+        let reference = format!("{name}/{name}");
+        let longest = SkipReason::ALL
+            .into_iter()
+            .max_by_key(|r| r.as_str().len())
+            .unwrap();
+        let entries = |lang| {
+            [
+                Entry {
+                    language: Some(lang),
+                    outcome: Outcome::Skipped {
+                        reason: longest,
+                        instrumentation: Some(reference.clone()),
+                    },
+                },
+                Entry {
+                    language: Some(lang),
+                    outcome: Outcome::Injected {
+                        instrumentation: reference.clone(),
+                        spec: crate::crd::SpecHash([0xff; 4]),
+                    },
+                },
+            ]
+        };
+        let asked = [Language::Java, Language::ApacheHttpd];
+        let status = PodStatus {
+            entries: asked
+                .iter()
+                .map(|&l| {
+                    entries(l)
+                        .into_iter()
+                        .max_by_key(|e| e.to_string().len())
+                        .unwrap()
+                })
+                .collect(),
+        };
+        let injected = "java,apache-httpd";
+        assert_eq!(
+            outcome_room(&asked),
+            STATUS_ANNOTATION.len()
+                + status.to_string().len()
+                + INJECTED_ANNOTATION.len()
+                + injected.len()
+        );
+        assert_eq!(
+            outcome_room(&[]),
+            STATUS_ANNOTATION.len() + INJECTED_ANNOTATION.len()
+        );
     }
 }

@@ -1,6 +1,8 @@
-//! The engine's answer for one pod: the plan, the warnings that explain it, and the outcome
-//! per language with a fixed set of reasons (the values of the `reason` metric label).
+//! The engine's answer for one pod: the plan, the warnings that explain it, the outcome per
+//! language with a fixed set of reasons (the values of the `reason` metric label), and the
+//! record of what the pod asked for ([`Asked`]), which `explain` formats.
 
+use super::asked::Asked;
 use super::outcome::{self, PodStatus};
 use crate::agents::Language;
 use crate::crd::SpecHash;
@@ -43,10 +45,13 @@ pub enum SkipReason {
     PolicyUnsupported,
     /// The workload was rolled back after failing with this spec (`otel-injector/rolled-back`).
     RolledBack,
+    /// A declarative SDK configuration file over its own bound, or past what the pod's
+    /// annotations may hold with it (`engine/bound.rs`).
+    DeclarativeConfigTooLarge,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 19] = [
+    pub const ALL: [SkipReason; 20] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -66,6 +71,7 @@ impl SkipReason {
         SkipReason::DeclarativeConfigUnsupported,
         SkipReason::PolicyUnsupported,
         SkipReason::RolledBack,
+        SkipReason::DeclarativeConfigTooLarge,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -89,6 +95,7 @@ impl SkipReason {
             SkipReason::DeclarativeConfigUnsupported => "declarative_config_unsupported",
             SkipReason::PolicyUnsupported => "policy_unsupported",
             SkipReason::RolledBack => "rolled_back",
+            SkipReason::DeclarativeConfigTooLarge => "declarative_config_too_large",
         }
     }
 
@@ -128,6 +135,23 @@ impl Skip {
     }
 }
 
+/// One language injected, with what it was injected from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InjectedLanguage {
+    pub language: Language,
+    /// The Instrumentation (`ns/name`) it used.
+    pub instrumentation: String,
+    /// The digest of the spec it used.
+    pub spec: SpecHash,
+}
+
+/// An injected entry is that language's (`report.injected == [Language::Java]`).
+impl PartialEq<Language> for InjectedLanguage {
+    fn eq(&self, language: &Language) -> bool {
+        self.language == *language
+    }
+}
+
 /// The engine's answer for one pod.
 #[derive(Debug, Default)]
 pub struct Decision<'p> {
@@ -142,14 +166,15 @@ pub struct Decision<'p> {
 pub struct Report {
     /// Short messages for the client, each at most `MAX_WARNING_LEN` characters.
     pub warnings: Vec<String>,
-    /// Languages injected.
-    pub injected: Vec<Language>,
-    /// The Instrumentation (`ns/name`) each injected language used, in the same order.
-    pub instrumentations: Vec<String>,
-    /// The digest of the spec each injected language used, in the same order.
-    pub spec_hashes: Vec<SpecHash>,
+    /// Languages injected, in order.
+    pub injected: Vec<InjectedLanguage>,
     /// Languages requested but not injected, with the reason.
     pub skipped: Vec<Skip>,
+    /// What the pod (or its namespace) asks for, per language in the registry's order: the
+    /// key, its value and whose it is, the containers targeted, what the engine said about
+    /// it. Recorded for every pod that asks, even one never injected (a mirror pod, one
+    /// injected already).
+    pub requests: Vec<Asked>,
     /// Whether the pod (or its namespace) asked for any injection.
     pub requested: bool,
     /// Whether the pod had been injected already (by this webhook or the Operator).
@@ -159,6 +184,22 @@ pub struct Report {
 impl Report {
     pub(super) fn warn(&mut self, msg: String) {
         self.warnings.push(shorten(msg));
+    }
+
+    /// A warning about `language`, recorded with its request too.
+    pub(super) fn warn_about(&mut self, language: Language, msg: String) {
+        let msg = shorten(msg);
+        self.note(Some(language), &msg);
+        self.warnings.push(msg);
+    }
+
+    /// Records `msg` with the request of `language` (nothing for the whole pod).
+    fn note(&mut self, language: Option<Language>, msg: &str) {
+        if let Some(asked) =
+            language.and_then(|l| self.requests.iter_mut().find(|a| a.language == l))
+        {
+            asked.warnings.push(msg.to_owned());
+        }
     }
 
     /// Records a skip and its warning; `instrumentation` as in [`Skip::instrumentation`].
@@ -174,6 +215,7 @@ impl Report {
 
     /// Records a skip and its message as a warning.
     pub(super) fn add(&mut self, skip: Skip) {
+        self.note(skip.language, &skip.message);
         self.warnings.push(skip.message.clone());
         self.skipped.push(skip);
     }
@@ -181,8 +223,6 @@ impl Report {
     /// Forgets every injected language (the patch that carried them was dropped).
     pub(super) fn clear_injected(&mut self) {
         self.injected.clear();
-        self.instrumentations.clear();
-        self.spec_hashes.clear();
     }
 
     /// The outcome to record on the pod: `None` when the pod asked for nothing or had been
@@ -192,18 +232,13 @@ impl Report {
         if !self.requested || self.already_injected {
             return None;
         }
-        let injected = self
-            .injected
-            .iter()
-            .zip(&self.instrumentations)
-            .zip(&self.spec_hashes)
-            .map(|((&lang, inst), &spec)| outcome::Entry {
-                language: Some(lang),
-                outcome: outcome::Outcome::Injected {
-                    instrumentation: inst.clone(),
-                    spec,
-                },
-            });
+        let injected = self.injected.iter().map(|i| outcome::Entry {
+            language: Some(i.language),
+            outcome: outcome::Outcome::Injected {
+                instrumentation: i.instrumentation.clone(),
+                spec: i.spec,
+            },
+        });
         let skipped = self.skipped.iter().map(|s| outcome::Entry {
             language: s.language,
             outcome: outcome::Outcome::Skipped {

@@ -3,6 +3,7 @@
 //! and the outcome per language. No I/O, no logging, no patch encoding: the admission layer
 //! turns the plan into a patch, logs and counts.
 
+mod asked;
 mod bound;
 pub mod census;
 mod config;
@@ -17,12 +18,13 @@ use k8s_openapi::api::core::v1::Pod;
 use crate::pod::plan::PodPlan;
 use outcome::PodStatus;
 
+pub use asked::{Asked, AskedBy, Naming, Targets};
 pub use bound::{Bounded, refuse_undecoded};
 pub use config::{
     AgentDelivery, CROSS_NAMESPACE_ANNOTATION, CrossNamespace, DEFAULT_MAX_POD_BYTES, EngineConfig,
     GoSidecar, MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
-pub use decision::{Decision, Report, Skip, SkipReason};
+pub use decision::{Decision, InjectedLanguage, Report, Skip, SkipReason};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR, rolled_back};
 pub use snapshot::{
     Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,

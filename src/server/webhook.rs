@@ -17,11 +17,10 @@ use tracing::field::Empty;
 
 use super::metrics::{ConversionOutcome, InjectionOutcome, Metrics, RequestOutcome};
 use crate::admission::{self, Summary};
-use crate::agents::Language;
 use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::crd::{CONVERSION_PATH, review};
 use crate::duration;
-use crate::engine::{Catalog, EngineConfig};
+use crate::engine::{Catalog, EngineConfig, InjectedLanguage};
 
 /// Largest AdmissionReview accepted: the API server's own request limit (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
@@ -260,8 +259,8 @@ fn populate_span_with_review(s: &Summary) {
 }
 
 fn count_injections(metrics: &Metrics, s: &Summary) {
-    for l in &s.report.injected {
-        metrics.injection(*l, InjectionOutcome::Injected);
+    for i in &s.report.injected {
+        metrics.injection(i.language, InjectionOutcome::Injected);
     }
     for skip in &s.report.skipped {
         if let Some(l) = skip.language {
@@ -290,12 +289,12 @@ fn queue_events(events: &EventSink, s: &Summary) {
 }
 
 /// Languages written as a list of their names (`["java", "nodejs"]`), without collecting them.
-struct Names<'a>(&'a [Language]);
+struct Names<'a>(&'a [InjectedLanguage]);
 
 impl std::fmt::Debug for Names<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
-            .entries(self.0.iter().map(|l| l.as_str()))
+            .entries(self.0.iter().map(|i| i.language.as_str()))
             .finish()
     }
 }

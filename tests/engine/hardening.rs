@@ -265,7 +265,7 @@ fn amplifying_pods_are_admitted_unchanged() {
     let (out, r) = run_with(&config, &small);
     assert_only_status(&out, &small, "pod=skipped pod_too_large");
     assert_eq!(reasons(&r), [(None, SkipReason::PodTooLarge)]);
-    assert!(r.injected.is_empty() && r.instrumentations.is_empty());
+    assert!(r.injected.is_empty());
 
     // With room, the same pod is injected.
     let (_, r) = run(&small);
@@ -382,7 +382,7 @@ fn cross_namespace_references_follow_the_policy() {
         match denied {
             None => {
                 assert_eq!(r.injected, [Language::Sdk], "{policy:?} {reference}");
-                assert_eq!(r.instrumentations, [reference]);
+                assert_eq!(r.injected[0].instrumentation, reference);
             }
             Some(warning) => {
                 // Only the outcome is recorded.

@@ -326,12 +326,12 @@ fn languages_of_one_declarative_instrumentation_share_the_file() {
 #[test]
 fn a_file_over_its_bounds_is_a_skip_not_an_invalid_pod() {
     let mut crowded = pod("java", app());
-    crowded["metadata"]["annotations"]["example.com/notes"] = json!("x".repeat(254 * 1024));
+    crowded["metadata"]["annotations"]["example.com/notes"] = json!("x".repeat(255 * 1024));
     let (_, d) = run(&catalog(DECLARATIVE), &crowded);
     assert!(d.injected.is_empty());
-    assert_eq!(d.skipped[0].reason, SkipReason::PodTooLarge);
+    assert_eq!(d.skipped[0].reason, SkipReason::DeclarativeConfigTooLarge);
     assert!(
-        d.warnings[0].starts_with("inject-java: the pod's annotations ("),
+        d.warnings[0].starts_with("inject-java: pod annotations ("),
         "{:?}",
         d.warnings
     );
@@ -342,7 +342,7 @@ fn a_file_over_its_bounds_is_a_skip_not_an_invalid_pod() {
     );
     let (_, d) = run(&catalog(&huge), &pod("java", app()));
     assert!(d.injected.is_empty());
-    assert_eq!(d.skipped[0].reason, SkipReason::PodTooLarge);
+    assert_eq!(d.skipped[0].reason, SkipReason::DeclarativeConfigTooLarge);
     assert!(
         d.warnings[0].starts_with("inject-java: the rendered SDK configuration is "),
         "{:?}",

@@ -60,17 +60,18 @@ fn variables_are_written_as_k8s_openapi_writes_them() {
 /// The patch as typed operations, after checking that its text is exactly what
 /// serde_json makes of them (key order included).
 fn build(plan: &PodPlan<'_>) -> Vec<PatchOperation> {
-    let ops = operations(plan.pod, Some(plan), None).unwrap();
-    let Some(text) = text(plan.pod, Some(plan), None).unwrap() else {
-        assert!(ops.is_empty());
+    let written = both(plan.pod, Some(plan), None).unwrap();
+    let text = text(plan.pod, Some(plan), None).unwrap();
+    assert_eq!(written.as_ref().map(|b| &b.text), text.as_ref());
+    let Some(Both { text, operations }) = written else {
         return Vec::new();
     };
-    assert!(!ops.is_empty());
+    assert!(!operations.is_empty());
     assert_eq!(
         String::from_utf8(text).unwrap(),
-        serde_json::to_string(&ops).unwrap()
+        serde_json::to_string(&operations).unwrap()
     );
-    ops
+    operations
 }
 
 fn pod(v: Value) -> Pod {

@@ -1,41 +1,12 @@
-//! Where each part of an explanation comes from: the containers a language targets and why,
-//! and the origin of each variable (user, language section, common env, derived).
+//! Where each variable of an explanation comes from: the user, a language section, the
+//! common env, the Instrumentation, derived (downward API, owners) or the agent.
 
-use super::*;
+use serde_json::Value;
 
-/// The containers a language targets, with the reason, as the engine resolves them.
-pub(super) fn targets(
-    pod: &k8s_openapi::api::core::v1::Pod,
-    annotations: &Annotations<'_>,
-    lang: Language,
-) -> (Vec<String>, String) {
-    let common = annotations.get(select::CONTAINER_NAMES);
-    let own = annotations.get(lang.container_names_annotation());
-    let mut names = select::split_names(common);
-    names.extend(select::split_names(own));
-    let why = match (common, own) {
-        (None, None) => "the first container: no container-names annotation".to_owned(),
-        (Some(c), None) => format!("{}: {c:?}", select::CONTAINER_NAMES),
-        (None, Some(o)) => format!("{}: {o:?}", lang.container_names_annotation()),
-        (Some(c), Some(o)) => format!(
-            "{}: {c:?} and {}: {o:?}",
-            select::CONTAINER_NAMES,
-            lang.container_names_annotation()
-        ),
-    };
-    let spec = pod.spec.as_ref();
-    let name = |slot: Slot| -> Option<String> {
-        let spec = spec?;
-        Some(match slot {
-            Slot::Init(i) => spec.init_containers.as_ref()?.get(i)?.name.clone(),
-            Slot::App(i) => spec.containers.get(i)?.name.clone(),
-        })
-    };
-    match select::resolve_targets(pod, &names) {
-        Ok(slots) => (slots.into_iter().filter_map(name).collect(), why),
-        Err(e) => (Vec::new(), format!("{why}: {e}")),
-    }
-}
+use super::{Chosen, ContainerExplained, EnvExplained};
+use crate::agents::Language;
+use crate::offline::workload::Mutation;
+use crate::pod::info::{Owners, RESOURCE_ANNOTATION_PREFIX};
 
 fn env_of(container: &Value) -> Vec<(String, Value)> {
     container
@@ -58,7 +29,7 @@ fn shown(var: &Value) -> String {
 /// Every variable of the mutated containers that the injection set, changed or kept.
 pub(super) fn containers(
     m: &Mutation,
-    chosen: &BTreeMap<Language, (&str, Option<&Instrumentation>)>,
+    chosen: &Chosen<'_>,
     targets_of: &[(Language, Vec<String>)],
 ) -> Vec<ContainerExplained> {
     let list = |pod: &Value, key: &str| -> Vec<Value> {
@@ -126,7 +97,7 @@ fn origin(
     var: &str,
     spec: &Value,
     langs: &[Language],
-    chosen: &BTreeMap<Language, (&str, Option<&Instrumentation>)>,
+    chosen: &Chosen<'_>,
     owners: &Owners<'_>,
     m: &Mutation,
 ) -> (&'static str, String) {

@@ -1,0 +1,233 @@
+//! `explain` on manifests: the record of the engine's decision (requests, choices, targets,
+//! variables and skips) as the explanation and its text.
+
+use super::{Explanation, explain, fix, text};
+use crate::engine::{Catalog, EngineConfig, SkipReason};
+use crate::offline::Context;
+use crate::offline::manifests::{self, Source};
+
+const JAVA: &str = "tests/data/instrumentations/java.yaml";
+
+/// The context of `sources` with the Java Instrumentation, in namespace `shop`.
+fn context(sources: &[Source]) -> Context {
+    Context::build(
+        sources,
+        &[JAVA.into()],
+        &[],
+        None,
+        EngineConfig::default(),
+        "shop".into(),
+    )
+    .unwrap()
+}
+
+fn explain_text(manifest: &str) -> Vec<Explanation> {
+    let sources = vec![manifests::parse("m.yaml", manifest).unwrap()];
+    explain(&context(&sources), &sources).unwrap()
+}
+
+const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: cart}\nspec:\n  template:\n    metadata:\n      annotations:\n        instrumentation.opentelemetry.io/inject-java: \"true\"\n        instrumentation.opentelemetry.io/inject-python: shop/missing\n        instrumentation.opentelemetry.io/python-container-names: app\n        instrumentation.opentelemetry.io/java-container-names: app\n    spec:\n      containers:\n      - name: app\n        image: cart:1.0\n        env:\n        - {name: OTEL_LOGS_EXPORTER, value: none}\n";
+
+#[test]
+fn explains_requests_choices_targets_env_and_skips() {
+    let e = &explain_text(DEPLOYMENT)[0];
+    assert_eq!(e.object, "Deployment shop/cart");
+    assert_eq!(e.injected, ["java"]);
+    assert_eq!(e.requests.len(), 2);
+    let java = &e.requests[0];
+    assert_eq!(
+        (java.language.as_str(), java.from, java.value.as_str()),
+        ("java", "pod", "true")
+    );
+    assert_eq!(java.instrumentation.as_deref(), Some("shop/java-inst"));
+    assert_eq!(
+        java.why.as_deref(),
+        Some("the only Instrumentation in namespace \"shop\" (the annotation says \"true\")")
+    );
+    assert_eq!(java.targets, ["app"]);
+    assert_eq!(
+        java.targets_why,
+        "instrumentation.opentelemetry.io/java-container-names: \"app\""
+    );
+    let python = &e.requests[1];
+    assert_eq!(python.instrumentation, None);
+
+    let app = e.containers.iter().find(|c| c.name == "app").unwrap();
+    let source = |n: &str| {
+        let v = app.env.iter().find(|v| v.name == n).unwrap();
+        (v.source, v.detail.as_str())
+    };
+    assert_eq!(
+        source("OTEL_LOGS_EXPORTER"),
+        ("user", "set by the pod; the webhook keeps it")
+    );
+    assert_eq!(
+        source("OTEL_INSTRUMENTATION_JDBC_ENABLED"),
+        ("language section", "spec.java.env of shop/java-inst")
+    );
+    assert_eq!(
+        source("OTEL_SERVICE_NAME"),
+        ("derived", "the Deployment's name")
+    );
+    assert_eq!(
+        source("OTEL_POD_IP"),
+        ("derived", "downward API: status.podIP")
+    );
+    assert_eq!(
+        source("OTEL_EXPORTER_OTLP_ENDPOINT"),
+        (
+            "instrumentation",
+            "spec.exporter.endpoint of shop/java-inst"
+        )
+    );
+    assert_eq!(
+        source("JAVA_TOOL_OPTIONS"),
+        ("agent", "set by the java agent")
+    );
+    assert!(
+        e.containers
+            .iter()
+            .any(|c| c.added && c.name == "opentelemetry-auto-instrumentation-java")
+    );
+
+    assert_eq!(e.skipped.len(), 1);
+    let s = &e.skipped[0];
+    assert_eq!(
+        (s.language.as_deref(), s.reason),
+        (Some("python"), "instrumentation_not_found")
+    );
+    assert_eq!(
+        s.messages,
+        ["inject-python: Instrumentation \"shop/missing\" not found; not injected"]
+    );
+    assert_eq!(s.fix, fix(SkipReason::InstrumentationNotFound));
+
+    let text = text(&explain_text(DEPLOYMENT));
+    assert!(text.starts_with("Deployment shop/cart (m.yaml, document 1)\n  java: asked by the pod annotation instrumentation.opentelemetry.io/inject-java: \"true\"\n    Instrumentation shop/java-inst: the only Instrumentation"), "{text}");
+    assert!(text.contains("\n  skipped python (instrumentation_not_found)\n    inject-python: Instrumentation \"shop/missing\" not found; not injected\n    fix: "), "{text}");
+
+    // The outcome the webhook would record, with the Instrumentation's spec digest.
+    let hash = crate::crd::SpecHash::of(
+        &crate::crd::parse_instrumentations(&std::fs::read_to_string(JAVA).unwrap()).unwrap()[0]
+            .spec,
+    );
+    let status = format!(
+        "java=injected shop/java-inst {hash}; python=skipped instrumentation_not_found shop/missing"
+    );
+    assert_eq!(e.status.as_deref(), Some(status.as_str()));
+    assert_eq!(e.injected_label, Some("true"));
+    assert!(
+        text.ends_with(&format!(
+            "\n  annotation otel-injector/status: {status}\n  label otel-injector/injected: true\n"
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_rolled_back_workload_is_explained_with_what_to_do() {
+    let ctx_hash = context(&[manifests::parse("m.yaml", "").unwrap()])
+        .catalog
+        .instrumentations()
+        .spec_hash("shop", "java-inst")
+        .unwrap();
+    let marked = DEPLOYMENT.replace(
+        "        instrumentation.opentelemetry.io/inject-python: shop/missing\n",
+        &format!("        otel-injector/rolled-back: java={ctx_hash}\n"),
+    );
+    let e = &explain_text(&marked)[0];
+    assert!(e.injected.is_empty());
+    assert_eq!(e.path.as_ref().map(|p| p.via), None, "nothing is injected");
+    let skip = &e.skipped[0];
+    assert_eq!(
+        (skip.language.as_deref(), skip.reason),
+        (Some("java"), "rolled_back")
+    );
+    assert_eq!(
+        skip.messages,
+        [format!(
+            "inject-java: rolled back, failed with shop/java-inst spec {ctx_hash}; remove \
+             otel-injector/rolled-back to retry"
+        )]
+    );
+    assert!(
+        skip.fix.starts_with("find out why it failed"),
+        "{}",
+        skip.fix
+    );
+    let text = text(&explain_text(&marked));
+    assert!(text.contains("  skipped java (rolled_back)\n"), "{text}");
+}
+
+#[test]
+fn namespace_requests_and_nothing_asked() {
+    let ns = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: java-inst\n---\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n";
+    let e = &explain_text(ns)[0];
+    assert_eq!(e.requests[0].from, "namespace");
+    assert_eq!(
+        e.requests[0].why.as_deref(),
+        Some("named by the annotation, in the pod's namespace")
+    );
+    assert_eq!(
+        e.requests[0].targets_why,
+        "the first container: no container-names annotation"
+    );
+
+    let none = explain_text(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers: [{name: app}]\n",
+    );
+    assert!(none[0].requests.is_empty() && none[0].containers.is_empty());
+    assert_eq!(
+        (none[0].status.as_deref(), none[0].injected_label),
+        (None, None)
+    );
+    assert!(text(&none).contains("nothing asked for injection"));
+}
+
+#[test]
+fn skips_and_targets_are_read_from_the_engines_record() {
+    // A bad common list: the skip is the language's, its message the engine's warning.
+    let bad = explain_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: \"true\"\n    instrumentation.opentelemetry.io/container-names: nope\nspec:\n  containers: [{name: app}]\n",
+    );
+    let e = &bad[0];
+    assert_eq!(e.requests[0].targets, Vec::<String>::new());
+    assert_eq!(
+        e.requests[0].targets_why,
+        "instrumentation.opentelemetry.io/container-names: \"nope\": no container \"nope\" in this pod"
+    );
+    let skip = &e.skipped[0];
+    assert_eq!(
+        (skip.language.as_deref(), skip.reason),
+        (Some("java"), "invalid_container_names")
+    );
+    assert_eq!(
+        skip.messages,
+        ["container-names: no container \"nope\" in this pod; pod not injected"]
+    );
+
+    // Injected already: asked for, never targeted.
+    let done = explain_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  annotations:\n    instrumentation.opentelemetry.io/inject-java: \"true\"\n    otel-injector/injected: java\nspec:\n  containers: [{name: app}]\n",
+    );
+    let e = &done[0];
+    assert!(e.already_injected && e.skipped.is_empty());
+    assert_eq!(
+        (e.requests[0].from, e.requests[0].value.as_str()),
+        ("pod", "true")
+    );
+    assert_eq!(
+        e.requests[0].targets_why,
+        "the first container: no container-names annotation; not looked at: the pod, or this language, stopped before targeting"
+    );
+}
+
+#[test]
+fn a_declarative_file_too_large_says_what_to_shrink() {
+    let fix = fix(SkipReason::DeclarativeConfigTooLarge);
+    assert!(
+        fix.contains("spec.declarativeConfig") && fix.contains("annotations"),
+        "{fix}"
+    );
+    assert!(!fix.contains("--max-pod-bytes"), "{fix}");
+}
