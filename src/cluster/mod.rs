@@ -21,6 +21,7 @@ pub mod missed;
 pub mod rollout;
 pub mod status;
 pub mod watch;
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -23,7 +23,7 @@ pub use config::{
     GoSidecar, MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
 pub use decision::{Decision, Report, Skip, SkipReason};
-pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR, rolled_back};
+pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use snapshot::{
     Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
     POD_SECURITY_ENFORCE, Snapshot,

@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::RESTARTED_AT;
-use super::plan::Object;
+use crate::cluster::workloads::Object;
 
 pub use crate::engine::census::CRASH_RESTARTS;
 use crate::engine::census::Failure;

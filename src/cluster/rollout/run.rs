@@ -14,20 +14,21 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::Selector;
 
-use super::plan::{self, Exclusions, Object, Plan};
+use super::plan::{self, Exclusions, Plan};
 use super::progress::crash_loop;
 use super::progress::{self, Progress};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::missed;
 use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
+use crate::cluster::workloads::{Object, get};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::census::{self, PodRecord, Tally, Workload};
-use crate::engine::outcome::INJECTED_LABEL;
+use crate::engine::outcome::{INJECTED_LABEL, RolledBack};
 use crate::keys::ROLLED_BACK_ANNOTATION;
 
 mod workloads;
 
-pub use workloads::{get, patch_template, restart, stamp_now};
+pub use workloads::{restart, stamp_now};
 
 /// The field manager of the restarts' patches.
 pub const FIELD_MANAGER: &str = "otel-injector-rollout";
@@ -287,8 +288,8 @@ pub struct Ended {
 
 struct InFlight {
     workload: Workload,
-    /// The spec rolled out (`3f2a9c1b`).
-    spec: String,
+    /// The spec rolled out.
+    spec: SpecHash,
     stamp: String,
     selector: Option<String>,
     started: Instant,
@@ -326,7 +327,7 @@ async fn check(client: &Client, f: &InFlight, timeout: Duration) -> Check {
             return timed_out(f, timeout, &format!("last read failed: {e}"));
         }
     };
-    if let Some(m) = rolled_back_from(&object, &f.spec) {
+    if let Some(m) = rolled_back_from(&object, f.spec) {
         return Check::Stop(StopReason::RolledBack, m);
     }
     let waiting = match progress::progress(&object) {
@@ -342,17 +343,17 @@ async fn check(client: &Client, f: &InFlight, timeout: Duration) -> Check {
 
 /// Whether the safety net rolled the workload back from `spec` while it rolled out: its pod
 /// template's `otel-injector/rolled-back` names that spec.
-fn rolled_back_from(object: &Object, spec: &str) -> Option<String> {
+fn rolled_back_from(object: &Object, spec: SpecHash) -> Option<String> {
     let marker = object.template_annotations()?.get(ROLLED_BACK_ANNOTATION)?;
-    crate::engine::rolled_back(marker)
-        .any(|(_, h)| h == spec)
+    RolledBack::parse(marker)
+        .from_spec(spec)
         .then(|| format!("rolled back by the safety net ({ROLLED_BACK_ANNOTATION}: {marker})"))
 }
 
 /// The canary during its soak: a stop when it was rolled back or a new pod crash-loops.
 async fn soak_check(client: &Client, f: &InFlight) -> Option<(StopReason, String)> {
     if let Ok(Some(object)) = get(client, &f.workload).await
-        && let Some(m) = rolled_back_from(&object, &f.spec)
+        && let Some(m) = rolled_back_from(&object, f.spec)
     {
         return Some((StopReason::RolledBack, m));
     }
@@ -441,7 +442,7 @@ pub async fn execute(
                         .filter(|s| !s.is_empty());
                     inflight.push(InFlight {
                         workload: w.clone(),
-                        spec: spec.to_string(),
+                        spec,
                         stamp,
                         selector,
                         started: Instant::now(),
