@@ -10,8 +10,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-use crate::engine::census::controller;
 use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, Snapshot};
+use crate::pod::info::controller;
 use crate::warnings::shorten;
 
 mod base64;

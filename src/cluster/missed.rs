@@ -33,9 +33,10 @@ use super::labeler::wants_label;
 use super::watch::{NamespaceEntry, NamespaceStore};
 use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{Language, LanguageSet};
+use crate::census::{Interner, PodRecord};
 use crate::engine::NamespaceInfo;
-use crate::engine::census::{Interner, OPT_OUT, OPT_OUT_LABEL, PodRecord};
 use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 
 /// Where a record was found.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

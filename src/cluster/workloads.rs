@@ -13,7 +13,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use crate::engine::census::Workload;
+use crate::census::Workload;
 
 /// A workload as read from the API server.
 #[derive(Clone, Debug, PartialEq)]

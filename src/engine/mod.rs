@@ -4,7 +4,6 @@
 //! turns the plan into a patch, logs and counts.
 
 mod bound;
-pub mod census;
 mod config;
 mod decision;
 pub mod outcome;

@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use super::ROLLOUT_ANNOTATION;
+use crate::census::{Counts, Tally, Workload};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::workloads::Object;
 use crate::engine::SkipReason;
-use crate::engine::census::{Counts, Tally, Workload};
 
 /// Namespaces a rollout never touches: those the webhook's configuration excludes by name
 /// (`kube-system`, its own) and those labeled `otel-injector/inject=disabled`.

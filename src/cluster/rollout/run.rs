@@ -9,8 +9,8 @@ use kube::Client;
 use kube::core::Selector;
 
 use super::plan::Plan;
+use crate::census::Workload;
 use crate::crd::SpecHash;
-use crate::engine::census::Workload;
 use follow::{Check, InFlight, check, soak_check};
 
 mod follow;

@@ -36,9 +36,9 @@ use pods::{SharedPods, watch_pods};
 use super::events::{EventSink, Notice, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
+use crate::census::{Tally, Workload, census};
 use crate::cluster::metrics::{Metrics, WriteResult};
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
-use crate::engine::census::{Tally, Workload, census};
 use crate::engine::{Catalog, Instrumentations};
 
 /// The field manager of every status write; it owns only the fields written here.
@@ -104,7 +104,7 @@ impl StatusController {
 
     /// Also tells the failing pods among those injected with an Instrumentation's current
     /// spec, from their container statuses (a watch of whole pods instead of their metadata;
-    /// of each only a [`crate::engine::census::Failure`] is kept): `status.failing`, the
+    /// of each only a [`crate::census::Failure`] is kept): `status.failing`, the
     /// `Failing` condition, and one `InstrumentedPodsFailing` Event per workload through
     /// `events`.
     pub fn detecting_failures(mut self, events: EventSink) -> Self {

@@ -17,12 +17,12 @@ use tokio::time::Instant;
 
 use super::LogLimit;
 use crate::agents::Language;
+use crate::census::{Failing, Tally, Workload};
 use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::cluster::metrics::{Metrics, WriteResult};
 use crate::cluster::workloads::{get, patch_template};
 use crate::crd::{RolledBackWorkload, SpecHash};
 use crate::engine::Instrumentations;
-use crate::engine::census::{Failing, Tally, Workload};
 use crate::engine::outcome::RolledBack;
 use crate::keys::{ON_FAILURE_ANNOTATION, ROLLBACK, ROLLED_BACK_ANNOTATION};
 

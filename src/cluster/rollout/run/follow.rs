@@ -8,10 +8,10 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use super::{GET_WORKLOADS, LIST_WORKLOAD_PODS, StopReason};
+use crate::census::Workload;
 use crate::cluster::rollout::progress::{self, Progress, crash_loop};
 use crate::cluster::workloads::{Object, get};
 use crate::crd::SpecHash;
-use crate::engine::census::Workload;
 use crate::engine::outcome::RolledBack;
 use crate::keys::ROLLED_BACK_ANNOTATION;
 

@@ -10,13 +10,13 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::{GET_WORKLOADS, LIST_INSTRUMENTATIONS, LIST_NAMESPACES, LIST_PODS};
+use crate::census::{self, PodRecord, Tally};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::missed;
 use crate::cluster::rollout::plan::{self, Exclusions, Plan};
 use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::cluster::workloads::get;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::census::{self, PodRecord, Tally};
 use crate::engine::outcome::INJECTED_LABEL;
 
 /// What was read and decided for one Instrumentation.

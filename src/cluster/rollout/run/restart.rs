@@ -5,8 +5,8 @@ use kube::Client;
 use serde_json::json;
 
 use super::FIELD_MANAGER;
+use crate::census::Workload;
 use crate::cluster::workloads::{Object, patch_template};
-use crate::engine::census::Workload;
 use crate::keys::RESTARTED_AT;
 
 /// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
