@@ -14,6 +14,7 @@
 //! metrics and `/readyz` work the same whether it runs, leads or fails.
 
 mod desired;
+pub mod metrics;
 mod pods;
 pub mod rollback;
 #[cfg(test)]
@@ -31,13 +32,13 @@ use tokio::time::Instant;
 
 pub use desired::{Inputs, desired, owned};
 use desired::{missing_references, now};
+use metrics::{Metrics, WriteResult};
 use pods::{SharedPods, watch_pods};
 
-use super::events::{EventSink, Notice, Reason};
+use super::events::{self, EventSink, Notice, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
 use crate::census::{Tally, Workload, census};
-use crate::cluster::metrics::{Metrics, WriteResult};
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
 use crate::engine::{Catalog, Instrumentations};
 
@@ -85,7 +86,7 @@ impl StatusController {
         StatusController {
             catalog,
             leadership,
-            events: EventSink::disabled(metrics.clone()),
+            events: EventSink::disabled(Arc::new(events::Metrics::unregistered())),
             metrics,
             find_missed: None,
             missed: SharedMissed::default(),
@@ -131,7 +132,7 @@ impl StatusController {
             excluded: Arc::new(excluded),
             missed: self.missed.clone(),
             dirty: dirty.clone(),
-            metrics: self.metrics.clone(),
+            metrics: self.metrics.missed.clone(),
         });
         let catalog = self.catalog.clone();
         let find = async {

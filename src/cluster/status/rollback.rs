@@ -16,10 +16,10 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::LogLimit;
+use super::metrics::{Metrics, WriteResult};
 use crate::agents::Language;
 use crate::census::{Failing, Tally, Workload};
 use crate::cluster::events::{EventSink, Notice, Reason};
-use crate::cluster::metrics::{Metrics, WriteResult};
 use crate::cluster::workloads::{get, patch_template};
 use crate::crd::{RolledBackWorkload, SpecHash};
 use crate::engine::Instrumentations;
