@@ -1,5 +1,5 @@
-//! The rollout against the API server: read what the plan needs ([`read`]), then restart
-//! the planned workloads at most N at a time ([`restart`]) and follow each ([`follow`])
+//! The rollout against the API server: read what the plan needs (`read.rs`), then restart
+//! the planned workloads at most N at a time (`restart.rs`) and follow each (`follow.rs`)
 //! until it completes, fails, crash-loops or times out.
 
 use std::fmt;

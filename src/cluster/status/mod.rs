@@ -5,7 +5,7 @@
 //! The pods come from a metadata-only watch of the pods labeled `otel-injector/injected` (every
 //! pod that asked for injection through this webhook; whole pods with `--detect-failures`,
 //! which also tells the failing ones and, with `--rollback`, rolls their workloads back:
-//! [`rollback`]); of each, only its [`PodRecord`] is kept, so memory follows the
+//! [`rollback`]); of each, only its [`PodRecord`](crate::census::PodRecord) is kept, so memory follows the
 //! instrumented pods, not the cluster. The Instrumentations come from the
 //! catalog the webhook already watches. The watch runs on every replica (a new leader has a
 //! warm cache); only the holder of the Lease writes, by server-side apply to the status
