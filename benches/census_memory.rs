@@ -15,7 +15,7 @@
 use std::collections::HashMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
-use otel_injector::engine::census::{Interner, PodRecord};
+use otel_injector::census::{Interner, PodRecord};
 
 /// Resident set of this process, in bytes.
 fn rss() -> u64 {

@@ -230,7 +230,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let metrics = Arc::new(cluster::Metrics::register(&mut registry));
     // Every mode has the Instrumentation store: not synced until its list or file is read,
     // and so from the first scrape, which may come before that starts.
-    metrics.store("instrumentations", 0, false);
+    metrics.watch.store("instrumentations", 0, false);
     let cert_metrics = Arc::new(crate::certs::Metrics::register(&mut registry));
     let exposition = Arc::new(metrics::Exposition::new(registry));
     let cert = args.tls.build()?;
@@ -241,7 +241,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
     let (webhook_limits, admin_limits) = connection_limits(&args);
-    let (events, events_queue) = args.events.build(&args.cluster, metrics.clone());
+    let (events, events_queue) = args.events.build(&args.cluster, metrics.events.clone());
 
     // 2. Bind both listeners before anything waits on the API server.
     let admin_listener = args.admin.bind().await?;
@@ -288,7 +288,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     if let Some(queue) = events_queue {
         // This replica's pod name (the kubelet sets HOSTNAME to it): the Events' instance.
         let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());
-        let (client, catalog, metrics) = (client.clone(), caches.catalog(), metrics.clone());
+        let (client, catalog, metrics) = (client.clone(), caches.catalog(), metrics.events.clone());
         background.spawn(async move {
             let publisher = KubePublisher::new(client.await, instance);
             events::run(
@@ -302,7 +302,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         });
     }
     if let Caches::Files(files) = &caches {
-        load_files(files.clone(), metrics.clone()).await?;
+        load_files(files.clone(), metrics.watch.clone()).await?;
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
@@ -323,7 +323,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
             let client = client.clone();
             background.spawn(async move { labeler.run(client.await).await });
         }
-        let metrics = metrics.clone();
+        let metrics = metrics.watch.clone();
         background.spawn(async move { writers.watch(client.await, metrics).await });
     }
 
@@ -368,7 +368,7 @@ async fn run_status(
     let leadership = cluster::elect(client.clone(), lease);
     let changes = catalog.instrumentation_changes();
     let mut controller =
-        cluster::StatusController::new(catalog, leadership.clone(), metrics.clone());
+        cluster::StatusController::new(catalog, leadership.clone(), metrics.status.clone());
     if args.rollback {
         controller = controller.rolling_back(events.clone());
     } else if args.detect_failures {
@@ -398,7 +398,7 @@ async fn run_status(
     tokio::select! {
         () = status => {}
         () = rollout => {}
-        () = cluster::lease::report(leadership.clone(), metrics) => {}
+        () = cluster::lease::report(leadership.clone(), metrics.lease.clone()) => {}
         () = drain.draining() => {}
     }
     leadership.release().await;
@@ -494,7 +494,7 @@ async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
 /// returns `Ok`; an unreadable file ends `serve` with its error.
 async fn load_files(
     files: Arc<cluster::FileCatalog>,
-    metrics: Arc<cluster::Metrics>,
+    metrics: Arc<cluster::watch::metrics::Metrics>,
 ) -> anyhow::Result<()> {
     let count = files.paths().len();
     let read = files.clone();

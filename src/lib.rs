@@ -8,6 +8,7 @@ pub mod admission;
 pub mod agents;
 pub mod app;
 pub mod build_info;
+pub mod census;
 pub mod certs;
 pub mod cli;
 pub mod cluster;

@@ -459,7 +459,8 @@ impl Observer {
         use futures::StreamExt as _;
         use k8s_openapi::api::apps::v1::Deployment;
         use kube::runtime::watcher;
-        use otel_injector::cluster::rollout::{Object, Progress, progress::progress};
+        use otel_injector::cluster::rollout::{Progress, progress::progress};
+        use otel_injector::cluster::workloads::Object;
         let api = kube::Api::<Deployment>::namespaced(env.client.clone(), ns);
         let seen = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new(), Vec::new())));
         let out = seen.clone();

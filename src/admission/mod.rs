@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
 
-use crate::engine::census::controller;
 use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, Snapshot};
+use crate::pod::info::controller;
 use crate::warnings::shorten;
 
 mod base64;

@@ -13,7 +13,7 @@ use tokio::sync::mpsc::Receiver;
 
 use super::ClusterArgs;
 use super::duration;
-use crate::cluster::Metrics as ClusterMetrics;
+use crate::cluster::events::Metrics as EventMetrics;
 use crate::cluster::events::{self, EventSink, Notice};
 use crate::server::conns::{
     DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
@@ -159,7 +159,7 @@ impl EventArgs {
     pub fn build(
         &self,
         cluster: &ClusterArgs,
-        metrics: Arc<ClusterMetrics>,
+        metrics: Arc<EventMetrics>,
     ) -> (EventSink, Option<Receiver<Notice>>) {
         let has_client = cluster.instrumentation_file.is_empty() || cluster.kubeconfig.is_some();
         if !self.events || !has_client {

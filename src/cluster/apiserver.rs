@@ -7,9 +7,48 @@
 
 use k8s_openapi::apimachinery::pkg::version::Info;
 use kube::Client;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 
-use super::metrics::Metrics;
 use crate::engine::auto_image_volumes;
+use crate::metrics::registered;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SourceLabels {
+    source: &'static str,
+}
+
+/// What `auto` agent delivery decided, as a series.
+#[derive(Debug)]
+pub struct Metrics {
+    image_volumes: Family<SourceLabels, Gauge>,
+}
+
+impl Metrics {
+    /// The series, registered into `registry` (the `apiserver` prefix's).
+    pub fn register(registry: &mut Registry) -> Self {
+        Metrics {
+            image_volumes: registered(
+                registry,
+                "image_volumes",
+                "1 when `auto` agent delivery uses image volumes, 0 when init containers; \
+                 source: feature_gate (read from the API server's /metrics) or version (the \
+                 gate could not be read)",
+            ),
+        }
+    }
+
+    /// What `auto` agent delivery decides now, and from which signal (`feature_gate` or
+    /// `version`); only that signal's series is kept.
+    pub fn auto_delivery(&self, source: &'static str, image_volumes: bool) {
+        self.image_volumes.clear();
+        self.image_volumes
+            .get_or_create(&SourceLabels { source })
+            .set(i64::from(image_volumes));
+    }
+}
 
 /// `(major, minor)` of a version as the API server reports it (`"1"`, `"37+"`).
 pub fn parse_version(major: &str, minor: &str) -> Option<(u32, u32)> {

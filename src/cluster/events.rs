@@ -17,13 +17,63 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use prometheus_client::registry::Registry;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::metrics::{EventResult, Metrics};
 use crate::agents::Language;
 use crate::crd::API_VERSION as INSTRUMENTATION_API_VERSION;
 use crate::engine::Catalog;
+use crate::metrics::{Counted, label_enum};
+
+label_enum! {
+    /// What became of a Kubernetes Event about a skipped injection or missed pods.
+    EventResult {
+        /// Published (created, or a repeat added to its series).
+        Recorded => "recorded",
+        /// The same event (object, reason, message) was published within the window.
+        Deduplicated => "deduplicated",
+        /// Over the global or the per-object rate.
+        RateLimited => "rate_limited",
+        /// The queue was full (or closed): never reached the publisher.
+        Dropped => "dropped",
+        /// The API server refused it or did not answer in time.
+        Failed => "failed",
+    }
+}
+
+/// The Events' series.
+#[derive(Debug)]
+pub struct Metrics {
+    pub events: Counted<EventResult>,
+}
+
+impl Metrics {
+    /// The series, registered into `registry`, every result created at zero.
+    pub fn register(registry: &mut Registry) -> Self {
+        Metrics {
+            events: Counted::register(
+                registry,
+                "events",
+                "Kubernetes Events about skipped injections, by result: recorded, \
+                 deduplicated, rate_limited, dropped (queue full), failed (refused by the API \
+                 server or timed out)",
+                "result",
+            ),
+        }
+    }
+
+    /// The series counted into no registry, for a sink that never counts
+    /// ([`EventSink::disabled`] before Events are switched on).
+    pub fn unregistered() -> Self {
+        Self::register(&mut Registry::default())
+    }
+
+    /// Counts what became of one Event.
+    pub fn event(&self, result: EventResult) {
+        self.events.inc(result);
+    }
+}
 
 /// The Events' `reason`: a skip at admission, or pods admitted without the webhook.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

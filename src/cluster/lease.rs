@@ -18,9 +18,34 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, PostParams};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+
+use crate::metrics::registered;
+
+/// The Lease's series.
+#[derive(Debug)]
+pub struct Metrics {
+    /// 1 while this replica holds the Lease of the leader-only background writers.
+    pub leader: Gauge,
+}
+
+impl Metrics {
+    /// The series, registered into `registry`.
+    pub fn register(registry: &mut Registry) -> Self {
+        Metrics {
+            leader: registered(
+                registry,
+                "leader",
+                "1 while this replica holds the Lease of the leader-only background writers \
+                 (Instrumentation status, automatic rollout)",
+            ),
+        }
+    }
+}
 
 /// The Lease's default name.
 pub const DEFAULT_NAME: &str = "otel-injector";
@@ -229,7 +254,7 @@ impl Leadership {
 
 /// Keeps the `otel_injector_leader` gauge at this replica's leadership until the election
 /// ends.
-pub async fn report(mut leadership: Leadership, metrics: std::sync::Arc<super::metrics::Metrics>) {
+pub async fn report(mut leadership: Leadership, metrics: Arc<Metrics>) {
     metrics.leader.set(i64::from(leadership.is_leader()));
     loop {
         let leader = leadership.changed().await;

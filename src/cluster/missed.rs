@@ -26,6 +26,8 @@ use kube::Client;
 use kube::api::{Api, ListParams, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
@@ -33,9 +35,33 @@ use super::labeler::wants_label;
 use super::watch::{NamespaceEntry, NamespaceStore};
 use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{Language, LanguageSet};
+use crate::census::{Interner, PodRecord};
 use crate::engine::NamespaceInfo;
-use crate::engine::census::{Interner, OPT_OUT, OPT_OUT_LABEL, PodRecord};
 use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
+use crate::metrics::registered;
+
+/// The finder's series.
+#[derive(Debug)]
+pub struct Metrics {
+    /// Pods found asking for injection without an outcome (admitted without the webhook).
+    pub missed_pods: Gauge,
+}
+
+impl Metrics {
+    /// The series, registered into `registry` (the status controller's).
+    pub fn register(registry: &mut Registry) -> Self {
+        Metrics {
+            missed_pods: registered(
+                registry,
+                "pods_missed",
+                "Pods that asked for injection and were admitted without an outcome (the webhook \
+                 unreachable or not registered when they were created), as the status \
+                 controller's watches find them",
+            ),
+        }
+    }
+}
 
 /// Where a record was found.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -103,7 +129,7 @@ pub struct Finder {
     pub missed: SharedMissed,
     /// Told after every change of the records.
     pub dirty: Arc<Notify>,
-    pub metrics: Arc<super::metrics::Metrics>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// The record of one pod, if it counts as missed: not terminating, not in a namespace

@@ -7,8 +7,10 @@
 //! leader-only background writers ([`lease`]) and the first of them, the status controller
 //! that keeps each Instrumentation's `status` current from its pods ([`status`]), with its
 //! finder of the pods admitted without the webhook ([`missed`]); the rollouts that restart
-//! workloads ([`rollout`]). The request path only reads the caches and queues; it never
-//! calls the API server.
+//! workloads ([`rollout`]), and the workload reads and pod-template patches they and the
+//! status controller's rollback share ([`workloads`]); each component's series, gathered
+//! ([`metrics`]). The request path only reads the caches and queues; it never calls the API
+//! server.
 
 pub mod apiserver;
 pub mod events;
@@ -21,6 +23,7 @@ pub mod missed;
 pub mod rollout;
 pub mod status;
 pub mod watch;
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

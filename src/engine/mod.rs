@@ -5,7 +5,6 @@
 
 mod asked;
 mod bound;
-pub mod census;
 mod config;
 mod decision;
 pub mod outcome;
@@ -25,7 +24,7 @@ pub use config::{
     GoSidecar, MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
 pub use decision::{Decision, InjectedLanguage, Report, Skip, SkipReason};
-pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR, rolled_back};
+pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use snapshot::{
     Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
     POD_SECURITY_ENFORCE, Snapshot,

@@ -16,7 +16,19 @@
 //! ([`SkipReason::as_str`]). A skipped entry names the Instrumentation it wanted when that is
 //! known (`<namespace>/*`: any one of the namespace, the pod said `"true"`). `pod=` stands for
 //! a skip of the whole pod (before any language was looked at).
+//!
+//! The safety net's marker on a workload's pod template, `otel-injector/rolled-back`
+//! ([`RolledBack`]), is a list of entries separated by `,`, sorted by language:
+//!
+//! ```text
+//! <language>=<spec-hash>
+//! ```
+//!
+//! the languages the workload was rolled back from, each with the spec it failed with. The
+//! status controller's rollback writes it, the engine skips those languages while the spec is
+//! current, and `rollout` stops on a workload rolled back from the spec it rolls out.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
@@ -153,6 +165,58 @@ impl FromStr for PodStatus {
     }
 }
 
+/// The safety net's marker (`otel-injector/rolled-back`): per language, the spec it was
+/// rolled back from. Languages are kept by the name written, so an entry of a language this
+/// build does not know (written by a newer replica) survives a rewrite and never matches.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RolledBack {
+    entries: BTreeMap<String, SpecHash>,
+}
+
+impl RolledBack {
+    /// The marker's entries; those that do not read as `<language>=<spec-hash>` are ignored
+    /// (a hand-edited marker keeps its other entries in force).
+    pub fn parse(value: &str) -> RolledBack {
+        let entries = value
+            .split(',')
+            .filter_map(|e| {
+                let (lang, hash) = e.trim().split_once('=')?;
+                let lang = lang.trim();
+                let valid = !lang.is_empty() && !lang.contains(char::is_whitespace);
+                Some((lang.to_owned(), hash.trim().parse().ok()?)).filter(|_| valid)
+            })
+            .collect();
+        RolledBack { entries }
+    }
+
+    /// Whether `lang` was rolled back from `spec`.
+    pub fn names(&self, lang: Language, spec: SpecHash) -> bool {
+        self.entries.get(lang.as_str()) == Some(&spec)
+    }
+
+    /// Whether any language was rolled back from `spec`.
+    pub fn from_spec(&self, spec: SpecHash) -> bool {
+        self.entries.values().any(|h| *h == spec)
+    }
+
+    /// Marks `lang` as rolled back from `spec` (replacing the spec it had).
+    pub fn mark(&mut self, lang: Language, spec: SpecHash) {
+        self.entries.insert(lang.as_str().to_owned(), spec);
+    }
+}
+
+impl fmt::Display for RolledBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (lang, spec)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{lang}={spec}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -235,6 +299,46 @@ mod tests {
                 },
             };
             assert_eq!(e.to_string().parse::<Entry>().unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn the_rolled_back_marker_reads_back_as_written() {
+        let (a, b) = (SpecHash([0x3f, 0x2a, 0x9c, 0x1b]), SpecHash([1, 2, 3, 4]));
+        let mut marker = RolledBack::default();
+        assert_eq!(marker.to_string(), "");
+        marker.mark(Language::Python, b);
+        marker.mark(Language::Java, SpecHash([0; 4]));
+        marker.mark(Language::Java, a);
+        let text = "java=3f2a9c1b,python=01020304";
+        assert_eq!(marker.to_string(), text);
+        assert_eq!(RolledBack::parse(text), marker);
+        assert!(marker.names(Language::Java, a) && marker.names(Language::Python, b));
+        assert!(!marker.names(Language::Java, b) && !marker.names(Language::Go, a));
+        assert!(marker.from_spec(b) && !marker.from_spec(SpecHash([0; 4])));
+        // Spaces around entries are read; a language this build does not know is kept.
+        let read = RolledBack::parse(" python = 01020304 , java=3f2a9c1b,rust=01020304");
+        assert_eq!(
+            read.to_string(),
+            "java=3f2a9c1b,python=01020304,rust=01020304"
+        );
+    }
+
+    #[test]
+    fn malformed_marker_entries_are_ignored_and_the_others_kept() {
+        for bad in [
+            "",
+            "junk",
+            "java",
+            "java=",
+            "=3f2a9c1b",
+            "java=3f2a9c1",
+            "java=zz2a9c1b",
+            "ja va=3f2a9c1b",
+        ] {
+            assert_eq!(RolledBack::parse(bad), RolledBack::default(), "{bad:?}");
+            let kept = RolledBack::parse(&format!("{bad},python=01020304"));
+            assert_eq!(kept.to_string(), "python=01020304", "{bad:?}");
         }
     }
 }

@@ -13,6 +13,7 @@ mod requests;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::decision::{Report, Skip, SkipReason};
+use super::outcome::RolledBack;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
 use crate::crd::{Instrumentation, SpecHash};
@@ -115,15 +116,6 @@ enum Stop {
     Said(Skip),
 }
 
-/// The spec hashes of the languages a pod's [`ROLLED_BACK_ANNOTATION`] names
-/// (`java=3f2a9c1b,python=...`; malformed entries are ignored).
-pub fn rolled_back(value: &str) -> impl Iterator<Item = (&str, &str)> {
-    value
-        .split(',')
-        .filter_map(|e| e.trim().split_once('='))
-        .map(|(l, h)| (l.trim(), h.trim()))
-}
-
 /// `inst`, unless the pod's workload was rolled back from `lang` with its current spec.
 fn not_rolled_back(
     snapshot: &Snapshot<'_>,
@@ -134,8 +126,8 @@ fn not_rolled_back(
     let Some(marker) = annotations.and_then(|a| a.get(ROLLED_BACK_ANNOTATION)) else {
         return Ok(inst);
     };
-    let spec = spec_hash(snapshot, &inst).to_string();
-    if !rolled_back(marker).any(|(l, h)| l == lang.as_str() && h == spec) {
+    let spec = spec_hash(snapshot, &inst);
+    if !RolledBack::parse(marker).names(lang, spec) {
         return Ok(inst);
     }
     Err(Skip::new(

@@ -1,7 +1,9 @@
-//! What the SDK configuration knows about a pod: its owning workloads (derived from owner
-//! references and naming conventions, never from an API call), service name and version.
+//! What can be known about a pod without an API call: its controller ([`controller`]), its
+//! owning workloads (derived from owner references and naming conventions), service name
+//! and version, as the SDK configuration, the census and the skips' Events read them.
 
 use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
 /// Prefix of pod annotations that set resource attributes.
 pub use crate::keys::RESOURCE_ANNOTATION_PREFIX;
@@ -9,6 +11,12 @@ use crate::keys::{
     APP_INSTANCE as LABEL_APP_INSTANCE, APP_NAME as LABEL_APP_NAME,
     APP_VERSION as LABEL_APP_VERSION, POD_TEMPLATE_HASH as LABEL_POD_TEMPLATE_HASH,
 };
+
+/// A pod's controller: its `ownerReferences` entry with `controller: true` (what its
+/// workload is, and what the Events of its skips are about).
+pub fn controller(refs: Option<&[OwnerReference]>) -> Option<&OwnerReference> {
+    refs?.iter().find(|r| r.controller == Some(true))
+}
 
 /// The workloads that own a pod, derived from its owner references and labels.
 /// Names (and, with them, uids) borrowed from the pod.

@@ -22,7 +22,7 @@ const LAYERS: &[&[&str]] = &[
     &["pod"],
     &["agents"],
     &["engine"],
-    &["admission"],
+    &["admission", "census"],
     &["cluster", "certs"],
     &["server", "policy"],
     &["offline"],

@@ -30,7 +30,7 @@ pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Exposition>, Receive
 fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Receiver<Notice>>) {
     let mut registry = metrics::root();
     let server = Arc::new(otel_injector::server::Metrics::register(&mut registry));
-    let cluster = Arc::new(otel_injector::cluster::Metrics::register(&mut registry));
+    let cluster = otel_injector::cluster::Metrics::register(&mut registry).events;
     let (events, rx) = match capacity {
         Some(n) => {
             let (events, rx) = queue(n, cluster);

@@ -22,10 +22,10 @@ use serde_json::json;
 
 use super::run::{self, Ended, FIELD_MANAGER, Settings, Step, Stop};
 use super::{AUTOMATIC, ROLLOUT_ANNOTATION};
+use crate::census::Workload;
 use crate::cluster::lease::Leadership;
 use crate::cluster::watch::{key_of, to_typed};
 use crate::crd::{API_VERSION, Instrumentation, KIND, RolloutStatus, SpecHash};
-use crate::engine::census::Workload;
 
 mod missed;
 

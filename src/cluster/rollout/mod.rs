@@ -11,7 +11,7 @@ pub mod progress;
 pub mod run;
 
 pub use auto::AutoRollout;
-pub use plan::{Exclusions, Left, Object, Plan, Restart};
+pub use plan::{Exclusions, Left, Plan, Restart};
 pub use progress::Progress;
 pub use run::{Ended, RolloutError, Settings, Step, Stop, StopReason};
 

@@ -5,83 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
-
 use super::ROLLOUT_ANNOTATION;
+use crate::census::{Counts, Tally, Workload};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
+use crate::cluster::workloads::Object;
 use crate::engine::SkipReason;
-use crate::engine::census::{Counts, Tally, Workload};
-
-/// A workload as read from the API server.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Object {
-    Deployment(Box<Deployment>),
-    StatefulSet(Box<StatefulSet>),
-    DaemonSet(Box<DaemonSet>),
-}
-
-impl Object {
-    pub fn meta(&self) -> &ObjectMeta {
-        match self {
-            Object::Deployment(o) => &o.metadata,
-            Object::StatefulSet(o) => &o.metadata,
-            Object::DaemonSet(o) => &o.metadata,
-        }
-    }
-
-    fn template(&self) -> &k8s_openapi::api::core::v1::PodTemplateSpec {
-        match self {
-            Object::Deployment(o) => &o.spec.template,
-            Object::StatefulSet(o) => &o.spec.template,
-            Object::DaemonSet(o) => &o.spec.template,
-        }
-    }
-
-    /// The pod template's labels.
-    pub fn template_labels(&self) -> Option<&BTreeMap<String, String>> {
-        self.template().metadata.as_ref()?.labels.as_ref()
-    }
-
-    /// The pod template's annotations.
-    pub fn template_annotations(&self) -> Option<&BTreeMap<String, String>> {
-        self.template().metadata.as_ref()?.annotations.as_ref()
-    }
-
-    /// The label selector of its pods.
-    pub fn selector(&self) -> &LabelSelector {
-        match self {
-            Object::Deployment(o) => &o.spec.selector,
-            Object::StatefulSet(o) => &o.spec.selector,
-            Object::DaemonSet(o) => &o.spec.selector,
-        }
-    }
-
-    /// Why a new pod template would not replace its pods by itself, if so.
-    fn not_rolled(&self) -> Option<String> {
-        match self {
-            Object::Deployment(o) => {
-                let spec = &o.spec;
-                (spec.paused == Some(true)).then(|| "paused".into())
-            }
-            Object::StatefulSet(o) => {
-                let strategy = o.spec.update_strategy.as_ref()?;
-                if strategy.type_.as_deref() == Some("OnDelete") {
-                    return Some("updateStrategy OnDelete: pods change only when deleted".into());
-                }
-                let partition = strategy.rolling_update.as_ref()?.partition.unwrap_or(0);
-                (partition > 0).then(|| {
-                    format!("rollingUpdate.partition {partition}: not every pod would change")
-                })
-            }
-            Object::DaemonSet(o) => {
-                let strategy = o.spec.update_strategy.as_ref()?;
-                (strategy.type_.as_deref() == Some("OnDelete"))
-                    .then(|| "updateStrategy OnDelete: pods change only when deleted".into())
-            }
-        }
-    }
-}
 
 /// Namespaces a rollout never touches: those the webhook's configuration excludes by name
 /// (`kube-system`, its own) and those labeled `otel-injector/inject=disabled`.

@@ -5,10 +5,10 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::RESTARTED_AT;
-use super::plan::Object;
+use crate::cluster::workloads::Object;
 
-pub use crate::engine::census::CRASH_RESTARTS;
-use crate::engine::census::Failure;
+pub use crate::census::CRASH_RESTARTS;
+use crate::census::Failure;
 
 /// Where a restarted workload's rollout stands.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,33 +1,24 @@
-//! The rollout against the API server: read what the plan needs (one list of the pods that
-//! asked for injection, by their label, and the lists of those admitted without the webhook
-//! ([`missed::list`]); the Instrumentations; the namespaces; each stale workload), then
-//! restart the planned workloads at most N at a time ([`workloads`]) and follow each until it
-//! completes, fails, crash-loops or times out.
+//! The rollout against the API server: read what the plan needs (`read.rs`), then restart
+//! the planned workloads at most N at a time (`restart.rs`) and follow each (`follow.rs`)
+//! until it completes, fails, crash-loops or times out.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::core::Selector;
 
-use super::plan::{self, Exclusions, Object, Plan};
-use super::progress::crash_loop;
-use super::progress::{self, Progress};
-use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
-use crate::cluster::missed;
-use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
-use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::census::{self, PodRecord, Tally, Workload};
-use crate::engine::outcome::INJECTED_LABEL;
-use crate::keys::ROLLED_BACK_ANNOTATION;
+use super::plan::Plan;
+use crate::census::Workload;
+use crate::crd::SpecHash;
+use follow::{Check, InFlight, check, soak_check};
 
-mod workloads;
+mod follow;
+mod read;
+mod restart;
 
-pub use workloads::{get, patch_template, restart, stamp_now};
+pub use read::{Census, RolloutError, read_plan};
+pub use restart::{restart, stamp_now};
 
 /// The field manager of the restarts' patches.
 pub const FIELD_MANAGER: &str = "otel-injector-rollout";
@@ -47,153 +38,13 @@ pub struct Settings {
     pub canary_soak: Duration,
 }
 
-/// What was read and decided for one Instrumentation.
-#[derive(Clone, Debug)]
-pub struct Census {
-    /// `namespace/name`.
-    pub key: String,
-    pub spec: SpecHash,
-    /// Its pods (injected or skipped for it), per workload.
-    pub tally: Tally,
-    pub plan: Plan,
-}
-
-/// Errors reading the cluster or starting the rollout, each naming the permission it needs.
-#[derive(Debug, thiserror::Error)]
-pub enum RolloutError {
-    #[error(transparent)]
-    Client(#[from] crate::cluster::ConnectError),
-    #[error("{action}: {error} (rollout needs {permission})")]
-    Api {
-        action: String,
-        permission: &'static str,
-        error: kube::Error,
-    },
-    #[error("Instrumentation {0} not found")]
-    NotFound(String),
-    #[error("Instrumentation {key} cannot be read: {error}")]
-    Unreadable { key: String, error: String },
-}
-
+/// The permissions a rollout needs, named in its errors.
 const LIST_INSTRUMENTATIONS: &str = "list on instrumentations.opentelemetry.io in all namespaces";
 const LIST_NAMESPACES: &str = "list on namespaces";
 const LIST_PODS: &str = "list on pods in all namespaces";
 const GET_WORKLOADS: &str = "get on deployments, statefulsets and daemonsets (group apps)";
 const PATCH_WORKLOADS: &str = "patch on deployments, statefulsets and daemonsets (group apps)";
 const LIST_WORKLOAD_PODS: &str = "list on pods of the restarted workloads' namespaces";
-
-fn api_error(action: String, permission: &'static str) -> impl FnOnce(kube::Error) -> RolloutError {
-    move |error| RolloutError::Api {
-        action,
-        permission,
-        error,
-    }
-}
-
-/// Reads what the plan for Instrumentation `namespace/name` needs and makes it. Namespaces
-/// in `excluded` and those labeled `otel-injector/inject=disabled` are left alone.
-pub async fn read_plan(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    excluded: &BTreeSet<String>,
-) -> Result<Census, RolloutError> {
-    let key = format!("{namespace}/{name}");
-    let resource = ApiResource::erase::<Instrumentation>(&());
-    let listed = Api::<DynamicObject>::all_with(client.clone(), &resource)
-        .list(&ListParams::default())
-        .await
-        .map_err(api_error(
-            "list Instrumentations".into(),
-            LIST_INSTRUMENTATIONS,
-        ))?;
-    let mut existing = BTreeMap::new();
-    let mut target = None;
-    for o in &listed.items {
-        let (ns, n) = key_of(o);
-        let this = ns == namespace && n == name;
-        match to_typed(o.clone()) {
-            Ok(i) => {
-                let hash = SpecHash::of(&i.spec);
-                if this {
-                    target = Some(Ok(hash));
-                }
-                existing.insert(format!("{ns}/{n}"), hash);
-            }
-            Err(e) if this => target = Some(Err(e)),
-            Err(_) => {}
-        }
-    }
-    let spec = match target {
-        None => return Err(RolloutError::NotFound(key)),
-        Some(Err(error)) => return Err(RolloutError::Unreadable { key, error }),
-        Some(Ok(hash)) => hash,
-    };
-    let namespaces = Api::<Namespace>::all(client.clone())
-        .list_metadata(&ListParams::default())
-        .await
-        .map_err(api_error("list namespaces".into(), LIST_NAMESPACES))?;
-    let exclusions = Exclusions {
-        names: excluded.clone(),
-        disabled: namespaces
-            .items
-            .iter()
-            .filter(|n| {
-                n.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(NAMESPACE_LABEL))
-                    .is_some_and(|v| v == DISABLED)
-            })
-            .filter_map(|n| n.metadata.name.clone())
-            .collect(),
-    };
-    let pods = Api::<Pod>::all(client.clone())
-        .list_metadata(&ListParams::default().labels(INJECTED_LABEL))
-        .await
-        .map_err(api_error(
-            format!("list pods labeled {INJECTED_LABEL}"),
-            LIST_PODS,
-        ))?;
-    let mut names = census::Interner::default();
-    let mut records: Vec<PodRecord> = pods
-        .items
-        .iter()
-        .filter_map(|p| PodRecord::from_meta(&p.metadata, &mut names))
-        .collect();
-    // And the pods that asked and were admitted without the webhook.
-    let empty = Arc::default();
-    let entries: HashMap<String, NamespaceEntry> = namespaces
-        .items
-        .into_iter()
-        .map(|n| NamespaceEntry::of(n.metadata, &empty))
-        .collect();
-    records.extend(
-        missed::list(client, &entries, excluded, &mut names)
-            .await
-            .map_err(api_error(
-                "list the pods that asked for injection by label or namespace".into(),
-                LIST_PODS,
-            ))?,
-    );
-    let tally = census::census(&records, &existing)
-        .remove(&key)
-        .unwrap_or_default();
-    let mut objects = BTreeMap::new();
-    for w in plan::to_read(&tally, &exclusions) {
-        let object = get(client, &w)
-            .await
-            .map_err(api_error(format!("get {w}"), GET_WORKLOADS))?;
-        objects.insert(w, object);
-    }
-    let plan = plan::plan(&tally, &exclusions, &objects);
-    Ok(Census {
-        key,
-        spec,
-        tally,
-        plan,
-    })
-}
 
 /// Why a rollout stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -285,116 +136,6 @@ pub struct Ended {
     pub stopped: Option<Stop>,
 }
 
-struct InFlight {
-    workload: Workload,
-    /// The spec rolled out (`3f2a9c1b`).
-    spec: String,
-    stamp: String,
-    selector: Option<String>,
-    started: Instant,
-}
-
-enum Check {
-    Waiting,
-    Complete,
-    Stop(StopReason, String),
-}
-
-fn forbidden(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403)
-}
-
-/// Reads one restarted workload (and, while it is not complete, its new pods).
-async fn check(client: &Client, f: &InFlight, timeout: Duration) -> Check {
-    let object = match get(client, &f.workload).await {
-        Ok(Some(o)) => o,
-        Ok(None) => {
-            return Check::Stop(
-                StopReason::WorkloadGone,
-                "deleted during its rollout".into(),
-            );
-        }
-        Err(e) if forbidden(&e) => {
-            return Check::Stop(
-                StopReason::ApiError,
-                format!("get: {e} (rollout needs {GET_WORKLOADS})"),
-            );
-        }
-        // Anything else may pass; the timeout bounds it.
-        Err(e) => {
-            tracing::debug!(workload = %f.workload, error = %e, "reading a restarted workload");
-            return timed_out(f, timeout, &format!("last read failed: {e}"));
-        }
-    };
-    if let Some(m) = rolled_back_from(&object, &f.spec) {
-        return Check::Stop(StopReason::RolledBack, m);
-    }
-    let waiting = match progress::progress(&object) {
-        Progress::Complete => return Check::Complete,
-        Progress::Failed(m) => return Check::Stop(StopReason::ProgressDeadlineExceeded, m),
-        Progress::Waiting(m) => m,
-    };
-    if let Some(stop) = crashing(client, f, StopReason::CrashLoop).await {
-        return stop;
-    }
-    timed_out(f, timeout, &waiting)
-}
-
-/// Whether the safety net rolled the workload back from `spec` while it rolled out: its pod
-/// template's `otel-injector/rolled-back` names that spec.
-fn rolled_back_from(object: &Object, spec: &str) -> Option<String> {
-    let marker = object.template_annotations()?.get(ROLLED_BACK_ANNOTATION)?;
-    crate::engine::rolled_back(marker)
-        .any(|(_, h)| h == spec)
-        .then(|| format!("rolled back by the safety net ({ROLLED_BACK_ANNOTATION}: {marker})"))
-}
-
-/// The canary during its soak: a stop when it was rolled back or a new pod crash-loops.
-async fn soak_check(client: &Client, f: &InFlight) -> Option<(StopReason, String)> {
-    if let Ok(Some(object)) = get(client, &f.workload).await
-        && let Some(m) = rolled_back_from(&object, &f.spec)
-    {
-        return Some((StopReason::RolledBack, m));
-    }
-    match crashing(client, f, StopReason::CanaryFailed).await {
-        Some(Check::Stop(reason, m)) => Some((reason, m)),
-        _ => None,
-    }
-}
-
-/// A stop for `reason` when a new pod of the restarted workload crash-loops (or its pods
-/// cannot be listed for want of the permission).
-async fn crashing(client: &Client, f: &InFlight, reason: StopReason) -> Option<Check> {
-    let selector = f.selector.as_ref()?;
-    let pods = Api::<Pod>::namespaced(client.clone(), &f.workload.namespace)
-        .list(&ListParams::default().labels(selector))
-        .await;
-    match pods {
-        Ok(pods) => crash_loop(&pods.items, &f.stamp).map(|m| Check::Stop(reason, m)),
-        Err(e) if forbidden(&e) => Some(Check::Stop(
-            StopReason::ApiError,
-            format!("list its pods: {e} (rollout needs {LIST_WORKLOAD_PODS})"),
-        )),
-        Err(e) => {
-            tracing::debug!(workload = %f.workload, error = %e, "listing a restarted workload's pods");
-            None
-        }
-    }
-}
-
-fn timed_out(f: &InFlight, timeout: Duration, waiting: &str) -> Check {
-    if f.started.elapsed() < timeout {
-        return Check::Waiting;
-    }
-    Check::Stop(
-        StopReason::Timeout,
-        format!(
-            "not complete within {}: {waiting}",
-            crate::duration::format(timeout)
-        ),
-    )
-}
-
 /// Restarts the plan's workloads in order, at most `settings.concurrency` not yet complete
 /// at any time, and reads each every `settings.poll` until it completes. The first that
 /// fails (deadline, crash loop, timeout, deleted, refused) stops the rollout: no other is
@@ -441,7 +182,7 @@ pub async fn execute(
                         .filter(|s| !s.is_empty());
                     inflight.push(InFlight {
                         workload: w.clone(),
-                        spec: spec.to_string(),
+                        spec,
                         stamp,
                         selector,
                         started: Instant::now(),

@@ -12,11 +12,11 @@ use super::{
     UNREADABLE, WORKLOADS_FAILING,
 };
 use crate::agents::exporter_tls::ExporterTls;
+use crate::census::{Tally, Workload};
 use crate::crd::{
     Instrumentation, InstrumentationStatus, RolledBackWorkload, SkippedReason, SpecHash,
     WorkloadStatus,
 };
-use crate::engine::census::{Tally, Workload};
 use crate::engine::{IndexEntry, ObjectKind, ObjectLookup, SkipReason};
 
 /// Secrets and ConfigMaps named by the exporter TLS section that do not exist in the

@@ -5,7 +5,7 @@
 //! The pods come from a metadata-only watch of the pods labeled `otel-injector/injected` (every
 //! pod that asked for injection through this webhook; whole pods with `--detect-failures`,
 //! which also tells the failing ones and, with `--rollback`, rolls their workloads back:
-//! [`rollback`]); of each, only its [`PodRecord`] is kept, so memory follows the
+//! [`rollback`]); of each, only its [`PodRecord`](crate::census::PodRecord) is kept, so memory follows the
 //! instrumented pods, not the cluster. The Instrumentations come from the
 //! catalog the webhook already watches. The watch runs on every replica (a new leader has a
 //! warm cache); only the holder of the Lease writes, by server-side apply to the status
@@ -14,6 +14,7 @@
 //! metrics and `/readyz` work the same whether it runs, leads or fails.
 
 mod desired;
+pub mod metrics;
 mod pods;
 pub mod rollback;
 #[cfg(test)]
@@ -31,14 +32,14 @@ use tokio::time::Instant;
 
 pub use desired::{Inputs, desired, owned};
 use desired::{missing_references, now};
+use metrics::{Metrics, WriteResult};
 use pods::{SharedPods, watch_pods};
 
-use super::events::{EventSink, Notice, Reason};
+use super::events::{self, EventSink, Notice, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::{KubeCatalog, Leadership};
-use crate::cluster::metrics::{Metrics, WriteResult};
+use crate::census::{Tally, Workload, census};
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
-use crate::engine::census::{Tally, Workload, census};
 use crate::engine::{Catalog, Instrumentations};
 
 /// The field manager of every status write; it owns only the fields written here.
@@ -85,7 +86,7 @@ impl StatusController {
         StatusController {
             catalog,
             leadership,
-            events: EventSink::disabled(metrics.clone()),
+            events: EventSink::disabled(Arc::new(events::Metrics::unregistered())),
             metrics,
             find_missed: None,
             missed: SharedMissed::default(),
@@ -104,7 +105,7 @@ impl StatusController {
 
     /// Also tells the failing pods among those injected with an Instrumentation's current
     /// spec, from their container statuses (a watch of whole pods instead of their metadata;
-    /// of each only a [`crate::engine::census::Failure`] is kept): `status.failing`, the
+    /// of each only a [`crate::census::Failure`] is kept): `status.failing`, the
     /// `Failing` condition, and one `InstrumentedPodsFailing` Event per workload through
     /// `events`.
     pub fn detecting_failures(mut self, events: EventSink) -> Self {
@@ -131,7 +132,7 @@ impl StatusController {
             excluded: Arc::new(excluded),
             missed: self.missed.clone(),
             dirty: dirty.clone(),
-            metrics: self.metrics.clone(),
+            metrics: self.metrics.missed.clone(),
         });
         let catalog = self.catalog.clone();
         let find = async {

@@ -15,8 +15,8 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Notify;
 
 use super::LogLimit;
-use crate::cluster::metrics::Metrics;
-use crate::engine::census::{Failure, Interner, PodRecord};
+use super::metrics::Metrics;
+use crate::census::{Failure, Interner, PodRecord};
 use crate::engine::outcome::INJECTED_LABEL;
 
 /// The pods that asked for injection, as the watch last had them.

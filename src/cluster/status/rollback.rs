@@ -16,13 +16,14 @@ use serde_json::json;
 use tokio::time::Instant;
 
 use super::LogLimit;
+use super::metrics::{Metrics, WriteResult};
 use crate::agents::Language;
+use crate::census::{Failing, Tally, Workload};
 use crate::cluster::events::{EventSink, Notice, Reason};
-use crate::cluster::metrics::{Metrics, WriteResult};
-use crate::cluster::rollout::run::{get, patch_template};
+use crate::cluster::workloads::{get, patch_template};
 use crate::crd::{RolledBackWorkload, SpecHash};
-use crate::engine::census::{Failing, Tally, Workload};
-use crate::engine::{Instrumentations, rolled_back};
+use crate::engine::Instrumentations;
+use crate::engine::outcome::RolledBack;
 use crate::keys::{ON_FAILURE_ANNOTATION, ROLLBACK, ROLLED_BACK_ANNOTATION};
 
 /// The field manager of the markers' patches.
@@ -43,17 +44,11 @@ pub struct Rollback {
 /// The value of the marker with `languages` marked as rolled back from `spec`, the other
 /// languages' entries kept (sorted by language).
 pub fn marked(existing: Option<&str>, languages: &BTreeSet<Language>, spec: SpecHash) -> String {
-    let mut entries: BTreeMap<String, String> = existing
-        .map(rolled_back)
-        .into_iter()
-        .flatten()
-        .map(|(l, h)| (l.to_owned(), h.to_owned()))
-        .collect();
+    let mut marker = existing.map(RolledBack::parse).unwrap_or_default();
     for l in languages {
-        entries.insert(l.as_str().to_owned(), spec.to_string());
+        marker.mark(*l, spec);
     }
-    let entries: Vec<String> = entries.iter().map(|(l, h)| format!("{l}={h}")).collect();
-    entries.join(",")
+    marker.to_string()
 }
 
 impl Rollback {

@@ -7,9 +7,9 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::desired::*;
 use super::*;
+use crate::census::{Counts, Workload};
 use crate::crd::InstrumentationSpec;
 use crate::engine::SkipReason;
-use crate::engine::census::{Counts, Workload};
 use crate::engine::{IndexEntry, ObjectKind, ObjectLookup};
 use serde_json::json;
 
@@ -312,7 +312,7 @@ fn owned_leaves_out_the_operators_field() {
 
 #[test]
 fn detected_failures_are_counted_and_named_in_the_failing_condition() {
-    use crate::engine::census::{Failing, Failure};
+    use crate::census::{Failing, Failure};
     let entry = inst(2);
     let failing = |mut c: Counts, n| {
         c.failing = n;

@@ -17,17 +17,18 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, broadcast, watch};
 
 mod instrumentations;
+pub mod metrics;
 mod namespaces;
 #[cfg(test)]
 mod tests;
 
 use instrumentations::{InstrumentationCache, trim_instrumentation};
 pub(crate) use instrumentations::{key_of, to_typed};
+use metrics::Metrics;
 use namespaces::{NAMESPACE_CHANGES, NamespaceCache};
 pub use namespaces::{NamespaceChange, NamespaceEntry, NamespaceStore};
 
 use super::apiserver::{self, ServerInfo};
-use crate::cluster::metrics::Metrics;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 
@@ -249,7 +250,7 @@ async fn keep_server_info(
     client: Client,
     server: Server,
     reconnected: Arc<Notify>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<apiserver::Metrics>,
 ) {
     loop {
         let found = apiserver::read_until_known(&client, &metrics).await;
@@ -437,7 +438,12 @@ impl CatalogWriters {
                 .readable_len()
         };
         tokio::join!(
-            keep_server_info(client.clone(), self.server, reconnected, metrics.clone()),
+            keep_server_info(
+                client.clone(),
+                self.server,
+                reconnected,
+                metrics.apiserver.clone()
+            ),
             drive(
                 "instrumentations",
                 inst,

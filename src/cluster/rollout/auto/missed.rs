@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use super::DEBOUNCE;
+use crate::census::restartable_kind;
 use crate::crd::Instrumentation;
-use crate::engine::census::restartable_kind;
 
 /// A rolled-out Instrumentation whose restartable workloads have pods admitted without the
 /// webhook (`status.workloads[].missed`) is rolled out again to restart them once that count

@@ -2,10 +2,12 @@
 
 use super::*;
 use k8s_openapi::api::apps::v1::{
-    DaemonSetSpec, DaemonSetUpdateStrategy, DeploymentSpec, DeploymentStrategy,
-    RollingUpdateStatefulSetStrategy, StatefulSetSpec, StatefulSetUpdateStrategy,
+    DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, Deployment, DeploymentSpec,
+    DeploymentStrategy, RollingUpdateStatefulSetStrategy, StatefulSet, StatefulSetSpec,
+    StatefulSetUpdateStrategy,
 };
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 fn w(ns: &str, kind: &str, name: &str) -> Workload {
     Workload {
