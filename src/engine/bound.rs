@@ -15,7 +15,8 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::decision::{Report, Skip, SkipReason};
 use super::outcome::PodStatus;
-use super::{INJECTED_ANNOTATION, MIN_PATCH_BYTES_PER_TARGET, Snapshot};
+use super::{MIN_PATCH_BYTES_PER_TARGET, Snapshot};
+use crate::keys::INJECTED_ANNOTATION;
 use crate::pod::plan::PodPlan;
 
 /// The engine's answer for one pod with the patch that carries it, measured.

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
 use super::SkipReason;
-use super::outcome::{Outcome, PodStatus, STATUS_ANNOTATION};
+use super::outcome::{Outcome, PodStatus};
 use crate::agents::Language;
 use crate::crd::SpecHash;
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL, STATUS_ANNOTATION};
 use crate::pod::select::{Keys, Request, effective};
 
 /// The workload a pod belongs to: its controller owner, a ReplicaSet named after a
@@ -315,8 +316,6 @@ impl PodRecord {
         })
     }
 }
-
-pub use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 
 /// A pod's workload, from its controller owner (a ReplicaSet named after its template hash
 /// read as its Deployment).

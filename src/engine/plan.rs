@@ -13,11 +13,14 @@ use super::references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, resolve, v1beta1_refusal,
     wanted,
 };
-use super::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, Snapshot, bound};
+use super::{Snapshot, bound};
 use crate::agents::exporter_tls::ExporterTls;
-use crate::agents::{ANNOTATION_PREFIX, Effect, Injection, Language, declarative};
+use crate::agents::{Effect, Injection, Language, declarative};
 use crate::crd::{Instrumentation, SpecHash};
-use crate::keys::ROLLED_BACK_ANNOTATION;
+use crate::keys::{
+    ANNOTATION_PREFIX, CONTAINER_NAMES, INJECTED_ANNOTATION, MIRROR_ANNOTATION,
+    ROLLED_BACK_ANNOTATION,
+};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::pod::select::{self, Annotations, Request, TargetError};
@@ -181,7 +184,7 @@ fn targets<'a>(
     annotations: &Annotations<'_>,
     requests: Vec<Requested<'a>>,
 ) -> Result<Vec<Target<'a>>, Skip> {
-    let common = select::split_names(annotations.get(select::CONTAINER_NAMES));
+    let common = select::split_names(annotations.get(CONTAINER_NAMES));
     let lists: Vec<(Language, Request<'a>, Vec<&str>)> = requests
         .into_iter()
         .map(|(l, r)| {
@@ -220,7 +223,7 @@ fn targets<'a>(
                     TargetError::Empty => common.contains(&""),
                 };
                 let key = if from_common {
-                    select::CONTAINER_NAMES.trim_start_matches(ANNOTATION_PREFIX)
+                    CONTAINER_NAMES.trim_start_matches(ANNOTATION_PREFIX)
                 } else {
                     l.container_names_annotation()
                         .trim_start_matches(ANNOTATION_PREFIX)

@@ -8,10 +8,9 @@ use std::fmt;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, StatefulSet};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 
-use super::ROLLOUT_ANNOTATION;
-use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::engine::SkipReason;
 use crate::engine::census::{Counts, Tally, Workload};
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL, ROLLOUT_ANNOTATION};
 
 /// A workload as read from the API server.
 #[derive(Clone, Debug, PartialEq)]
@@ -101,7 +100,7 @@ impl Exclusions {
         }
         self.disabled
             .contains(namespace)
-            .then(|| format!("namespace labeled {NAMESPACE_LABEL}={DISABLED}"))
+            .then(|| format!("namespace labeled {OPT_OUT_LABEL}={OPT_OUT}"))
     }
 }
 
@@ -255,11 +254,11 @@ pub fn plan(
         };
         let opted_out_template = object
             .template_labels()
-            .and_then(|l| l.get(NAMESPACE_LABEL))
-            .is_some_and(|v| v == DISABLED);
+            .and_then(|l| l.get(OPT_OUT_LABEL))
+            .is_some_and(|v| v == OPT_OUT);
         if opted_out_template {
             out.left.push(leave(format!(
-                "pod template labeled {NAMESPACE_LABEL}={DISABLED}"
+                "pod template labeled {OPT_OUT_LABEL}={OPT_OUT}"
             )));
             continue;
         }
@@ -268,10 +267,10 @@ pub fn plan(
             .annotations
             .as_ref()
             .and_then(|a| a.get(ROLLOUT_ANNOTATION))
-            .is_some_and(|v| v == DISABLED);
+            .is_some_and(|v| v == OPT_OUT);
         if opted_out {
             out.left
-                .push(leave(format!("annotated {ROLLOUT_ANNOTATION}: {DISABLED}")));
+                .push(leave(format!("annotated {ROLLOUT_ANNOTATION}: {OPT_OUT}")));
             continue;
         }
         if let Some(why) = object.not_rolled() {

@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::RESTARTED_AT;
 use super::plan::Object;
+use crate::keys::RESTARTED_AT;
 
 pub use crate::engine::census::CRASH_RESTARTS;
 use crate::engine::census::Failure;

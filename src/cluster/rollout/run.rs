@@ -17,13 +17,11 @@ use kube::core::Selector;
 use super::plan::{self, Exclusions, Object, Plan};
 use super::progress::crash_loop;
 use super::progress::{self, Progress};
-use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::missed;
 use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::census::{self, PodRecord, Tally, Workload};
-use crate::engine::outcome::INJECTED_LABEL;
-use crate::keys::ROLLED_BACK_ANNOTATION;
+use crate::keys::{INJECTED_LABEL, OPT_OUT, OPT_OUT_LABEL, ROLLED_BACK_ANNOTATION};
 
 mod workloads;
 
@@ -142,8 +140,8 @@ pub async fn read_plan(
                 n.metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(NAMESPACE_LABEL))
-                    .is_some_and(|v| v == DISABLED)
+                    .and_then(|l| l.get(OPT_OUT_LABEL))
+                    .is_some_and(|v| v == OPT_OUT)
             })
             .filter_map(|n| n.metadata.name.clone())
             .collect(),

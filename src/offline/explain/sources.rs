@@ -2,6 +2,7 @@
 //! and the origin of each variable (user, language section, common env, derived).
 
 use super::*;
+use crate::keys::CONTAINER_NAMES;
 
 /// The containers a language targets, with the reason, as the engine resolves them.
 pub(super) fn targets(
@@ -9,17 +10,17 @@ pub(super) fn targets(
     annotations: &Annotations<'_>,
     lang: Language,
 ) -> (Vec<String>, String) {
-    let common = annotations.get(select::CONTAINER_NAMES);
+    let common = annotations.get(CONTAINER_NAMES);
     let own = annotations.get(lang.container_names_annotation());
     let mut names = select::split_names(common);
     names.extend(select::split_names(own));
     let why = match (common, own) {
         (None, None) => "the first container: no container-names annotation".to_owned(),
-        (Some(c), None) => format!("{}: {c:?}", select::CONTAINER_NAMES),
+        (Some(c), None) => format!("{}: {c:?}", CONTAINER_NAMES),
         (None, Some(o)) => format!("{}: {o:?}", lang.container_names_annotation()),
         (Some(c), Some(o)) => format!(
             "{}: {c:?} and {}: {o:?}",
-            select::CONTAINER_NAMES,
+            CONTAINER_NAMES,
             lang.container_names_annotation()
         ),
     };

@@ -11,9 +11,9 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::FIELD_MANAGER;
-use crate::cluster::rollout::RESTARTED_AT;
 use crate::cluster::rollout::plan::Object;
 use crate::engine::census::Workload;
+use crate::keys::RESTARTED_AT;
 
 async fn get_as<K>(
     client: &Client,
