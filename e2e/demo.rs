@@ -8,6 +8,7 @@
 #[path = "support/mod.rs"]
 mod support;
 
+use otel_injector::keys::INJECTED_ANNOTATION;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -142,8 +143,7 @@ async fn run(hold: bool) -> Result<(), String> {
             active = true;
             clock.step("webhook configuration active (first dry-run reached the webhook)");
         }
-        if r.body["metadata"]["annotations"][otel_injector::engine::INJECTED_ANNOTATION].is_string()
-        {
+        if r.body["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
             break;
         }
         if Instant::now() > until {
@@ -302,7 +302,7 @@ async fn live_span(
     dry["metadata"]["name"] = "checkout-dry-run".into();
     let until = Instant::now() + Duration::from_secs(30);
     while !api::create_pod(client, ns, &dry, true).await?.body["metadata"]["annotations"]
-        [otel_injector::engine::INJECTED_ANNOTATION]
+        [INJECTED_ANNOTATION]
         .is_string()
     {
         if Instant::now() > until {

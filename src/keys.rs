@@ -1,8 +1,32 @@
 //! Every annotation, label and prefix key the product reads or writes, and their fixed
-//! values: public API, like the CRD. Spelled here only; the modules that own the behaviour
-//! re-export what they use under the names they always had. (Each language's
-//! `inject-<lang>` and `<lang>-container-names` keys are made by `agents::names!` with the
-//! text of [`INJECT_PREFIX`] and [`ANNOTATION_PREFIX`]: `concat!` needs literals.)
+//! values: public API, like the CRD. Spelled here only, documented here once, and used by
+//! this name everywhere (`crate::keys::NAME`): `tests/engine/keys.rs` fails on a
+//! re-export, on an import under another name and on a key spelled as a `const` anywhere
+//! else. Each language's `inject-<lang>` and `<lang>-container-names` keys are made
+//! by [`inject_key!`] and [`container_names_key!`] (the registry's `agents::names!` calls
+//! them; `concat!` needs literals, so they repeat the text of [`INJECT_PREFIX`] and
+//! [`ANNOTATION_PREFIX`]).
+
+/// `inject_key!("java")`: `instrumentation.opentelemetry.io/inject-java`, as a literal.
+macro_rules! inject_key {
+    ($name:literal) => {
+        concat!("instrumentation.opentelemetry.io/inject-", $name)
+    };
+}
+pub(crate) use inject_key;
+
+/// `container_names_key!("java")`: `instrumentation.opentelemetry.io/java-container-names`,
+/// as a literal (nginx's breaks the pattern: [`NGINX_CONTAINER_NAMES`]).
+macro_rules! container_names_key {
+    ($name:literal) => {
+        concat!(
+            "instrumentation.opentelemetry.io/",
+            $name,
+            "-container-names"
+        )
+    };
+}
+pub(crate) use container_names_key;
 
 // The OpenTelemetry Operator's, read the same way.
 
@@ -10,6 +34,16 @@
 pub const ANNOTATION_PREFIX: &str = "instrumentation.opentelemetry.io/";
 /// The prefix of the per-language injection keys (`inject-java`, …).
 pub const INJECT_PREFIX: &str = "instrumentation.opentelemetry.io/inject-";
+/// Each language's injection key (the registry's, `Language::inject_annotation`, spelled
+/// as a constant for code that names one language).
+pub const INJECT_JAVA: &str = inject_key!("java");
+pub const INJECT_NODEJS: &str = inject_key!("nodejs");
+pub const INJECT_PYTHON: &str = inject_key!("python");
+pub const INJECT_DOTNET: &str = inject_key!("dotnet");
+pub const INJECT_GO: &str = inject_key!("go");
+pub const INJECT_APACHE_HTTPD: &str = inject_key!("apache-httpd");
+pub const INJECT_NGINX: &str = inject_key!("nginx");
+pub const INJECT_SDK: &str = inject_key!("sdk");
 /// The container list applied to every requested language.
 pub const CONTAINER_NAMES: &str = "instrumentation.opentelemetry.io/container-names";
 /// nginx's container list: it breaks the `<lang>-container-names` pattern, as in the Operator.
@@ -26,10 +60,14 @@ pub const PYTHON_PLATFORM: &str = "instrumentation.opentelemetry.io/otel-python-
 pub const V1ALPHA1_FIELDS: &str = "instrumentation.opentelemetry.io/v1alpha1-fields";
 /// The prefix of pod annotations that set resource attributes.
 pub const RESOURCE_ANNOTATION_PREFIX: &str = "resource.opentelemetry.io/";
+/// The resource attribute annotation that names the service (first in the service name's
+/// chain).
+pub const SERVICE_NAME_ANNOTATION: &str = "resource.opentelemetry.io/service.name";
 
 // This project's.
 
-/// On every pod the webhook changed; its value lists the injected languages.
+/// On every pod the webhook changed; its value lists the injected languages. A pod that
+/// carries it is never changed again (reinvocation, re-submission).
 pub const INJECTED_ANNOTATION: &str = "otel-injector/injected";
 /// On every pod that asked for injection: `true` when a language was injected, else `false`.
 pub const INJECTED_LABEL: &str = "otel-injector/injected";
@@ -65,13 +103,22 @@ pub const V1BETA1_FIELDS: &str = "otel-injector/v1beta1-fields";
 /// On a pod: the rendered SDK configuration file of a declarative Instrumentation, projected
 /// into the pod by a `downwardAPI` volume.
 pub const CONFIG_FILE_ANNOTATION: &str = "otel-injector/sdk-config";
+/// On the objects `otel-injector policy` renders: selects them all (`kubectl delete ... -l`,
+/// `apply --prune`).
+pub const POLICY_LABEL: &str = "otel-injector/policy";
+/// On an injection policy: the Instrumentation it was rendered from, and its spec hash.
+pub const INSTRUMENTATION_ANNOTATION: &str = "otel-injector/instrumentation";
+pub const SPEC_HASH_ANNOTATION: &str = "otel-injector/spec-hash";
+/// On an injection policy: the languages it injects, and why the others are left out.
+pub const LANGUAGES_ANNOTATION: &str = "otel-injector/languages";
+pub const NOT_COVERED_ANNOTATION: &str = "otel-injector/not-covered";
 /// On the built-in certificate's Secret: the serving certificate's validity and hosts.
 pub const SERVING_NOT_BEFORE: &str = "otel-injector.opentelemetry.io/serving-not-before";
 pub const SERVING_NOT_AFTER: &str = "otel-injector.opentelemetry.io/serving-not-after";
 pub const SERVING_HOSTS: &str = "otel-injector.opentelemetry.io/serving-hosts";
 
 /// The namespaces the shipped webhook configuration (and the policies' bindings) exclude by
-/// name.
+/// name: the defaults of every flag that leaves them alone.
 pub const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
 
 // Kubernetes' and its tools'.
@@ -101,6 +148,12 @@ mod tests {
     fn the_prefixes_agree() {
         assert!(INJECT_PREFIX.starts_with(ANNOTATION_PREFIX));
         assert!(CONTAINER_NAMES.starts_with(ANNOTATION_PREFIX));
+        assert!(SERVICE_NAME_ANNOTATION.starts_with(RESOURCE_ANNOTATION_PREFIX));
+        assert_eq!(inject_key!("x"), format!("{INJECT_PREFIX}x"));
+        assert_eq!(
+            container_names_key!("x"),
+            format!("{ANNOTATION_PREFIX}x-container-names")
+        );
         assert_eq!(INJECTED_ANNOTATION, INJECTED_LABEL, "one key, on two maps");
     }
 }

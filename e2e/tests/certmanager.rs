@@ -11,6 +11,7 @@
 //! webhook runs on 127.0.0.1 and the configuration's `clientConfig` is a URL to it, so the
 //! serving Certificate gets the IP address 127.0.0.1 besides the manifest's Service names.
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -349,7 +350,10 @@ async fn cert_manager_issues_injects_the_ca_and_rotates_without_a_failed_admissi
     env.create(&ns, &p).await;
     let stored = env.stored(&ns, "first").await;
     assert!(is_injected(&stored), "not injected: {stored}");
-    assert_eq!(stored["metadata"]["annotations"][INJECTED], "java");
+    assert_eq!(
+        stored["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java"
+    );
     assert_eq!(
         peer_certificate(env.webhook.addr, &ca_pem).await,
         first_der,

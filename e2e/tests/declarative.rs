@@ -5,13 +5,14 @@
 //! runner projected by its downwardAPI volume, send a span whose resource has the attribute
 //! that exists only in the file and the pod's own `k8s.pod.name`.
 
+use otel_injector::keys::INJECT_PREFIX;
 use rstest::rstest;
 use serde_json::json;
 
 use crate::harness::{Env, Options, env_value};
 use crate::support::api;
 use crate::support::runner;
-use crate::telemetry::{INJECT, app, collector, deploy_asking, request, the_server_span};
+use crate::telemetry::{app, collector, deploy_asking, request, the_server_span};
 
 #[rstest]
 #[case::java("java", runner::JAVA_AGENT_DECLARATIVE, runner::JAVA_APP)]
@@ -80,7 +81,7 @@ async fn a_pod_configured_only_by_a_declarative_config_sends_its_span(
         &env,
         ns.clone(),
         "checkout",
-        &[(&format!("{INJECT}{lang}"), "true")],
+        &[(&format!("{INJECT_PREFIX}{lang}"), "true")],
         json!([container]),
     )
     .await;

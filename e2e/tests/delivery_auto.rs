@@ -5,14 +5,13 @@
 //! gate can still be turned off) with `--feature-gates=ImageVolume=false`, where `auto` must
 //! fall back to init containers and the pods be accepted.
 
+use otel_injector::keys::INJECT_JAVA;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{
-    Env, INJECT_JAVA, JAVA_INIT, Options, Rbac, SCOPE_LABEL, endpoint_spec, is_injected, pod,
-};
+use crate::harness::{Env, JAVA_INIT, Options, Rbac, SCOPE_LABEL, endpoint_spec, is_injected, pod};
 use crate::support::api::{self, Registration};
 use crate::support::controlplane::ControlPlane;
 use crate::support::identity;

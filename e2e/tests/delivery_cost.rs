@@ -16,15 +16,14 @@
 //! arrived at the collector. The modes alternate run by run, after one warm-up round that
 //! is not counted; `E2E_COST_RUNS` sets the counted runs per language and mode (default 5).
 
+use otel_injector::keys::INJECT_PREFIX;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::process::free_port;
 use crate::support::runner;
-use crate::telemetry::{
-    Delivery, INJECT, app, collector, deploy_in, first_answer, server_spans, spec,
-};
+use crate::telemetry::{Delivery, app, collector, deploy_in, first_answer, server_spans, spec};
 
 const MODES: [Delivery; 2] = [Delivery::Copy, Delivery::ImageVolume];
 
@@ -82,7 +81,7 @@ async fn delivery_cost_start_to_first_request_and_bytes_written() {
                     ns,
                     "checkout",
                     spec(&c.http_endpoint()),
-                    &[(&format!("{INJECT}{lang}"), "true")],
+                    &[(&format!("{INJECT_PREFIX}{lang}"), "true")],
                     json!([container]),
                 )
                 .await;

@@ -11,6 +11,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use otel_injector::keys::INJECT_JAVA;
 use serde_json::{Value, json};
 
 use crate::harness::*;

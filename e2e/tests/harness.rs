@@ -12,6 +12,9 @@
 //! counters. The shared servers die with the test process (see `support/process.rs`), also
 //! when it is killed.
 
+use otel_injector::keys::{
+    INJECT_JAVA, INJECTED_ANNOTATION, INJECTED_LABEL, OPT_OUT_LABEL, STATUS_ANNOTATION,
+};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -26,7 +29,6 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
 use otel_injector::cli::{Cli, Command};
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::cluster::labeler::NAMESPACE_LABEL;
 use otel_injector::engine::{EngineConfig, Report, Snapshot};
 
 use crate::support::api::{self, Registration, Response};
@@ -37,10 +39,6 @@ use crate::support::tools::root;
 use crate::support::webhook::{Requests, Webhook};
 
 pub const SCOPE_LABEL: &str = "e2e.otel-injector.io/env";
-pub const INJECT_JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-pub const INJECTED: &str = otel_injector::engine::INJECTED_ANNOTATION;
-pub const STATUS: &str = otel_injector::engine::outcome::STATUS_ANNOTATION;
-pub const INJECTED_LABEL: &str = otel_injector::engine::outcome::INJECTED_LABEL;
 
 /// The stored pod's annotations less `otel-injector/status`, after checking that the status
 /// starts with `status_prefix` and the `otel-injector/injected` label is `label`.
@@ -48,13 +46,13 @@ pub fn annotations_less_status(stored: &Value, status_prefix: &str, label: &str)
     let mut annotations = stored["metadata"]["annotations"].clone();
     let status = annotations
         .as_object_mut()
-        .and_then(|a| a.remove(STATUS))
+        .and_then(|a| a.remove(STATUS_ANNOTATION))
         .unwrap_or_default();
     assert!(
         status
             .as_str()
             .is_some_and(|s| s.starts_with(status_prefix)),
-        "{STATUS}: {status}"
+        "{STATUS_ANNOTATION}: {status}"
     );
     assert_eq!(stored["metadata"]["labels"][INJECTED_LABEL], label);
     annotations
@@ -618,9 +616,9 @@ impl Env {
         let t0 = Instant::now();
         loop {
             let stored = self.stored_namespace(ns).await;
-            if (stored["metadata"]["labels"][NAMESPACE_LABEL] == "true") == present {
+            if (stored["metadata"]["labels"][OPT_OUT_LABEL] == "true") == present {
                 eprintln!(
-                    "[e2e] {}: label {NAMESPACE_LABEL} {} on {ns} after {:?}",
+                    "[e2e] {}: label {OPT_OUT_LABEL} {} on {ns} after {:?}",
                     self.id,
                     if present { "set" } else { "removed" },
                     t0.elapsed()
@@ -629,7 +627,7 @@ impl Env {
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(10),
-                "the webhook did not {} the label {NAMESPACE_LABEL}=true on namespace {ns} \
+                "the webhook did not {} the label {OPT_OUT_LABEL}=true on namespace {ns} \
                  within 10 s (started with {:?}); namespace metadata: {}",
                 if present { "set" } else { "remove" },
                 self.args,
@@ -775,7 +773,7 @@ impl Env {
                         .map(|n| n["metadata"]["labels"].clone());
                     hint.push_str(&format!(
                         " In the targeted variant a pod without inject-* annotations is sent \
-                         only for a namespace labeled {NAMESPACE_LABEL}=true (by the webhook's \
+                         only for a namespace labeled {OPT_OUT_LABEL}=true (by the webhook's \
                          labeler, which this test's webhook runs: {}); the namespace's labels: \
                          {labels:?}.",
                         self.args.contains(&"--label-namespaces=true".to_owned())
@@ -860,7 +858,7 @@ pub fn decision_counters(metrics: &str) -> Vec<String> {
 
 /// True when the returned or stored pod carries the injection marker.
 pub fn is_injected(pod: &Value) -> bool {
-    pod["metadata"]["annotations"][INJECTED].is_string()
+    pod["metadata"]["annotations"][INJECTED_ANNOTATION].is_string()
 }
 
 /// Asserts that `stored` is `sent` as far as injection goes: same annotations (but the
@@ -871,7 +869,7 @@ pub fn assert_unchanged(stored: &Value, sent: &Value) {
     // A pod that asked and was skipped carries its outcome (e2e/tests/outcome.rs checks it).
     let mut stored_annotations = norm(&stored["metadata"]["annotations"]);
     if let Some(a) = stored_annotations.as_object_mut() {
-        a.remove(STATUS);
+        a.remove(STATUS_ANNOTATION);
     }
     assert_eq!(
         stored_annotations,
@@ -940,7 +938,7 @@ pub fn endpoint_spec(endpoint: &str) -> Value {
 /// The label is the webhook's, by server-side apply: the managed fields show field manager
 /// `otel-injector` (operation `Apply`) owning it.
 pub fn assert_label_applied_by_the_webhook(namespace: &Value) {
-    let key = format!("f:{}", NAMESPACE_LABEL);
+    let key = format!("f:{}", OPT_OUT_LABEL);
     let owners: Vec<&Value> = namespace["metadata"]["managedFields"]
         .as_array()
         .into_iter()

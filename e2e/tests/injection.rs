@@ -1,5 +1,6 @@
 //! Pods that get injected, asserted as stored by the apiserver (read back with a GET).
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -50,7 +51,7 @@ async fn java_pod_is_stored_injected_exactly_as_the_engine_specifies() {
     // The same pod as the first case of tests/engine/inject_java.rs, in namespace `ns`.
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
-        json!({INJECT_JAVA: "true", INJECTED: "java"})
+        json!({INJECT_JAVA: "true", INJECTED_ANNOTATION: "java"})
     );
     let attrs = format!(
         "k8s.container.name=app,k8s.namespace.name={ns},\
@@ -200,7 +201,7 @@ async fn namespace_annotation_injects_a_pod_without_annotations() {
     let stored = env.stored(&ns, "plain").await;
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
-        json!({INJECTED: "java"})
+        json!({INJECTED_ANNOTATION: "java"})
     );
     assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
     assert_eq!(
@@ -344,7 +345,10 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
         stored["metadata"]["labels"]["e2e.otel-injector.io/labeled"], "yes",
         "{stored}"
     );
-    assert_eq!(stored["metadata"]["annotations"][INJECTED], "java");
+    assert_eq!(
+        stored["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java"
+    );
     let inits = stored["spec"]["initContainers"].as_array().unwrap();
     assert_eq!(
         inits.iter().filter(|c| c["name"] == JAVA_INIT).count(),

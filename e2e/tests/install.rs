@@ -9,6 +9,7 @@
 //! plane of its own, one test at a time ([`INSTALL`]), with stand-ins for cert-manager's and
 //! the Prometheus Operator's CRDs.
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
 use std::fmt::Debug;
 use std::time::{Duration, Instant};
 
@@ -132,7 +133,7 @@ async fn the_charts_rbac_and_webhook_configuration_inject_a_pod_through_the_api_
     let stored = env.stored(&ns, "checkout").await;
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
-        json!({INJECT_JAVA: "true", INJECTED: "java"})
+        json!({INJECT_JAVA: "true", INJECTED_ANNOTATION: "java"})
     );
     assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
     let requests = env.requests().await;

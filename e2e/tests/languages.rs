@@ -9,22 +9,14 @@
 
 use otel_injector::agents;
 use otel_injector::agents::Language;
-use otel_injector::engine::INJECTED_ANNOTATION;
+use otel_injector::keys::{
+    DOTNET_RUNTIME, GO_TARGET_EXE, INJECT_APACHE_HTTPD, INJECT_DOTNET, INJECT_GO, INJECT_JAVA,
+    INJECT_NGINX, INJECT_NODEJS, INJECT_PYTHON, INJECT_SDK, INJECTED_ANNOTATION, PYTHON_PLATFORM,
+};
 use serde_json::{Value, json};
 
 use crate::harness::*;
 use crate::support::api;
-
-const INJECT_NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
-const INJECT_PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
-const INJECT_DOTNET: &str = "instrumentation.opentelemetry.io/inject-dotnet";
-const INJECT_GO: &str = "instrumentation.opentelemetry.io/inject-go";
-const INJECT_APACHE: &str = "instrumentation.opentelemetry.io/inject-apache-httpd";
-const INJECT_NGINX: &str = "instrumentation.opentelemetry.io/inject-nginx";
-const INJECT_SDK: &str = "instrumentation.opentelemetry.io/inject-sdk";
-const PYTHON_PLATFORM: &str = "instrumentation.opentelemetry.io/otel-python-platform";
-const DOTNET_RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
-const GO_TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
 
 /// Every language, Go included (it is off by default).
 const ALL_LANGUAGES: &str = "java,nodejs,python,dotnet,go,apache-httpd,nginx,sdk";
@@ -488,7 +480,7 @@ async fn apache_httpd_pod_with_a_probe_gets_a_valid_clone_and_the_module() {
     // the probe (the apiserver rejects probes on init containers).
     let mut p = pod_of(
         "frontend",
-        json!({INJECT_APACHE: "true"}),
+        json!({INJECT_APACHE_HTTPD: "true"}),
         json!([{
             "name": "web", "image": "httpd:2.4.62",
             "env": [{"name": "LISTEN", "value": "8080"}],

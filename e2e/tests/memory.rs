@@ -17,6 +17,7 @@
 use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
+use otel_injector::keys::INJECT_JAVA;
 use serde_json::{Value, json};
 
 use crate::harness::*;

@@ -6,11 +6,12 @@
 //! restarted by the automatic rollout so that they come back injected. A pod that asks only by
 //! annotation, in a namespace that asks for nothing, is the documented blind spot.
 
+use otel_injector::keys::INJECT_JAVA;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, Options, Rbac, SCOPE_LABEL, endpoint_spec};
+use crate::harness::{Env, Options, Rbac, SCOPE_LABEL, endpoint_spec};
 use crate::rollout::{create_workload, deployment, spec_hash, until_pods_say, until_rollout};
 use crate::support::api;
 use crate::support::controllers::toleration;

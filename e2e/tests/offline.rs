@@ -23,12 +23,13 @@
 //! - the API server's defaults of a pod spec ([`APISERVER_DEFAULTS`], with their values).
 //!   (The ServiceAccount admission plugin is off in this control plane, so no token volume.)
 
+use otel_injector::keys::INJECT_JAVA;
 use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, assert_stored_as_expected, endpoint_spec};
+use crate::harness::{Env, assert_stored_as_expected, endpoint_spec};
 use crate::workloads::{create, running_pods, template};
 
 /// Labels a controller adds to the pods it creates, by the workload's kind.

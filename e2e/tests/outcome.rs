@@ -7,6 +7,7 @@
 //! ReplicaSet's UID), read through the events API and `kubectl get events`; a bare pod's
 //! Event is about the Instrumentation it named, or its Namespace.
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_LABEL, STATUS_ANNOTATION};
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
@@ -132,7 +133,7 @@ async fn injected_skipped_and_untouched_pods_carry_their_outcome() {
     env.create(&ns, &injected).await;
     let stored = env.stored(&ns, "injected").await;
     assert_eq!(
-        stored["metadata"]["annotations"][STATUS],
+        stored["metadata"]["annotations"][STATUS_ANNOTATION],
         format!("java=injected {ns}/java {hash}")
     );
     assert_eq!(
@@ -153,7 +154,7 @@ async fn injected_skipped_and_untouched_pods_carry_their_outcome() {
     assert_eq!(
         stored["metadata"]["annotations"],
         json!({INJECT_JAVA: "missing",
-               STATUS: format!("java=skipped instrumentation_not_found {ns}/missing")})
+               STATUS_ANNOTATION: format!("java=skipped instrumentation_not_found {ns}/missing")})
     );
     assert_eq!(
         stored["metadata"]["labels"],
@@ -258,7 +259,7 @@ async fn a_deployment_whose_pods_are_skipped_gets_an_event_on_its_replicaset() {
                          "spec": t["spec"].clone()});
     dry["metadata"]["name"] = json!("cart-dry-run");
     env.until_dry_run(&ns, &dry, "the skip recorded", |r| {
-        r.body["metadata"]["annotations"][STATUS].is_string()
+        r.body["metadata"]["annotations"][STATUS_ANNOTATION].is_string()
     })
     .await;
     create(
@@ -320,7 +321,7 @@ async fn a_deployment_whose_pods_are_skipped_gets_an_event_on_its_replicaset() {
     };
     for p in &pods {
         assert_eq!(
-            p["metadata"]["annotations"][STATUS],
+            p["metadata"]["annotations"][STATUS_ANNOTATION],
             format!("java=skipped instrumentation_not_found {ns}/missing")
         );
         assert_eq!(p["metadata"]["labels"][INJECTED_LABEL], "false");

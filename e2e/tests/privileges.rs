@@ -5,10 +5,10 @@
 //! pods with no write but Events, opted-out pods and namespaces are never sent, and a pod that
 //! asks for nothing is answered unchanged without being decoded.
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL};
 use std::collections::BTreeSet;
 
 use axum::http::Method;
-use otel_injector::cluster::labeler::NAMESPACE_LABEL;
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -16,7 +16,7 @@ use crate::support::api::{self, Access};
 use crate::support::identity::{Identity, NAMESPACE, SERVICE_ACCOUNT};
 use crate::support::webhook::Requests;
 
-const OPT_OUT: (&str, &str) = ("otel-injector/inject", "disabled");
+const OPTED_OUT: (&str, &str) = (OPT_OUT_LABEL, OPT_OUT);
 
 /// `(apiGroup, resource, resourceName, verb)` of every combination a list of rules allows
 /// (`resourceName` empty: any).
@@ -421,7 +421,7 @@ async fn annotated_namespace_is_injected_without_any_write() {
     let stored = env.stored(&ns, "plain").await;
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
-        json!({INJECTED: "java"})
+        json!({INJECTED_ANNOTATION: "java"})
     );
     assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
     assert_eq!(
@@ -435,7 +435,7 @@ async fn annotated_namespace_is_injected_without_any_write() {
     assert_eq!(
         stored_ns["metadata"]["labels"],
         json!({SCOPE_LABEL: env.id, "kubernetes.io/metadata.name": ns}),
-        "no {NAMESPACE_LABEL} label"
+        "no {OPT_OUT_LABEL} label"
     );
     let managers: BTreeSet<&str> = stored_ns["metadata"]["managedFields"]
         .as_array()
@@ -479,17 +479,20 @@ async fn opted_out_pods_and_namespaces_are_never_sent() {
 
     // ... but a pod labeled otel-injector/inject=disabled is not sent, though it asks.
     let before = env.requests().await;
-    let labeled = pod_labeled("opted-out", &[(INJECT_JAVA, "true")], &[OPT_OUT]);
+    let labeled = pod_labeled("opted-out", &[(INJECT_JAVA, "true")], &[OPTED_OUT]);
     let created = env.create(&ns, &labeled).await;
     assert!(created.warnings.is_empty(), "{:?}", created.warnings);
     assert_eq!(env.requests().await, before, "the labeled pod was not sent");
     let stored = env.stored(&ns, "opted-out").await;
     assert_unchanged(&stored, &labeled);
-    assert_eq!(stored["metadata"]["labels"], json!({OPT_OUT.0: OPT_OUT.1}));
+    assert_eq!(
+        stored["metadata"]["labels"],
+        json!({OPTED_OUT.0: OPTED_OUT.1})
+    );
 
     // A namespace labeled so, annotated and with an Instrumentation: none of its pods is sent.
     let off = env
-        .namespace_labeled("off", &[OPT_OUT], &[(INJECT_JAVA, "true")])
+        .namespace_labeled("off", &[OPTED_OUT], &[(INJECT_JAVA, "true")])
         .await;
     env.instrumentation(&off, "java", endpoint_spec("http://off.example:4318"))
         .await;
@@ -678,7 +681,7 @@ async fn a_pod_asking_by_label_is_injected_with_the_default_configuration() {
     let stored = env.stored(&ns, "labeled").await;
     assert_eq!(
         annotations_less_status(&stored, "java=injected ", "true"),
-        json!({INJECTED: "java"})
+        json!({INJECTED_ANNOTATION: "java"})
     );
     assert_eq!(stored["spec"]["initContainers"][0]["name"], JAVA_INIT);
     assert_eq!(

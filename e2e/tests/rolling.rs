@@ -20,6 +20,7 @@
 //! webhooks. `E2E_ROLLING_CLIENTS` sets the clients (default 32), `E2E_WEBHOOK_BIN` the
 //! `otel-injector` binary the replicas run (default: this build's).
 
+use otel_injector::keys::{INJECT_JAVA, STATUS_ANNOTATION};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -595,7 +596,7 @@ async fn killed_replicas_cost_the_pods_whose_calls_were_lost() {
     let uninjected = run.uninjected();
     for c in &uninjected {
         assert!(
-            c.body["metadata"]["annotations"][STATUS].is_null(),
+            c.body["metadata"]["annotations"][STATUS_ANNOTATION].is_null(),
             "an outcome on a pod the webhook never saw: {}",
             c.body["metadata"]
         );

@@ -6,17 +6,16 @@
 //! the current spec; workloads that opted out, or in a namespace that did, are left alone;
 //! a workload whose new pods crash-loop (kwok's `pod-restarted-held` stage) stops it.
 
+use otel_injector::keys::{INJECT_JAVA, RESTARTED_AT, STATUS_ANNOTATION};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, cluster, endpoint_spec, env_value, is_injected};
+use crate::harness::{Env, cluster, endpoint_spec, env_value, is_injected};
 use crate::support::api;
 use crate::workloads::{create, list, running_pods, template};
 
-const STATUS: &str = "otel-injector/status";
-const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 /// The pod template label kwok's `pod-restarted-held` stage reads.
 const HELD: &str = "e2e.otel-injector.io/restarted-pods";
 
@@ -140,7 +139,7 @@ pub async fn until_pods_say(
             && pods.iter().all(|p| {
                 p["status"]["phase"] == "Running"
                     && p["metadata"]["deletionTimestamp"].is_null()
-                    && annotation(p, STATUS) == Some(status)
+                    && annotation(p, STATUS_ANNOTATION) == Some(status)
             });
         if ok {
             return pods

@@ -1,9 +1,8 @@
 //! Pods that are admitted without injection: why, with which warning, and whether the
 //! webhook was called at all.
 
+use otel_injector::keys::{INJECT_JAVA, OPT_OUT_LABEL};
 use std::time::{Duration, Instant};
-
-use otel_injector::cluster::labeler::NAMESPACE_LABEL;
 
 use crate::harness::*;
 use crate::support::api;
@@ -146,9 +145,7 @@ async fn removing_the_namespace_annotation_removes_the_label_and_pods_stop_reach
     env.await_namespace_label(&ns, false).await;
     let stored_ns = env.stored_namespace(&ns).await;
     assert!(
-        stored_ns["metadata"]["labels"]
-            .get(NAMESPACE_LABEL)
-            .is_none(),
+        stored_ns["metadata"]["labels"].get(OPT_OUT_LABEL).is_none(),
         "{}",
         stored_ns["metadata"]
     );

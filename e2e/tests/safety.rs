@@ -6,12 +6,13 @@
 //! termination reason, one Warning `InstrumentedPodsFailing` Event on the Deployment, the
 //! metric, and the `FAILING` column of `kubectl get otelinst`.
 
+use otel_injector::keys::INJECT_JAVA;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
+use crate::harness::{Env, Options, Rbac, cluster, is_injected};
 use crate::status::deployment;
 use crate::status::get;
 use crate::support::api::{self, instrumentation_path};

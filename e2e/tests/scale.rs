@@ -15,11 +15,11 @@
 //! annotations, and the app's own labels. They have no owner: the garbage collector deletes
 //! pods whose owner does not exist.
 
+use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use futures::StreamExt as _;
-use otel_injector::engine::outcome::{INJECTED_LABEL, STATUS_ANNOTATION};
 use serde_json::json;
 
 use crate::harness::*;
@@ -103,7 +103,7 @@ async fn the_pod_watch_of_a_hundred_thousand_pods_fits_in_64_mib() {
                              "labels": {INJECTED_LABEL: "true", "app": app},
                              "annotations": {
                                  STATUS_ANNOTATION: format!("java=injected {ns}/java 01020304"),
-                                 INJECTED: "java"}},
+                                 INJECTED_ANNOTATION: "java"}},
                 "spec": {"containers": [{"name": "app", "image": "shop/app:1"}]}});
             let client = client.clone();
             let path = format!("/api/v1/namespaces/{ns}/pods");

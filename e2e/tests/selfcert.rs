@@ -5,6 +5,7 @@
 //! on the names those grant (Secret `otel-injector/otel-injector-tls`, configuration
 //! `otel-injector`).
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION, SERVING_NOT_AFTER};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -164,7 +165,10 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
     env.create(&ns, &p).await;
     let stored = env.stored(&ns, "self-signed").await;
     assert!(is_injected(&stored), "not injected: {stored}");
-    assert_eq!(stored["metadata"]["annotations"][INJECTED], "java");
+    assert_eq!(
+        stored["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java"
+    );
 
     // Served is the Secret's certificate, verified with its CA.
     let ca = decoded(&secret, "ca.crt");
@@ -202,7 +206,7 @@ async fn built_in_certificate_is_stored_trusted_by_the_apiserver_and_shared() {
         "one certificate swap counted: {metrics}"
     );
     // The expiry gauge is the served certificate's, the one the Secret's annotation records.
-    let not_after = &secret["metadata"]["annotations"][otel_injector::certs::bundle::NOT_AFTER];
+    let not_after = &secret["metadata"]["annotations"][SERVING_NOT_AFTER];
     let expiry = format!(
         "otel_injector_certificate_expiry_timestamp_seconds {}",
         not_after.as_str().unwrap()

@@ -10,15 +10,15 @@
 //! outcome in their template, as the webhook writes it, so that their counts do not depend on
 //! the webhook's choices (and the 1,000 pods measure the status controller alone).
 
+use otel_injector::keys::{INJECT_JAVA, INJECTED_LABEL, STATUS_ANNOTATION};
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use futures::StreamExt as _;
 use otel_injector::crd::{Instrumentation, SpecHash};
-use otel_injector::engine::outcome::{INJECTED_LABEL, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, Options, Rbac, cluster, is_injected};
+use crate::harness::{Env, Options, Rbac, cluster, is_injected};
 use crate::support::api::{self, instrumentation_path};
 use crate::support::chart;
 use crate::support::controllers::toleration;

@@ -5,6 +5,7 @@
 //! Each case asserts what arrived against what the webhook put in the pod (the stored pod's
 //! environment expanded by the kubelet's rules) and against literals.
 
+use otel_injector::keys::INJECT_PREFIX;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -22,7 +23,6 @@ use crate::support::runner::{self, Images, RunningPod, disk_usage};
 use crate::support::webhook::http_get;
 use crate::workloads::{create, running_pods, template};
 
-pub const INJECT: &str = "instrumentation.opentelemetry.io/inject-";
 /// OTLP span kind SERVER.
 pub const SERVER: i64 = 2;
 
@@ -410,7 +410,7 @@ async fn java_deployment_sends_a_server_span_with_the_promised_resource(
         &env,
         "checkout",
         spec(&c.http_endpoint()),
-        &[(&format!("{INJECT}java"), "true")],
+        &[(&format!("{INJECT_PREFIX}java"), "true")],
         json!([app("app", runner::JAVA_APP, port)]),
     )
     .await;
@@ -463,7 +463,7 @@ async fn one_language(
         &env,
         "checkout",
         spec(&c.http_endpoint()),
-        &[(&format!("{INJECT}{lang}"), "true")],
+        &[(&format!("{INJECT_PREFIX}{lang}"), "true")],
         json!([container]),
     )
     .await;
@@ -662,7 +662,7 @@ async fn sampler_ratio_zero_sends_no_span_while_the_agent_reports_the_request() 
         &env,
         "checkout",
         s,
-        &[(&format!("{INJECT}java"), "true")],
+        &[(&format!("{INJECT_PREFIX}java"), "true")],
         json!([app("app", runner::JAVA_APP, port)]),
     )
     .await;
@@ -721,7 +721,7 @@ async fn b3_propagator_puts_a_b3_header_on_the_apps_outgoing_call() {
         &env,
         "checkout",
         s,
-        &[(&format!("{INJECT}java"), "true")],
+        &[(&format!("{INJECT_PREFIX}java"), "true")],
         json!([container]),
     )
     .await;
@@ -766,8 +766,8 @@ async fn java_and_python_containers_of_one_pod_report_two_services() {
         "checkout",
         spec(&c.http_endpoint()),
         &[
-            (&format!("{INJECT}java"), "true"),
-            (&format!("{INJECT}python"), "true"),
+            (&format!("{INJECT_PREFIX}java"), "true"),
+            (&format!("{INJECT_PREFIX}python"), "true"),
             (
                 "instrumentation.opentelemetry.io/java-container-names",
                 "api",
@@ -840,7 +840,7 @@ async fn a_service_name_the_user_set_is_kept_and_reported() {
         &env,
         "checkout",
         spec(&c.http_endpoint()),
-        &[(&format!("{INJECT}nodejs"), "true")],
+        &[(&format!("{INJECT_PREFIX}nodejs"), "true")],
         json!([container]),
     )
     .await;
@@ -875,7 +875,7 @@ async fn java_tool_options_the_user_set_still_take_effect_with_the_agent() {
         &env,
         "checkout",
         spec(&c.http_endpoint()),
-        &[(&format!("{INJECT}java"), "true")],
+        &[(&format!("{INJECT_PREFIX}java"), "true")],
         json!([container]),
     )
     .await;
@@ -951,7 +951,7 @@ async fn exporter_tls_ca_from_a_secret_lets_spans_reach_a_tls_collector() {
         ns,
         "checkout",
         s,
-        &[(&format!("{INJECT}java"), "true")],
+        &[(&format!("{INJECT_PREFIX}java"), "true")],
         json!([app("app", runner::JAVA_APP, port)]),
     )
     .await;

@@ -6,11 +6,12 @@
 //! asserts the injected service name and the whole `OTEL_RESOURCE_ATTRIBUTES` value, built
 //! from the names the controllers chose.
 
+use otel_injector::keys::INJECT_JAVA;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::harness::{Env, INJECT_JAVA, JAVA_INIT, env_value, is_injected};
+use crate::harness::{Env, JAVA_INIT, env_value, is_injected};
 use crate::support::api;
 use crate::support::controllers::{NODE, toleration};
 

@@ -16,7 +16,8 @@ use json_patch::{AddOperation, MoveOperation, PatchOperation, RemoveOperation};
 use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use serde::Serialize;
 
-use crate::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
+use crate::engine::outcome::PodStatus;
+use crate::keys::{INJECTED_LABEL, STATUS_ANNOTATION};
 use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
 
 /// Where the builder's typed operations go.

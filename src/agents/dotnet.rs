@@ -10,10 +10,9 @@
 use super::copy::{self, CopyAgent, CopyLayout};
 use super::{Agent, Effect, Injection, Language, Refusal, identity};
 use crate::crd::InstrumentationSpec;
+use crate::keys::DOTNET_RUNTIME;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
-/// `linux-x64` (the default) or `linux-musl-x64`; namespace-vs-pod precedence applies.
-pub use crate::keys::DOTNET_RUNTIME as RUNTIME_ANNOTATION;
 pub const OTEL_DOTNET_AUTO_HOME: &str = "OTEL_DOTNET_AUTO_HOME";
 pub const DOTNET_STARTUP_HOOKS: &str = "DOTNET_STARTUP_HOOKS";
 pub const DOTNET_ADDITIONAL_DEPS: &str = "DOTNET_ADDITIONAL_DEPS";
@@ -157,7 +156,7 @@ impl CopyAgent for DotNet {
                 "dotnet: spec.dotnet.env sets {OTEL_DOTNET_AUTO_HOME}; not injected"
             )));
         }
-        let runtime = cx.annotations.get(RUNTIME_ANNOTATION);
+        let runtime = cx.annotations.get(DOTNET_RUNTIME);
         profiler_path(runtime).ok_or_else(|| {
             Refusal::Unsupported(format!(
                 "dotnet: otel-dotnet-auto-runtime {:?} is not supported (use linux-x64 or linux-musl-x64); not injected",

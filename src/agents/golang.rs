@@ -11,16 +11,15 @@ use super::exporter_tls::ExporterTls;
 use super::sdk_env::{inject_common_env, inject_sdk_config};
 use super::{Agent, Effect, Injection, Language, identity};
 use crate::crd::{Go as GoSpec, LanguageSpec};
+use crate::keys::{CONTAINER_NAMES, GO_TARGET_EXE};
 use crate::pod::env::{EnvPlan, literal};
 use crate::pod::plan::InitPosition;
-use crate::pod::select::{CONTAINER_NAMES, split_names};
+use crate::pod::select::split_names;
 
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-go-instrumentation/autoinstrumentation-go:v0.24.0";
 /// The sidecar's name (the Operator's; it also marks a pod as injected for the Operator).
 pub const SIDECAR: &str = "opentelemetry-auto-instrumentation";
-/// Pod annotation naming the binary to instrument; read from the pod only.
-pub use crate::keys::GO_TARGET_EXE as TARGET_EXE_ANNOTATION;
 /// The sidecar's variable naming the binary to instrument.
 pub const OTEL_GO_AUTO_TARGET_EXE: &str = "OTEL_GO_AUTO_TARGET_EXE";
 /// hostPath volume the eBPF programs need.
@@ -78,7 +77,7 @@ impl Agent for Go {
         let mut env = EnvPlan::new(&[]);
         if let Some(exe) = cx
             .annotations
-            .pod(TARGET_EXE_ANNOTATION)
+            .pod(GO_TARGET_EXE)
             .filter(|v| !v.trim().is_empty())
         {
             env.append_if_absent(literal(OTEL_GO_AUTO_TARGET_EXE, exe));

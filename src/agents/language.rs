@@ -6,9 +6,6 @@ use std::str::FromStr;
 
 use super::Language;
 
-/// Prefix of every pod and namespace annotation read by the webhook.
-pub use crate::keys::ANNOTATION_PREFIX;
-
 /// Defines `Language` (one variant per agent, in injection order), `Language::ALL` and
 /// `Language::agent`, from `Variant => path::To::Agent` lines.
 macro_rules! registry {
@@ -145,6 +142,7 @@ impl FromIterator<Language> for LanguageSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::{self, ANNOTATION_PREFIX};
 
     #[test]
     fn annotations_follow_the_operator_names() {
@@ -162,6 +160,26 @@ mod tests {
         assert_eq!(
             Language::ApacheHttpd.container_names_annotation(),
             "instrumentation.opentelemetry.io/apache-httpd-container-names"
+        );
+    }
+
+    #[test]
+    fn the_keys_of_each_language_are_the_registrys() {
+        for (l, key) in [
+            (Language::Java, keys::INJECT_JAVA),
+            (Language::NodeJs, keys::INJECT_NODEJS),
+            (Language::Python, keys::INJECT_PYTHON),
+            (Language::DotNet, keys::INJECT_DOTNET),
+            (Language::Go, keys::INJECT_GO),
+            (Language::ApacheHttpd, keys::INJECT_APACHE_HTTPD),
+            (Language::Nginx, keys::INJECT_NGINX),
+            (Language::Sdk, keys::INJECT_SDK),
+        ] {
+            assert_eq!(l.inject_annotation(), key);
+        }
+        assert_eq!(
+            Language::Nginx.container_names_annotation(),
+            keys::NGINX_CONTAINER_NAMES
         );
     }
 

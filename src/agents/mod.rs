@@ -25,7 +25,7 @@ pub use injection::{
     DefaultImages, Delivery, Effect, Injection, Refusal, ValueFromOrigin, value_from_origin,
     value_from_warning,
 };
-pub use language::{ANNOTATION_PREFIX, LanguageSet, UnknownLanguage};
+pub use language::{LanguageSet, UnknownLanguage};
 
 use crate::crd::{InstrumentationSpec, LanguageSpec};
 
@@ -73,21 +73,13 @@ pub struct Names {
 /// a container list annotation that breaks it.
 macro_rules! names {
     ($variant:ident, $name:literal) => {
-        $crate::agents::names!(
-            $variant,
-            $name,
-            concat!(
-                "instrumentation.opentelemetry.io/",
-                $name,
-                "-container-names"
-            )
-        )
+        $crate::agents::names!($variant, $name, $crate::keys::container_names_key!($name))
     };
     ($variant:ident, $name:literal, $container_names:expr) => {
         $crate::agents::Names {
             language: $crate::agents::Language::$variant,
             name: $name,
-            inject_annotation: concat!("instrumentation.opentelemetry.io/inject-", $name),
+            inject_annotation: $crate::keys::inject_key!($name),
             container_names_annotation: $container_names,
         }
     };

@@ -5,11 +5,10 @@
 use super::copy::{self, CopyAgent, CopyLayout};
 use super::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
+use crate::keys::PYTHON_PLATFORM;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
 pub const PYTHONPATH: &str = "PYTHONPATH";
-/// `glibc` (the default) or `musl`; namespace-vs-pod precedence applies.
-pub use crate::keys::PYTHON_PLATFORM as PLATFORM_ANNOTATION;
 copy::copy_layout!("python", "50m", "64Mi");
 const PATH_PREFIX: &str =
     "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
@@ -45,7 +44,7 @@ impl CopyAgent for Python {
     const EXTENDS: &'static [&'static str] = &[PYTHONPATH];
 
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
-        let platform = cx.annotations.get(PLATFORM_ANNOTATION);
+        let platform = cx.annotations.get(PYTHON_PLATFORM);
         platform_source(platform).ok_or_else(|| {
             Refusal::Unsupported(format!(
                 "python: otel-python-platform {:?} is not supported (use glibc or musl); not injected",

@@ -9,8 +9,9 @@ use k8s_openapi::api::core::v1::Container;
 
 use super::exporter_tls::exporter_tls_env;
 use crate::crd::InstrumentationSpec;
+use crate::keys::RESOURCE_ANNOTATION_PREFIX;
 use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
-use crate::pod::info::{PodInfo, RESOURCE_ANNOTATION_PREFIX};
+use crate::pod::info::PodInfo;
 
 pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
 pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";

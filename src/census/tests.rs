@@ -8,7 +8,7 @@ use super::*;
 use crate::agents::Language;
 use crate::crd::SpecHash;
 use crate::engine::SkipReason;
-use crate::keys::{OPT_OUT, OPT_OUT_LABEL, STATUS_ANNOTATION};
+use crate::keys::{INJECT_JAVA, INJECT_PYTHON, OPT_OUT, OPT_OUT_LABEL, STATUS_ANNOTATION};
 use crate::pod::select::Keys;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
@@ -292,30 +292,30 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
                 .collect::<Vec<_>>()
         })
     };
-    const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-    const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
     // By label: `true` is the namespace's one, a name is in the pod's namespace, `ns/name`
     // is qualified; every language asked for is an entry.
     assert_eq!(
         missed(
-            &pod(&[(JAVA, "true"), (PYTHON, "obs/py")], &[]),
+            &pod(&[(INJECT_JAVA, "true"), (INJECT_PYTHON, "obs/py")], &[]),
             no_keys,
             names
         ),
         Some(vec!["shop/*".to_owned(), "obs/py".to_owned()])
     );
     assert_eq!(
-        missed(&pod(&[], &[(JAVA, "java")]), no_keys, names),
+        missed(&pod(&[], &[(INJECT_JAVA, "java")]), no_keys, names),
         Some(vec!["shop/java".to_owned()])
     );
     // The workload is the pod's controller, as for the counted pods.
-    let r = PodRecord::missed_from_meta(&pod(&[(JAVA, "true")], &[]), no_keys, names).unwrap();
+    let r =
+        PodRecord::missed_from_meta(&pod(&[(INJECT_JAVA, "true")], &[]), no_keys, names).unwrap();
     assert_eq!(
         r.workload.as_deref(),
         Some(&workload("ReplicaSet", "web-h1"))
     );
     // The namespace asks; the pod says nothing, or a name of its own, or `false`.
-    let ns_annotations: BTreeMap<String, String> = [(JAVA.to_owned(), "default".to_owned())].into();
+    let ns_annotations: BTreeMap<String, String> =
+        [(INJECT_JAVA.to_owned(), "default".to_owned())].into();
     let asking = Keys {
         labels: Some(&none),
         annotations: Some(&ns_annotations),
@@ -325,20 +325,27 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
         Some(vec!["shop/default".to_owned()])
     );
     assert_eq!(
-        missed(&pod(&[], &[(JAVA, "mine")]), asking, names),
+        missed(&pod(&[], &[(INJECT_JAVA, "mine")]), asking, names),
         Some(vec!["shop/mine".to_owned()])
     );
-    assert_eq!(missed(&pod(&[], &[(JAVA, "false")]), asking, names), None);
+    assert_eq!(
+        missed(&pod(&[], &[(INJECT_JAVA, "false")]), asking, names),
+        None
+    );
     // A label wins over the annotation of the same key.
     assert_eq!(
-        missed(&pod(&[(JAVA, "false")], &[(JAVA, "true")]), no_keys, names),
+        missed(
+            &pod(&[(INJECT_JAVA, "false")], &[(INJECT_JAVA, "true")]),
+            no_keys,
+            names
+        ),
         None
     );
     // Asking for nothing; opted out; or answered by the webhook (an outcome): not missed.
     assert_eq!(missed(&pod(&[], &[]), no_keys, names), None);
     assert_eq!(
         missed(
-            &pod(&[(JAVA, "true"), (OPT_OUT_LABEL, OPT_OUT)], &[]),
+            &pod(&[(INJECT_JAVA, "true"), (OPT_OUT_LABEL, OPT_OUT)], &[]),
             no_keys,
             names
         ),
@@ -347,7 +354,7 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
     assert_eq!(
         missed(
             &pod(
-                &[(JAVA, "true")],
+                &[(INJECT_JAVA, "true")],
                 &[(STATUS_ANNOTATION, "pod=skipped cache_not_ready")]
             ),
             no_keys,

@@ -3,8 +3,8 @@
 //!
 //! Validity: CA 10 years, serving certificate 1 year, renewed (from the same CA, so the
 //! `caBundle` stays valid) when less than a third of its validity remains. The validity is
-//! kept in Secret annotations written here ([`NOT_BEFORE`], [`NOT_AFTER`], unix seconds):
-//! no X.509 parser is in the dependency tree.
+//! kept in Secret annotations written here ([`SERVING_NOT_BEFORE`], [`SERVING_NOT_AFTER`],
+//! unix seconds): no X.509 parser is in the dependency tree.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -16,13 +16,7 @@ use kube::ResourceExt as _;
 use rcgen::{Issuer, KeyPair};
 
 use crate::certs::generate as certs;
-
-/// Annotation: the hosts (comma-separated) the serving certificate was made for.
-pub use crate::keys::SERVING_HOSTS as HOSTS;
-/// Annotation: end of the serving certificate's validity (unix seconds).
-pub use crate::keys::SERVING_NOT_AFTER as NOT_AFTER;
-/// Annotation: start of the serving certificate's validity (unix seconds).
-pub use crate::keys::SERVING_NOT_BEFORE as NOT_BEFORE;
+use crate::keys::{SERVING_HOSTS, SERVING_NOT_AFTER, SERVING_NOT_BEFORE};
 
 const DAY: u64 = 24 * 60 * 60;
 /// Validity of the CA.
@@ -133,9 +127,9 @@ impl Bundle {
         .map(|(k, v)| (k.to_owned(), ByteString(v.as_bytes().to_vec())))
         .collect();
         let annotations = BTreeMap::from([
-            (NOT_BEFORE.to_owned(), self.not_before.to_string()),
-            (NOT_AFTER.to_owned(), self.not_after.to_string()),
-            (HOSTS.to_owned(), self.hosts.join(",")),
+            (SERVING_NOT_BEFORE.to_owned(), self.not_before.to_string()),
+            (SERVING_NOT_AFTER.to_owned(), self.not_after.to_string()),
+            (SERVING_HOSTS.to_owned(), self.hosts.join(",")),
         ]);
         Secret {
             metadata: ObjectMeta {
@@ -173,10 +167,10 @@ impl Bundle {
             ca_key: key("ca.key")?,
             cert: key("tls.crt")?,
             key: key("tls.key")?,
-            not_before: num(NOT_BEFORE)?,
-            not_after: num(NOT_AFTER)?,
+            not_before: num(SERVING_NOT_BEFORE)?,
+            not_after: num(SERVING_NOT_AFTER)?,
             hosts: annotations
-                .get(HOSTS)
+                .get(SERVING_HOSTS)
                 .map(|h| {
                     h.split(',')
                         .filter(|s| !s.is_empty())

@@ -31,10 +31,6 @@ pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
 pub use tls::TlsArgs;
 
-/// The namespaces the shipped webhook configuration excludes by name: the defaults of every
-/// flag that leaves them alone.
-pub(crate) use crate::keys::EXCLUDED_BY_NAME;
-
 #[derive(Debug, Parser)]
 #[command(
     name = "otel-injector",

@@ -7,6 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use crate::cluster::rollout::{AutoRollout, Settings};
+use crate::keys::EXCLUDED_BY_NAME;
 
 /// How often a restarted workload is read while it rolls out.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -77,7 +78,7 @@ pub struct RolloutArgs {
         long = "excluded-namespace",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
+        default_values_t = EXCLUDED_BY_NAME.map(String::from)
     )]
     pub excluded_namespaces: Vec<String>,
 }
@@ -138,7 +139,7 @@ pub struct RolloutServeArgs {
         env = "OTEL_INJECTOR_ROLLOUT_EXCLUDED_NAMESPACES",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
+        default_values_t = EXCLUDED_BY_NAME.map(String::from)
     )]
     pub rollout_excluded_namespaces: Vec<String>,
 }

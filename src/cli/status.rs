@@ -6,6 +6,7 @@ use clap::Args;
 
 use super::duration;
 use crate::cluster::lease::{self, LeaseConfig};
+use crate::keys::EXCLUDED_BY_NAME;
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Instrumentation status")]
@@ -80,7 +81,7 @@ pub struct StatusArgs {
         env = "OTEL_INJECTOR_MISSED_EXCLUDED_NAMESPACES",
         value_name = "NAMESPACE",
         value_delimiter = ',',
-        default_values_t = super::EXCLUDED_BY_NAME.map(String::from)
+        default_values_t = EXCLUDED_BY_NAME.map(String::from)
     )]
     pub missed_excluded_namespaces: Vec<String>,
 

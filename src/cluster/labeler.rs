@@ -16,11 +16,10 @@ use tokio::sync::{broadcast, mpsc};
 
 use super::watch::{NamespaceEntry, NamespaceStore};
 use super::{KubeCatalog, NamespaceChange};
-use crate::agents::{ANNOTATION_PREFIX, Language, LanguageSet};
+use crate::agents::{Language, LanguageSet};
+use crate::keys::{ANNOTATION_PREFIX, OPT_OUT, OPT_OUT_LABEL};
 use crate::pod::select::Request;
 
-/// The label kept on namespaces that ask for injection through an annotation.
-pub use crate::keys::OPT_OUT_LABEL as NAMESPACE_LABEL;
 const FIELD_MANAGER: &str = "otel-injector";
 /// A failed write is tried again after this (or at the namespace's next change).
 const RETRY: Duration = Duration::from_secs(10);
@@ -39,15 +38,12 @@ pub fn wants_label(annotations: Option<&BTreeMap<String, String>>, enabled: Lang
     })
 }
 
-/// The label value that opts a namespace (or pod) out of the webhook.
-pub use crate::keys::OPT_OUT as DISABLED;
-
 /// What the labeler must do for a namespace, if anything: `Some(true)` add, `Some(false)`
 /// remove.
 pub fn change_for(ns: &NamespaceEntry, enabled: LanguageSet) -> Option<bool> {
     // A namespace its owner opted out (`otel-injector/inject=disabled`) is never relabeled.
     let label = ns.label.as_deref();
-    if label == Some(DISABLED) {
+    if label == Some(OPT_OUT) {
         return None;
     }
     // The injection keys may be labels too (a label wins over an annotation).
@@ -123,7 +119,7 @@ impl Labeler {
         };
         // Applying without the label releases (and so removes) the one we own.
         let labels = if add {
-            serde_json::json!({ NAMESPACE_LABEL: "true" })
+            serde_json::json!({ OPT_OUT_LABEL: "true" })
         } else {
             serde_json::json!({})
         };
@@ -133,7 +129,7 @@ impl Labeler {
         });
         match api.patch(&name, params, &Patch::Apply(&body)).await {
             Ok(_) => {
-                tracing::info!(namespace = %name, label = NAMESPACE_LABEL, add, "namespace label updated")
+                tracing::info!(namespace = %name, label = OPT_OUT_LABEL, add, "namespace label updated")
             }
             Err(e) => {
                 tracing::warn!(namespace = %name, error = %e, "cannot update namespace label; retrying in {RETRY:?}");
@@ -191,7 +187,7 @@ mod tests {
     fn an_opted_out_namespace_is_never_relabeled() {
         let java = "instrumentation.opentelemetry.io/inject-java";
         let mut n = ns(&[(java, "true")], false);
-        n.label = Some(DISABLED.to_owned());
+        n.label = Some(OPT_OUT.to_owned());
         assert_eq!(change_for(&n, LanguageSet::all()), None);
     }
 }

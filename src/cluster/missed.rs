@@ -37,7 +37,7 @@ use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{Language, LanguageSet};
 use crate::census::{Interner, PodRecord};
 use crate::engine::NamespaceInfo;
-use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::INJECTED_LABEL;
 use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 use crate::metrics::registered;
 
@@ -337,6 +337,7 @@ impl Finder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::keys::INJECT_JAVA;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn namespace(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> NamespaceEntry {
@@ -356,20 +357,27 @@ mod tests {
         NamespaceEntry::of(meta, &Arc::default()).1
     }
 
-    const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-
     #[test]
     fn namespaces_that_ask_are_watched_unless_excluded_or_opted_out() {
         let entries: HashMap<String, NamespaceEntry> = [
-            ("shop".to_owned(), namespace(&[(JAVA, "true")], &[])),
-            ("by-label".to_owned(), namespace(&[], &[(JAVA, "java")])),
-            ("quiet".to_owned(), namespace(&[(JAVA, "false")], &[])),
+            ("shop".to_owned(), namespace(&[(INJECT_JAVA, "true")], &[])),
+            (
+                "by-label".to_owned(),
+                namespace(&[], &[(INJECT_JAVA, "java")]),
+            ),
+            (
+                "quiet".to_owned(),
+                namespace(&[(INJECT_JAVA, "false")], &[]),
+            ),
             ("nothing".to_owned(), namespace(&[], &[])),
             (
                 "opted-out".to_owned(),
-                namespace(&[(JAVA, "true")], &[(OPT_OUT_LABEL, OPT_OUT)]),
+                namespace(&[(INJECT_JAVA, "true")], &[(OPT_OUT_LABEL, OPT_OUT)]),
             ),
-            ("kube-system".to_owned(), namespace(&[(JAVA, "true")], &[])),
+            (
+                "kube-system".to_owned(),
+                namespace(&[(INJECT_JAVA, "true")], &[]),
+            ),
         ]
         .into();
         let excluded: BTreeSet<String> = ["kube-system".to_owned()].into();
@@ -394,7 +402,7 @@ mod tests {
         let names = &mut Interner::default();
         let pod = |ns: &str| ObjectMeta {
             namespace: Some(ns.into()),
-            labels: Some([(JAVA.to_owned(), "true".to_owned())].into()),
+            labels: Some([(INJECT_JAVA.to_owned(), "true".to_owned())].into()),
             ..Default::default()
         };
         let excluded: BTreeSet<String> = ["kube-system".to_owned()].into();
@@ -408,7 +416,7 @@ mod tests {
         terminating.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         assert!(record(&terminating, Some(&plain), &excluded, names).is_none());
         // The namespace's keys count: a pod that says nothing in a namespace that asks.
-        let asking = namespace(&[(JAVA, "true")], &[]);
+        let asking = namespace(&[(INJECT_JAVA, "true")], &[]);
         let bare = ObjectMeta {
             namespace: Some("shop".into()),
             ..Default::default()

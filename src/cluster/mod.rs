@@ -42,8 +42,6 @@ pub use watch::{CatalogWriters, KubeCatalog, NamespaceChange};
 use crate::engine::Catalog;
 use crate::retry;
 
-pub use crate::engine::POD_SECURITY_ENFORCE;
-
 /// Where the engine's Instrumentations and namespaces come from.
 pub enum Caches {
     /// Instrumentations read from files once, after the listeners are bound; no API call

@@ -2,8 +2,9 @@
 //! `opentelemetry.io/v1alpha1` (stored) and `v1beta1` (served, converted): Rust types, the
 //! generated CRD with its CEL rules, the conversion, and YAML file parsing.
 //!
-//! `spec` holds the v1alpha1 resource and its shared sections, `languages` the per-language
-//! sections (built by `section`'s macro), `v1beta1` and `declarative` the v1beta1 resource
+//! `kind` derives both versions' resource with what they share (group, names, status,
+//! columns); `spec` holds the v1alpha1 resource and its shared sections, `hash` the digest
+//! of a spec, `languages` the per-language sections (built by `section`'s macro), `v1beta1` and `declarative` the v1beta1 resource
 //! and its SDK configuration file, `convert` the exact conversion between the two,
 //! `validation` the CEL rules and schema limits, `generate` the CRD manifest, `parse`
 //! Instrumentation files. Everything is re-exported here, so callers
@@ -14,6 +15,8 @@ pub mod convert;
 pub mod declarative;
 mod error;
 mod generate;
+mod hash;
+mod kind;
 mod languages;
 mod parse;
 pub mod review;
@@ -28,13 +31,14 @@ pub use error::CrdError;
 pub use generate::{
     CONVERSION_PATH, CONVERSION_SERVICE, Served, crd, crd_serving, crd_yaml, crd_yaml_for,
 };
+pub use hash::SpecHash;
 pub use languages::{ApacheHttpd, DotNet, Extension, Go, Java, Nginx, NodeJs, Python};
 pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};
 pub use section::{LanguageSpec, NoSection, claim_template_is_empty};
 pub use spec::{
     API_VERSION, Defaults, Exporter, ExporterTls, Instrumentation, InstrumentationSpec,
     InstrumentationStatus, KIND, Propagator, ResourceSpec, RolledBackWorkload, RolloutStatus,
-    Sampler, SamplerType, SkippedReason, SpecHash, WorkloadStatus,
+    Sampler, SamplerType, SkippedReason, WorkloadStatus,
 };
 pub use validation::{
     CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT,

@@ -10,6 +10,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::kind::instrumentation_kind;
 use super::{
     ApacheHttpd, DotNet, Go, Java, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT, Nginx, NodeJs,
     Python, RULE_JAEGER_REMOTE_ARGUMENT, RULE_RATIO_ARGUMENT, SAMPLER_ARGUMENT_MAX_LENGTH,
@@ -21,84 +22,69 @@ pub const API_VERSION: &str = "opentelemetry.io/v1alpha1";
 /// `kind` of every Instrumentation object.
 pub const KIND: &str = "Instrumentation";
 
-/// Desired state of OpenTelemetry SDK configuration and auto-instrumentation.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "opentelemetry.io",
+instrumentation_kind! {
     version = "v1alpha1",
-    kind = "Instrumentation",
-    namespaced,
-    shortname = "otelinst",
-    shortname = "otelinsts",
-    status = "InstrumentationStatus",
-    derive = "PartialEq",
-    derive = "Default",
-    doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.exporter.endpoint"}"#,
-    printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.sampler.type"}"#,
-    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#,
-    printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
-    printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
-    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
-    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#,
-    printcolumn = r#"{"name": "Failing", "type": "integer", "jsonPath": ".status.failing", "description": "Pods injected with the current spec that are failing (--detect-failures)"}"#,
-    printcolumn = r#"{"name": "Rolled Back", "type": "string", "jsonPath": ".status.rolledBack[*].name", "description": "Workloads rolled back from the current spec (otel-injector/on-failure: rollback)"}"#
-)]
-#[serde(rename_all = "camelCase")]
-pub struct InstrumentationSpec {
-    /// OTLP exporter configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub exporter: Option<Exporter>,
-    /// Context propagators, set in OTEL_PROPAGATORS.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub propagators: Vec<Propagator>,
-    /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sampler: Option<Sampler>,
-    /// Resource attribute configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<ResourceSpec>,
-    /// Env vars for all languages. Precedence: container env > language env > this env >
-    /// values derived from this spec.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<EnvVar>,
-    /// Default behaviour of the instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub defaults: Option<Defaults>,
-    /// Image pull policy of the injected init containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_policy: Option<String>,
-    /// Security context of the injected init containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub init_container_security_context: Option<Box<SecurityContext>>,
-    /// Java auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub java: Option<Box<Java>>,
-    /// Node.js auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodejs: Option<Box<NodeJs>>,
-    /// Python auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python: Option<Box<Python>>,
-    /// .NET auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dotnet: Option<Box<DotNet>>,
-    /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
-    /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub go: Option<Box<Go>>,
-    /// Apache HTTPD auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apache_httpd: Option<Box<ApacheHttpd>>,
-    /// Nginx auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nginx: Option<Box<Nginx>>,
-    /// What the object carries of v1beta1 (read by `Instrumentation::read_carried` from its
-    /// annotation): not a field of the v1alpha1 schema.
-    #[serde(skip)]
-    #[schemars(skip)]
-    pub v1beta1: Option<Box<V1beta1Fields>>,
+    columns = [
+        r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.exporter.endpoint"}"#,
+        r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.sampler.type"}"#,
+        r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.sampler.argument"}"#,
+    ],
+    /// Desired state of OpenTelemetry SDK configuration and auto-instrumentation.
+    #[serde(rename_all = "camelCase")]
+    pub struct InstrumentationSpec {
+        /// OTLP exporter configuration.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub exporter: Option<Exporter>,
+        /// Context propagators, set in OTEL_PROPAGATORS.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub propagators: Vec<Propagator>,
+        /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub sampler: Option<Sampler>,
+        /// Resource attribute configuration.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub resource: Option<ResourceSpec>,
+        /// Env vars for all languages. Precedence: container env > language env > this env >
+        /// values derived from this spec.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub env: Vec<EnvVar>,
+        /// Default behaviour of the instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub defaults: Option<Defaults>,
+        /// Image pull policy of the injected init containers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub image_pull_policy: Option<String>,
+        /// Security context of the injected init containers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub init_container_security_context: Option<Box<SecurityContext>>,
+        /// Java auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub java: Option<Box<Java>>,
+        /// Node.js auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub nodejs: Option<Box<NodeJs>>,
+        /// Python auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub python: Option<Box<Python>>,
+        /// .NET auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub dotnet: Option<Box<DotNet>>,
+        /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
+        /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub go: Option<Box<Go>>,
+        /// Apache HTTPD auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub apache_httpd: Option<Box<ApacheHttpd>>,
+        /// Nginx auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub nginx: Option<Box<Nginx>>,
+        /// What the object carries of v1beta1 (read by `Instrumentation::read_carried` from its
+        /// annotation): not a field of the v1alpha1 schema.
+        #[serde(skip)]
+        #[schemars(skip)]
+        pub v1beta1: Option<Box<V1beta1Fields>>,
+    }
 }
 
 /// Status of an Instrumentation. `upgradeBlockedVersions` is the Operator's; the rest is kept
@@ -463,73 +449,5 @@ impl InstrumentationSpec {
             .as_ref()
             .and_then(|r| r.add_k8s_uid_attributes)
             .unwrap_or(false)
-    }
-}
-
-/// A short digest of an Instrumentation's `spec` (the first 4 bytes of SHA-256 over its JSON
-/// as this crate writes it, then its v1beta1 fields' when it carries any), shown as 8 hex
-/// digits. Of the engine's model, not of a version's JSON: reading an object in the other
-/// version never changes it. The webhook records it on the pods it
-/// injects and the status controller compares it with the current spec's, so both must read
-/// the spec through these types: fields they drop do not count.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct SpecHash(pub [u8; 4]);
-
-impl SpecHash {
-    pub fn of(spec: &InstrumentationSpec) -> SpecHash {
-        // The spec's types hold only strings, numbers and ordered maps: they always serialize,
-        // and in one order.
-        let mut json = serde_json::to_vec(spec).unwrap_or_default();
-        // The v1beta1 meaning counts too (a v1alpha1 object's digest stays what it was).
-        if let Some(beta) = &spec.v1beta1 {
-            json.extend(serde_json::to_vec(beta).unwrap_or_default());
-        }
-        let digest = ring::digest::digest(&ring::digest::SHA256, &json);
-        let mut short = [0; 4];
-        short.copy_from_slice(&digest.as_ref()[..4]);
-        SpecHash(short)
-    }
-}
-
-impl std::fmt::Display for SpecHash {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
-    }
-}
-
-impl std::str::FromStr for SpecHash {
-    type Err = ();
-    fn from_str(s: &str) -> Result<Self, ()> {
-        if s.len() != 8 || !s.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(());
-        }
-        let mut out = [0; 4];
-        for (i, b) in out.iter_mut().enumerate() {
-            *b = u8::from_str_radix(&s[2 * i..2 * i + 2], 16).map_err(|_| ())?;
-        }
-        Ok(SpecHash(out))
-    }
-}
-
-#[cfg(test)]
-mod spec_hash_tests {
-    use super::*;
-
-    #[test]
-    fn the_spec_hash_follows_the_spec_only() {
-        let mut a = Instrumentation::new("a", InstrumentationSpec::default());
-        let h = SpecHash::of(&a.spec);
-        assert_eq!(h.to_string().len(), 8);
-        assert_eq!(h.to_string().parse::<SpecHash>(), Ok(h));
-        a.metadata.namespace = Some("elsewhere".into());
-        assert_eq!(SpecHash::of(&a.spec), h, "metadata does not count");
-        a.spec.env.push(k8s_openapi::api::core::v1::EnvVar {
-            name: "X".into(),
-            value: Some("1".into()),
-            ..Default::default()
-        });
-        assert_ne!(SpecHash::of(&a.spec), h);
-        assert!("3f2a9c1".parse::<SpecHash>().is_err());
-        assert!("3f2a9c1g".parse::<SpecHash>().is_err());
     }
 }

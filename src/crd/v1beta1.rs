@@ -13,6 +13,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::kind::instrumentation_kind;
 use super::{
     CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, DeclarativeConfig, ExporterTls, Extension,
     InstrumentationStatus, Propagator, Sampler,
@@ -27,79 +28,64 @@ pub const RULE_CONFIG_EXCLUSIVE: &str = "!(has(self.envConfig) && has(self.decla
 pub const MSG_CONFIG_EXCLUSIVE: &str = "envConfig and declarativeConfig cannot both be set: \
      the SDK reads either environment variables or a configuration file";
 
-/// Desired state of OpenTelemetry SDK configuration and auto-instrumentation (v1beta1).
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[kube(
-    group = "opentelemetry.io",
+instrumentation_kind! {
     version = "v1beta1",
-    kind = "Instrumentation",
-    namespaced,
-    shortname = "otelinst",
-    shortname = "otelinsts",
-    status = "InstrumentationStatus",
-    derive = "PartialEq",
-    derive = "Default",
-    doc = "Instrumentation is the spec for OpenTelemetry instrumentation.",
-    printcolumn = r#"{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}"#,
-    printcolumn = r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.envConfig.exporter.endpoint"}"#,
-    printcolumn = r#"{"name": "Protocol", "type": "string", "jsonPath": ".spec.envConfig.exporter.protocol"}"#,
-    printcolumn = r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.envConfig.sampler.type"}"#,
-    printcolumn = r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.envConfig.sampler.argument"}"#,
-    printcolumn = r#"{"name": "Injected", "type": "integer", "jsonPath": ".status.injected", "description": "Pods injected with the current spec"}"#,
-    printcolumn = r#"{"name": "Outdated", "type": "integer", "jsonPath": ".status.outdated", "description": "Pods injected with an earlier spec"}"#,
-    printcolumn = r#"{"name": "Skipped", "type": "integer", "jsonPath": ".status.skipped", "description": "Pods that asked for it and were not injected"}"#,
-    printcolumn = r#"{"name": "Missed", "type": "integer", "jsonPath": ".status.missed", "description": "Pods that asked for it and were admitted without the webhook"}"#,
-    printcolumn = r#"{"name": "Failing", "type": "integer", "jsonPath": ".status.failing", "description": "Pods injected with the current spec that are failing (--detect-failures)"}"#,
-    printcolumn = r#"{"name": "Rolled Back", "type": "string", "jsonPath": ".status.rolledBack[*].name", "description": "Workloads rolled back from the current spec (otel-injector/on-failure: rollback)"}"#
-)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    { "rule": RULE_CONFIG_EXCLUSIVE, "message": MSG_CONFIG_EXCLUSIVE },
-]))]
-pub struct InstrumentationSpec {
-    /// SDK configuration by environment variables (the v1alpha1 model). Exclusive with
-    /// declarativeConfig.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub env_config: Option<EnvConfig>,
-    /// SDK configuration by a declarative configuration file (schema 1.x), rendered per pod
-    /// with the Kubernetes and service attributes and read by the SDK from OTEL_CONFIG_FILE.
-    /// Exclusive with envConfig.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub declarative_config: Option<Box<DeclarativeConfig>>,
-    /// Resource attributes and how the webhook derives the Kubernetes and service ones.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<Resource>,
-    /// Env vars for all languages. Precedence: container env > language env > this env >
-    /// envConfig.env > values derived from this spec.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<EnvVar>,
-    /// Java auto-instrumentation (javaagent).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub java: Option<Box<Java>>,
-    /// Node.js auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nodejs: Option<Box<Language>>,
-    /// Python auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub python: Option<Box<Language>>,
-    /// .NET auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dotnet: Option<Box<Language>>,
-    /// Go auto-instrumentation (eBPF sidecar).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub go: Option<Box<Go>>,
-    /// Apache HTTPD auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub apache_httpd: Option<Box<ApacheHttpd>>,
-    /// Nginx auto-instrumentation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub nginx: Option<Box<Nginx>>,
-    /// Image pull policy of the injected init containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image_pull_policy: Option<String>,
-    /// Security context of the injected init containers.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub init_container_security_context: Option<Box<SecurityContext>>,
+    columns = [
+        r#"{"name": "Endpoint", "type": "string", "jsonPath": ".spec.envConfig.exporter.endpoint"}"#,
+        r#"{"name": "Protocol", "type": "string", "jsonPath": ".spec.envConfig.exporter.protocol"}"#,
+        r#"{"name": "Sampler", "type": "string", "jsonPath": ".spec.envConfig.sampler.type"}"#,
+        r#"{"name": "Sampler Arg", "type": "string", "jsonPath": ".spec.envConfig.sampler.argument"}"#,
+    ],
+    /// Desired state of OpenTelemetry SDK configuration and auto-instrumentation (v1beta1).
+    #[serde(rename_all = "camelCase")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        { "rule": RULE_CONFIG_EXCLUSIVE, "message": MSG_CONFIG_EXCLUSIVE },
+    ]))]
+    pub struct InstrumentationSpec {
+        /// SDK configuration by environment variables (the v1alpha1 model). Exclusive with
+        /// declarativeConfig.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub env_config: Option<EnvConfig>,
+        /// SDK configuration by a declarative configuration file (schema 1.x), rendered per pod
+        /// with the Kubernetes and service attributes and read by the SDK from OTEL_CONFIG_FILE.
+        /// Exclusive with envConfig.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub declarative_config: Option<Box<DeclarativeConfig>>,
+        /// Resource attributes and how the webhook derives the Kubernetes and service ones.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub resource: Option<Resource>,
+        /// Env vars for all languages. Precedence: container env > language env > this env >
+        /// envConfig.env > values derived from this spec.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub env: Vec<EnvVar>,
+        /// Java auto-instrumentation (javaagent).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub java: Option<Box<Java>>,
+        /// Node.js auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub nodejs: Option<Box<Language>>,
+        /// Python auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub python: Option<Box<Language>>,
+        /// .NET auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub dotnet: Option<Box<Language>>,
+        /// Go auto-instrumentation (eBPF sidecar).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub go: Option<Box<Go>>,
+        /// Apache HTTPD auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub apache_httpd: Option<Box<ApacheHttpd>>,
+        /// Nginx auto-instrumentation.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub nginx: Option<Box<Nginx>>,
+        /// Image pull policy of the injected init containers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub image_pull_policy: Option<String>,
+        /// Security context of the injected init containers.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pub init_container_security_context: Option<Box<SecurityContext>>,
+    }
 }
 
 /// The SDK configured by environment variables.

@@ -10,10 +10,6 @@ pub const DEFAULT_MAX_POD_BYTES: usize = 1536 * 1024;
 /// is larger), for the check made before any work.
 pub const MIN_PATCH_BYTES_PER_TARGET: usize = 512;
 
-/// Annotation on an Instrumentation that lets pods of other namespaces use it when
-/// `--cross-namespace-references=opt-in`.
-pub use crate::keys::CROSS_NAMESPACE_ANNOTATION;
-
 /// Which Instrumentations a pod may name in another namespace (`ns/name`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum CrossNamespace {

@@ -20,24 +20,14 @@ use outcome::PodStatus;
 pub use asked::{Asked, AskedBy, Naming, Targets};
 pub use bound::{Bounded, refuse_undecoded};
 pub use config::{
-    AgentDelivery, CROSS_NAMESPACE_ANNOTATION, CrossNamespace, DEFAULT_MAX_POD_BYTES, EngineConfig,
-    GoSidecar, MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
+    AgentDelivery, CrossNamespace, DEFAULT_MAX_POD_BYTES, EngineConfig, GoSidecar,
+    MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
 pub use decision::{Decision, InjectedLanguage, Report, Skip, SkipReason};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use snapshot::{
-    Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup,
-    POD_SECURITY_ENFORCE, Snapshot,
+    Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup, Snapshot,
 };
-
-/// Annotation the webhook puts on every pod it changed; its value lists the injected
-/// languages. A pod that carries it is never changed again (reinvocation, re-submission).
-pub use crate::keys::INJECTED_ANNOTATION;
-/// Static pods mirrored by the kubelet carry this; they are never mutated.
-pub use crate::keys::MIRROR_ANNOTATION;
-
-/// Annotation on an Instrumentation that overrides `--agent-delivery` for it.
-pub use crate::keys::DELIVERY_ANNOTATION;
 
 /// Decides what to inject into `pod`, created in the snapshot's namespace, short of the
 /// exact size check ([`decide_within`] makes it with the patch).

@@ -36,12 +36,6 @@ use super::SkipReason;
 use crate::agents::Language;
 use crate::crd::SpecHash;
 
-/// The label on every pod that asked for injection: `"true"` when at least one language was
-/// injected, `"false"` when none was.
-pub use crate::keys::INJECTED_LABEL;
-/// The annotation with the outcome per requested language.
-pub use crate::keys::STATUS_ANNOTATION;
-
 /// What happened to one requested language (or to the whole pod).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {

@@ -4,10 +4,11 @@
 
 use std::sync::Arc;
 
-use super::{CROSS_NAMESPACE_ANNOTATION, CrossNamespace, ObjectKind, Skip, SkipReason, Snapshot};
+use super::{CrossNamespace, ObjectKind, Skip, SkipReason, Snapshot};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTls;
 use crate::crd::Instrumentation;
+use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 use crate::pod::select::Request;
 
 /// The Instrumentation a request wants, before it is looked up: `ns/name`, or `ns/*` for

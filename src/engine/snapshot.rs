@@ -5,11 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::agents::{ANNOTATION_PREFIX, Delivery};
+use crate::agents::Delivery;
 use crate::crd::{Instrumentation, SpecHash};
+use crate::keys::{ANNOTATION_PREFIX, DELIVERY_ANNOTATION, POD_SECURITY_ENFORCE};
 use crate::pod::select::Keys;
 
-use super::{AgentDelivery, DELIVERY_ANNOTATION, EngineConfig, GoSidecar, auto_image_volumes};
+use super::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};
 
 /// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
 pub trait Catalog: Send + Sync {
@@ -166,9 +167,6 @@ impl FromIterator<Instrumentation> for Instrumentations {
         index
     }
 }
-
-/// The namespace label that sets the Pod Security Admission level enforced there.
-pub use crate::keys::POD_SECURITY_ENFORCE;
 
 /// What the engine reads of a namespace.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

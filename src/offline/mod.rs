@@ -199,6 +199,7 @@ mod tests {
     use crate::cluster::ServerInfo;
     use crate::cluster::list::ListedNamespace;
     use crate::engine::Catalog;
+    use crate::keys::{INJECT_JAVA, INJECT_NODEJS, INJECT_PYTHON};
 
     fn inst(ns: &str, name: &str, endpoint: &str) -> Instrumentation {
         let yaml = format!(
@@ -215,10 +216,6 @@ mod tests {
             .collect()
     }
 
-    const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-    const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
-    const NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
-
     #[test]
     fn the_cluster_is_the_bottom_layer() {
         let view = ClusterView {
@@ -232,9 +229,13 @@ mod tests {
             ],
             namespaces: vec![ListedNamespace {
                 name: "shop".into(),
-                annotations: map(&[(JAVA, "java-inst"), (PYTHON, "true"), (NODEJS, "true")]),
+                annotations: map(&[
+                    (INJECT_JAVA, "java-inst"),
+                    (INJECT_PYTHON, "true"),
+                    (INJECT_NODEJS, "true"),
+                ]),
                 labels: map(&[
-                    (NODEJS, "false"),
+                    (INJECT_NODEJS, "false"),
                     ("pod-security.kubernetes.io/enforce", "restricted"),
                     ("team", "checkout"),
                 ]),
@@ -265,7 +266,7 @@ mod tests {
         let ctx = Context::build(
             &[manifests],
             &[file],
-            &[("shop".into(), JAVA.into(), "only-in-cluster".into())],
+            &[("shop".into(), INJECT_JAVA.into(), "only-in-cluster".into())],
             Some(view),
             EngineConfig::default(),
             "default".into(),
@@ -296,14 +297,14 @@ mod tests {
         assert_eq!(
             ns.annotations,
             map(&[
-                (JAVA, "only-in-cluster"),
-                (PYTHON, "false"),
-                (NODEJS, "true")
+                (INJECT_JAVA, "only-in-cluster"),
+                (INJECT_PYTHON, "false"),
+                (INJECT_NODEJS, "true")
             ])
         );
         // Injection labels (which win over annotations in the engine) and the Pod Security
         // level; other labels are not read.
-        assert_eq!(ns.labels, map(&[(NODEJS, "false")]));
+        assert_eq!(ns.labels, map(&[(INJECT_NODEJS, "false")]));
         assert_eq!(ns.pod_security_enforce.as_deref(), Some("restricted"));
         // What `auto` decides by.
         assert_eq!(ctx.catalog.server_version(), Some((1, 37)));
@@ -330,7 +331,7 @@ mod tests {
         assert_eq!(ctx.catalog.server_version(), None);
         assert_eq!(ctx.catalog.image_volume_gate(), None);
         let ns = ctx.catalog.namespace("shop").unwrap();
-        assert_eq!(ns.labels, map(&[(JAVA, "true")]));
+        assert_eq!(ns.labels, map(&[(INJECT_JAVA, "true")]));
         assert!(ns.annotations.is_empty());
     }
 }

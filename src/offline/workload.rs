@@ -13,8 +13,8 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Map, Value, json};
 
 use crate::admission;
-use crate::engine::outcome::INJECTED_LABEL;
 use crate::engine::{Catalog, EngineConfig, Report, Snapshot};
+use crate::keys::INJECTED_LABEL;
 
 /// The `pod-template-hash` stand-in of a Deployment's ReplicaSet.
 pub const TEMPLATE_HASH: &str = "offline";

@@ -5,11 +5,8 @@
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
-/// Prefix of pod annotations that set resource attributes.
-pub use crate::keys::RESOURCE_ANNOTATION_PREFIX;
 use crate::keys::{
-    APP_INSTANCE as LABEL_APP_INSTANCE, APP_NAME as LABEL_APP_NAME,
-    APP_VERSION as LABEL_APP_VERSION, POD_TEMPLATE_HASH as LABEL_POD_TEMPLATE_HASH,
+    APP_INSTANCE, APP_NAME, APP_VERSION, POD_TEMPLATE_HASH, RESOURCE_ANNOTATION_PREFIX,
 };
 
 /// A pod's controller: its `ownerReferences` entry with `controller: true` (what its
@@ -40,7 +37,7 @@ impl<'a> Owners<'a> {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(LABEL_POD_TEMPLATE_HASH));
+            .and_then(|l| l.get(POD_TEMPLATE_HASH));
         for r in pod.metadata.owner_references.iter().flatten() {
             let named = (r.name.as_str(), r.uid.as_str());
             let kind = |k: &str| r.kind.eq_ignore_ascii_case(k);
@@ -126,10 +123,7 @@ impl<'a> PodInfo<'a> {
         self.annotation("service.name")
             .or_else(|| {
                 use_labels
-                    .then(|| {
-                        self.label(LABEL_APP_INSTANCE)
-                            .or_else(|| self.label(LABEL_APP_NAME))
-                    })
+                    .then(|| self.label(APP_INSTANCE).or_else(|| self.label(APP_NAME)))
                     .flatten()
             })
             .or(o.deployment)
@@ -146,7 +140,7 @@ impl<'a> PodInfo<'a> {
     /// `service.version`: annotation, then (opt-in) label, then the image tag and digest.
     pub fn service_version(&self, use_labels: bool, container: &Container) -> Option<String> {
         self.annotation("service.version")
-            .or_else(|| use_labels.then(|| self.label(LABEL_APP_VERSION)).flatten())
+            .or_else(|| use_labels.then(|| self.label(APP_VERSION)).flatten())
             .map(str::to_owned)
             .or_else(|| image_version(container.image.as_deref()?))
     }

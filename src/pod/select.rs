@@ -7,9 +7,6 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::plan::Slot;
 
-/// The common container list annotation, applied to every requested language.
-pub use crate::keys::CONTAINER_NAMES;
-
 /// What an effective `inject-<lang>` value asks for.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Request<'v> {

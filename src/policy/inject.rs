@@ -14,7 +14,7 @@ use crate::agents::sdk_env::{NODE_NAME_REFERENCE, POD_NAME_REFERENCE, POD_UID_RE
 use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::keys::{
     APP_INSTANCE, APP_NAME, APP_VERSION, INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH,
-    RESOURCE_ANNOTATION_PREFIX,
+    RESOURCE_ANNOTATION_PREFIX, SERVICE_NAME_ANNOTATION,
 };
 
 /// The CEL of one target container (inside `targets.map(i, ...)`).
@@ -150,7 +150,7 @@ fn annotation_pairs(known: &[String]) -> String {
     let n = RESOURCE_ANNOTATION_PREFIX.len();
     format!(
         "variables.ann.filter(k, k.startsWith({prefix}) && size(k) > {n} && !(k.substring({n}) in {names}) && k != {service_name} && variables.ann[k] != \"\").map(k, [k.substring({n}), string(variables.ann[k])])",
-        service_name = string(&format!("{RESOURCE_ANNOTATION_PREFIX}service.name")),
+        service_name = string(SERVICE_NAME_ANNOTATION),
     )
 }
 

@@ -26,7 +26,10 @@ use serde_json::{Value, json};
 use crate::agents::Language;
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{Catalog, EngineConfig, SkipReason};
-use crate::keys::{MANAGED_BY, OPT_OUT, OPT_OUT_LABEL};
+use crate::keys::{
+    INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY, NOT_COVERED_ANNOTATION, OPT_OUT,
+    OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
+};
 
 pub use pod::{Path, Paths};
 pub use template::{Template, probe_config};
@@ -39,15 +42,6 @@ pub const LANGUAGES: [Language; 5] = [
     Language::DotNet,
     Language::Sdk,
 ];
-
-/// On the rendered objects: selects them all (`kubectl delete ... -l`, `apply --prune`).
-pub const POLICY_LABEL: &str = "otel-injector/policy";
-/// On an injection policy: the Instrumentation it was rendered from, and its spec hash.
-pub const INSTRUMENTATION_ANNOTATION: &str = "otel-injector/instrumentation";
-pub const SPEC_HASH_ANNOTATION: &str = "otel-injector/spec-hash";
-/// On an injection policy: the languages it injects, and why the others are left out.
-pub const LANGUAGES_ANNOTATION: &str = "otel-injector/languages";
-pub const NOT_COVERED_ANNOTATION: &str = "otel-injector/not-covered";
 
 /// Which admission path injects.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]

@@ -23,7 +23,7 @@ use crate::cluster::StaticCatalog;
 use crate::crd::Instrumentation;
 use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
-    INJECTED_ANNOTATION, INJECTED_LABEL, RESOURCE_ANNOTATION_PREFIX, STATUS_ANNOTATION,
+    INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
 
 /// The probe container's name: stands for the target's name in what the template holds.
@@ -120,7 +120,7 @@ fn probe_pod(inst: &Instrumentation, lang: Language, env: Value) -> Value {
             "namespace": ns,
             "annotations": {
                 lang.inject_annotation(): format!("{ns}/{name}"),
-                format!("{RESOURCE_ANNOTATION_PREFIX}service.name"): SERVICE,
+                SERVICE_NAME_ANNOTATION: SERVICE,
             },
         },
         "spec": {"containers": [{"name": CONTAINER, "image": "probe", "env": env}]},

@@ -5,22 +5,23 @@
 
 use crate::common::{
     DOTNET, HTTP_SDK, assert_not_injected, catalog, dotnet,
-    dotnet::{GLIBC, MUSL, RUNTIME},
+    dotnet::{GLIBC, MUSL},
     env, head, run, with_lang_env,
 };
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::keys::DOTNET_RUNTIME;
 use rstest::rstest;
 use serde_json::{Value, json};
 
 /// The pod's otel-dotnet-auto-runtime, else the namespace's, picks the profiler; one image
 /// holds both runtimes, so the init container is the same.
 #[rstest]
-#[case::musl(DOTNET.catalog(), json!({RUNTIME: "linux-musl-x64"}), MUSL)]
+#[case::musl(DOTNET.catalog(), json!({DOTNET_RUNTIME: "linux-musl-x64"}), MUSL)]
 // "linux-x64" is the default, spelled out.
-#[case::glibc(DOTNET.catalog(), json!({RUNTIME: "linux-x64"}), GLIBC)]
+#[case::glibc(DOTNET.catalog(), json!({DOTNET_RUNTIME: "linux-x64"}), GLIBC)]
 #[case::musl_from_the_namespace(
-    DOTNET.catalog().with_namespace("shop", &[(RUNTIME, "linux-musl-x64")]),
+    DOTNET.catalog().with_namespace("shop", &[(DOTNET_RUNTIME, "linux-musl-x64")]),
     json!({}),
     MUSL
 )]

@@ -3,13 +3,12 @@
 //! What every language does alike is in `inject_languages.rs`; the Instrumentation is
 //! `data/instrumentations/go.yaml`.
 
-use crate::common::{
-    GO, HTTP_SDK, catalog, env, go::TARGET_EXE, head, lit, run, with_lang_env, with_spec_env,
-};
+use crate::common::{GO, HTTP_SDK, catalog, env, head, lit, run, with_lang_env, with_spec_env};
 use otel_injector::agents::Language;
 use otel_injector::agents::golang::DEFAULT_IMAGE;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::SkipReason;
+use otel_injector::keys::GO_TARGET_EXE;
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -34,7 +33,7 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "checkout", "namespace": "shop",
             "annotations": {"instrumentation.opentelemetry.io/inject-go": "true",
-                            TARGET_EXE: "/app/checkout"}},
+                            GO_TARGET_EXE: "/app/checkout"}},
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2",
             "env": [{"name": "PORT", "value": "8080"}]}]}
     });
@@ -50,7 +49,7 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "checkout", "namespace": "shop",
             "annotations": {"instrumentation.opentelemetry.io/inject-go": "true",
-                            TARGET_EXE: "/app/checkout",
+                            GO_TARGET_EXE: "/app/checkout",
                             "otel-injector/injected": "go"}},
         "spec": {
             "shareProcessNamespace": true,
@@ -108,7 +107,7 @@ fn single_container_gets_a_privileged_sidecar_with_the_env_in_order() {
     lit("OTEL_GO_AUTO_TARGET_EXE", "/from/spec"),
     lit("OTEL_LOGS_EXPORTER", "otlp"),
 ])]
-#[case::from_the_pod(json!({TARGET_EXE: "/from/pod"}), vec![
+#[case::from_the_pod(json!({GO_TARGET_EXE: "/from/pod"}), vec![
     lit("OTEL_GO_AUTO_TARGET_EXE", "/from/pod"),
     lit("OTEL_GO_AUTO_INCLUDE_DB_STATEMENT", "true"),
     lit("OTEL_LOGS_EXPORTER", "otlp"),
@@ -148,7 +147,7 @@ fn the_targeted_container_drives_the_resource_attributes() {
         "metadata": {"name": "pay", "annotations": {
             "instrumentation.opentelemetry.io/inject-go": "go-inst",
             "instrumentation.opentelemetry.io/go-container-names": "worker",
-            TARGET_EXE: "/worker"}},
+            GO_TARGET_EXE: "/worker"}},
         "spec": {"containers": [
             {"name": "proxy", "image": "envoy:1.30"},
             {"name": "worker", "image": "pay/worker:7"}
@@ -179,7 +178,7 @@ fn sidecar_settings_come_from_the_go_section() {
         "{}    image: registry.example/go-auto:v9\n    securityContext:\n      privileged: true\n      runAsUser: 0\n      capabilities:\n        add: [SYS_ADMIN]\n    resourceRequirements:\n      limits:\n        cpu: \"1\"\n        memory: 512Mi\n  imagePullPolicy: Always\n",
         GO.shop
     );
-    let pod = go_pod(json!({TARGET_EXE: "/app"}), app());
+    let pod = go_pod(json!({GO_TARGET_EXE: "/app"}), app());
     let (out, d) = run(&catalog(&inst), &pod);
     assert_eq!(d.injected, [Language::Go]);
     let s = sidecar_of(&out);
@@ -198,7 +197,7 @@ fn sidecar_settings_come_from_the_go_section() {
 
 #[test]
 fn existing_share_process_namespace_and_volumes_are_kept() {
-    let mut pod = go_pod(json!({TARGET_EXE: "/app"}), app());
+    let mut pod = go_pod(json!({GO_TARGET_EXE: "/app"}), app());
     pod["spec"]["shareProcessNamespace"] = json!(true);
     pod["spec"]["volumes"] = json!([{"name": "data", "emptyDir": {}}]);
     let (out, d) = run(&GO.catalog(), &pod);
@@ -227,10 +226,10 @@ const TWO_TARGETS: &str =
 #[rstest]
 #[case::no_target_exe(GO.catalog(), go_pod(json!({}), app()), &[NO_TARGET_EXE])]
 // An empty annotation does not count.
-#[case::empty_target_exe(GO.catalog(), go_pod(json!({TARGET_EXE: ""}), app()), &[NO_TARGET_EXE])]
+#[case::empty_target_exe(GO.catalog(), go_pod(json!({GO_TARGET_EXE: ""}), app()), &[NO_TARGET_EXE])]
 // The target is read from the pod only, not from the namespace.
 #[case::target_exe_from_the_namespace(
-    GO.catalog().with_namespace("shop", &[(GO.inject, "true"), (TARGET_EXE, "/from/namespace")]),
+    GO.catalog().with_namespace("shop", &[(GO.inject, "true"), (GO_TARGET_EXE, "/from/namespace")]),
     json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "app"}]}}),
     &[NO_TARGET_EXE]
 )]
@@ -241,7 +240,7 @@ const TWO_TARGETS: &str =
 // Naming an init container along with an app container still counts two names (an init
 // container alone: inject_languages.rs).
 #[case::an_init_container_and_an_app_container(GO.catalog(), GO.pod(
-    json!({"instrumentation.opentelemetry.io/go-container-names": "migrate,app", TARGET_EXE: "/migrate"}),
+    json!({"instrumentation.opentelemetry.io/go-container-names": "migrate,app", GO_TARGET_EXE: "/migrate"}),
     json!({"initContainers": [{"name": "migrate", "image": "migrate"}], "containers": app()})
 ), &["go: init container \"migrate\" cannot be instrumented; skipped", TWO_TARGETS])]
 fn no_injection(#[case] catalog: StaticCatalog, #[case] pod: Value, #[case] warnings: &[&str]) {
@@ -256,14 +255,14 @@ fn no_injection(#[case] catalog: StaticCatalog, #[case] pod: Value, #[case] warn
 }
 
 fn sharing_no_process_namespace() -> Value {
-    let mut pod = go_pod(json!({TARGET_EXE: "/app"}), app());
+    let mut pod = go_pod(json!({GO_TARGET_EXE: "/app"}), app());
     pod["spec"]["shareProcessNamespace"] = json!(false);
     pod
 }
 
 fn two_targets(list: &str) -> Value {
     go_pod(
-        json!({TARGET_EXE: "/app", format!("instrumentation.opentelemetry.io/{list}"): "a,b"}),
+        json!({GO_TARGET_EXE: "/app", format!("instrumentation.opentelemetry.io/{list}"): "a,b"}),
         json!([{"name": "a", "image": "a"}, {"name": "b", "image": "b"}]),
     )
 }

@@ -7,7 +7,8 @@ use crate::common::{
 };
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::{INJECTED_ANNOTATION, SkipReason};
+use otel_injector::engine::SkipReason;
+use otel_injector::keys::INJECTED_ANNOTATION;
 use rstest::rstest;
 use serde_json::{Value, json};
 

@@ -6,17 +6,16 @@ use crate::common::{
     APACHE, DOTNET, EnvLang, GO, HTTP_SDK, JAVA, Lang, NGINX, NODEJS, PYTHON, SDK,
     assert_not_injected, assert_reinvocation_patches_nothing, assert_skipped, catalog, disabled,
     dotnet,
-    dotnet::{DEPS, HOME, HOOK, RUNTIME, STORE},
-    env, fref,
-    go::TARGET_EXE,
-    head, lit, names,
+    dotnet::{DEPS, HOME, HOOK, STORE},
+    env, fref, head, lit, names,
     nodejs::REQUIRE,
-    python::{MOUNT, PLATFORM, PREFIX},
+    python::{MOUNT, PREFIX},
     relabel, resource_attributes, run, run_with, set_some, unchanged, with_lang_env, with_section,
     with_spec, with_spec_env,
 };
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, SkipReason};
+use otel_injector::engine::{EngineConfig, SkipReason};
+use otel_injector::keys::{DOTNET_RUNTIME, GO_TARGET_EXE, INJECTED_ANNOTATION, PYTHON_PLATFORM};
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -316,11 +315,11 @@ fn the_agents_variable_from_value_from_in_the_instrumentation_is_not_instrumente
 #[rstest]
 #[case::java(&JAVA, JAVA.asking("true"), relabel, 1)]
 #[case::nodejs(&NODEJS, NODEJS.app_pod(json!({}), json!([])), relabel, 1)]
-#[case::python_musl(&PYTHON, PYTHON.app_pod(json!({PLATFORM: "musl"}), json!([])), relabel, 1)]
-#[case::dotnet_musl(&DOTNET, DOTNET.app_pod(json!({RUNTIME: "linux-musl-x64"}), json!([])), relabel, 1)]
+#[case::python_musl(&PYTHON, PYTHON.app_pod(json!({PYTHON_PLATFORM: "musl"}), json!([])), relabel, 1)]
+#[case::dotnet_musl(&DOTNET, DOTNET.app_pod(json!({DOTNET_RUNTIME: "linux-musl-x64"}), json!([])), relabel, 1)]
 #[case::sdk(&SDK, SDK.app_pod(json!({}), json!([])), relabel, 1)]
 // The app and the sidecar.
-#[case::go(&GO, GO.pod(json!({TARGET_EXE: "/app"}), json!({"containers": [{"name": "app", "image": "app"}]})), unchanged, 2)]
+#[case::go(&GO, GO.pod(json!({GO_TARGET_EXE: "/app"}), json!({"containers": [{"name": "app", "image": "app"}]})), unchanged, 2)]
 #[case::apache(&APACHE, APACHE.pod(json!({}), json!({
     "containers": [{"name": "web", "image": "httpd",
         "volumeMounts": [{"name": "c", "mountPath": "/usr/local/apache2/conf"}]}],
@@ -435,9 +434,9 @@ fn the_configured_default_image_is_used(
 
 /// A platform the agent image has no build for is not injected, with a warning.
 #[rstest]
-#[case::python(&PYTHON, PLATFORM, "alpine",
+#[case::python(&PYTHON, PYTHON_PLATFORM, "alpine",
     "python: otel-python-platform \"alpine\" is not supported (use glibc or musl); not injected")]
-#[case::dotnet(&DOTNET, RUNTIME, "win-x64",
+#[case::dotnet(&DOTNET, DOTNET_RUNTIME, "win-x64",
     "dotnet: otel-dotnet-auto-runtime \"win-x64\" is not supported (use linux-x64 or linux-musl-x64); not injected")]
 fn an_unsupported_platform_is_not_injected(
     #[case] lang: &EnvLang,
@@ -494,7 +493,7 @@ fn web_servers_skip_init_container_targets(
 /// nothing.
 #[rstest]
 #[case::go(&GO, json!({
-    "instrumentation.opentelemetry.io/go-container-names": "migrate", TARGET_EXE: "/migrate"}),
+    "instrumentation.opentelemetry.io/go-container-names": "migrate", GO_TARGET_EXE: "/migrate"}),
     json!({"initContainers": [{"name": "migrate", "image": "migrate"}],
            "containers": [{"name": "app", "image": "app"}]}),
     "go: init container \"migrate\" cannot be instrumented; skipped")]

@@ -2,12 +2,13 @@
 //! by the OpenTelemetry Operator).
 
 use crate::common::{
-    APACHE, GO, NGINX, SDK, assert_idempotent, catalog, disabled, env_value, go::TARGET_EXE, lit,
-    names, run, run_with,
+    APACHE, GO, NGINX, SDK, assert_idempotent, catalog, disabled, env_value, lit, names, run,
+    run_with,
 };
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::{INJECTED_ANNOTATION, ObjectKind, SkipReason};
+use otel_injector::engine::{ObjectKind, SkipReason};
+use otel_injector::keys::{GO_TARGET_EXE, INJECTED_ANNOTATION};
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -355,7 +356,7 @@ fn java_pod_holding(list: &str, name: &str) -> Value {
     java_pod_holding("containers", "opentelemetry-auto-instrumentation")
 )]
 #[case::a_go_sidecar_in_a_pod_asking_for_go(GO.catalog(), GO.pod(
-    json!({TARGET_EXE: "/app"}),
+    json!({GO_TARGET_EXE: "/app"}),
     json!({"containers": [{"name": "app", "image": "app"},
                           {"name": "opentelemetry-auto-instrumentation", "image": "x"}]})
 ))]

@@ -5,11 +5,12 @@
 
 use crate::common::{
     HTTP_SDK, PYTHON, catalog, env, head, lit, python,
-    python::{MOUNT, PLATFORM, PREFIX},
+    python::{MOUNT, PREFIX},
     run, with_lang_env,
 };
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::keys::PYTHON_PLATFORM;
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -45,11 +46,11 @@ fn pythonpath_is_wrapped(
 /// The pod's otel-python-platform, else the namespace's, picks the build that is copied; the
 /// app side does not depend on it.
 #[rstest]
-#[case::musl(PYTHON.catalog(), json!({PLATFORM: "musl"}), python::MUSL)]
+#[case::musl(PYTHON.catalog(), json!({PYTHON_PLATFORM: "musl"}), python::MUSL)]
 // "glibc" is the default, spelled out.
-#[case::glibc(PYTHON.catalog(), json!({PLATFORM: "glibc"}), python::GLIBC)]
+#[case::glibc(PYTHON.catalog(), json!({PYTHON_PLATFORM: "glibc"}), python::GLIBC)]
 #[case::musl_from_the_namespace(musl_namespace(), json!({}), python::MUSL)]
-#[case::the_pod_wins_over_the_namespace(musl_namespace(), json!({PLATFORM: "glibc"}), python::GLIBC)]
+#[case::the_pod_wins_over_the_namespace(musl_namespace(), json!({PYTHON_PLATFORM: "glibc"}), python::GLIBC)]
 fn the_platform_picks_the_build(
     #[case] catalog: StaticCatalog,
     #[case] annotations: Value,
@@ -74,5 +75,5 @@ fn the_platform_picks_the_build(
 fn musl_namespace() -> StaticCatalog {
     PYTHON
         .catalog()
-        .with_namespace("shop", &[(PLATFORM, "musl")])
+        .with_namespace("shop", &[(PYTHON_PLATFORM, "musl")])
 }

@@ -7,11 +7,9 @@ use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, Report, Snapshot};
+use otel_injector::keys::{CONTAINER_NAMES, INJECT_JAVA};
 use rstest::rstest;
 use serde_json::{Value, json};
-
-const INJECT: &str = "instrumentation.opentelemetry.io/inject-java";
-const NAMES: &str = "instrumentation.opentelemetry.io/container-names";
 
 fn catalog() -> StaticCatalog {
     StaticCatalog::from_yaml(
@@ -41,11 +39,11 @@ fn decide(catalog: &StaticCatalog, labels: Value, annotations: Value) -> (Vec<St
 }
 
 #[rstest]
-#[case::pod_label_alone(json!({INJECT: "true"}), json!({}), &["a"])]
-#[case::pod_label_false_beats_annotation(json!({INJECT: "false"}), json!({INJECT: "true"}), &[])]
-#[case::pod_label_true_beats_annotation_false(json!({INJECT: "true"}), json!({INJECT: "false"}), &["a"])]
-#[case::label_names_the_target(json!({INJECT: "true", NAMES: "b"}), json!({NAMES: "a"}), &["b"])]
-#[case::annotation_when_no_label(json!({}), json!({INJECT: "inst", NAMES: "b"}), &["b"])]
+#[case::pod_label_alone(json!({INJECT_JAVA: "true"}), json!({}), &["a"])]
+#[case::pod_label_false_beats_annotation(json!({INJECT_JAVA: "false"}), json!({INJECT_JAVA: "true"}), &[])]
+#[case::pod_label_true_beats_annotation_false(json!({INJECT_JAVA: "true"}), json!({INJECT_JAVA: "false"}), &["a"])]
+#[case::label_names_the_target(json!({INJECT_JAVA: "true", CONTAINER_NAMES: "b"}), json!({CONTAINER_NAMES: "a"}), &["b"])]
+#[case::annotation_when_no_label(json!({}), json!({INJECT_JAVA: "inst", CONTAINER_NAMES: "b"}), &["b"])]
 fn on_the_pod(#[case] labels: Value, #[case] annotations: Value, #[case] targets: &[&str]) {
     let (got, report) = decide(&catalog(), labels, annotations);
     assert_eq!(got, targets);
@@ -58,9 +56,9 @@ fn on_the_pod(#[case] labels: Value, #[case] annotations: Value, #[case] targets
 }
 
 #[rstest]
-#[case::namespace_label(&[(INJECT, "true")], &[], &["a"])]
-#[case::namespace_label_false_beats_its_annotation(&[(INJECT, "false")], &[(INJECT, "true")], &[])]
-#[case::namespace_label_names_the_instrumentation(&[(INJECT, "inst")], &[(INJECT, "other")], &["a"])]
+#[case::namespace_label(&[(INJECT_JAVA, "true")], &[], &["a"])]
+#[case::namespace_label_false_beats_its_annotation(&[(INJECT_JAVA, "false")], &[(INJECT_JAVA, "true")], &[])]
+#[case::namespace_label_names_the_instrumentation(&[(INJECT_JAVA, "inst")], &[(INJECT_JAVA, "other")], &["a"])]
 fn on_the_namespace(
     #[case] labels: &[(&str, &str)],
     #[case] annotations: &[(&str, &str)],
@@ -75,8 +73,8 @@ fn on_the_namespace(
 
 #[test]
 fn a_pod_label_false_overrides_a_namespace_label_true() {
-    let catalog = catalog().with_namespace_labels("shop", &[(INJECT, "true")]);
-    let (got, report) = decide(&catalog, json!({INJECT: "false"}), json!({}));
+    let catalog = catalog().with_namespace_labels("shop", &[(INJECT_JAVA, "true")]);
+    let (got, report) = decide(&catalog, json!({INJECT_JAVA: "false"}), json!({}));
     assert!(got.is_empty());
     assert!(report.injected.is_empty());
 }

@@ -1,7 +1,7 @@
 //! The engine and everything around it, in process: each language's injection applied to
 //! real pods (`inject_*`), crafted and amplifying pods (`hardening`), the outcome, delivery
 //! modes, labels, the CRD, the offline commands, the fuzz corpora, the build information,
-//! the layering of `src/` and the form of docs/decisions.md (`docs`).
+//! the layering of `src/`, the one home of the keys and the form of docs/decisions.md (`docs`).
 
 #[path = "../support/engine.rs"]
 mod common;
@@ -22,6 +22,7 @@ mod inject_multi;
 mod inject_nginx;
 mod inject_nodejs;
 mod inject_python;
+mod keys;
 mod labels;
 mod offline;
 mod outcome;

@@ -8,14 +8,13 @@ use base64::Engine as _;
 use otel_injector::admission::{self, Summary};
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::crd::SpecHash;
-use otel_injector::engine::outcome::{INJECTED_LABEL, Outcome, PodStatus, STATUS_ANNOTATION};
+use otel_injector::engine::outcome::{Outcome, PodStatus};
 use otel_injector::engine::{Catalog, EngineConfig, SkipReason};
+use otel_injector::keys::{INJECT_JAVA, INJECT_PYTHON, INJECTED_LABEL, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
 const JAVA: &str = include_str!("../data/instrumentations/java.yaml");
 const PYTHON: &str = include_str!("../data/instrumentations/python.yaml");
-const INJECT_JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-const INJECT_PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
 
 fn catalog(yamls: &[&str]) -> StaticCatalog {
     StaticCatalog::from_yaml(&yamls.join("\n---\n")).unwrap()

@@ -11,8 +11,9 @@ use k8s_openapi::api::core::v1::Pod;
 use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::outcome::{INJECTED_LABEL, PodStatus, STATUS_ANNOTATION};
-use otel_injector::engine::{EngineConfig, INJECTED_ANNOTATION, Report, SkipReason, Snapshot};
+use otel_injector::engine::outcome::PodStatus;
+use otel_injector::engine::{EngineConfig, Report, SkipReason, Snapshot};
+use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 use otel_injector::pod::valid;
 use serde_json::{Value, json};
 

@@ -6,6 +6,10 @@ use std::ops::Deref;
 
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
+use otel_injector::keys::{
+    INJECT_APACHE_HTTPD, INJECT_DOTNET, INJECT_GO, INJECT_JAVA, INJECT_NGINX, INJECT_NODEJS,
+    INJECT_PYTHON, INJECT_SDK,
+};
 use serde_json::{Value, json};
 
 use super::{
@@ -111,7 +115,7 @@ pub static JAVA: EnvLang = EnvLang {
     lang: Lang {
         language: Language::Java,
         name: "java",
-        inject: "instrumentation.opentelemetry.io/inject-java",
+        inject: INJECT_JAVA,
         shop: include_str!("../data/instrumentations/java.yaml"),
     },
     sdk: HTTP_SDK,
@@ -124,7 +128,7 @@ pub static NODEJS: EnvLang = EnvLang {
     lang: Lang {
         language: Language::NodeJs,
         name: "nodejs",
-        inject: "instrumentation.opentelemetry.io/inject-nodejs",
+        inject: INJECT_NODEJS,
         shop: include_str!("../data/instrumentations/nodejs.yaml"),
     },
     sdk: HTTP_SDK,
@@ -137,7 +141,7 @@ pub static PYTHON: EnvLang = EnvLang {
     lang: Lang {
         language: Language::Python,
         name: "python",
-        inject: "instrumentation.opentelemetry.io/inject-python",
+        inject: INJECT_PYTHON,
         shop: include_str!("../data/instrumentations/python.yaml"),
     },
     sdk: HTTP_SDK,
@@ -150,7 +154,7 @@ pub static DOTNET: EnvLang = EnvLang {
     lang: Lang {
         language: Language::DotNet,
         name: "dotnet",
-        inject: "instrumentation.opentelemetry.io/inject-dotnet",
+        inject: INJECT_DOTNET,
         shop: include_str!("../data/instrumentations/dotnet.yaml"),
     },
     sdk: HTTP_SDK,
@@ -163,7 +167,7 @@ pub static SDK: EnvLang = EnvLang {
     lang: Lang {
         language: Language::Sdk,
         name: "sdk",
-        inject: "instrumentation.opentelemetry.io/inject-sdk",
+        inject: INJECT_SDK,
         shop: include_str!("../data/instrumentations/sdk.yaml"),
     },
     sdk: sdk::SDK,
@@ -175,21 +179,21 @@ pub static SDK: EnvLang = EnvLang {
 pub static GO: Lang = Lang {
     language: Language::Go,
     name: "go",
-    inject: "instrumentation.opentelemetry.io/inject-go",
+    inject: INJECT_GO,
     shop: include_str!("../data/instrumentations/go.yaml"),
 };
 
 pub static APACHE: Lang = Lang {
     language: Language::ApacheHttpd,
     name: "apache-httpd",
-    inject: "instrumentation.opentelemetry.io/inject-apache-httpd",
+    inject: INJECT_APACHE_HTTPD,
     shop: include_str!("../data/instrumentations/apache-httpd.yaml"),
 };
 
 pub static NGINX: Lang = Lang {
     language: Language::Nginx,
     name: "nginx",
-    inject: "instrumentation.opentelemetry.io/inject-nginx",
+    inject: INJECT_NGINX,
     shop: include_str!("../data/instrumentations/nginx.yaml"),
 };
 
@@ -274,7 +278,6 @@ pub mod python {
 
     pub const IMAGE: &str =
         "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-python:0.64b0";
-    pub const PLATFORM: &str = "instrumentation.opentelemetry.io/otel-python-platform";
     pub const PREFIX: &str =
         "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
     pub const MOUNT: &str = "/otel-auto-instrumentation-python";
@@ -319,7 +322,6 @@ pub mod dotnet {
 
     pub const IMAGE: &str =
         "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet:1.16.0";
-    pub const RUNTIME: &str = "instrumentation.opentelemetry.io/otel-dotnet-auto-runtime";
     pub const PROFILER_ID: &str = "{918728DD-259F-4A6A-AC2B-B85E1B658318}";
     pub const GLIBC: &str =
         "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";
@@ -381,8 +383,4 @@ pub mod sdk {
     pub fn env(_: &str) -> Vec<Value> {
         vec![lit("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")]
     }
-}
-
-pub mod go {
-    pub const TARGET_EXE: &str = "instrumentation.opentelemetry.io/otel-go-auto-target-exe";
 }

@@ -18,6 +18,7 @@ use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{EngineConfig, Report, Snapshot};
+use otel_injector::keys::SERVICE_NAME_ANNOTATION;
 use otel_injector::warnings::shorten;
 use serde_json::{Value, json};
 
@@ -28,8 +29,6 @@ const DOLLAR: &str = "svc$(touch /sentinel/dollar)";
 const BACKTICK: &str = "svc`touch /sentinel/backtick`";
 const SEMICOLON: &str = "svc; include /etc/passwd; #";
 const PAYLOADS: [&str; 6] = [NEWLINE, QUOTE, BACKSLASH, DOLLAR, BACKTICK, SEMICOLON];
-
-const SERVICE_NAME: &str = "resource.opentelemetry.io/service.name";
 
 fn has_control(p: &str) -> bool {
     p.chars().any(char::is_control)
@@ -108,7 +107,7 @@ fn assert_not_in_commands(out: &Value, payload: &str) {
 /// control characters included (an environment value is data, never parsed).
 fn service_name_is_env_data(lang: Language) {
     for p in PAYLOADS {
-        let mut annotations = json!({SERVICE_NAME: p});
+        let mut annotations = json!({SERVICE_NAME_ANNOTATION: p});
         if lang == Language::Go {
             annotations["instrumentation.opentelemetry.io/otel-go-auto-target-exe"] =
                 json!("/app/server");
@@ -418,14 +417,14 @@ impl Server {
         for p in PAYLOADS {
             let (out, d) = run(
                 &catalog(json!({})),
-                &pod(lang.as_str(), json!({SERVICE_NAME: p})),
+                &pod(lang.as_str(), json!({SERVICE_NAME_ANNOTATION: p})),
             );
             if has_control(p) {
                 self.refused(
                     &d,
                     &format!("{lang}: the service name has a control character; not injected"),
                 );
-                let mut expected = pod(lang.as_str(), json!({SERVICE_NAME: p}));
+                let mut expected = pod(lang.as_str(), json!({SERVICE_NAME_ANNOTATION: p}));
                 expected["metadata"]["annotations"]["otel-injector/status"] =
                     json!(format!("{lang}=skipped invalid_value shop/inst"));
                 expected["metadata"]["labels"] = json!({"otel-injector/injected": "false"});
@@ -512,7 +511,10 @@ fn ordinary_values_are_written_as_the_operator_writes_them() {
     }));
     let (out, _) = run(
         &cat,
-        &pod("apache-httpd", json!({SERVICE_NAME: "web-frontend"})),
+        &pod(
+            "apache-httpd",
+            json!({SERVICE_NAME_ANNOTATION: "web-frontend"}),
+        ),
     );
     let conf = env_var(APACHE.attach(&out), APACHE.conf_env);
     for line in [
@@ -523,7 +525,10 @@ fn ordinary_values_are_written_as_the_operator_writes_them() {
     ] {
         assert!(conf.contains(line), "{line:?} in {conf:?}");
     }
-    let (out, _) = run(&cat, &pod("nginx", json!({SERVICE_NAME: "a \"b\" c\\"})));
+    let (out, _) = run(
+        &cat,
+        &pod("nginx", json!({SERVICE_NAME_ANNOTATION: "a \"b\" c\\"})),
+    );
     let conf = env_var(NGINX.attach(&out), NGINX.conf_env);
     for line in [
         "NginxModuleOtelExporterEndpoint http://$(OTEL_NODE_IP):4317;\n",
@@ -541,7 +546,7 @@ fn attach_script_keeps_payloads_inert(server: &Server, file: &str) {
     for p in PAYLOADS.into_iter().filter(|p| !has_control(p)) {
         let (out, d) = run(
             &catalog(json!({})),
-            &pod(server.lang.as_str(), json!({SERVICE_NAME: p})),
+            &pod(server.lang.as_str(), json!({SERVICE_NAME_ANNOTATION: p})),
         );
         assert_eq!(d.injected, [server.lang]);
         let attach = server.attach(&out).clone();

@@ -1,6 +1,10 @@
 //! The policy tests' corpus: the Instrumentations and the pods, every case of the engine's
 //! semantics a policy must get right and the edges it must leave to the webhook.
 
+use otel_injector::keys::{
+    CONTAINER_NAMES, INJECT_DOTNET, INJECT_GO, INJECT_JAVA, INJECT_NODEJS, INJECT_PYTHON,
+    INJECT_SDK,
+};
 use serde_json::{Value, json};
 
 /// An Instrumentation `ns/name` with this spec.
@@ -41,14 +45,6 @@ fn owned(mut p: Value, kind: &str, owner: &str, hash: Option<&str>) -> Value {
     }
     p
 }
-
-pub const JAVA: &str = "instrumentation.opentelemetry.io/inject-java";
-const NODEJS: &str = "instrumentation.opentelemetry.io/inject-nodejs";
-const PYTHON: &str = "instrumentation.opentelemetry.io/inject-python";
-const DOTNET: &str = "instrumentation.opentelemetry.io/inject-dotnet";
-const SDK: &str = "instrumentation.opentelemetry.io/inject-sdk";
-const GO: &str = "instrumentation.opentelemetry.io/inject-go";
-pub const NAMES: &str = "instrumentation.opentelemetry.io/container-names";
 
 /// The Instrumentations of the corpus: `solo` alone in its namespace (so `"true"` names
 /// it), three in the other.
@@ -121,18 +117,18 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "solo",
             pod(
                 "java-true-solo",
-                ann(&[(JAVA, "true")]),
+                ann(&[(INJECT_JAVA, "true")]),
                 json!({}),
                 app(port.clone()),
             ),
         ),
-        simple("java-named", &[(JAVA, "java")]),
+        simple("java-named", &[(INJECT_JAVA, "java")]),
         (
             "java-qualified",
             "shop",
             pod(
                 "java-qualified",
-                ann(&[(JAVA, "SHOP/java")]),
+                ann(&[(INJECT_JAVA, "SHOP/java")]),
                 json!({}),
                 app(json!([])),
             ),
@@ -143,7 +139,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             owned(
                 pod(
                     "java-deployment",
-                    ann(&[(JAVA, "java")]),
+                    ann(&[(INJECT_JAVA, "java")]),
                     json!({"app": "web"}),
                     app(port.clone()),
                 ),
@@ -158,7 +154,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             owned(
                 pod(
                     "java-statefulset",
-                    ann(&[(JAVA, "java")]),
+                    ann(&[(INJECT_JAVA, "java")]),
                     json!({}),
                     app(port.clone()),
                 ),
@@ -173,7 +169,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             owned(
                 pod(
                     "java-daemonset",
-                    ann(&[(JAVA, "java")]),
+                    ann(&[(INJECT_JAVA, "java")]),
                     json!({}),
                     app(json!([])),
                 ),
@@ -188,7 +184,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             owned(
                 pod(
                     "java-cronjob",
-                    ann(&[(JAVA, "java")]),
+                    ann(&[(INJECT_JAVA, "java")]),
                     json!({}),
                     app(json!([])),
                 ),
@@ -203,7 +199,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             owned(
                 pod(
                     "java-job",
-                    ann(&[(JAVA, "java")]),
+                    ann(&[(INJECT_JAVA, "java")]),
                     json!({}),
                     app(json!([])),
                 ),
@@ -217,7 +213,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "java-user-env",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(json!([
                     {"name": "JAVA_TOOL_OPTIONS", "value": "-Xmx256m"},
@@ -233,7 +229,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "java-empty-jto",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(json!([{"name": "JAVA_TOOL_OPTIONS"}])),
             ),
@@ -243,7 +239,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "java-two-containers",
-                ann(&[(JAVA, "java"), (NAMES, "b, a")]),
+                ann(&[(INJECT_JAVA, "java"), (CONTAINER_NAMES, "b, a")]),
                 json!({}),
                 json!([
                     container("a", "shop/a@sha256:0123", json!([])),
@@ -255,7 +251,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
         simple(
             "java-resource-annotations",
             &[
-                (JAVA, "java"),
+                (INJECT_JAVA, "java"),
                 ("resource.opentelemetry.io/service.name", "named"),
                 ("resource.opentelemetry.io/service.version", "9"),
                 ("resource.opentelemetry.io/team", "pay"),
@@ -270,14 +266,14 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             pod(
                 "java-by-label",
                 json!({}),
-                json!({JAVA: "java"}),
+                json!({INJECT_JAVA: "java"}),
                 app(port.clone()),
             ),
         ),
         ("java-volumes", "shop", {
             let mut p = pod(
                 "java-volumes",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(port.clone()),
             );
@@ -291,7 +287,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "nodejs",
-                ann(&[(NODEJS, "langs")]),
+                ann(&[(INJECT_NODEJS, "langs")]),
                 json!({"app.kubernetes.io/name": "shopfront", "app.kubernetes.io/version": "3.1"}),
                 app(json!([{"name": "NODE_OPTIONS", "value": "--max-old-space-size=256"}])),
             ),
@@ -301,19 +297,19 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "python",
-                ann(&[(PYTHON, "langs")]),
+                ann(&[(INJECT_PYTHON, "langs")]),
                 json!({"app.kubernetes.io/instance": "py"}),
                 app(json!([{"name": "PYTHONPATH", "value": "/app/lib"}])),
             ),
         ),
-        simple("dotnet", &[(DOTNET, "langs")]),
-        simple("sdk", &[(SDK, "langs")]),
+        simple("dotnet", &[(INJECT_DOTNET, "langs")]),
+        simple("sdk", &[(INJECT_SDK, "langs")]),
         (
             "not-asked",
             "shop",
             pod("not-asked", json!({}), json!({}), app(port.clone())),
         ),
-        simple("asked-false", &[(JAVA, "false")]),
+        simple("asked-false", &[(INJECT_JAVA, "false")]),
         // Edges the policies leave to the webhook.
         (
             "edge-two-languages",
@@ -321,8 +317,8 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             pod(
                 "edge-two-languages",
                 ann(&[
-                    (JAVA, "java"),
-                    (PYTHON, "langs"),
+                    (INJECT_JAVA, "java"),
+                    (INJECT_PYTHON, "langs"),
                     ("instrumentation.opentelemetry.io/java-container-names", "a"),
                     (
                         "instrumentation.opentelemetry.io/python-container-names",
@@ -339,22 +335,22 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
         simple(
             "edge-go",
             &[
-                (GO, "langs"),
+                (INJECT_GO, "langs"),
                 (
                     "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
                     "/app",
                 ),
             ],
         ),
-        simple("edge-true-of-several", &[(JAVA, "true")]),
-        simple("edge-cross-namespace", &[(JAVA, "SOLO/only")]),
-        simple("edge-exporter-tls", &[(JAVA, "tls")]),
+        simple("edge-true-of-several", &[(INJECT_JAVA, "true")]),
+        simple("edge-cross-namespace", &[(INJECT_JAVA, "SOLO/only")]),
+        simple("edge-exporter-tls", &[(INJECT_JAVA, "tls")]),
         (
             "edge-user-resource-attributes",
             "shop",
             pod(
                 "edge-user-resource-attributes",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "team=pay"}])),
             ),
@@ -364,19 +360,22 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             "shop",
             pod(
                 "edge-jto-value-from",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(
                     json!([{"name": "JAVA_TOOL_OPTIONS", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}}]),
                 ),
             ),
         ),
-        simple("edge-unknown-container", &[(JAVA, "java"), (NAMES, "nope")]),
-        simple("edge-not-found", &[(JAVA, "missing")]),
+        simple(
+            "edge-unknown-container",
+            &[(INJECT_JAVA, "java"), (CONTAINER_NAMES, "nope")],
+        ),
+        simple("edge-not-found", &[(INJECT_JAVA, "missing")]),
         ("edge-node-name", "shop", {
             let mut p = pod(
                 "edge-node-name",
-                ann(&[(JAVA, "java")]),
+                ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(port.clone()),
             );

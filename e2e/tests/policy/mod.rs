@@ -14,6 +14,9 @@
 //!   from the API server and the real agent's span reaches the real Collector; then a
 //!   status controller alone (as the chart's mode `policy` runs it) counts that pod.
 
+use otel_injector::keys::{
+    CONTAINER_NAMES, INJECT_JAVA, INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -21,14 +24,12 @@ use axum::http::Method;
 use kube::Client;
 use serde_json::{Value, json};
 
-use crate::harness::{
-    self, Env, INJECTED, Options, SCOPE_LABEL, STATUS, cluster, env_value, is_injected,
-};
+use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster, env_value, is_injected};
 use crate::support::api;
 
 mod corpus;
 
-use corpus::{JAVA, NAMES, container, corpus_in, inst, instrumentations, pod};
+use corpus::{container, corpus_in, inst, instrumentations, pod};
 
 /// The label that scopes this file's policy bindings to its namespaces.
 pub const POLICY_SCOPE: &str = "e2e.otel-injector.io/policy";
@@ -188,7 +189,7 @@ async fn create_instrumentations(client: &Client, insts: &[Value]) {
 
 /// Whether the stored pod was injected with Java.
 fn injected_java(p: &Value) -> bool {
-    p["metadata"]["annotations"][INJECTED] == "java"
+    p["metadata"]["annotations"][INJECTED_ANNOTATION] == "java"
 }
 
 /// Dry-runs `pod` in `ns` until `ready` holds for the stored answer (policies and bindings
@@ -369,7 +370,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     for case in ["java-true-solo", "nodejs", "python", "dotnet", "sdk"] {
         let (_, ns, p) = pods.iter().find(|p| p.0 == case).expect("a case");
         until(&client, ns, p, case, |p| {
-            p["metadata"]["annotations"][INJECTED].is_string()
+            p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string()
         })
         .await;
     }
@@ -385,7 +386,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     let mut covered = Vec::new();
     let mut left = Vec::new();
     for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_policy).zip(&by_webhook) {
-        if policy["metadata"]["annotations"][INJECTED].is_string() {
+        if policy["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
             assert_eq!(
                 policy, webhook,
                 "{case}: the policy's pod differs from the webhook's"
@@ -419,7 +420,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     for (((case, _, _), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
         let want = if covered.contains(case) {
             Some("policy")
-        } else if webhook["metadata"]["annotations"][INJECTED].is_string() {
+        } else if webhook["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
             Some("webhook")
         } else {
             None
@@ -529,17 +530,16 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
         assert_eq!(r.status, 201, "{case}: {}", r.body);
         let stored = &r.body;
         assert_eq!(
-            stored["metadata"]["annotations"][STATUS],
+            stored["metadata"]["annotations"][STATUS_ANNOTATION],
             status.as_str(),
             "{case}"
         );
         assert_eq!(
-            stored["metadata"]["labels"][harness::INJECTED_LABEL],
-            "false",
+            stored["metadata"]["labels"][INJECTED_LABEL], "false",
             "{case}"
         );
         assert!(
-            stored["metadata"]["annotations"][INJECTED].is_null(),
+            stored["metadata"]["annotations"][INJECTED_ANNOTATION].is_null(),
             "{case}"
         );
         assert_eq!(
@@ -550,7 +550,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             "{case}"
         );
         // The stored status reads back in the webhook's grammar.
-        let stored_status = stored["metadata"]["annotations"][STATUS]
+        let stored_status = stored["metadata"]["annotations"][STATUS_ANNOTATION]
             .as_str()
             .unwrap_or("");
         let parsed: Result<otel_injector::engine::outcome::PodStatus, _> = stored_status.parse();
@@ -561,10 +561,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    assert_eq!(
-        r.body["metadata"]["labels"][harness::INJECTED_LABEL],
-        "true"
-    );
+    assert_eq!(r.body["metadata"]["labels"][INJECTED_LABEL], "true");
     // A pod injected before (what a reinvocation sees) is not changed again.
     let mut again = comparable(&r.body);
     again["metadata"]["name"] = json!("java-again");
@@ -593,7 +590,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
     let mut later = java.clone();
     later["metadata"]["name"] = json!("java-after-delete");
     until(&client, &ns, &later, "no injection after the delete", |p| {
-        p["metadata"]["annotations"][INJECTED].is_null()
+        p["metadata"]["annotations"][INJECTED_ANNOTATION].is_null()
     })
     .await;
     delete_all(&client, &objects).await;
@@ -619,7 +616,7 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
     use crate::support::controlplane::ControlPlane;
     use crate::support::process::free_port;
     use crate::support::runner;
-    use crate::telemetry::{self, INJECT};
+    use crate::telemetry;
 
     let mut cp = ControlPlane::start()
         .await
@@ -659,7 +656,7 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
     assert_eq!(hooks.body["items"], json!([]), "no webhook is registered");
 
     let port = free_port();
-    let mut t = crate::workloads::template("checkout", &[(&format!("{INJECT}java"), "true")]);
+    let mut t = crate::workloads::template("checkout", &[(INJECT_JAVA, "true")]);
     t["spec"]["containers"] = json!([telemetry::app("app", runner::JAVA_APP, port)]);
     let dry = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dry", "annotations": t["metadata"]["annotations"]}, "spec": t["spec"]});
     until(&client, ns, &dry, "the policy's injection", |p| {
@@ -711,14 +708,14 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
         env_value(&pod, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
         c.http_endpoint()
     );
-    let status = pod["metadata"]["annotations"][STATUS]
+    let status = pod["metadata"]["annotations"][STATUS_ANNOTATION]
         .as_str()
         .unwrap_or("");
     let hash = objects[0]["metadata"]["annotations"]["otel-injector/spec-hash"]
         .as_str()
         .unwrap();
     assert_eq!(status, format!("java=injected {ns}/java {hash}"));
-    assert_eq!(pod["metadata"]["labels"][harness::INJECTED_LABEL], "true");
+    assert_eq!(pod["metadata"]["labels"][INJECTED_LABEL], "true");
 
     let run = runner::run(&client, &pod, &telemetry::images(), &cp.dir)
         .await
@@ -807,8 +804,8 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
         .collect();
     let names: Vec<String> = (0..64).map(|c| format!("c{c}")).collect();
     let mut annotations = serde_json::Map::new();
-    annotations.insert(JAVA.into(), json!("java"));
-    annotations.insert(NAMES.into(), json!(names.join(",")));
+    annotations.insert(INJECT_JAVA.into(), json!("java"));
+    annotations.insert(CONTAINER_NAMES.into(), json!(names.join(",")));
     for k in 0..50 {
         annotations.insert(format!("resource.opentelemetry.io/attr-{k}"), json!("v"));
         annotations.insert(format!("example.com/note-{k}"), json!("n"));
@@ -821,7 +818,7 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
     );
     let small = pod(
         "small",
-        json!({JAVA: "java"}),
+        json!({INJECT_JAVA: "java"}),
         json!({}),
         json!([container("app", "shop/app:1.0", json!([]))]),
     );
@@ -837,7 +834,10 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
         "a policy over its CEL budget refuses the pod: {}",
         r.message()
     );
-    assert_eq!(r.body["metadata"]["annotations"][INJECTED], "java");
+    assert_eq!(
+        r.body["metadata"]["annotations"][INJECTED_ANNOTATION],
+        "java"
+    );
     let last = &r.body["spec"]["containers"][63];
     let ra = last["env"].as_array().unwrap().last().unwrap();
     assert_eq!(ra["name"], "OTEL_RESOURCE_ATTRIBUTES");
@@ -892,7 +892,7 @@ async fn policy_latency() {
     let asking = |name: &str| {
         pod(
             name,
-            json!({JAVA: "java"}),
+            json!({INJECT_JAVA: "java"}),
             json!({"app": "web"}),
             json!([container(
                 "app",
@@ -933,7 +933,7 @@ async fn policy_latency() {
             times.push(t0.elapsed());
             assert_eq!(r.status, 201);
             assert_eq!(
-                r.body["metadata"]["annotations"][INJECTED].is_string(),
+                r.body["metadata"]["annotations"][INJECTED_ANNOTATION].is_string(),
                 ask,
                 "{what}"
             );

@@ -21,11 +21,11 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::json;
 
 use super::run::{self, Ended, FIELD_MANAGER, Settings, Step, Stop};
-use super::{AUTOMATIC, ROLLOUT_ANNOTATION};
 use crate::census::Workload;
 use crate::cluster::lease::Leadership;
 use crate::cluster::watch::{key_of, to_typed};
 use crate::crd::{API_VERSION, Instrumentation, KIND, RolloutStatus, SpecHash};
+use crate::keys::{AUTOMATIC, ROLLOUT_ANNOTATION};
 
 mod missed;
 

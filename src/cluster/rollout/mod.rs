@@ -14,8 +14,3 @@ pub use auto::AutoRollout;
 pub use plan::{Exclusions, Left, Plan, Restart};
 pub use progress::Progress;
 pub use run::{Ended, RolloutError, Settings, Step, Stop, StopReason};
-
-/// On an Instrumentation, `automatic` lets `serve` restart its stale workloads by itself; on
-/// a Deployment, StatefulSet or DaemonSet, `disabled` keeps every rollout away from it. A
-/// new `restartedAt` on a pod template makes the workload's controller replace its pods.
-pub use crate::keys::{AUTOMATIC, RESTARTED_AT, ROLLOUT_ANNOTATION};

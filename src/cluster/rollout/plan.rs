@@ -5,11 +5,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use super::ROLLOUT_ANNOTATION;
 use crate::census::{Counts, Tally, Workload};
-use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::workloads::Object;
 use crate::engine::SkipReason;
+use crate::keys::ROLLOUT_ANNOTATION;
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 
 /// Namespaces a rollout never touches: those the webhook's configuration excludes by name
 /// (`kube-system`, its own) and those labeled `otel-injector/inject=disabled`.
@@ -29,7 +29,7 @@ impl Exclusions {
         }
         self.disabled
             .contains(namespace)
-            .then(|| format!("namespace labeled {NAMESPACE_LABEL}={DISABLED}"))
+            .then(|| format!("namespace labeled {OPT_OUT_LABEL}={OPT_OUT}"))
     }
 }
 
@@ -183,11 +183,11 @@ pub fn plan(
         };
         let opted_out_template = object
             .template_labels()
-            .and_then(|l| l.get(NAMESPACE_LABEL))
-            .is_some_and(|v| v == DISABLED);
+            .and_then(|l| l.get(OPT_OUT_LABEL))
+            .is_some_and(|v| v == OPT_OUT);
         if opted_out_template {
             out.left.push(leave(format!(
-                "pod template labeled {NAMESPACE_LABEL}={DISABLED}"
+                "pod template labeled {OPT_OUT_LABEL}={OPT_OUT}"
             )));
             continue;
         }
@@ -196,10 +196,10 @@ pub fn plan(
             .annotations
             .as_ref()
             .and_then(|a| a.get(ROLLOUT_ANNOTATION))
-            .is_some_and(|v| v == DISABLED);
+            .is_some_and(|v| v == OPT_OUT);
         if opted_out {
             out.left
-                .push(leave(format!("annotated {ROLLOUT_ANNOTATION}: {DISABLED}")));
+                .push(leave(format!("annotated {ROLLOUT_ANNOTATION}: {OPT_OUT}")));
             continue;
         }
         if let Some(why) = object.not_rolled() {

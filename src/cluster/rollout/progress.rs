@@ -4,8 +4,8 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::RESTARTED_AT;
 use crate::cluster::workloads::Object;
+use crate::keys::RESTARTED_AT;
 
 pub use crate::census::CRASH_RESTARTS;
 use crate::census::Failure;

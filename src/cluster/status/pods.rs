@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 use super::LogLimit;
 use super::metrics::Metrics;
 use crate::census::{Failure, Interner, PodRecord};
-use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::INJECTED_LABEL;
 
 /// The pods that asked for injection, as the watch last had them.
 #[derive(Default)]

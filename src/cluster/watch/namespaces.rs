@@ -9,9 +9,8 @@ use kube::runtime::watcher::Event;
 use tokio::sync::broadcast;
 
 use super::Meta;
-use crate::agents::ANNOTATION_PREFIX;
 use crate::engine::NamespaceInfo;
-use crate::keys::OPT_OUT_LABEL as NAMESPACE_LABEL;
+use crate::keys::{ANNOTATION_PREFIX, OPT_OUT_LABEL};
 
 /// A change of the namespace cache, sent once the cache holds it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,7 +32,7 @@ pub struct NamespaceEntry {
     /// Its injection annotations and labels and its Pod Security level
     /// ([`NamespaceInfo::merge`] decides which).
     pub info: Arc<NamespaceInfo>,
-    /// The value of its [`NAMESPACE_LABEL`], when set.
+    /// The value of its [`OPT_OUT_LABEL`], when set.
     pub label: Option<String>,
 }
 
@@ -42,7 +41,7 @@ impl NamespaceEntry {
     /// nothing the engine reads (most of them).
     pub fn of(meta: ObjectMeta, empty: &Arc<NamespaceInfo>) -> (String, NamespaceEntry) {
         let mut labels = meta.labels.unwrap_or_default();
-        let label = labels.remove(NAMESPACE_LABEL);
+        let label = labels.remove(OPT_OUT_LABEL);
         let annotations = meta
             .annotations
             .unwrap_or_default()

@@ -140,7 +140,7 @@ fn the_instrumentation_cache_drops_managed_fields_and_the_last_applied_copy() {
     o.metadata.annotations = Some(BTreeMap::from([
         (LAST_APPLIED.to_owned(), "{\"spec\":{}}".to_owned()),
         (
-            crate::engine::CROSS_NAMESPACE_ANNOTATION.to_owned(),
+            crate::keys::CROSS_NAMESPACE_ANNOTATION.to_owned(),
             "allowed".to_owned(),
         ),
     ]));
@@ -149,7 +149,7 @@ fn the_instrumentation_cache_drops_managed_fields_and_the_last_applied_copy() {
     assert_eq!(
         o.metadata.annotations,
         Some(BTreeMap::from([(
-            crate::engine::CROSS_NAMESPACE_ANNOTATION.to_owned(),
+            crate::keys::CROSS_NAMESPACE_ANNOTATION.to_owned(),
             "allowed".to_owned()
         )]))
     );

@@ -5,12 +5,13 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{Requested, Target};
-use crate::agents::{ANNOTATION_PREFIX, Language};
+use crate::agents::Language;
 use crate::engine::asked::{Asked, AskedBy, Naming, Targets};
 use crate::engine::bound;
 use crate::engine::decision::{Report, Skip, SkipReason};
 use crate::engine::references::wanted;
 use crate::engine::snapshot::Snapshot;
+use crate::keys::{ANNOTATION_PREFIX, CONTAINER_NAMES};
 use crate::pod::select::{self, Annotations, Request, TargetError};
 
 /// The languages the pod (or its namespace) asks for, in the registry's order.
@@ -37,7 +38,7 @@ pub(super) fn requests<'a>(annotations: &Annotations<'a>, d: &mut Report) -> Vec
             from,
             naming,
             targets: Targets {
-                common: annotations.get(select::CONTAINER_NAMES).map(str::to_owned),
+                common: annotations.get(CONTAINER_NAMES).map(str::to_owned),
                 own: annotations
                     .get(lang.container_names_annotation())
                     .map(str::to_owned),
@@ -105,7 +106,7 @@ pub(super) fn targets<'a>(
     requests: Vec<Requested<'a>>,
     d: &mut Report,
 ) -> Result<Vec<Target<'a>>, Skip> {
-    let common = select::split_names(annotations.get(select::CONTAINER_NAMES));
+    let common = select::split_names(annotations.get(CONTAINER_NAMES));
     let lists: Vec<(Language, Request<'a>, Vec<&str>)> = requests
         .into_iter()
         .map(|(l, r)| {
@@ -151,7 +152,7 @@ pub(super) fn targets<'a>(
                     TargetError::Empty => common.contains(&""),
                 };
                 let key = if from_common {
-                    select::CONTAINER_NAMES.trim_start_matches(ANNOTATION_PREFIX)
+                    CONTAINER_NAMES.trim_start_matches(ANNOTATION_PREFIX)
                 } else {
                     l.container_names_annotation()
                         .trim_start_matches(ANNOTATION_PREFIX)

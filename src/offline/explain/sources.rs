@@ -5,8 +5,9 @@ use serde_json::Value;
 
 use super::{Chosen, ContainerExplained, EnvExplained};
 use crate::agents::Language;
+use crate::keys::RESOURCE_ANNOTATION_PREFIX;
 use crate::offline::workload::Mutation;
-use crate::pod::info::{Owners, RESOURCE_ANNOTATION_PREFIX};
+use crate::pod::info::Owners;
 
 fn env_of(container: &Value) -> Vec<(String, Value)> {
     container

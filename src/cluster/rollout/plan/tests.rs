@@ -123,7 +123,7 @@ fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why
         (w("shop", "Deployment", "gone"), None),
         (
             w("shop", "Deployment", "held"),
-            Some(deployment(&[], &[(NAMESPACE_LABEL, "disabled")])),
+            Some(deployment(&[], &[(OPT_OUT_LABEL, "disabled")])),
         ),
         (
             w("shop", "DaemonSet", "agent"),

@@ -11,13 +11,13 @@ use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 
 use super::{GET_WORKLOADS, LIST_INSTRUMENTATIONS, LIST_NAMESPACES, LIST_PODS};
 use crate::census::{self, PodRecord, Tally};
-use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
 use crate::cluster::missed;
 use crate::cluster::rollout::plan::{self, Exclusions, Plan};
 use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
 use crate::cluster::workloads::get;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::outcome::INJECTED_LABEL;
+use crate::keys::INJECTED_LABEL;
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 
 /// What was read and decided for one Instrumentation.
 #[derive(Clone, Debug)]
@@ -107,8 +107,8 @@ pub async fn read_plan(
                 n.metadata
                     .labels
                     .as_ref()
-                    .and_then(|l| l.get(NAMESPACE_LABEL))
-                    .is_some_and(|v| v == DISABLED)
+                    .and_then(|l| l.get(OPT_OUT_LABEL))
+                    .is_some_and(|v| v == OPT_OUT)
             })
             .filter_map(|n| n.metadata.name.clone())
             .collect(),
