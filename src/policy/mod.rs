@@ -61,7 +61,7 @@ pub enum Mode {
 
 /// How the objects are rendered.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct PolicyOptions {
     pub mode: Mode,
     /// The first part of every object's name (`<prefix>.<namespace>.<name>`,
     /// `<prefix>.not-injected`, `<prefix>.warn-not-injected`).
@@ -70,9 +70,9 @@ pub struct Options {
     pub namespace_labels: Vec<(String, String)>,
 }
 
-impl Default for Options {
+impl Default for PolicyOptions {
     fn default() -> Self {
-        Options {
+        PolicyOptions {
             mode: Mode::Policy,
             prefix: "otel-injector".into(),
             namespace_labels: Vec::new(),
@@ -109,7 +109,7 @@ fn pod_creates() -> Value {
 }
 
 /// The opt-outs of the shipped webhook configuration, as a binding's `matchResources`.
-fn opted_in(options: &Options, namespace: Option<&str>) -> Value {
+fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
     let not_disabled = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
     let mut ns = vec![not_disabled.clone()];
     for (k, v) in &options.namespace_labels {
@@ -148,7 +148,7 @@ pub struct Coverage {
 
 /// The objects of `mode` for every readable Instrumentation of `catalog`, with the webhook's
 /// flags `config` (default images, enabled languages).
-pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -> Rendered {
+pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &PolicyOptions) -> Rendered {
     let all = catalog.instrumentations();
     let mut rendered = Rendered::default();
     let mut known = skip::Known {
@@ -256,7 +256,7 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
 
 /// The policy and binding of one Instrumentation.
 fn injection_policy(
-    options: &Options,
+    options: &PolicyOptions,
     inst: &Arc<Instrumentation>,
     templates: &[Template],
     only_in_namespace: bool,

@@ -56,7 +56,7 @@ pub enum Kind {
 
 /// A user variable the agent extends in place: `prefix + value + suffix`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Extension {
+pub struct ExtendedVariable {
     pub name: String,
     pub prefix: String,
     pub suffix: String,
@@ -75,7 +75,7 @@ pub struct Template {
     pub prepended: Vec<Value>,
     /// Variables appended after the container's own, in order.
     pub appended: Vec<Appended>,
-    pub extensions: Vec<Extension>,
+    pub extensions: Vec<ExtendedVariable>,
     /// User variables that leave the pod not covered when set as a literal.
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
@@ -280,7 +280,7 @@ enum Effect {
     /// The injected variables of these names are left out.
     KeepsOut(Vec<String>),
     /// The agent extends it in place.
-    Extended(Extension),
+    Extended(ExtendedVariable),
 }
 
 /// Reads the probe result for a container that sets `name` itself: the injection must be
@@ -329,7 +329,7 @@ fn user_variable(
     if suffix.contains(VALUE) || left_out.len() != 1 {
         return None;
     }
-    Some(Effect::Extended(Extension {
+    Some(Effect::Extended(ExtendedVariable {
         name: name.to_owned(),
         prefix: prefix.to_owned(),
         suffix: suffix.to_owned(),

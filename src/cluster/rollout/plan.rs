@@ -8,7 +8,7 @@ use std::fmt;
 use super::ROLLOUT_ANNOTATION;
 use crate::census::{Counts, Tally, Workload};
 use crate::cluster::labeler::{DISABLED, NAMESPACE_LABEL};
-use crate::cluster::workloads::Object;
+use crate::cluster::workloads::WorkloadObject;
 use crate::engine::SkipReason;
 
 /// Namespaces a rollout never touches: those the webhook's configuration excludes by name
@@ -160,7 +160,7 @@ pub fn to_read(tally: &Tally, exclusions: &Exclusions) -> Vec<Workload> {
 pub fn plan(
     tally: &Tally,
     exclusions: &Exclusions,
-    objects: &BTreeMap<Workload, Option<Object>>,
+    objects: &BTreeMap<Workload, Option<WorkloadObject>>,
 ) -> Plan {
     let mut out = Plan::default();
     for (w, counts) in stale(tally) {
