@@ -132,7 +132,7 @@ fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
 
 /// What was rendered.
 #[derive(Debug, Default)]
-pub struct Rendered {
+pub struct RenderedPolicies {
     /// The objects, in the order to apply them (each policy before its binding).
     pub objects: Vec<Value>,
     /// Per Instrumentation (`ns/name`), the languages injected and those left out, why.
@@ -148,9 +148,13 @@ pub struct Coverage {
 
 /// The objects of `mode` for every readable Instrumentation of `catalog`, with the webhook's
 /// flags `config` (default images, enabled languages).
-pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &PolicyOptions) -> Rendered {
+pub fn render(
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+    options: &PolicyOptions,
+) -> RenderedPolicies {
     let all = catalog.instrumentations();
-    let mut rendered = Rendered::default();
+    let mut rendered = RenderedPolicies::default();
     let mut known = skip::Known {
         disabled: Language::ALL
             .iter()
