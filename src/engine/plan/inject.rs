@@ -3,7 +3,7 @@
 //! [`bound`]), then the plan's check; a language that collides is taken back whole.
 
 use super::{LanguageSkip, Scene, spec_hash};
-use crate::agents::exporter_tls::ExporterTls;
+use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::agents::{Effect, Injection, Language, declarative};
 use crate::crd::Instrumentation;
 use crate::engine::bound;
@@ -145,7 +145,7 @@ fn sdk_config(
 /// Mounts the exporter TLS files into every target the agent changed (the SDK variables
 /// point into these mounts), and adds their volumes once.
 fn mount_exporter_tls(plan: &mut PodPlan<'_>, slots: &[Slot], inst: &Instrumentation) {
-    let Some(tls) = ExporterTls::of(&inst.spec) else {
+    let Some(tls) = ExporterTlsFiles::of(&inst.spec) else {
         return;
     };
     let volumes = tls.volumes();
