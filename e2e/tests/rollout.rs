@@ -459,7 +459,7 @@ impl Observer {
         use k8s_openapi::api::apps::v1::Deployment;
         use kube::runtime::watcher;
         use otel_injector::cluster::rollout::{Progress, progress::progress};
-        use otel_injector::cluster::workloads::Object;
+        use otel_injector::cluster::workloads::WorkloadObject;
         let api = kube::Api::<Deployment>::namespaced(env.client.clone(), ns);
         let seen = std::sync::Arc::new(std::sync::Mutex::new((0, Vec::new(), Vec::new())));
         let out = seen.clone();
@@ -492,8 +492,8 @@ impl Observer {
                     if stamped && !s.1.contains(&name) {
                         s.1.push(name.clone());
                     }
-                    let rolling =
-                        stamped && progress(&Object::Deployment(Box::new(d))) != Progress::Complete;
+                    let rolling = stamped
+                        && progress(&WorkloadObject::Deployment(Box::new(d))) != Progress::Complete;
                     mid.insert(name, rolling);
                 }
                 let now: Vec<String> = mid

@@ -10,7 +10,7 @@ pub const OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE: &str = "OTEL_EXPORTER_OTLP_CLIE
 pub const OTEL_EXPORTER_OTLP_CLIENT_KEY: &str = "OTEL_EXPORTER_OTLP_CLIENT_KEY";
 
 /// Exporter TLS files: where `spec.exporter.tls` puts them and how the SDK finds them.
-pub struct ExporterTls<'s> {
+pub struct ExporterTlsFiles<'s> {
     secret: Option<&'s str>,
     config_map: Option<&'s str>,
     ca: Option<&'s str>,
@@ -22,10 +22,10 @@ fn non_empty(v: &Option<String>) -> Option<&str> {
     v.as_deref().filter(|v| !v.is_empty())
 }
 
-impl<'s> ExporterTls<'s> {
+impl<'s> ExporterTlsFiles<'s> {
     pub fn of(spec: &'s InstrumentationSpec) -> Option<Self> {
         let tls = spec.exporter.as_ref()?.tls.as_ref()?;
-        Some(ExporterTls {
+        Some(ExporterTlsFiles {
             secret: non_empty(&tls.secret_name),
             config_map: non_empty(&tls.config_map_name),
             ca: non_empty(&tls.ca_file),
@@ -119,7 +119,7 @@ fn volume_name(prefix: &str, name: &str) -> String {
 /// used as they are; relative ones are inside the mounted Secret (CA: the ConfigMap when
 /// one is named).
 pub fn exporter_tls_env(spec: &InstrumentationSpec) -> Vec<(&'static str, String)> {
-    let Some(tls) = ExporterTls::of(spec) else {
+    let Some(tls) = ExporterTlsFiles::of(spec) else {
         return Vec::new();
     };
     let path = |dir: String, file: &str| {

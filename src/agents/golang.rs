@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{
 };
 
 use super::copy::ResourceDefaults;
-use super::exporter_tls::ExporterTls;
+use super::exporter_tls::ExporterTlsFiles;
 use super::sdk_env::{inject_common_env, inject_sdk_config};
 use super::{Agent, Effect, Injection, Language, identity};
 use crate::crd::{Go as GoSpec, LanguageSpec};
@@ -111,7 +111,7 @@ impl Agent for Go {
             ..Default::default()
         }];
         // The exporter's TLS files are read by the agent, so they go on the sidecar.
-        let tls_volumes = ExporterTls::of(&inst.spec)
+        let tls_volumes = ExporterTlsFiles::of(&inst.spec)
             .map(|t| t.volumes())
             .unwrap_or_default();
         for (volume, mount) in tls_volumes {

@@ -4,7 +4,7 @@
 /// A container of a pod that is failing: waiting in `CrashLoopBackOff`, OOM-killed, or
 /// restarted [`CRASH_RESTARTS`] times or more.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Failure {
+pub struct PodFailure {
     pub pod: Box<str>,
     pub container: Box<str>,
     /// Its last termination's reason (`OOMKilled`, `Error`, ...), else its current one,
@@ -17,9 +17,9 @@ pub struct Failure {
 /// A container restarted this often counts as failing, whatever its state now.
 pub const CRASH_RESTARTS: i32 = 3;
 
-impl Failure {
+impl PodFailure {
     /// The first failing container of a pod (init containers first), if any.
-    pub fn of(pod: &str, status: &k8s_openapi::api::core::v1::PodStatus) -> Option<Failure> {
+    pub fn of(pod: &str, status: &k8s_openapi::api::core::v1::PodStatus) -> Option<PodFailure> {
         let all = status
             .init_container_statuses
             .iter()
@@ -51,7 +51,7 @@ impl Failure {
                 Some(r) => Some(r),
                 None => waiting,
             };
-            return Some(Failure {
+            return Some(PodFailure {
                 pod: pod.into(),
                 container: c.name.as_str().into(),
                 reason: reason.map(Into::into),
@@ -63,7 +63,7 @@ impl Failure {
     }
 }
 
-impl std::fmt::Display for Failure {
+impl std::fmt::Display for PodFailure {
     /// `pod web-7d9f-x2x container app: OOMKilled (exit code 137), 4 restarts`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "pod {} container {}: ", self.pod, self.container)?;

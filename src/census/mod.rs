@@ -14,8 +14,8 @@ pub mod record;
 pub mod tally;
 pub mod workload;
 
-pub use failure::{CRASH_RESTARTS, Failure};
-pub use record::{Counted, Interner, PodRecord};
+pub use failure::{CRASH_RESTARTS, PodFailure};
+pub use record::{CountedEntry, Interner, PodRecord};
 pub use tally::{Counts, Failing, Tally, census};
 pub use workload::{Workload, restartable_kind};
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-use super::failure::Failure;
+use super::failure::PodFailure;
 use super::workload::Workload;
 use crate::agents::Language;
 use crate::crd::SpecHash;
@@ -20,7 +20,7 @@ use crate::pod::select::{Keys, Request, effective};
 /// What the census counts of one entry of a pod's status annotation. A skip that names no
 /// Instrumentation counts for none, and is not kept.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Counted {
+pub enum CountedEntry {
     Injected {
         instrumentation: Arc<str>,
         spec: SpecHash,
@@ -43,10 +43,10 @@ pub enum Counted {
 pub struct PodRecord {
     /// `None` for a pod without a controller owner.
     pub workload: Option<Arc<Workload>>,
-    pub entries: Box<[Counted]>,
+    pub entries: Box<[CountedEntry]>,
     /// Why the pod is failing, when its container statuses say so (a watch of whole pods,
     /// `--detect-failures`; a metadata watch never knows).
-    pub failure: Option<Box<Failure>>,
+    pub failure: Option<Box<PodFailure>>,
 }
 
 /// The names the records share. Grows with the distinct names seen; [`Interner::compact`]
@@ -134,7 +134,7 @@ impl PodRecord {
                 Outcome::Injected {
                     instrumentation,
                     spec,
-                } => Some(Counted::Injected {
+                } => Some(CountedEntry::Injected {
                     instrumentation: names.str(&instrumentation),
                     spec,
                     language: e.language,
@@ -142,7 +142,7 @@ impl PodRecord {
                 Outcome::Skipped {
                     reason,
                     instrumentation: Some(target),
-                } => Some(Counted::Skipped {
+                } => Some(CountedEntry::Skipped {
                     reason,
                     instrumentation: names.str(&target),
                 }),
@@ -180,7 +180,7 @@ impl PodRecord {
             annotations: meta.annotations.as_ref(),
         };
         let ns = meta.namespace.as_deref().unwrap_or_default();
-        let entries: Box<[Counted]> = Language::ALL
+        let entries: Box<[CountedEntry]> = Language::ALL
             .iter()
             .filter_map(|l| {
                 let key = l.inject_annotation();
@@ -190,7 +190,7 @@ impl PodRecord {
                     Request::Named(name) => format!("{ns}/{name}"),
                     Request::Qualified { namespace, name } => format!("{namespace}/{name}"),
                 };
-                Some(Counted::Missed {
+                Some(CountedEntry::Missed {
                     instrumentation: names.str(&target),
                 })
             })

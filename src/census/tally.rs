@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use super::failure::Failure;
-use super::record::{Counted, PodRecord};
+use super::failure::PodFailure;
+use super::record::{CountedEntry, PodRecord};
 use super::workload::Workload;
 use crate::agents::Language;
 use crate::crd::SpecHash;
@@ -22,7 +22,7 @@ pub struct Counts {
     /// Asked for it and admitted without an outcome (the webhook unreachable, or not yet
     /// registered when the pod was created); a restart injects them.
     pub missed: u32,
-    /// Of `current`, those failing ([`Failure`]).
+    /// Of `current`, those failing ([`PodFailure`]).
     pub failing: u32,
 }
 
@@ -64,7 +64,7 @@ pub struct Tally {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Failing {
     /// The first found.
-    pub failure: Failure,
+    pub failure: PodFailure,
     pub languages: std::collections::BTreeSet<Language>,
 }
 
@@ -109,7 +109,7 @@ pub fn census<'a>(
     for pod in pods {
         for entry in &pod.entries {
             let (key, apply): (&str, &dyn Fn(&mut Counts)) = match entry {
-                Counted::Injected {
+                CountedEntry::Injected {
                     instrumentation,
                     spec,
                     language,
@@ -127,7 +127,7 @@ pub fn census<'a>(
                                     .failures
                                     .entry(Workload::clone(w))
                                     .or_insert_with(|| Failing {
-                                        failure: Failure::clone(f),
+                                        failure: PodFailure::clone(f),
                                         languages: Default::default(),
                                     })
                                     .languages
@@ -140,13 +140,13 @@ pub fn census<'a>(
                         }
                     }
                 }
-                Counted::Missed { instrumentation } => {
+                CountedEntry::Missed { instrumentation } => {
                     let Some(key) = counted_for(instrumentation, existing) else {
                         continue;
                     };
                     (key, &|c: &mut Counts| c.missed += 1)
                 }
-                Counted::Skipped {
+                CountedEntry::Skipped {
                     reason,
                     instrumentation,
                 } => {

@@ -140,23 +140,23 @@ fn records_share_their_names_and_compaction_forgets_unheld_ones() {
     assert_eq!(
         a.entries[..],
         [
-            Counted::Injected {
+            CountedEntry::Injected {
                 instrumentation: "shop/java".into(),
                 spec: SpecHash([1, 2, 3, 4]),
                 language: Some(Language::Java),
             },
-            Counted::Skipped {
+            CountedEntry::Skipped {
                 reason: SkipReason::NoInstrumentation,
                 instrumentation: "shop/*".into()
             },
         ]
     );
     let (
-        Counted::Injected {
+        CountedEntry::Injected {
             instrumentation: ia,
             ..
         },
-        Counted::Injected {
+        CountedEntry::Injected {
             instrumentation: ib,
             ..
         },
@@ -286,7 +286,7 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
             r.entries
                 .iter()
                 .map(|e| match e {
-                    Counted::Missed { instrumentation } => instrumentation.to_string(),
+                    CountedEntry::Missed { instrumentation } => instrumentation.to_string(),
                     other => panic!("{other:?}"),
                 })
                 .collect::<Vec<_>>()
@@ -374,7 +374,7 @@ fn missed_pods_count_for_the_instrumentation_they_asked_for_and_make_a_workload_
     let record = |w: &Option<Arc<Workload>>, target: &str, names: &mut Interner| PodRecord {
         failure: None,
         workload: w.clone(),
-        entries: [Counted::Missed {
+        entries: [CountedEntry::Missed {
             instrumentation: names.str(target),
         }]
         .into(),

@@ -69,7 +69,7 @@ fn read(path: &Path) -> Result<Vec<u8>, TlsError> {
 
 /// A pair that can be served, and the end of its certificate's validity (unix seconds).
 #[derive(Debug)]
-pub struct Served {
+pub struct ServedPair {
     pub key: Arc<CertifiedKey>,
     pub not_after: i64,
 }
@@ -82,7 +82,7 @@ pub fn certified_key(
     cert_path: &Path,
     key_path: &Path,
     provider: &CryptoProvider,
-) -> Result<Served, TlsError> {
+) -> Result<ServedPair, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|source| TlsError::BadCertificate {
@@ -114,7 +114,7 @@ pub fn certified_key(
             path: cert_path.to_owned(),
             source,
         })?;
-    Ok(Served {
+    Ok(ServedPair {
         key: Arc::new(ck),
         not_after,
     })
@@ -134,7 +134,7 @@ pub struct ReloadingCert {
     cert_path: PathBuf,
     key_path: PathBuf,
     provider: Arc<CryptoProvider>,
-    current: RwLock<Served>,
+    current: RwLock<ServedPair>,
     /// The file contents last seen, to notice changes cheaply.
     seen: RwLock<(Vec<u8>, Vec<u8>)>,
     /// The last read error, so a missing file is reported once, not on every poll.

@@ -257,8 +257,8 @@ pub struct PolicyArgs {
 }
 
 impl PolicyArgs {
-    pub fn options(&self) -> crate::policy::Options {
-        crate::policy::Options {
+    pub fn options(&self) -> crate::policy::PolicyOptions {
+        crate::policy::PolicyOptions {
             mode: self.mode,
             prefix: self.name_prefix.clone(),
             namespace_labels: self.namespace_label.clone(),

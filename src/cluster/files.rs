@@ -33,7 +33,7 @@ pub struct StaticCatalog {
     instrumentations: Arc<Instrumentations>,
     namespaces: HashMap<String, Arc<NamespaceInfo>>,
     /// Known Secrets and ConfigMaps as (kind, namespace, name); `None`: not tracked.
-    objects: Option<Objects>,
+    objects: Option<KnownObjects>,
     ready: bool,
     /// What the `auto` modes read of an API server, when one was read (offline commands).
     server: Option<ServerInfo>,
@@ -41,9 +41,9 @@ pub struct StaticCatalog {
 
 /// Known Secrets and ConfigMaps; any other does not exist.
 #[derive(Debug, Default)]
-struct Objects(Vec<(ObjectKind, String, String)>);
+struct KnownObjects(Vec<(ObjectKind, String, String)>);
 
-impl ObjectLookup for Objects {
+impl ObjectLookup for KnownObjects {
     fn exists(&self, kind: ObjectKind, namespace: &str, name: &str) -> bool {
         self.0
             .iter()
@@ -140,7 +140,7 @@ impl StaticCatalog {
 
     /// Tracks Secrets and ConfigMaps: these exist, any other does not.
     pub fn with_objects(mut self, objects: &[(ObjectKind, &str, &str)]) -> Self {
-        let list = self.objects.get_or_insert_with(Objects::default);
+        let list = self.objects.get_or_insert_with(KnownObjects::default);
         list.0.extend(
             objects
                 .iter()

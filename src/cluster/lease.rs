@@ -121,7 +121,7 @@ pub fn namespace_of(flag: Option<&str>, client: &Client) -> String {
 
 /// What this replica should do about the Lease as it was read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum LeaseAction {
     /// There is none: create it, holding it.
     Create,
     /// We hold it: renew.
@@ -139,22 +139,22 @@ pub fn decide(
     now: Timestamp,
     identity: &str,
     fallback: Duration,
-) -> Decision {
+) -> LeaseAction {
     let Some(lease) = lease else {
-        return Decision::Create;
+        return LeaseAction::Create;
     };
     let spec = lease.spec.as_ref();
     let holder = spec
         .and_then(|s| s.holder_identity.as_deref())
         .filter(|h| !h.is_empty());
     let Some(holder) = holder else {
-        return Decision::TakeOver;
+        return LeaseAction::TakeOver;
     };
     if holder == identity {
-        return Decision::Renew;
+        return LeaseAction::Renew;
     }
     let Some(renewed) = spec.and_then(|s| s.renew_time.as_ref().or(s.acquire_time.as_ref())) else {
-        return Decision::TakeOver;
+        return LeaseAction::TakeOver;
     };
     let seconds = spec
         .and_then(|s| s.lease_duration_seconds)
@@ -166,9 +166,9 @@ pub fn decide(
         .as_millisecond()
         .saturating_add(seconds.saturating_mul(1000));
     if now.as_millisecond() >= until_ms {
-        Decision::TakeOver
+        LeaseAction::TakeOver
     } else {
-        Decision::Wait {
+        LeaseAction::Wait {
             holder: holder.to_owned(),
             until_ms,
         }
@@ -387,8 +387,8 @@ async fn try_once(api: &Api<Lease>, config: &LeaseConfig) -> Result<Held, kube::
     let time = now();
     let decision = decide(current.as_ref(), time, &config.identity, config.duration);
     let written = match (decision, current) {
-        (Decision::Wait { holder, .. }, _) => return Ok(Held::No { holder }),
-        (Decision::Create, _) => {
+        (LeaseAction::Wait { holder, .. }, _) => return Ok(Held::No { holder }),
+        (LeaseAction::Create, _) => {
             let lease = Lease {
                 metadata: ObjectMeta {
                     name: Some(config.name.clone()),
@@ -406,14 +406,14 @@ async fn try_once(api: &Api<Lease>, config: &LeaseConfig) -> Result<Held, kube::
             };
             api.create(&PostParams::default(), &lease).await
         }
-        (Decision::Renew, Some(mut lease)) => {
+        (LeaseAction::Renew, Some(mut lease)) => {
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             spec.renew_time = Some(MicroTime(time));
             spec.lease_duration_seconds = Some(config.duration_seconds());
             api.replace(&config.name, &PostParams::default(), &lease)
                 .await
         }
-        (Decision::TakeOver, Some(mut lease)) => {
+        (LeaseAction::TakeOver, Some(mut lease)) => {
             let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
             spec.holder_identity = Some(config.identity.clone());
             spec.acquire_time = Some(MicroTime(time));
@@ -424,7 +424,7 @@ async fn try_once(api: &Api<Lease>, config: &LeaseConfig) -> Result<Held, kube::
                 .await
         }
         // `decide` returns these only for an existing Lease.
-        (Decision::Renew | Decision::TakeOver, None) => {
+        (LeaseAction::Renew | LeaseAction::TakeOver, None) => {
             return Ok(Held::No {
                 holder: String::new(),
             });

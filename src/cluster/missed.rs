@@ -65,7 +65,7 @@ impl Metrics {
 
 /// Where a record was found.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Source {
+enum RecordSource {
     Label(Language),
     Namespace(String),
 }
@@ -74,7 +74,7 @@ enum Source {
 /// namespace that asks).
 #[derive(Default)]
 pub struct Missed {
-    sources: HashMap<Source, HashMap<u128, PodRecord>>,
+    sources: HashMap<RecordSource, HashMap<u128, PodRecord>>,
 }
 
 impl Missed {
@@ -112,11 +112,11 @@ fn asks(entry: &NamespaceEntry) -> bool {
 }
 
 /// The label selector of the watch of one source.
-fn selector(source: &Source) -> String {
+fn selector(source: &RecordSource) -> String {
     let not_answered = format!("!{INJECTED_LABEL},{OPT_OUT_LABEL}!={OPT_OUT}");
     match source {
-        Source::Label(l) => format!("{},{not_answered}", l.inject_annotation()),
-        Source::Namespace(_) => not_answered,
+        RecordSource::Label(l) => format!("{},{not_answered}", l.inject_annotation()),
+        RecordSource::Namespace(_) => not_answered,
     }
 }
 
@@ -156,19 +156,19 @@ pub fn record(
 fn sources<'a>(
     namespaces: impl IntoIterator<Item = (&'a String, &'a NamespaceEntry)>,
     excluded: &BTreeSet<String>,
-) -> Vec<Source> {
-    let labels = Language::ALL.iter().map(|l| Source::Label(*l));
+) -> Vec<RecordSource> {
+    let labels = Language::ALL.iter().map(|l| RecordSource::Label(*l));
     let asking = namespaces
         .into_iter()
         .filter(|(name, e)| asks(e) && !excluded.contains(*name))
-        .map(|(name, _)| Source::Namespace(name.clone()));
+        .map(|(name, _)| RecordSource::Namespace(name.clone()));
     labels.chain(asking).collect()
 }
 
-fn api(client: Client, source: &Source) -> Api<PartialObjectMeta<Pod>> {
+fn api(client: Client, source: &RecordSource) -> Api<PartialObjectMeta<Pod>> {
     match source {
-        Source::Label(_) => Api::all(client),
-        Source::Namespace(ns) => Api::namespaced(client, ns),
+        RecordSource::Label(_) => Api::all(client),
+        RecordSource::Namespace(ns) => Api::namespaced(client, ns),
     }
 }
 
@@ -214,7 +214,7 @@ impl Finder {
     }
 
     /// Follows one source until dropped (aborted), keeping its records.
-    async fn follow(self, client: Client, source: Source) {
+    async fn follow(self, client: Client, source: RecordSource) {
         let api = api(client, &source);
         let config = watcher::Config::default().labels(&selector(&source));
         let stream = watcher::watcher(api, config).backoff(crate::retry::WatchBackoff::default());
@@ -285,9 +285,9 @@ impl Finder {
     /// asks, following the catalog's namespace cache.
     pub async fn run(self, client: Client, catalog: &KubeCatalog) {
         let mut changes = catalog.namespace_changes();
-        let mut watches: HashMap<Source, JoinHandle<()>> = HashMap::new();
+        let mut watches: HashMap<RecordSource, JoinHandle<()>> = HashMap::new();
         // Stops every task when this future is dropped.
-        struct AbortAll<'a>(&'a mut HashMap<Source, JoinHandle<()>>);
+        struct AbortAll<'a>(&'a mut HashMap<RecordSource, JoinHandle<()>>);
         impl Drop for AbortAll<'_> {
             fn drop(&mut self) {
                 for t in self.0.values() {
@@ -297,11 +297,11 @@ impl Finder {
         }
         let guard = AbortAll(&mut watches);
         loop {
-            let wanted: HashSet<Source> = {
+            let wanted: HashSet<RecordSource> = {
                 let store = self.namespaces.read();
                 sources(store.iter(), &self.excluded).into_iter().collect()
             };
-            let gone: Vec<Source> = guard
+            let gone: Vec<RecordSource> = guard
                 .0
                 .keys()
                 .filter(|s| !wanted.contains(*s))
@@ -384,8 +384,8 @@ mod tests {
         let mut found: Vec<String> = sources(&entries, &excluded)
             .into_iter()
             .filter_map(|s| match s {
-                Source::Namespace(n) => Some(n),
-                Source::Label(_) => None,
+                RecordSource::Namespace(n) => Some(n),
+                RecordSource::Label(_) => None,
             })
             .collect();
         found.sort();
@@ -434,11 +434,11 @@ mod tests {
         };
         let mut m = Missed::default();
         m.sources.insert(
-            Source::Label(Language::Java),
+            RecordSource::Label(Language::Java),
             [(1, r.clone()), (2, r.clone())].into(),
         );
         m.sources.insert(
-            Source::Namespace("shop".into()),
+            RecordSource::Namespace("shop".into()),
             [(2, r.clone()), (3, r)].into(),
         );
         assert_eq!(m.len(), 3);
@@ -448,11 +448,11 @@ mod tests {
     #[test]
     fn each_source_selects_the_pods_the_webhook_did_not_answer() {
         assert_eq!(
-            selector(&Source::Label(Language::Java)),
+            selector(&RecordSource::Label(Language::Java)),
             "instrumentation.opentelemetry.io/inject-java,!otel-injector/injected,otel-injector/inject!=disabled"
         );
         assert_eq!(
-            selector(&Source::Namespace("shop".into())),
+            selector(&RecordSource::Namespace("shop".into())),
             "!otel-injector/injected,otel-injector/inject!=disabled"
         );
     }

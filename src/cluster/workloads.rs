@@ -17,26 +17,26 @@ use crate::census::Workload;
 
 /// A workload as read from the API server.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Object {
+pub enum WorkloadObject {
     Deployment(Box<Deployment>),
     StatefulSet(Box<StatefulSet>),
     DaemonSet(Box<DaemonSet>),
 }
 
-impl Object {
+impl WorkloadObject {
     pub fn meta(&self) -> &ObjectMeta {
         match self {
-            Object::Deployment(o) => &o.metadata,
-            Object::StatefulSet(o) => &o.metadata,
-            Object::DaemonSet(o) => &o.metadata,
+            WorkloadObject::Deployment(o) => &o.metadata,
+            WorkloadObject::StatefulSet(o) => &o.metadata,
+            WorkloadObject::DaemonSet(o) => &o.metadata,
         }
     }
 
     fn template(&self) -> &k8s_openapi::api::core::v1::PodTemplateSpec {
         match self {
-            Object::Deployment(o) => &o.spec.template,
-            Object::StatefulSet(o) => &o.spec.template,
-            Object::DaemonSet(o) => &o.spec.template,
+            WorkloadObject::Deployment(o) => &o.spec.template,
+            WorkloadObject::StatefulSet(o) => &o.spec.template,
+            WorkloadObject::DaemonSet(o) => &o.spec.template,
         }
     }
 
@@ -53,20 +53,20 @@ impl Object {
     /// The label selector of its pods.
     pub fn selector(&self) -> &LabelSelector {
         match self {
-            Object::Deployment(o) => &o.spec.selector,
-            Object::StatefulSet(o) => &o.spec.selector,
-            Object::DaemonSet(o) => &o.spec.selector,
+            WorkloadObject::Deployment(o) => &o.spec.selector,
+            WorkloadObject::StatefulSet(o) => &o.spec.selector,
+            WorkloadObject::DaemonSet(o) => &o.spec.selector,
         }
     }
 
     /// Why a new pod template would not replace its pods by itself, if so.
     pub fn not_rolled(&self) -> Option<String> {
         match self {
-            Object::Deployment(o) => {
+            WorkloadObject::Deployment(o) => {
                 let spec = &o.spec;
                 (spec.paused == Some(true)).then(|| "paused".into())
             }
-            Object::StatefulSet(o) => {
+            WorkloadObject::StatefulSet(o) => {
                 let strategy = o.spec.update_strategy.as_ref()?;
                 if strategy.type_.as_deref() == Some("OnDelete") {
                     return Some("updateStrategy OnDelete: pods change only when deleted".into());
@@ -76,7 +76,7 @@ impl Object {
                     format!("rollingUpdate.partition {partition}: not every pod would change")
                 })
             }
-            Object::DaemonSet(o) => {
+            WorkloadObject::DaemonSet(o) => {
                 let strategy = o.spec.update_strategy.as_ref()?;
                 (strategy.type_.as_deref() == Some("OnDelete"))
                     .then(|| "updateStrategy OnDelete: pods change only when deleted".into())
@@ -88,8 +88,8 @@ impl Object {
 async fn get_as<K>(
     client: &Client,
     w: &Workload,
-    wrap: fn(K) -> Object,
-) -> kube::Result<Option<Object>>
+    wrap: fn(K) -> WorkloadObject,
+) -> kube::Result<Option<WorkloadObject>>
 where
     K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -103,13 +103,17 @@ where
 }
 
 /// The workload as stored; `None` when it does not exist (or is not a restartable kind).
-pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<Object>> {
+pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<WorkloadObject>> {
     match w.kind.as_str() {
-        "Deployment" => get_as::<Deployment>(client, w, |o| Object::Deployment(Box::new(o))).await,
-        "StatefulSet" => {
-            get_as::<StatefulSet>(client, w, |o| Object::StatefulSet(Box::new(o))).await
+        "Deployment" => {
+            get_as::<Deployment>(client, w, |o| WorkloadObject::Deployment(Box::new(o))).await
         }
-        "DaemonSet" => get_as::<DaemonSet>(client, w, |o| Object::DaemonSet(Box::new(o))).await,
+        "StatefulSet" => {
+            get_as::<StatefulSet>(client, w, |o| WorkloadObject::StatefulSet(Box::new(o))).await
+        }
+        "DaemonSet" => {
+            get_as::<DaemonSet>(client, w, |o| WorkloadObject::DaemonSet(Box::new(o))).await
+        }
         _ => Ok(None),
     }
 }
@@ -119,8 +123,8 @@ async fn patch_template_as<K>(
     w: &Workload,
     annotations: &serde_json::Value,
     field_manager: &str,
-    wrap: fn(K) -> Object,
-) -> kube::Result<Object>
+    wrap: fn(K) -> WorkloadObject,
+) -> kube::Result<WorkloadObject>
 where
     K: kube::Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -145,20 +149,26 @@ pub async fn patch_template(
     w: &Workload,
     annotations: &serde_json::Value,
     field_manager: &str,
-) -> kube::Result<Option<Object>> {
+) -> kube::Result<Option<WorkloadObject>> {
     let (a, m) = (annotations, field_manager);
     let object = match w.kind.as_str() {
         "Deployment" => {
-            patch_template_as::<Deployment>(client, w, a, m, |o| Object::Deployment(Box::new(o)))
-                .await?
+            patch_template_as::<Deployment>(client, w, a, m, |o| {
+                WorkloadObject::Deployment(Box::new(o))
+            })
+            .await?
         }
         "StatefulSet" => {
-            patch_template_as::<StatefulSet>(client, w, a, m, |o| Object::StatefulSet(Box::new(o)))
-                .await?
+            patch_template_as::<StatefulSet>(client, w, a, m, |o| {
+                WorkloadObject::StatefulSet(Box::new(o))
+            })
+            .await?
         }
         "DaemonSet" => {
-            patch_template_as::<DaemonSet>(client, w, a, m, |o| Object::DaemonSet(Box::new(o)))
-                .await?
+            patch_template_as::<DaemonSet>(client, w, a, m, |o| {
+                WorkloadObject::DaemonSet(Box::new(o))
+            })
+            .await?
         }
         _ => return Ok(None),
     };

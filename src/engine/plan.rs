@@ -79,15 +79,15 @@ pub(super) fn plan<'p>(
         let injected = language::admit_language(snapshot, lang, &request)
             .and_then(|()| language::instrumentation(snapshot, lang, &request))
             .and_then(|inst| not_rolled_back(snapshot, pod_annotations, lang, inst))
-            .map_err(Stop::Skip)
+            .map_err(LanguageSkip::Skip)
             .and_then(|inst| {
                 let slots = inject::init_targets(lang, slots, &plan, d);
                 inject::inject(&scene, lang, &inst, &slots, &mut plan, d)
             });
         match injected {
             Ok(injected) => d.injected.push(injected),
-            Err(Stop::Skip(skip)) => d.add(skip),
-            Err(Stop::Said(skip)) => d.skipped.push(skip),
+            Err(LanguageSkip::Skip(skip)) => d.add(skip),
+            Err(LanguageSkip::Said(skip)) => d.skipped.push(skip),
         }
     }
 
@@ -111,7 +111,7 @@ struct Scene<'s, 'a> {
 
 /// Why a language was not injected: a skip whose message is a new warning, or one whose
 /// message sums up the warnings the agent already gave.
-enum Stop {
+enum LanguageSkip {
     Skip(Skip),
     Said(Skip),
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::{CrossNamespace, ObjectKind, Skip, SkipReason, Snapshot};
 use crate::agents::Language;
-use crate::agents::exporter_tls::ExporterTls;
+use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::Instrumentation;
 use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 use crate::pod::select::Request;
@@ -130,7 +130,7 @@ fn tls_reference(
     inst: &Instrumentation,
     bad: impl Fn(ObjectKind, &str) -> bool,
 ) -> Option<(ObjectKind, String)> {
-    let tls = ExporterTls::of(&inst.spec)?;
+    let tls = ExporterTlsFiles::of(&inst.spec)?;
     let refs = [
         (ObjectKind::Secret, tls.secret()),
         (ObjectKind::ConfigMap, tls.config_map()),

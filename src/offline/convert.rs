@@ -13,7 +13,7 @@ use crate::crd::convert::{Version, convert};
 
 /// What `convert` produced.
 #[derive(Debug, Default)]
-pub struct Converted {
+pub struct ConvertedManifests {
     /// The manifests, for stdout.
     pub output: String,
     /// Instrumentations rewritten.
@@ -27,8 +27,8 @@ pub fn convert_all(
     mut sources: Vec<Source>,
     to: Version,
     format: OutputFormat,
-) -> Result<Converted, InputError> {
-    let mut out = Converted::default();
+) -> Result<ConvertedManifests, InputError> {
+    let mut out = ConvertedManifests::default();
     let mut changed = Vec::with_capacity(sources.len());
     for source in &mut sources {
         let mut flags = Vec::with_capacity(source.documents.len());
@@ -50,7 +50,7 @@ pub fn convert_all(
 fn convert_object(
     value: &mut Value,
     to: Version,
-    out: &mut Converted,
+    out: &mut ConvertedManifests,
 ) -> Result<bool, crate::crd::convert::ConvertError> {
     if let Some(items) = items_mut(value) {
         let mut changed = false;

@@ -20,12 +20,12 @@ pub struct Source {
     /// The path as given (`-` reads as `<stdin>`).
     pub name: String,
     pub format: Format,
-    pub documents: Vec<Document>,
+    pub documents: Vec<SourceDocument>,
 }
 
 /// One document of a source.
 #[derive(Debug)]
-pub struct Document {
+pub struct SourceDocument {
     /// 1-based position in its source.
     pub index: usize,
     /// 1-based line where it starts.
@@ -45,7 +45,7 @@ pub enum InputError {
         source: std::io::Error,
     },
     #[error("{path}: document {index} (line {line}): {message}")]
-    Document {
+    SourceDocument {
         path: String,
         index: usize,
         line: usize,
@@ -70,7 +70,7 @@ impl InputError {
         line: usize,
         message: impl Into<String>,
     ) -> Self {
-        InputError::Document {
+        InputError::SourceDocument {
             path: source.to_owned(),
             index,
             line,
@@ -156,7 +156,7 @@ fn line_at(text: &str, offset: usize) -> usize {
     text[..offset].bytes().filter(|b| *b == b'\n').count() + 1
 }
 
-fn parse_json(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+fn parse_json(name: &str, text: &str) -> Result<Vec<SourceDocument>, InputError> {
     let mut documents = Vec::new();
     let mut stream = serde_json::Deserializer::from_str(text).into_iter::<Value>();
     let mut start = 0;
@@ -180,7 +180,7 @@ fn parse_json(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
                     start + (text[start..end].len() - text[start..end].trim_start().len()),
                 );
                 check_object(name, index, line, &value)?;
-                documents.push(Document {
+                documents.push(SourceDocument {
                     index,
                     line,
                     raw: text[start..end].to_owned(),
@@ -219,7 +219,7 @@ fn split_yaml(text: &str) -> Vec<(usize, &str)> {
     chunks
 }
 
-fn parse_yaml(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
+fn parse_yaml(name: &str, text: &str) -> Result<Vec<SourceDocument>, InputError> {
     let mut documents = Vec::new();
     for (line, raw) in split_yaml(text) {
         let index = documents.len() + 1;
@@ -236,7 +236,7 @@ fn parse_yaml(name: &str, text: &str) -> Result<Vec<Document>, InputError> {
         if let Some(v) = &value {
             check_object(name, index, line, v)?;
         }
-        documents.push(Document {
+        documents.push(SourceDocument {
             index,
             line,
             raw: raw.to_owned(),

@@ -25,7 +25,7 @@ const RESOURCE_ATTRIBUTES: &str = "OTEL_RESOURCE_ATTRIBUTES";
 
 /// The kinds whose objects carry a pod (template).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
+pub enum ManifestKind {
     Pod,
     Deployment,
     ReplicaSet,
@@ -36,43 +36,43 @@ pub enum Kind {
     ReplicationController,
 }
 
-impl Kind {
+impl ManifestKind {
     /// The kind of a manifest, when it is one that carries a pod.
-    pub fn of(object: &Value) -> Option<Kind> {
+    pub fn of(object: &Value) -> Option<ManifestKind> {
         let api_version = object.get("apiVersion").and_then(Value::as_str)?;
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
         let kind = object.get("kind").and_then(Value::as_str)?;
         Some(match (group, kind) {
-            ("", "Pod") => Kind::Pod,
-            ("", "ReplicationController") => Kind::ReplicationController,
-            ("apps", "Deployment") => Kind::Deployment,
-            ("apps", "ReplicaSet") => Kind::ReplicaSet,
-            ("apps", "StatefulSet") => Kind::StatefulSet,
-            ("apps", "DaemonSet") => Kind::DaemonSet,
-            ("batch", "Job") => Kind::Job,
-            ("batch", "CronJob") => Kind::CronJob,
+            ("", "Pod") => ManifestKind::Pod,
+            ("", "ReplicationController") => ManifestKind::ReplicationController,
+            ("apps", "Deployment") => ManifestKind::Deployment,
+            ("apps", "ReplicaSet") => ManifestKind::ReplicaSet,
+            ("apps", "StatefulSet") => ManifestKind::StatefulSet,
+            ("apps", "DaemonSet") => ManifestKind::DaemonSet,
+            ("batch", "Job") => ManifestKind::Job,
+            ("batch", "CronJob") => ManifestKind::CronJob,
             _ => return None,
         })
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
-            Kind::Pod => "Pod",
-            Kind::Deployment => "Deployment",
-            Kind::ReplicaSet => "ReplicaSet",
-            Kind::StatefulSet => "StatefulSet",
-            Kind::DaemonSet => "DaemonSet",
-            Kind::Job => "Job",
-            Kind::CronJob => "CronJob",
-            Kind::ReplicationController => "ReplicationController",
+            ManifestKind::Pod => "Pod",
+            ManifestKind::Deployment => "Deployment",
+            ManifestKind::ReplicaSet => "ReplicaSet",
+            ManifestKind::StatefulSet => "StatefulSet",
+            ManifestKind::DaemonSet => "DaemonSet",
+            ManifestKind::Job => "Job",
+            ManifestKind::CronJob => "CronJob",
+            ManifestKind::ReplicationController => "ReplicationController",
         }
     }
 
     /// Where the pod template is (empty: the object is the pod).
     fn template_path(self) -> &'static str {
         match self {
-            Kind::Pod => "",
-            Kind::CronJob => "/spec/jobTemplate/spec/template",
+            ManifestKind::Pod => "",
+            ManifestKind::CronJob => "/spec/jobTemplate/spec/template",
             _ => "/spec/template",
         }
     }
@@ -80,23 +80,23 @@ impl Kind {
 
 /// One object that carries a pod: its kind, name and the namespace its pods are created in.
 #[derive(Clone, Debug)]
-pub struct Workload {
-    pub kind: Kind,
+pub struct ManifestWorkload {
+    pub kind: ManifestKind,
     pub name: String,
     pub namespace: String,
 }
 
-impl Workload {
+impl ManifestWorkload {
     /// `None` for an object that carries no pod; `default_namespace` when it names none.
-    pub fn of(object: &Value, default_namespace: &str) -> Option<Workload> {
-        let kind = Kind::of(object)?;
+    pub fn of(object: &Value, default_namespace: &str) -> Option<ManifestWorkload> {
+        let kind = ManifestKind::of(object)?;
         let meta = object.get("metadata");
         let field = |f: &str| {
             meta.and_then(|m| m.get(f))
                 .and_then(Value::as_str)
                 .filter(|s| !s.is_empty())
         };
-        Some(Workload {
+        Some(ManifestWorkload {
             kind,
             name: field("name").unwrap_or("").to_owned(),
             namespace: field("namespace").unwrap_or(default_namespace).to_owned(),
@@ -113,22 +113,24 @@ impl Workload {
     fn owner(&self) -> Option<(&'static str, &'static str, String, Option<String>)> {
         let name = &self.name;
         Some(match self.kind {
-            Kind::Pod => return None,
-            Kind::Deployment => {
+            ManifestKind::Pod => return None,
+            ManifestKind::Deployment => {
                 let rs = format!("{name}-{TEMPLATE_HASH}");
                 let stand_in = format!("k8s.replicaset.name={rs}");
                 ("apps/v1", "ReplicaSet", rs, Some(stand_in))
             }
-            Kind::ReplicaSet => ("apps/v1", "ReplicaSet", name.clone(), None),
-            Kind::StatefulSet => ("apps/v1", "StatefulSet", name.clone(), None),
-            Kind::DaemonSet => ("apps/v1", "DaemonSet", name.clone(), None),
-            Kind::Job => ("batch/v1", "Job", name.clone(), None),
-            Kind::CronJob => {
+            ManifestKind::ReplicaSet => ("apps/v1", "ReplicaSet", name.clone(), None),
+            ManifestKind::StatefulSet => ("apps/v1", "StatefulSet", name.clone(), None),
+            ManifestKind::DaemonSet => ("apps/v1", "DaemonSet", name.clone(), None),
+            ManifestKind::Job => ("batch/v1", "Job", name.clone(), None),
+            ManifestKind::CronJob => {
                 let job = format!("{name}-{JOB_SUFFIX}");
                 let stand_in = format!("k8s.job.name={job}");
                 ("batch/v1", "Job", job, Some(stand_in))
             }
-            Kind::ReplicationController => ("v1", "ReplicationController", name.clone(), None),
+            ManifestKind::ReplicationController => {
+                ("v1", "ReplicationController", name.clone(), None)
+            }
         })
     }
 }
@@ -146,7 +148,7 @@ pub struct ControllerPod {
 /// What the webhook's decision did to one manifest.
 #[derive(Debug)]
 pub struct Mutation {
-    pub workload: Workload,
+    pub workload: ManifestWorkload,
     /// The pod as the webhook would see it.
     pub before: ControllerPod,
     /// The pod after the patch, stand-ins taken out.
@@ -167,7 +169,7 @@ impl Mutation {
 /// Builds the pod the controller would create from `object`'s template; `None` when the
 /// object has no template (nothing to inject).
 pub fn controller_pod(
-    workload: &Workload,
+    workload: &ManifestWorkload,
     object: &Value,
 ) -> Result<Option<ControllerPod>, String> {
     let path = workload.kind.template_path();
@@ -195,7 +197,7 @@ pub fn controller_pod(
                     "blockOwnerDeletion": true,
                 }]),
             );
-            if workload.kind == Kind::Deployment {
+            if workload.kind == ManifestKind::Deployment {
                 let labels = meta
                     .entry("labels")
                     .or_insert_with(|| Value::Object(Map::new()));
@@ -232,7 +234,7 @@ pub fn controller_pod(
 pub fn mutate(
     catalog: &dyn Catalog,
     config: &EngineConfig,
-    workload: Workload,
+    workload: ManifestWorkload,
     object: &Value,
 ) -> Result<Option<Mutation>, String> {
     let Some(before) = controller_pod(&workload, object)? else {
@@ -350,13 +352,13 @@ mod tests {
 
     #[test]
     fn kinds_need_their_api_group() {
-        let of = |v: &str, k: &str| Kind::of(&json!({"apiVersion": v, "kind": k}));
-        assert_eq!(of("apps/v1", "Deployment"), Some(Kind::Deployment));
-        assert_eq!(of("batch/v1", "CronJob"), Some(Kind::CronJob));
-        assert_eq!(of("v1", "Pod"), Some(Kind::Pod));
+        let of = |v: &str, k: &str| ManifestKind::of(&json!({"apiVersion": v, "kind": k}));
+        assert_eq!(of("apps/v1", "Deployment"), Some(ManifestKind::Deployment));
+        assert_eq!(of("batch/v1", "CronJob"), Some(ManifestKind::CronJob));
+        assert_eq!(of("v1", "Pod"), Some(ManifestKind::Pod));
         assert_eq!(
             of("v1", "ReplicationController"),
-            Some(Kind::ReplicationController)
+            Some(ManifestKind::ReplicationController)
         );
         assert_eq!(of("example.com/v1", "Deployment"), None);
         assert_eq!(of("v1", "ConfigMap"), None);

@@ -55,7 +55,7 @@ pub enum Mode {
 
 /// How the objects are rendered.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct PolicyOptions {
     pub mode: Mode,
     /// The first part of every object's name (`<prefix>.<namespace>.<name>`,
     /// `<prefix>.not-injected`, `<prefix>.warn-not-injected`).
@@ -64,9 +64,9 @@ pub struct Options {
     pub namespace_labels: Vec<(String, String)>,
 }
 
-impl Default for Options {
+impl Default for PolicyOptions {
     fn default() -> Self {
-        Options {
+        PolicyOptions {
             mode: Mode::Policy,
             prefix: "otel-injector".into(),
             namespace_labels: Vec::new(),
@@ -103,7 +103,7 @@ fn pod_creates() -> Value {
 }
 
 /// The opt-outs of the shipped webhook configuration, as a binding's `matchResources`.
-fn opted_in(options: &Options, namespace: Option<&str>) -> Value {
+fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
     let not_disabled = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
     let mut ns = vec![not_disabled.clone()];
     for (k, v) in &options.namespace_labels {
@@ -126,7 +126,7 @@ fn opted_in(options: &Options, namespace: Option<&str>) -> Value {
 
 /// What was rendered.
 #[derive(Debug, Default)]
-pub struct Rendered {
+pub struct RenderedPolicies {
     /// The objects, in the order to apply them (each policy before its binding).
     pub objects: Vec<Value>,
     /// Per Instrumentation (`ns/name`), the languages injected and those left out, why.
@@ -142,9 +142,13 @@ pub struct Coverage {
 
 /// The objects of `mode` for every readable Instrumentation of `catalog`, with the webhook's
 /// flags `config` (default images, enabled languages).
-pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -> Rendered {
+pub fn render(
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+    options: &PolicyOptions,
+) -> RenderedPolicies {
     let all = catalog.instrumentations();
-    let mut rendered = Rendered::default();
+    let mut rendered = RenderedPolicies::default();
     let mut known = skip::Known {
         disabled: Language::ALL
             .iter()
@@ -250,7 +254,7 @@ pub fn render(catalog: &dyn Catalog, config: &EngineConfig, options: &Options) -
 
 /// The policy and binding of one Instrumentation.
 fn injection_policy(
-    options: &Options,
+    options: &PolicyOptions,
     inst: &Arc<Instrumentation>,
     templates: &[Template],
     only_in_namespace: bool,

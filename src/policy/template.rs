@@ -56,7 +56,7 @@ pub enum Kind {
 
 /// A user variable the agent extends in place: `prefix + value + suffix`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Extension {
+pub struct ExtendedVariable {
     pub name: String,
     pub prefix: String,
     pub suffix: String,
@@ -75,7 +75,7 @@ pub struct Template {
     pub prepended: Vec<Value>,
     /// Variables appended after the container's own, in order.
     pub appended: Vec<Appended>,
-    pub extensions: Vec<Extension>,
+    pub extensions: Vec<ExtendedVariable>,
     /// User variables that leave the pod not covered when set as a literal.
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
@@ -259,15 +259,15 @@ pub fn read(
         let value_from =
             json!([{"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
         match user_variable(&template, &appended, name, run(literal)) {
-            Some(Effect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
-            Some(Effect::Extended(ext)) => {
+            Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
+            Some(VariableEffect::Extended(ext)) => {
                 mark_kept_out(&mut appended, name, std::slice::from_ref(name));
                 template.extensions.push(ext);
             }
             None => template.refuse_literal.push(name.clone()),
         }
         match user_variable(&template, &appended, name, run(value_from)) {
-            Some(Effect::KeepsOut(_)) => {}
+            Some(VariableEffect::KeepsOut(_)) => {}
             _ => template.refuse_value_from.push(name.clone()),
         }
     }
@@ -276,11 +276,11 @@ pub fn read(
 }
 
 /// What one user variable does to the injection.
-enum Effect {
+enum VariableEffect {
     /// The injected variables of these names are left out.
     KeepsOut(Vec<String>),
     /// The agent extends it in place.
-    Extended(Extension),
+    Extended(ExtendedVariable),
 }
 
 /// Reads the probe result for a container that sets `name` itself: the injection must be
@@ -291,7 +291,7 @@ fn user_variable(
     appended: &[Appended],
     name: &str,
     result: Option<Value>,
-) -> Option<Effect> {
+) -> Option<VariableEffect> {
     let result = result?;
     let env = env_of(&result);
     let at = env.iter().position(|e| name_of(e) == name)?;
@@ -317,7 +317,7 @@ fn user_variable(
     left_out.push(name.to_owned());
     let is_user_as_given = user.get("valueFrom").is_some() || user["value"] == VALUE;
     if is_user_as_given {
-        return Some(Effect::KeepsOut(left_out));
+        return Some(VariableEffect::KeepsOut(left_out));
     }
     // The values of the pod-dependent variables are written in CEL: a user's value of theirs
     // that the engine changes (a merge) cannot be replayed.
@@ -329,7 +329,7 @@ fn user_variable(
     if suffix.contains(VALUE) || left_out.len() != 1 {
         return None;
     }
-    Some(Effect::Extended(Extension {
+    Some(VariableEffect::Extended(ExtendedVariable {
         name: name.to_owned(),
         prefix: prefix.to_owned(),
         suffix: suffix.to_owned(),

@@ -61,7 +61,7 @@ fn the_java_template_is_the_engines_injection() {
     // JAVA_TOOL_OPTIONS is extended in place, at the container's own mount.
     assert_eq!(
         t.extensions,
-        [template::Extension {
+        [template::ExtendedVariable {
             name: "JAVA_TOOL_OPTIONS".into(),
             prefix: String::new(),
             suffix: format!(
@@ -118,9 +118,9 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
         render(
             &catalog,
             &config,
-            &Options {
+            &PolicyOptions {
                 mode,
-                ..Options::default()
+                ..PolicyOptions::default()
             },
         )
         .objects
@@ -150,7 +150,7 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let policy = kinds(Mode::Policy);
     assert_eq!(policy.len(), 6);
     assert_eq!(policy[4].0, "ValidatingAdmissionPolicy");
-    let rendered = render(&catalog, &config, &Options::default());
+    let rendered = render(&catalog, &config, &PolicyOptions::default());
     let coverage = &rendered.coverage["shop/java"];
     assert_eq!(coverage.injected, LANGUAGES);
     let binding = &rendered.objects[1];

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 /// Where the process stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-enum Phase {
+enum ProcessPhase {
     Serving,
     /// Signaled: not ready any more, still accepting.
     Draining,
@@ -33,14 +33,14 @@ pub struct Aborted(());
 /// Waits for the shutdown signals and drives the [`Drain`].
 pub struct Shutdown {
     signals: Pin<Box<dyn Stream<Item = ()> + Send>>,
-    phase: watch::Sender<Phase>,
+    phase: watch::Sender<ProcessPhase>,
     delay: Duration,
 }
 
 /// The listeners' view of the shutdown. Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct Drain {
-    phase: watch::Receiver<Phase>,
+    phase: watch::Receiver<ProcessPhase>,
     timeout: Duration,
 }
 
@@ -62,7 +62,7 @@ fn with_signals(
     delay: Duration,
     timeout: Duration,
 ) -> (Shutdown, Drain) {
-    let (tx, rx) = watch::channel(Phase::Serving);
+    let (tx, rx) = watch::channel(ProcessPhase::Serving);
     let shutdown = Shutdown {
         signals: Box::pin(signals),
         phase: tx,
@@ -99,10 +99,10 @@ impl Shutdown {
             std::future::pending::<()>().await;
         }
         tracing::info!(?delay, "shutdown requested; /readyz now fails");
-        phase.send_replace(Phase::Draining);
+        phase.send_replace(ProcessPhase::Draining);
         let drain = async {
             tokio::time::sleep(delay).await;
-            phase.send_replace(Phase::Closing);
+            phase.send_replace(ProcessPhase::Closing);
             drained.await
         };
         tokio::select! {
@@ -118,7 +118,7 @@ impl Shutdown {
 impl Drain {
     /// True from the first signal on (`/readyz` fails).
     pub fn is_draining(&self) -> bool {
-        *self.phase.borrow() >= Phase::Draining
+        *self.phase.borrow() >= ProcessPhase::Draining
     }
 
     /// Resolves at the first signal (when `/readyz` starts failing). Never once the
@@ -126,7 +126,7 @@ impl Drain {
     pub async fn draining(&mut self) {
         if self
             .phase
-            .wait_for(|p| *p >= Phase::Draining)
+            .wait_for(|p| *p >= ProcessPhase::Draining)
             .await
             .is_err()
         {
@@ -137,7 +137,12 @@ impl Drain {
     /// Resolves when listeners must stop accepting. Never once the [`Shutdown`] is gone
     /// without getting there (an aborted drain: the process is exiting, not draining).
     pub async fn closing(&mut self) {
-        if self.phase.wait_for(|p| *p >= Phase::Closing).await.is_err() {
+        if self
+            .phase
+            .wait_for(|p| *p >= ProcessPhase::Closing)
+            .await
+            .is_err()
+        {
             std::future::pending::<()>().await;
         }
     }

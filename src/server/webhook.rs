@@ -124,7 +124,7 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
 }
 
 /// Why a body was not read: the answer.
-struct Refused {
+struct RefusedBody {
     answer: Response,
 }
 
@@ -189,8 +189,8 @@ async fn read_body(
     limit: usize,
     what: &str,
     refused: impl Fn(RequestOutcome),
-) -> Result<Bytes, Refused> {
-    let too_large = || Refused {
+) -> Result<Bytes, RefusedBody> {
+    let too_large = || RefusedBody {
         answer: text(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("{what} body exceeds the {limit} byte limit\n"),
@@ -222,7 +222,7 @@ async fn read_body(
             }
             refused(RequestOutcome::Invalid);
             tracing::warn!(error = %e, "request body could not be read");
-            Err(Refused {
+            Err(RefusedBody {
                 answer: text(
                     StatusCode::BAD_REQUEST,
                     format!("failed to read request body: {e}\n"),
@@ -232,7 +232,7 @@ async fn read_body(
         Err(_) => {
             refused(RequestOutcome::Deadline);
             tracing::warn!(?deadline, "request body not complete before the deadline");
-            Err(Refused {
+            Err(RefusedBody {
                 answer: text(
                     StatusCode::REQUEST_TIMEOUT,
                     format!("request body not received within the {deadline:?} deadline\n"),
@@ -289,9 +289,9 @@ fn queue_events(events: &EventSink, s: &Summary) {
 }
 
 /// Languages written as a list of their names (`["java", "nodejs"]`), without collecting them.
-struct Names<'a>(&'a [InjectedLanguage]);
+struct LanguageNames<'a>(&'a [InjectedLanguage]);
 
-impl std::fmt::Debug for Names<'_> {
+impl std::fmt::Debug for LanguageNames<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list()
             .entries(self.0.iter().map(|i| i.language.as_str()))
@@ -307,7 +307,7 @@ fn log_review(s: &Summary, elapsed: Duration) {
         let warnings = &s.report.warnings;
         tracing::info!(
             kind = %s.kind,
-            injected = ?Names(&s.report.injected),
+            injected = ?LanguageNames(&s.report.injected),
             warnings = (!warnings.is_empty()).then_some(tracing::field::debug(warnings)),
             dry_run = s.dry_run.then_some(true),
             already_injected = s.report.already_injected.then_some(true),

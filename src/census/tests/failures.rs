@@ -24,7 +24,7 @@ fn a_failure_is_a_crash_loop_an_oom_kill_or_three_restarts_with_the_last_termina
     use serde_json::json;
     let running = json!({"state": {"running": {}}, "ready": true});
     let of = |init, containers| {
-        Failure::of("web-1", &pod_status(init, containers)).map(|f| f.to_string())
+        PodFailure::of("web-1", &pod_status(init, containers)).map(|f| f.to_string())
     };
     assert_eq!(
         of(json!([]), json!([container("app", running.clone())])),
@@ -89,7 +89,7 @@ fn a_failure_is_a_crash_loop_an_oom_kill_or_three_restarts_with_the_last_termina
 #[test]
 fn failing_pods_count_for_the_current_spec_only_with_one_failure_per_workload() {
     let mut names = Interner::default();
-    let failure = Failure {
+    let failure = PodFailure {
         pod: "web-1".into(),
         container: "app".into(),
         reason: Some("OOMKilled".into()),
@@ -99,7 +99,7 @@ fn failing_pods_count_for_the_current_spec_only_with_one_failure_per_workload() 
     let record = |name: &str, owner, status: &str, failing: bool, names: &mut Interner| {
         let mut r = PodRecord::from_meta(&meta(name, owner, Some("h"), status), names).unwrap();
         r.failure = failing.then(|| {
-            Box::new(Failure {
+            Box::new(PodFailure {
                 pod: name.into(),
                 ..failure.clone()
             })

@@ -24,8 +24,8 @@ const FALLBACK: Duration = Duration::from_secs(15);
 #[test]
 fn the_takeover_decision_follows_the_holder_and_the_expiry() {
     let d = |l: Option<&Lease>, now_ms: i64| decide(l, at(now_ms), "b", FALLBACK);
-    assert_eq!(d(None, T0), Decision::Create);
-    let wait = |until_ms| Decision::Wait {
+    assert_eq!(d(None, T0), LeaseAction::Create);
+    let wait = |until_ms| LeaseAction::Wait {
         holder: "a".into(),
         until_ms,
     };
@@ -34,7 +34,7 @@ fn the_takeover_decision_follows_the_holder_and_the_expiry() {
         (
             lease(Some("b"), Some(T0), Some(15)),
             T0 + 60_000,
-            Decision::Renew,
+            LeaseAction::Renew,
         ),
         // Another's: wait until renewTime + duration, then take over (the boundary included).
         (
@@ -45,13 +45,17 @@ fn the_takeover_decision_follows_the_holder_and_the_expiry() {
         (
             lease(Some("a"), Some(T0), Some(15)),
             T0 + 15_000,
-            Decision::TakeOver,
+            LeaseAction::TakeOver,
         ),
         // Released (no holder, or an empty one): take over at once.
-        (lease(None, Some(T0), Some(15)), T0, Decision::TakeOver),
-        (lease(Some(""), Some(T0), Some(15)), T0, Decision::TakeOver),
+        (lease(None, Some(T0), Some(15)), T0, LeaseAction::TakeOver),
+        (
+            lease(Some(""), Some(T0), Some(15)),
+            T0,
+            LeaseAction::TakeOver,
+        ),
         // No renew time: expired. No duration: the fallback's.
-        (lease(Some("a"), None, Some(15)), T0, Decision::TakeOver),
+        (lease(Some("a"), None, Some(15)), T0, LeaseAction::TakeOver),
         (
             lease(Some("a"), Some(T0), None),
             T0 + 1_000,
@@ -60,7 +64,7 @@ fn the_takeover_decision_follows_the_holder_and_the_expiry() {
         (
             lease(Some("a"), Some(T0), None),
             T0 + 15_000,
-            Decision::TakeOver,
+            LeaseAction::TakeOver,
         ),
     ];
     for (lease, now_ms, want) in cases {
@@ -68,12 +72,12 @@ fn the_takeover_decision_follows_the_holder_and_the_expiry() {
     }
     // A spec-less Lease is free.
     let empty = Lease::default();
-    assert_eq!(d(Some(&empty), T0), Decision::TakeOver);
+    assert_eq!(d(Some(&empty), T0), LeaseAction::TakeOver);
     // The acquire time stands in for a missing renew time.
     let mut acquired = lease(Some("a"), None, Some(3));
     acquired.spec.as_mut().unwrap().acquire_time = Some(MicroTime(at(T0)));
     let until_ms = T0 + 3_000;
-    let want = Decision::Wait {
+    let want = LeaseAction::Wait {
         holder: "a".into(),
         until_ms,
     };

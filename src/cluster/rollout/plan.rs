@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::census::{Counts, Tally, Workload};
-use crate::cluster::workloads::Object;
+use crate::cluster::workloads::WorkloadObject;
 use crate::engine::SkipReason;
 use crate::keys::ROLLOUT_ANNOTATION;
 use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
@@ -160,7 +160,7 @@ pub fn to_read(tally: &Tally, exclusions: &Exclusions) -> Vec<Workload> {
 pub fn plan(
     tally: &Tally,
     exclusions: &Exclusions,
-    objects: &BTreeMap<Workload, Option<Object>>,
+    objects: &BTreeMap<Workload, Option<WorkloadObject>>,
 ) -> Plan {
     let mut out = Plan::default();
     for (w, counts) in stale(tally) {

@@ -4,11 +4,11 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::cluster::workloads::Object;
+use crate::cluster::workloads::WorkloadObject;
 use crate::keys::RESTARTED_AT;
 
 pub use crate::census::CRASH_RESTARTS;
-use crate::census::Failure;
+use crate::census::PodFailure;
 
 /// Where a restarted workload's rollout stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,10 +34,10 @@ fn gen_seen(generation: Option<i64>, observed: Option<i64>) -> Option<String> {
 /// (`status.replicas == updatedReplicas`); a StatefulSet when `updateRevision ==
 /// currentRevision` and `readyReplicas == replicas`; a DaemonSet when
 /// `updatedNumberScheduled == desiredNumberScheduled == numberAvailable`.
-pub fn progress(object: &Object) -> Progress {
+pub fn progress(object: &WorkloadObject) -> Progress {
     let generation = object.meta().generation;
     match object {
-        Object::Deployment(d) => {
+        WorkloadObject::Deployment(d) => {
             let status = d.status.clone().unwrap_or_default();
             if let Some(w) = gen_seen(generation, status.observed_generation) {
                 return Progress::Waiting(w);
@@ -59,7 +59,7 @@ pub fn progress(object: &Object) -> Progress {
             let total = status.replicas.unwrap_or(0);
             rolled(want, updated, total - updated, available)
         }
-        Object::StatefulSet(s) => {
+        WorkloadObject::StatefulSet(s) => {
             let status = s.status.clone().unwrap_or_default();
             if let Some(w) = gen_seen(generation, status.observed_generation) {
                 return Progress::Waiting(w);
@@ -76,7 +76,7 @@ pub fn progress(object: &Object) -> Progress {
                 Progress::Complete
             }
         }
-        Object::DaemonSet(d) => {
+        WorkloadObject::DaemonSet(d) => {
             let status = d.status.clone().unwrap_or_default();
             if let Some(w) = gen_seen(generation, status.observed_generation) {
                 return Progress::Waiting(w);
@@ -105,7 +105,7 @@ fn rolled(want: i32, updated: i32, old: i32, available: i32) -> Progress {
 
 /// The first container of a new pod (one whose `kubectl.kubernetes.io/restartedAt` is
 /// `stamp`: made from the restarted template) that crash-loops, as the status controller
-/// tells failing pods ([`Failure`]): waiting in `CrashLoopBackOff`, OOM-killed, or restarted
+/// tells failing pods ([`PodFailure`]): waiting in `CrashLoopBackOff`, OOM-killed, or restarted
 /// [`CRASH_RESTARTS`] times or more. Described as
 /// `pod web-7d9f-x2x container app: CrashLoopBackOff, 4 restarts`.
 pub fn crash_loop(pods: &[Pod], stamp: &str) -> Option<String> {
@@ -119,7 +119,7 @@ pub fn crash_loop(pods: &[Pod], stamp: &str) -> Option<String> {
         })
         .find_map(|pod| {
             let name = pod.metadata.name.as_deref().unwrap_or("");
-            Failure::of(name, pod.status.as_ref()?)
+            PodFailure::of(name, pod.status.as_ref()?)
         })
         .map(|f| f.to_string())
 }
@@ -149,8 +149,8 @@ mod tests {
         total: i32,
         updated: i32,
         available: i32,
-    ) -> Object {
-        Object::Deployment(Box::new(Deployment {
+    ) -> WorkloadObject {
+        WorkloadObject::Deployment(Box::new(Deployment {
             metadata: meta(2),
             spec: DeploymentSpec {
                 replicas: Some(replicas),
@@ -208,7 +208,7 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(
-            progress(&Object::Deployment(Box::new(d))),
+            progress(&WorkloadObject::Deployment(Box::new(d))),
             Progress::Failed(
                 "ProgressDeadlineExceeded: ReplicaSet \"web-5f\" has timed out progressing.".into()
             )
@@ -218,7 +218,7 @@ mod tests {
     #[test]
     fn a_stateful_set_is_complete_when_its_revisions_agree_and_every_pod_is_ready() {
         let s = |observed: i64, current: &str, update: &str, ready: i32| {
-            Object::StatefulSet(Box::new(StatefulSet {
+            WorkloadObject::StatefulSet(Box::new(StatefulSet {
                 metadata: meta(2),
                 spec: StatefulSetSpec {
                     replicas: Some(2),
@@ -251,7 +251,7 @@ mod tests {
     #[test]
     fn a_daemon_set_is_complete_when_every_scheduled_pod_is_updated_and_available() {
         let d = |observed: i64, desired: i32, updated: i32, available: i32| {
-            Object::DaemonSet(Box::new(DaemonSet {
+            WorkloadObject::DaemonSet(Box::new(DaemonSet {
                 metadata: meta(3),
                 spec: Default::default(),
                 status: Some(DaemonSetStatus {

@@ -11,7 +11,7 @@ use super::{
     CONFIG_MAP_MISSING, DEGRADED, FAILING, MAX_REASONS, MAX_WORKLOADS, READY, SECRET_MISSING,
     UNREADABLE, WORKLOADS_FAILING,
 };
-use crate::agents::exporter_tls::ExporterTls;
+use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::census::{Tally, Workload};
 use crate::crd::{
     Instrumentation, InstrumentationStatus, RolledBackWorkload, SkippedReason, SpecHash,
@@ -27,7 +27,7 @@ pub(super) fn missing_references(
     tally: Option<&Tally>,
     lookup: &dyn ObjectLookup,
 ) -> Vec<(ObjectKind, String)> {
-    let Some(tls) = ExporterTls::of(&inst.spec) else {
+    let Some(tls) = ExporterTlsFiles::of(&inst.spec) else {
         return Vec::new();
     };
     let mut namespaces: BTreeSet<&str> = BTreeSet::new();

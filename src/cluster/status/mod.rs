@@ -105,7 +105,7 @@ impl StatusController {
 
     /// Also tells the failing pods among those injected with an Instrumentation's current
     /// spec, from their container statuses (a watch of whole pods instead of their metadata;
-    /// of each only a [`crate::census::Failure`] is kept): `status.failing`, the
+    /// of each only a [`crate::census::PodFailure`] is kept): `status.failing`, the
     /// `Failing` condition, and one `InstrumentedPodsFailing` Event per workload through
     /// `events`.
     pub fn detecting_failures(mut self, events: EventSink) -> Self {

@@ -16,7 +16,7 @@ use tokio::sync::Notify;
 
 use super::LogLimit;
 use super::metrics::Metrics;
-use crate::census::{Failure, Interner, PodRecord};
+use crate::census::{Interner, PodFailure, PodRecord};
 use crate::keys::INJECTED_LABEL;
 
 /// The pods that asked for injection, as the watch last had them.
@@ -30,7 +30,7 @@ pub(super) struct Pods {
 pub(super) type SharedPods = Arc<Mutex<Pods>>;
 
 /// What the watch receives of a pod: its metadata alone (the default), or the whole pod
-/// (`--detect-failures`: its container statuses too, of which only a [`Failure`] is kept).
+/// (`--detect-failures`: its container statuses too, of which only a [`PodFailure`] is kept).
 pub(super) trait Observed:
     Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static
 {
@@ -45,19 +45,19 @@ pub(super) trait Observed:
         Some(r)
     }
 
-    fn failure(&self) -> Option<Failure>;
+    fn failure(&self) -> Option<PodFailure>;
 }
 
 impl Observed for PartialObjectMeta<Pod> {
-    fn failure(&self) -> Option<Failure> {
+    fn failure(&self) -> Option<PodFailure> {
         None
     }
 }
 
 impl Observed for Pod {
-    fn failure(&self) -> Option<Failure> {
+    fn failure(&self) -> Option<PodFailure> {
         let name = self.metadata.name.as_deref().unwrap_or_default();
-        Failure::of(name, self.status.as_ref()?)
+        PodFailure::of(name, self.status.as_ref()?)
     }
 }
 

@@ -312,14 +312,14 @@ fn owned_leaves_out_the_operators_field() {
 
 #[test]
 fn detected_failures_are_counted_and_named_in_the_failing_condition() {
-    use crate::census::{Failing, Failure};
+    use crate::census::{Failing, PodFailure};
     let entry = inst(2);
     let failing = |mut c: Counts, n| {
         c.failing = n;
         c
     };
     let failure = |pod: &str| Failing {
-        failure: Failure {
+        failure: PodFailure {
             pod: pod.into(),
             container: "app".into(),
             reason: Some("OOMKilled".into()),

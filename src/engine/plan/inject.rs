@@ -2,8 +2,8 @@
 //! TLS mounts and the declarative SDK configuration (held to the size rules of
 //! [`bound`]), then the plan's check; a language that collides is taken back whole.
 
-use super::{Scene, Stop, spec_hash};
-use crate::agents::exporter_tls::ExporterTls;
+use super::{LanguageSkip, Scene, spec_hash};
+use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::agents::{Effect, Injection, Language, declarative};
 use crate::crd::Instrumentation;
 use crate::engine::bound;
@@ -48,7 +48,7 @@ pub(super) fn inject(
     slots: &[Slot],
     plan: &mut PodPlan<'_>,
     d: &mut Report,
-) -> Result<InjectedLanguage, Stop> {
+) -> Result<InjectedLanguage, LanguageSkip> {
     let snapshot = scene.snapshot;
     let found = Some(inst.qualified());
     let before = plan.is_changed().then(|| plan.clone());
@@ -67,11 +67,11 @@ pub(super) fn inject(
         mount_exporter_tls(plan, slots, inst);
         if let Err(skip) = sdk_config(scene, lang, inst, slots, plan) {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
-            return Err(Stop::Skip(skip));
+            return Err(LanguageSkip::Skip(skip));
         }
         if let Err(collision) = plan.check() {
             *plan = before.unwrap_or_else(|| PodPlan::new(plan.pod));
-            return Err(Stop::Skip(Skip::new(
+            return Err(LanguageSkip::Skip(Skip::new(
                 Some(lang),
                 SkipReason::NameCollision,
                 found,
@@ -102,7 +102,7 @@ pub(super) fn inject(
         Effect::NothingInstrumented => SkipReason::NothingInstrumented,
         Effect::InvalidValue => SkipReason::InvalidValue,
     };
-    Err(Stop::Said(Skip {
+    Err(LanguageSkip::Said(Skip {
         language: Some(lang),
         reason,
         instrumentation: found,
@@ -145,7 +145,7 @@ fn sdk_config(
 /// Mounts the exporter TLS files into every target the agent changed (the SDK variables
 /// point into these mounts), and adds their volumes once.
 fn mount_exporter_tls(plan: &mut PodPlan<'_>, slots: &[Slot], inst: &Instrumentation) {
-    let Some(tls) = ExporterTls::of(&inst.spec) else {
+    let Some(tls) = ExporterTlsFiles::of(&inst.spec) else {
         return;
     };
     let volumes = tls.volumes();

@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::manifests::{InputError, Source};
-use super::workload::{self, Mutation, Workload};
+use super::workload::{self, ManifestWorkload, Mutation};
 use super::{Context, items};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
@@ -156,7 +156,7 @@ pub fn explain(ctx: &Context, sources: &[Source]) -> Result<Vec<Explanation>, In
                 None => vec![value],
             };
             for object in objects {
-                let Some(workload) = Workload::of(object, &ctx.default_namespace) else {
+                let Some(workload) = ManifestWorkload::of(object, &ctx.default_namespace) else {
                     continue;
                 };
                 let mutation = workload::mutate(&ctx.catalog, &ctx.config, workload, object)

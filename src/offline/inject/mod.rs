@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use super::manifests::{Format, InputError, Source};
-use super::workload::{self, Workload};
+use super::workload::{self, ManifestWorkload};
 use super::{Context, OutputFormat, items_mut};
 
 /// What `inject` produced.
@@ -112,7 +112,7 @@ fn inject_object(
         return Ok(changed);
     }
     out.objects += 1;
-    let Some(workload) = Workload::of(value, &ctx.default_namespace) else {
+    let Some(workload) = ManifestWorkload::of(value, &ctx.default_namespace) else {
         return Ok(false);
     };
     let describe = workload.describe();

@@ -61,22 +61,22 @@ pub struct DrainCounts {
 #[derive(Default)]
 struct Registry {
     next: u64,
-    conns: HashMap<u64, Slot>,
+    conns: HashMap<u64, ConnEntry>,
     /// Connections that may be shed, by (class, when they entered it): oldest first.
     queue: BTreeMap<(u8, u64), u64>,
     /// Connections chosen to give way whose task has not ended yet.
     shedding: usize,
 }
 
-struct Slot {
-    conn: Arc<Shared>,
+struct ConnEntry {
+    conn: Arc<ConnState>,
     phase: Phase,
     since: Instant,
     key: Option<(u8, u64)>,
 }
 
 /// One connection's shared state: read by its task, updated from the I/O and the service.
-struct Shared {
+struct ConnState {
     id: u64,
     tracker: Arc<Tracker>,
     /// When it was registered; with [`ConnLimits::max_age`], when it is retired.
@@ -122,7 +122,7 @@ impl Tracker {
         let mut reg = self.registry();
         reg.next += 1;
         let id = reg.next;
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ConnState {
             id,
             tracker: self.clone(),
             opened: Instant::now(),
@@ -134,7 +134,7 @@ impl Tracker {
         });
         reg.conns.insert(
             id,
-            Slot {
+            ConnEntry {
                 conn: shared.clone(),
                 phase,
                 since: Instant::now(),
@@ -231,7 +231,7 @@ impl Tracker {
 impl Registry {
     /// Takes the first connection of the shedding queue out of it and counts it as
     /// shedding.
-    fn shed_oldest(&mut self) -> Option<Arc<Shared>> {
+    fn shed_oldest(&mut self) -> Option<Arc<ConnState>> {
         let (_, id) = self.queue.pop_first()?;
         let slot = self.conns.get_mut(&id)?;
         slot.key = None;
@@ -260,7 +260,7 @@ impl Registry {
 /// A handle on one registered connection. The connection's task holds a [`Registration`]
 /// (from [`Conn::registration`]), which unregisters it when the task ends.
 #[derive(Clone)]
-pub struct Conn(Arc<Shared>);
+pub struct Conn(Arc<ConnState>);
 
 impl Conn {
     pub fn phase(&self) -> Phase {

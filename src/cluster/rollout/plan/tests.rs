@@ -44,8 +44,8 @@ fn template(labels: &[(&str, &str)]) -> PodTemplateSpec {
     }
 }
 
-fn deployment(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> Object {
-    Object::Deployment(Box::new(Deployment {
+fn deployment(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> WorkloadObject {
+    WorkloadObject::Deployment(Box::new(Deployment {
         metadata: ObjectMeta {
             annotations: Some(map(annotations)),
             ..Default::default()
@@ -103,14 +103,14 @@ fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why
             "StatefulSet/shop/db",
         ]
     );
-    let sts = Object::StatefulSet(Box::new(StatefulSet {
+    let sts = WorkloadObject::StatefulSet(Box::new(StatefulSet {
         spec: StatefulSetSpec {
             template: template(&[]),
             ..Default::default()
         },
         ..Default::default()
     }));
-    let objects: BTreeMap<Workload, Option<Object>> = [
+    let objects: BTreeMap<Workload, Option<WorkloadObject>> = [
         (
             w("shop", "Deployment", "web"),
             Some(deployment(&[], &[("app", "web")])),
@@ -127,7 +127,7 @@ fn stale_restartable_workloads_are_restarted_in_order_and_the_rest_left_with_why
         ),
         (
             w("shop", "DaemonSet", "agent"),
-            Some(Object::DaemonSet(Box::default())),
+            Some(WorkloadObject::DaemonSet(Box::default())),
         ),
     ]
     .into();
@@ -212,7 +212,7 @@ fn the_plan_is_described_one_line_per_workload() {
 #[test]
 fn workloads_a_new_template_would_not_replace_are_left() {
     let d = |paused: Option<bool>, strategy: Option<&str>| {
-        Object::Deployment(Box::new(Deployment {
+        WorkloadObject::Deployment(Box::new(Deployment {
             spec: DeploymentSpec {
                 paused,
                 strategy: strategy.map(|s| DeploymentStrategy {
@@ -225,7 +225,7 @@ fn workloads_a_new_template_would_not_replace_are_left() {
         }))
     };
     let s = |type_: &str, partition: Option<i32>| {
-        Object::StatefulSet(Box::new(StatefulSet {
+        WorkloadObject::StatefulSet(Box::new(StatefulSet {
             spec: StatefulSetSpec {
                 update_strategy: Some(StatefulSetUpdateStrategy {
                     type_: Some(type_.into()),
@@ -240,7 +240,7 @@ fn workloads_a_new_template_would_not_replace_are_left() {
         }))
     };
     let ds = |type_: &str| {
-        Object::DaemonSet(Box::new(DaemonSet {
+        WorkloadObject::DaemonSet(Box::new(DaemonSet {
             spec: DaemonSetSpec {
                 update_strategy: Some(DaemonSetUpdateStrategy {
                     type_: Some(type_.into()),
@@ -251,7 +251,7 @@ fn workloads_a_new_template_would_not_replace_are_left() {
             ..Default::default()
         }))
     };
-    let cases: [(Object, Option<&str>); 9] = [
+    let cases: [(WorkloadObject, Option<&str>); 9] = [
         (d(None, None), None),
         (d(Some(false), Some("RollingUpdate")), None),
         (d(Some(true), None), Some("paused")),

@@ -10,7 +10,7 @@ use kube::api::{Api, ListParams};
 use super::{GET_WORKLOADS, LIST_WORKLOAD_PODS, StopReason};
 use crate::census::Workload;
 use crate::cluster::rollout::progress::{self, Progress, crash_loop};
-use crate::cluster::workloads::{Object, get};
+use crate::cluster::workloads::{WorkloadObject, get};
 use crate::crd::SpecHash;
 use crate::engine::outcome::RolledBack;
 use crate::keys::ROLLED_BACK_ANNOTATION;
@@ -72,7 +72,7 @@ pub(super) async fn check(client: &Client, f: &InFlight, timeout: Duration) -> C
 
 /// Whether the safety net rolled the workload back from `spec` while it rolled out: its pod
 /// template's `otel-injector/rolled-back` names that spec.
-fn rolled_back_from(object: &Object, spec: SpecHash) -> Option<String> {
+fn rolled_back_from(object: &WorkloadObject, spec: SpecHash) -> Option<String> {
     let marker = object.template_annotations()?.get(ROLLED_BACK_ANNOTATION)?;
     RolledBack::parse(marker)
         .from_spec(spec)

@@ -6,13 +6,17 @@ use serde_json::json;
 
 use super::FIELD_MANAGER;
 use crate::census::Workload;
-use crate::cluster::workloads::{Object, patch_template};
+use crate::cluster::workloads::{WorkloadObject, patch_template};
 use crate::keys::RESTARTED_AT;
 
 /// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
 /// template's `kubectl.kubernetes.io/restartedAt` annotation. `None`: not a kind a rollout
 /// restarts.
-pub async fn restart(client: &Client, w: &Workload, stamp: &str) -> kube::Result<Option<Object>> {
+pub async fn restart(
+    client: &Client,
+    w: &Workload,
+    stamp: &str,
+) -> kube::Result<Option<WorkloadObject>> {
     patch_template(client, w, &json!({RESTARTED_AT: stamp}), FIELD_MANAGER).await
 }
 
