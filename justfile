@@ -98,7 +98,7 @@ load *ARGS:
 # Pod-create latency through the real API server: no injection, the webhook, the policy
 # (`otel-injector policy`), E2E_POLICY_PODS each (default 300); docs/performance.md.
 policy-latency: controlplane
-    cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture policy::policy_latency
+    cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture policy::budgets::policy_latency
 
 # A burst of pod creations through the real control plane and two webhook replicas behind
 # one address: pods/s and create latency without and with the webhook, and a Deployment

@@ -5,7 +5,16 @@
 //! `--hold` (or `DEMO_HOLD=1`) keeps the cluster and the webhook running until Ctrl-C and
 //! prints the `KUBECONFIG` to use with kubectl meanwhile.
 
+#[path = "demo/describe.rs"]
+mod describe;
+#[path = "demo/live.rs"]
+mod live;
+
+use describe::{describe, single_doc};
+use live::{live_span, wait_for_signal};
+
 #[path = "support/mod.rs"]
+#[allow(unused_imports)] // the re-exports the demo does not use
 mod support;
 
 use otel_injector::keys::INJECTED_ANNOTATION;
@@ -13,12 +22,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
 use support::api::{self, Registration};
-use support::collector::Collector;
 use support::controlplane::ControlPlane;
-use support::runner::{self, Images, RunningPod};
 use support::tools::root;
 use support::webhook::Webhook;
 
@@ -244,170 +249,6 @@ async fn run(hold: bool) -> Result<(), String> {
     Ok(())
 }
 
-/// What the live part keeps running until the end: the collector and the pod's processes.
-struct Live {
-    _pod: RunningPod,
-    _collector: Collector,
-}
-
-/// Starts kube-controller-manager, kube-scheduler, kwok and the collector, creates the
-/// namespace `shop` with an Instrumentation sending to the collector and a Deployment
-/// `checkout` of the Java test app, runs its pod, sends it one request and returns the span
-/// the agent sent, described.
-async fn live_span(
-    cp: &mut ControlPlane,
-    client: &kube::Client,
-    clock: &mut Clock,
-) -> Result<(String, Live), String> {
-    cp.start_controllers().await?;
-    clock.step("controllers: kube-controller-manager, kube-scheduler, kwok node Ready");
-    let collector = Collector::start(None, Some(&cp.dir)).await?;
-    let images = Images::e2e()?;
-    clock.step(&format!(
-        "collector (otelcol, OTLP on {}) and agent images ready",
-        collector.http_endpoint()
-    ));
-    let ns = "shop";
-    api::create_namespace(client, ns, &[], &[]).await?;
-    let inst = serde_json::json!({
-        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
-        "metadata": {"name": "java", "namespace": ns},
-        "spec": {
-            "exporter": {"endpoint": collector.http_endpoint()},
-            "resource": {"resourceAttributes": {"deployment.environment.name": "demo"}},
-            "env": [{"name": "OTEL_BSP_SCHEDULE_DELAY", "value": "100"},
-                    {"name": "OTEL_METRICS_EXPORTER", "value": "none"},
-                    {"name": "OTEL_LOGS_EXPORTER", "value": "none"}],
-            "java": {"image": runner::JAVA_AGENT}
-        }
-    });
-    let r = api::create_instrumentation(client, ns, &inst).await?;
-    if r.status != 201 {
-        return Err(format!(
-            "create Instrumentation: HTTP {}: {}",
-            r.status, r.body
-        ));
-    }
-    let port = support::process::free_port();
-    let template = serde_json::json!({
-        "metadata": {"labels": {"app": "checkout"},
-                     "annotations": {"instrumentation.opentelemetry.io/inject-java": "true"}},
-        "spec": {"containers": [{"name": "app", "image": runner::JAVA_APP,
-                                 "env": [{"name": "PORT", "value": port.to_string()}]}],
-                 "tolerations": [support::controllers::toleration()]}
-    });
-    // The webhook's Instrumentation cache fills from a watch: dry-run the template first.
-    let mut dry = serde_json::json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": template["metadata"].clone(), "spec": template["spec"].clone()});
-    dry["metadata"]["name"] = "checkout-dry-run".into();
-    let until = Instant::now() + Duration::from_secs(30);
-    while !api::create_pod(client, ns, &dry, true).await?.body["metadata"]["annotations"]
-        [INJECTED_ANNOTATION]
-        .is_string()
-    {
-        if Instant::now() > until {
-            return Err("the webhook did not inject the dry-run pod within 30 s".into());
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let deployment = serde_json::json!({
-        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "checkout"},
-        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "checkout"}},
-                 "template": template}
-    });
-    let r = api::send(
-        client,
-        axum::http::Method::POST,
-        &format!("/apis/apps/v1/namespaces/{ns}/deployments"),
-        Some(&deployment),
-    )
-    .await?;
-    if r.status != 201 {
-        return Err(format!("create Deployment: HTTP {}: {}", r.status, r.body));
-    }
-    let pod =
-        support::controllers::running_pods(client, ns, "app=checkout", 1, Duration::from_secs(60))
-            .await?
-            .remove(0);
-    let pod_name = pod["metadata"]["name"].as_str().unwrap_or("").to_owned();
-    clock.step(&format!(
-        "Deployment {ns}/checkout created; the ReplicaSet controller made pod {pod_name}, \
-         the webhook injected it, the scheduler bound it to {}, kwok marked it Running",
-        pod["spec"]["nodeName"].as_str().unwrap_or("")
-    ));
-    let running = runner::run(client, &pod, &images, &cp.dir).await?;
-    clock.step("pod runner: init container copied the agent, app container started (bubblewrap)");
-    let addr: std::net::SocketAddr = ([127, 0, 0, 1], port).into();
-    let until = Instant::now() + Duration::from_secs(120);
-    let answer = loop {
-        if let Ok(a) = support::webhook::http_get(addr, "/hello").await {
-            break a;
-        }
-        if Instant::now() > until {
-            return Err(format!(
-                "the app did not answer in 120 s:\n{}",
-                running.logs()
-            ));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
-    clock.step(&format!("GET /hello answered {} {:?}", answer.0, answer.1));
-    let spans = collector
-        .await_spans("the app's server span", Duration::from_secs(60), |spans| {
-            spans
-                .iter()
-                .any(|s| s.kind == 2 && s.res("k8s.pod.name") == pod_name)
-        })
-        .await?;
-    let span = spans
-        .into_iter()
-        .find(|s| s.kind == 2 && s.res("k8s.pod.name") == pod_name)
-        .expect("found above");
-    clock.step("span received by the collector");
-    let mut out = String::new();
-    out.push_str(&format!(
-        "Span received by the collector from the Java agent in pod {ns}/{pod_name}:\n"
-    ));
-    out.push_str(&format!(
-        "  service.name: {}\n  span: {} (kind SERVER), trace {}\n  resource attributes:\n",
-        span.res("service.name"),
-        span.name,
-        span.trace_id
-    ));
-    for (k, v) in &span.resource {
-        let v = v
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| v.to_string());
-        out.push_str(&format!("    {k}={v}\n"));
-    }
-    out.push_str("  span attributes:\n");
-    for (k, v) in &span.attributes {
-        let v = v
-            .as_str()
-            .map(str::to_owned)
-            .unwrap_or_else(|| v.to_string());
-        out.push_str(&format!("    {k}={v}\n"));
-    }
-    Ok((
-        out,
-        Live {
-            _pod: running,
-            _collector: collector,
-        },
-    ))
-}
-
-/// Ctrl-C or SIGTERM.
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
-}
-
 /// Builds the product's binary (this package's `e2e-otel-injector`, same profile and
 /// dependency features as this example) and returns its path: examples land in
 /// `target/<profile>/examples/`, binaries in `target/<profile>/`.
@@ -463,99 +304,4 @@ fn build_webhook() -> Result<PathBuf, String> {
     }
     support::tools::install_crypto_provider();
     Ok(bin)
-}
-
-/// The one document of a YAML file.
-fn single_doc(path: &Path) -> Result<Value, String> {
-    api::read_yaml_docs(path)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| format!("{}: empty", path.display()))
-}
-
-/// A readable account of what the webhook did to the pod.
-fn describe(pod: &Value) -> String {
-    let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    let meta = &pod["metadata"];
-    line(format!(
-        "Pod {}/{} as stored by the apiserver",
-        meta["namespace"].as_str().unwrap_or(""),
-        meta["name"].as_str().unwrap_or("")
-    ));
-    line("  annotations:".into());
-    for (k, v) in meta["annotations"].as_object().into_iter().flatten() {
-        line(format!("    {k}: {}", v.as_str().unwrap_or_default()));
-    }
-    let spec = &pod["spec"];
-    line("  init containers:".into());
-    for c in spec["initContainers"].as_array().into_iter().flatten() {
-        line(format!("    {}", c["name"].as_str().unwrap_or("")));
-        line(format!(
-            "      image:   {}",
-            c["image"].as_str().unwrap_or("")
-        ));
-        line(format!("      command: {}", words(&c["command"])));
-        mounts(&mut line, c, "      ");
-    }
-    line("  volumes:".into());
-    for v in spec["volumes"].as_array().into_iter().flatten() {
-        let name = v["name"].as_str().unwrap_or("");
-        let source = v
-            .as_object()
-            .into_iter()
-            .flatten()
-            .find(|(k, _)| *k != "name")
-            .map(|(k, s)| format!("{k} {s}"))
-            .unwrap_or_default();
-        line(format!("    {name}: {source}"));
-    }
-    for c in spec["containers"].as_array().into_iter().flatten() {
-        line(format!(
-            "  container {} ({})",
-            c["name"].as_str().unwrap_or(""),
-            c["image"].as_str().unwrap_or("")
-        ));
-        mounts(&mut line, c, "    ");
-        line("    env, in order:".into());
-        for (i, e) in c["env"].as_array().into_iter().flatten().enumerate() {
-            let name = e["name"].as_str().unwrap_or("");
-            let text = if let Some(v) = e.get("value") {
-                format!("{name}={}", v.as_str().unwrap_or(""))
-            } else if let Some(p) = e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
-                format!("{name} from fieldRef {p}")
-            } else if e["valueFrom"].is_object() {
-                format!("{name} from {}", e["valueFrom"])
-            } else {
-                format!("{name}=")
-            };
-            line(format!("      {:>2}. {text}", i + 1));
-        }
-    }
-    out
-}
-
-fn mounts(line: &mut impl FnMut(String), c: &Value, indent: &str) {
-    line(format!("{indent}mounts:"));
-    for m in c["volumeMounts"].as_array().into_iter().flatten() {
-        line(format!(
-            "{indent}  {} -> {}",
-            m["name"].as_str().unwrap_or(""),
-            m["mountPath"].as_str().unwrap_or("")
-        ));
-    }
-}
-
-fn words(v: &Value) -> String {
-    v.as_array()
-        .map(|a| {
-            a.iter()
-                .map(|s| s.as_str().unwrap_or("").to_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_default()
 }

@@ -3,13 +3,23 @@
 //! `manifests/base/webhook.yaml` or `components/targeted/webhook-targeted.yaml`, server-side apply of manifest files,
 //! and SubjectAccessReviews.
 
+mod access;
+mod crds;
+mod webhooks;
+
+pub use access::{Access, may, may_url};
+pub use crds::{install_crds, install_stand_in_crd, point_conversion};
+pub use webhooks::{
+    Registration, base64_of, create_webhook_configuration, replace_webhook_configuration,
+    targeted_webhook_manifest_path, webhook_configuration, webhook_manifest_path,
+};
+
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::http::{Method, Request, header};
 use http_body_util::BodyExt as _;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::Scope;
 use kube::{Client, client::Body};
@@ -255,104 +265,6 @@ pub fn read_yaml_docs(path: &Path) -> Result<Vec<Value>, String> {
     Ok(docs.into_iter().filter(|d| !d.is_null()).collect())
 }
 
-/// Creates the CRDs of a file (an existing one is left alone) and waits until each is
-/// Established.
-pub async fn install_crds(client: &Client, path: &Path) -> Result<(), String> {
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for doc in read_yaml_docs(path)? {
-        let crd: CustomResourceDefinition =
-            serde_json::from_value(doc).map_err(|e| format!("{}: {e}", path.display()))?;
-        install_crd(&api, &crd).await?;
-    }
-    Ok(())
-}
-
-/// Points the Instrumentation CRD's conversion webhook at `url` (a webhook process of the
-/// test), trusting `ca_pem` (`None`: the caBundle it has): what the Service and the caBundle
-/// of an install do.
-pub async fn point_conversion(
-    client: &Client,
-    url: &str,
-    ca_pem: Option<&str>,
-) -> Result<(), String> {
-    use base64::Engine as _;
-    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let mut config = serde_json::json!({"service": null, "url": url});
-    if let Some(ca) = ca_pem {
-        config["caBundle"] = base64::engine::general_purpose::STANDARD.encode(ca).into();
-    }
-    let patch = serde_json::json!({"spec": {"conversion": {"strategy": "Webhook", "webhook": {
-        "conversionReviewVersions": ["v1"],
-        "clientConfig": config}}}});
-    api.patch(
-        "instrumentations.opentelemetry.io",
-        &kube::api::PatchParams::default(),
-        &kube::api::Patch::Merge(&patch),
-    )
-    .await
-    .map_err(|e| format!("point the CRD's conversion at {url}: {e}"))?;
-    Ok(())
-}
-
-/// Creates one CRD (AlreadyExists is fine) and waits until it is Established.
-pub async fn install_crd(
-    api: &Api<CustomResourceDefinition>,
-    crd: &CustomResourceDefinition,
-) -> Result<(), String> {
-    let name = crd.metadata.name.clone().unwrap_or_default();
-    match api.create(&PostParams::default(), crd).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(s)) if s.code == 409 => {}
-        Err(e) => return Err(format!("create CRD {name}: {e}")),
-    }
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let established = api
-            .get(&name)
-            .await
-            .ok()
-            .and_then(|c| c.status)
-            .and_then(|s| s.conditions)
-            .is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-        if established {
-            return Ok(());
-        }
-        if Instant::now() > until {
-            return Err(format!("CRD {name} not Established within 30 s"));
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// A stand-in for a CRD of another project (cert-manager's, the Prometheus Operator's):
-/// the kind exists, any content is accepted. An existing CRD of that name is left alone.
-pub async fn install_stand_in_crd(
-    client: &Client,
-    group: &str,
-    kind: &str,
-    plural: &str,
-) -> Result<(), String> {
-    let crd: CustomResourceDefinition = serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {
-            "group": group,
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(),
-                      "listKind": format!("{kind}List")},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object",
-                    "x-kubernetes-preserve-unknown-fields": true}}}]
-        }
-    }))
-    .map_err(|e| e.to_string())?;
-    install_crd(&Api::all(client.clone()), &crd).await
-}
-
 /// Server-side apply of every document of a manifest file, with a field manager named after
 /// the file (as `kubectl apply --server-side --field-manager=...` per file would), so an
 /// overlay file does not take away the fields another file set; `dry_run` sends
@@ -469,206 +381,4 @@ pub async fn delete_doc(client: &Client, doc: &Value) -> Result<(), String> {
             Err(e) => return Err(format!("get {kind}/{name}: {e}")),
         }
     }
-}
-
-/// What a SubjectAccessReview asks: may this user do `verb` on `resource`?
-#[derive(Clone, Copy, Debug)]
-pub struct Access<'a> {
-    pub verb: &'a str,
-    pub group: &'a str,
-    pub resource: &'a str,
-    /// Empty: every namespace (or a cluster-scoped resource).
-    pub namespace: &'a str,
-    /// Empty: any name.
-    pub name: &'a str,
-}
-
-impl std::fmt::Display for Access<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let group = if self.group.is_empty() {
-            "core"
-        } else {
-            self.group
-        };
-        write!(f, "{} {group}/{}", self.verb, self.resource)?;
-        if !self.name.is_empty() {
-            write!(f, "/{}", self.name)?;
-        }
-        if !self.namespace.is_empty() {
-            write!(f, " in {}", self.namespace)?;
-        }
-        Ok(())
-    }
-}
-
-/// Whether the API server's authorizer allows `access` to `user` with `groups` (a
-/// SubjectAccessReview, sent with `client`'s own rights).
-pub async fn may(
-    client: &Client,
-    user: &str,
-    groups: &[String],
-    access: Access<'_>,
-) -> Result<bool, String> {
-    let review = json!({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {
-            "user": user, "groups": groups,
-            "resourceAttributes": {
-                "verb": access.verb, "group": access.group, "resource": access.resource,
-                "namespace": access.namespace, "name": access.name,
-            }
-        }
-    });
-    let r = send(
-        client,
-        Method::POST,
-        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        Some(&review),
-    )
-    .await?;
-    if r.status != 201 {
-        return Err(format!(
-            "SubjectAccessReview ({access}): HTTP {}: {}",
-            r.status, r.body
-        ));
-    }
-    Ok(r.body["status"]["allowed"] == true)
-}
-
-/// Whether `user` (with `groups`) may `verb` the non-resource URL `path` (`/metrics`), as the
-/// authorizer answers a SubjectAccessReview.
-pub async fn may_url(
-    client: &Client,
-    user: &str,
-    groups: &[String],
-    verb: &str,
-    path: &str,
-) -> Result<bool, String> {
-    let review = json!({
-        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
-        "spec": {"user": user, "groups": groups,
-                 "nonResourceAttributes": {"verb": verb, "path": path}}
-    });
-    let r = send(
-        client,
-        Method::POST,
-        "/apis/authorization.k8s.io/v1/subjectaccessreviews",
-        Some(&review),
-    )
-    .await?;
-    if r.status != 201 {
-        return Err(format!(
-            "SubjectAccessReview ({verb} {path}): HTTP {}: {}",
-            r.status, r.body
-        ));
-    }
-    Ok(r.body["status"]["allowed"] == true)
-}
-
-/// How a webhook configuration made from a shipped manifest differs from it.
-pub struct Registration<'a> {
-    /// The manifest whose entries are registered: [`webhook_manifest_path`] or
-    /// [`targeted_webhook_manifest_path`].
-    pub manifest: &'a Path,
-    /// Name of the MutatingWebhookConfiguration (configurations run in name order).
-    pub name: &'a str,
-    /// `https://127.0.0.1:PORT/mutate-v1-pod`.
-    pub url: &'a str,
-    pub ca_pem: &'a str,
-    /// `Ignore` or `Fail`.
-    pub failure_policy: &'a str,
-    pub timeout_seconds: i32,
-    /// Restrict to namespaces carrying this label (tests sharing one control plane).
-    pub scope: Option<(&'a str, &'a str)>,
-}
-
-/// The default webhook configuration: `$E2E_WEBHOOK_MANIFEST`, or `manifests/base/webhook.yaml`.
-pub fn webhook_manifest_path() -> std::path::PathBuf {
-    std::env::var_os("E2E_WEBHOOK_MANIFEST")
-        .map(Into::into)
-        .unwrap_or_else(|| super::tools::root().join("manifests/base/webhook.yaml"))
-}
-
-/// The targeted variant's webhook configuration: `$E2E_TARGETED_WEBHOOK_MANIFEST`, or
-/// `manifests/components/targeted/webhook-targeted.yaml`.
-pub fn targeted_webhook_manifest_path() -> std::path::PathBuf {
-    std::env::var_os("E2E_TARGETED_WEBHOOK_MANIFEST")
-        .map(Into::into)
-        .unwrap_or_else(|| {
-            super::tools::root().join("manifests/components/targeted/webhook-targeted.yaml")
-        })
-}
-
-/// The MutatingWebhookConfiguration of `r.manifest` with every one of its webhook entries
-/// (`pods.…` in the default one; `pods.…` and `namespaces.…` in the targeted one), each
-/// keeping its own name, rules, matchPolicy, reinvocationPolicy, sideEffects,
-/// admissionReviewVersions, namespaceSelector, objectSelector and matchConditions, pointed
-/// at `url` with the test CA, the given failure policy and timeout, and optionally scoped
-/// by a namespace label added to each entry's namespaceSelector.
-pub fn webhook_configuration(r: &Registration<'_>) -> Result<Value, String> {
-    let path = r.manifest;
-    let doc = read_yaml_docs(path)?
-        .into_iter()
-        .find(|d| d["kind"] == "MutatingWebhookConfiguration")
-        .ok_or_else(|| format!("{}: no MutatingWebhookConfiguration", path.display()))?;
-    let mut webhooks = doc["webhooks"]
-        .as_array()
-        .cloned()
-        .ok_or_else(|| format!("{}: no webhooks", path.display()))?;
-    for wh in &mut webhooks {
-        wh["clientConfig"] = json!({
-            "url": r.url,
-            "caBundle": base64_of(r.ca_pem.as_bytes()),
-        });
-        wh["failurePolicy"] = json!(r.failure_policy);
-        wh["timeoutSeconds"] = json!(r.timeout_seconds);
-        if let Some((k, v)) = r.scope {
-            // Added to the entry's own selector (its matchExpressions are kept): the
-            // requirements are ANDed.
-            if !wh["namespaceSelector"].is_object() {
-                wh["namespaceSelector"] = json!({});
-            }
-            if !wh["namespaceSelector"]["matchLabels"].is_object() {
-                wh["namespaceSelector"]["matchLabels"] = json!({});
-            }
-            wh["namespaceSelector"]["matchLabels"][k] = json!(v);
-        }
-    }
-    Ok(json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": r.name},
-        "webhooks": webhooks,
-    }))
-}
-
-/// Creates a MutatingWebhookConfiguration.
-pub async fn create_webhook_configuration(client: &Client, config: &Value) -> Result<(), String> {
-    let r = send(
-        client,
-        Method::POST,
-        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations",
-        Some(config),
-    )
-    .await?;
-    if r.status != 201 {
-        return Err(format!(
-            "create MutatingWebhookConfiguration {}: HTTP {}: {}",
-            config["metadata"]["name"],
-            r.status,
-            r.message()
-        ));
-    }
-    Ok(())
-}
-
-/// Creates a MutatingWebhookConfiguration, replacing one of the same name.
-pub async fn replace_webhook_configuration(client: &Client, config: &Value) -> Result<(), String> {
-    delete_doc(client, config).await?;
-    create_webhook_configuration(client, config).await
-}
-
-pub fn base64_of(bytes: &[u8]) -> String {
-    use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.encode(bytes)
 }

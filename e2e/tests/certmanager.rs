@@ -11,13 +11,15 @@
 //! webhook runs on 127.0.0.1 and the configuration's `clientConfig` is a URL to it, so the
 //! serving Certificate gets the IP address 127.0.0.1 besides the manifest's Service names.
 
+mod renewal;
+
 use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use renewal::{force_renewal, stream, until_sent};
 use serde_json::{Value, json};
 use x509_parser::prelude::{FromDer, GeneralName, X509Certificate};
 
@@ -136,46 +138,6 @@ fn assert_signed_by(leaf_der: &[u8], ca_der: &[u8]) {
     assert_eq!(l.issuer(), ca.subject());
     l.verify_signature(Some(ca.public_key()))
         .expect("the leaf is signed by ca.crt");
-}
-
-/// One pod creation of the stream.
-struct Admission {
-    /// When the request was sent.
-    at: Instant,
-    status: u16,
-    injected: bool,
-    message: String,
-}
-
-/// Creates pods asking for Java injection one after another, 20 ms apart, until `stop` is
-/// set (at most 3000 pods or 180 s); `sent` counts the requests sent.
-async fn stream(
-    client: kube::Client,
-    ns: String,
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicUsize>,
-) -> Vec<Admission> {
-    let t0 = Instant::now();
-    let mut out = Vec::new();
-    while !stop.load(Ordering::Relaxed)
-        && out.len() < 3000
-        && t0.elapsed() < Duration::from_secs(180)
-    {
-        let p = pod(&format!("stream-{}", out.len()), &[(INJECT_JAVA, "true")]);
-        let at = Instant::now();
-        sent.fetch_add(1, Ordering::Relaxed);
-        let r = api::create_pod(&client, &ns, &p, false)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        out.push(Admission {
-            at,
-            status: r.status,
-            injected: is_injected(&r.body),
-            message: r.message().to_owned(),
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    out
 }
 
 #[tokio::test]
@@ -468,49 +430,4 @@ async fn cert_manager_issues_injects_the_ca_and_rotates_without_a_failed_admissi
         admissions.len(),
         t0.elapsed()
     );
-}
-
-/// Waits until the stream has sent `n` requests (bounded: 60 s).
-async fn until_sent(sent: &AtomicUsize, n: usize) {
-    let t0 = Instant::now();
-    while sent.load(Ordering::Relaxed) < n {
-        assert!(
-            t0.elapsed() < Duration::from_secs(60),
-            "the pod stream sent {} of {n} requests in 60 s",
-            sent.load(Ordering::Relaxed)
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// What `cmctl renew` does: the condition `Issuing=True` (reason `ManuallyTriggered`) added
-/// to the Certificate's status (retried on a write conflict with cert-manager).
-async fn force_renewal(client: &kube::Client, path: &str) {
-    for _ in 0..10 {
-        let mut certificate = get(client, path).await;
-        let now = serde_json::to_value(Time(k8s_openapi::jiff::Timestamp::now())).unwrap();
-        let generation = certificate["metadata"]["generation"].clone();
-        certificate["status"]["conditions"]
-            .as_array_mut()
-            .expect("conditions")
-            .push(json!({
-                "type": "Issuing", "status": "True", "reason": "ManuallyTriggered",
-                "message": "Certificate re-issuance manually triggered",
-                "lastTransitionTime": now, "observedGeneration": generation,
-            }));
-        let r = api::send(
-            client,
-            Method::PUT,
-            &format!("{path}/status"),
-            Some(&certificate),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        match r.status {
-            200 => return,
-            409 => tokio::time::sleep(Duration::from_millis(100)).await,
-            s => panic!("PUT {path}/status: HTTP {s}: {}", r.body),
-        }
-    }
-    panic!("PUT {path}/status: 10 conflicts in a row");
 }

@@ -36,20 +36,6 @@ macro_rules! copy_layout {
 }
 pub(super) use copy_layout;
 
-/// `copy_agent!(Variant, "name", field)`: the [`Agent`] of a copy language whose injection is
-/// [`inject`] alone (its [`CopyAgent`] impl says the rest).
-macro_rules! copy_agent {
-    ($agent:ident, $name:literal, $field:ident) => {
-        impl $crate::agents::Agent for $agent {
-            $crate::agents::identity!($agent, $name, $field);
-            fn inject(&self, cx: &mut $crate::agents::Injection<'_, '_>) -> $crate::agents::Effect {
-                $crate::agents::copy::inject(self, cx)
-            }
-        }
-    };
-}
-pub(super) use copy_agent;
-
 /// Default resources of an agent's init container.
 #[derive(Clone, Copy, Debug)]
 pub struct ResourceDefaults {

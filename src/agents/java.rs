@@ -4,7 +4,7 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
-use super::{Injection, Refusal};
+use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -24,7 +24,12 @@ fn extension_mount(mount: &str, i: usize) -> String {
 /// The Java agent injector.
 pub struct Java;
 
-copy::copy_agent!(Java, "java", java);
+impl Agent for Java {
+    identity!(Java, "java", java);
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
+        copy::inject(self, cx)
+    }
+}
 
 impl CopyAgent for Java {
     type Variant = ();

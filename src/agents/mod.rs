@@ -32,7 +32,7 @@ use crate::crd::{InstrumentationSpec, LanguageSpec};
 /// One language's injection. Agents only add to the plan they are given; the engine owns
 /// selection, validation and the patch.
 pub trait Agent: Sync {
-    /// Its registry entry and the names users write (built with the `names!` macro).
+    /// Its registry entry and the names users write (spelled by [`identity!`]).
     fn names(&self) -> &'static Names;
     /// The agent image used when the Instrumentation names none (`--agent-image` overrides).
     fn default_image(&self) -> Option<&'static str> {
@@ -68,41 +68,32 @@ pub struct Names {
     pub container_names_annotation: &'static str,
 }
 
-/// `names!(Variant, "name")`: the [`Names`] of a language whose annotations follow the
-/// Operator's pattern (`inject-<name>`, `<name>-container-names`); a third argument gives
-/// a container list annotation that breaks it.
-macro_rules! names {
-    ($variant:ident, $name:literal) => {
-        $crate::agents::names!($variant, $name, $crate::keys::container_names_key!($name))
-    };
-    ($variant:ident, $name:literal, $container_names:expr) => {
-        $crate::agents::Names {
-            language: $crate::agents::Language::$variant,
-            name: $name,
-            inject_annotation: $crate::keys::inject_key!($name),
-            container_names_annotation: $container_names,
-        }
-    };
-}
-use names;
-
 /// `identity!(Variant, "name", field)`, inside `impl Agent`: the methods every language with
-/// a default image spells alike (`identity!(Variant, "name")`: only the names, for a language
-/// without an image): [`Agent::names`] (as [`names!`], a fourth argument for a
-/// container list annotation that breaks the pattern), [`Agent::default_image`]
-/// (`DEFAULT_IMAGE` of the language's module) and [`Agent::section`] (`spec.<field>`).
+/// a default image spells alike: [`Agent::names`] (the annotations follow the Operator's
+/// pattern, `inject-<name>` and `<name>-container-names`; a fourth argument gives a container
+/// list annotation that breaks it), [`Agent::default_image`] (`DEFAULT_IMAGE` of the
+/// language's module) and [`Agent::section`] (`spec.<field>`). `identity!(Variant, "name")`:
+/// only the names, for a language without an image or a section.
 macro_rules! identity {
-    ($variant:ident, $name:literal) => {
+    (@names $variant:ident, $name:literal, $container_names:expr) => {
         fn names(&self) -> &'static $crate::agents::Names {
-            const NAMES: $crate::agents::Names = $crate::agents::names!($variant, $name);
+            const NAMES: $crate::agents::Names = $crate::agents::Names {
+                language: $crate::agents::Language::$variant,
+                name: $name,
+                inject_annotation: $crate::keys::inject_key!($name),
+                container_names_annotation: $container_names,
+            };
             &NAMES
         }
     };
-    ($variant:ident, $name:literal, $field:ident $(, $container_names:expr)?) => {
-        fn names(&self) -> &'static $crate::agents::Names {
-            const NAMES: $crate::agents::Names = $crate::agents::names!($variant, $name $(, $container_names)?);
-            &NAMES
-        }
+    ($variant:ident, $name:literal) => {
+        $crate::agents::identity!(@names $variant, $name, $crate::keys::container_names_key!($name));
+    };
+    ($variant:ident, $name:literal, $field:ident) => {
+        $crate::agents::identity!($variant, $name, $field, $crate::keys::container_names_key!($name));
+    };
+    ($variant:ident, $name:literal, $field:ident, $container_names:expr) => {
+        $crate::agents::identity!(@names $variant, $name, $container_names);
         fn default_image(&self) -> Option<&'static str> {
             Some(DEFAULT_IMAGE)
         }

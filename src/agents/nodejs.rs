@@ -2,7 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Injection, Refusal};
+use super::{Agent, Effect, Injection, Refusal, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -15,7 +15,12 @@ pub const DEFAULT_IMAGE: &str =
 /// The Node.js injector.
 pub struct NodeJs;
 
-copy::copy_agent!(NodeJs, "nodejs", nodejs);
+impl Agent for NodeJs {
+    identity!(NodeJs, "nodejs", nodejs);
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
+        copy::inject(self, cx)
+    }
+}
 
 impl CopyAgent for NodeJs {
     type Variant = ();

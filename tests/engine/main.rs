@@ -1,8 +1,9 @@
 //! The engine and everything around it, in process: each language's injection applied to
 //! real pods (`inject_*`), crafted and amplifying pods (`hardening`), the outcome, delivery
 //! modes, labels, the CRD, the offline commands, the fuzz corpora, the build information,
-//! the layering of `src/`, the one home of the keys, one meaning per type name (`names`) and
-//! the form of docs/decisions.md (`docs`).
+//! the layering of `src/`, the one home of the keys, one meaning per type name (`names`),
+//! the form of docs/decisions.md (`docs`) and docs/architecture.md against the tree
+//! (`layout_doc`).
 
 #[path = "../support/engine.rs"]
 mod common;
@@ -25,6 +26,7 @@ mod inject_nodejs;
 mod inject_python;
 mod keys;
 mod labels;
+mod layout_doc;
 mod names;
 mod offline;
 mod outcome;

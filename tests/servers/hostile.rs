@@ -5,20 +5,23 @@
 //! server inherits it). The numbers are printed (`--nocapture`); `TEST_SERVER_BIN` runs
 //! them against another build of the server, e.g. a release one.
 
-use crate::support;
+mod flood;
+mod requests;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::support::{
-    MUTATE, Server, fixture, head, http_get, post, proc_status_bytes, raise_fd_limit, review_of,
-    serial, tls_connect, uid_of, within,
-};
-use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
+
+use crate::support;
+use crate::support::{
+    MUTATE, Server, fixture, http_get, post, proc_status_bytes, raise_fd_limit, review_of, serial,
+    tls_connect, uid_of, within,
+};
 
 /// The default `--max-connections`.
 const CAP: usize = 512;
@@ -319,141 +322,6 @@ async fn a_slowloris_of_2000_connections_does_not_delay_a_fresh_client() {
     );
 }
 
-/// How a flooding client uses each connection before the server closes it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flood {
-    /// A full TLS handshake, then part of a request head.
-    TlsHead,
-    /// Part of a ClientHello.
-    Hello,
-    /// Nothing.
-    Silent,
-    /// None: close at once.
-    Churn,
-}
-
-/// Reconnects as soon as the server closes the connection, until `stop`; counts the
-/// connections made.
-async fn reconnect_loop(
-    addr: std::net::SocketAddr,
-    connector: tokio_rustls::TlsConnector,
-    mode: Flood,
-    made: Arc<AtomicU64>,
-    stop: Stop,
-) {
-    let partial_head = head("POST", MUTATE, &[("Content-Length", "2")]);
-    let partial_head = &partial_head[..partial_head.len() - 10];
-    while !stop.is_set() {
-        let Ok(mut tcp) = TcpStream::connect(addr).await else {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            continue;
-        };
-        made.fetch_add(1, Ordering::AcqRel);
-        match mode {
-            Flood::TlsHead => {
-                let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
-                let Ok(mut tls) = connector.connect(name, tcp).await else {
-                    continue;
-                };
-                if tls.write_all(partial_head).await.is_err() {
-                    continue;
-                }
-                tokio::select! {
-                    () = closed(&mut tls) => {}
-                    () = stop.wait() => {}
-                }
-            }
-            Flood::Hello | Flood::Silent => {
-                if mode == Flood::Hello && tcp.write_all(PARTIAL_CLIENT_HELLO).await.is_err() {
-                    continue;
-                }
-                tokio::select! {
-                    () = closed(&mut tcp) => {}
-                    () = stop.wait() => {}
-                }
-            }
-            Flood::Churn => drop(tcp),
-        }
-    }
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
-    let _serial = serial().await;
-    raise_fd_limit(2016 + CAP as u64 + 512);
-    let server = Server::start().await;
-    let review = fixture("pod-create.json");
-    let body = serde_json::to_vec(&review).unwrap();
-    let uid = uid_of(&review).to_owned();
-
-    // 2,000 clients, four times the cap, each reconnecting as soon as it is closed, so that
-    // every connection shed comes straight back: 64 hold a TLS connection with a partial
-    // head, 968 a partial ClientHello, 968 a silent TCP connection; and 16 more connect and
-    // close as fast as they can.
-    let made = Arc::new(AtomicU64::new(0));
-    let (stop_tx, stop) = Stop::new();
-    let mut flood = JoinSet::new();
-    for i in 0..2016u32 {
-        let mode = match i {
-            0..64 => Flood::TlsHead,
-            2000.. => Flood::Churn,
-            _ if i % 2 == 0 => Flood::Hello,
-            _ => Flood::Silent,
-        };
-        flood.spawn(reconnect_loop(
-            server.webhook,
-            server.connector.clone(),
-            mode,
-            made.clone(),
-            stop.clone(),
-        ));
-    }
-    // The cap is full and the flood is on for a moment.
-    wait_until(&server, OPEN_WEBHOOK, Duration::from_secs(30), |v| {
-        v >= CAP as f64
-    })
-    .await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let flood_started = Instant::now();
-    let made_at_start = made.load(Ordering::Acquire);
-    let shed_at_start = server.metric(&dropped("webhook", "shed")).await;
-    let mut latencies = Vec::new();
-    let mut open_seen = Vec::new();
-    // At least 3 s of flood and at least 5 samples: a debug server on a busy machine answers
-    // near the bound, and then 3 s alone may hold only 4.
-    while flood_started.elapsed() < Duration::from_secs(3) || latencies.len() < 5 {
-        latencies.push(legit_review(&server, &body, &uid).await);
-        open_seen.push(server.metric(OPEN_WEBHOOK).await);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    let during = flood_started.elapsed();
-    let flood_conns = made.load(Ordering::Acquire) - made_at_start;
-    let shed = server.metric(&dropped("webhook", "shed")).await - shed_at_start;
-    stop_tx.send_replace(true);
-    while flood.join_next().await.is_some() {}
-    let max = *latencies.iter().max().unwrap();
-    let max_open = open_seen.iter().copied().fold(0.0, f64::max);
-    eprintln!(
-        "reconnecting flood: {flood_conns} flood connections in {during:?} ({:.0}/s), {shed} shed; \
-         {} legitimate reviews, max {max:?}: {latencies:?}; open at most {max_open}",
-        flood_conns as f64 / during.as_secs_f64(),
-        latencies.len()
-    );
-    assert!(
-        max < LEGIT_BOUND,
-        "a fresh client waited {max:?} during the flood"
-    );
-    // Shed connections may stay open a moment after they were chosen.
-    assert!(
-        max_open <= (CAP + MAX_SHEDDING) as f64,
-        "{max_open} open, cap {CAP}"
-    );
-    assert!(
-        flood_conns >= 3000 && shed >= 3000.0,
-        "a weak flood: {flood_conns} connections, {shed} shed in {during:?}"
-    );
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nine_thousand_half_sent_admin_requests_are_not_kept() {
     let _serial = serial().await;
@@ -564,182 +432,4 @@ async fn nine_thousand_half_sent_admin_requests_are_not_kept() {
         hwm / 1024,
         rss_before / 1024
     );
-}
-
-/// The server's monotonic clock (CLOCK_MONOTONIC, as `Instant`), read in this process.
-fn monotonic_now() -> Duration {
-    let t = rustix::time::clock_gettime(rustix::time::ClockId::Monotonic);
-    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
-}
-
-/// `?timeout=` values that put the body-read deadline within the last millisecond of the
-/// clock (`Instant` holds `i64::MAX` seconds): tokio rounds a deadline up to the next
-/// millisecond, which overflows there and panics. The server clock is guessed from ours,
-/// the request's delay swept in quarter milliseconds.
-fn clock_edge_timeouts(delays_us: impl Iterator<Item = u64>) -> Vec<String> {
-    let end = Duration::new(i64::MAX as u64, 999_999_999);
-    delays_us
-        .map(|delay| {
-            let budget =
-                end - monotonic_now() - Duration::from_micros(delay) - Duration::from_micros(500);
-            // The server keeps 500 ms in hand: deadline = budget + 500 ms.
-            let deadline = budget + Duration::from_millis(500);
-            format!("{}s{}ms", deadline.as_secs(), deadline.subsec_millis())
-        })
-        .collect()
-}
-
-#[tokio::test]
-async fn absurd_timeouts_are_answered_and_never_panic() {
-    let _serial = serial().await;
-    let server = Server::start().await;
-    let review = fixture("pod-create-inject-java.json");
-    let body = serde_json::to_vec(&review).unwrap();
-    let uid = uid_of(&review);
-    let fixed = [
-        "18446744073709551615s1s",
-        "18446744073709551615s",
-        "18446744073709551615s999ms",
-        "18446744073709551616s",
-        "9223372036854775807s",
-        "5124095576030431h",
-        "99999999999999999999999999999ms",
-        "1h",
-        "0s",
-        "-1s",
-        "1.5s",
-        "%00",
-    ];
-    let mut answered = 0;
-    let mut c = server.connect().await;
-    let started = Instant::now();
-    for value in fixed.iter().map(|v| (*v).to_owned()) {
-        let path = format!("/mutate-v1-pod?timeout={value}");
-        let r = within(
-            Duration::from_secs(5),
-            &path,
-            c.roundtrip(&post(&path, &body, false)),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{path}: no answer ({e})"));
-        let r = review_of(&r);
-        assert_eq!(r.uid, uid, "{path}");
-        assert!(r.patch.is_some(), "{path}");
-        answered += 1;
-    }
-    // Values aimed at the end of the clock, each on the same keep-alive connection. The
-    // body follows the head after a moment, so that the server waits for it (a body that is
-    // all there is read before any timer starts).
-    for round in 0..3 {
-        for value in clock_edge_timeouts((0..40).map(|i| i * 250)) {
-            let path = format!("/mutate-v1-pod?timeout={value}");
-            let one = async {
-                c.send(&head(
-                    "POST",
-                    &path,
-                    &[("Content-Length", &body.len().to_string())],
-                ))
-                .await?;
-                tokio::time::sleep(Duration::from_millis(5)).await;
-                c.send(&body).await?;
-                c.response().await
-            };
-            let r = within(Duration::from_secs(5), &path, one)
-                .await
-                .unwrap_or_else(|e| panic!("round {round}, {path}: no answer ({e})"));
-            assert_eq!(review_of(&r).uid, uid, "{path}");
-            answered += 1;
-        }
-    }
-    let took = started.elapsed();
-    eprintln!("absurd timeouts: {answered} answered on one connection in {took:?}");
-    let log = server.log();
-    assert!(!log.contains("panicked"), "{log}");
-}
-
-/// An AdmissionReview of a pod in `shop` asking for Java in `n` containers, each named in
-/// `container-names`.
-fn many_containers(n: usize) -> Value {
-    let mut review = fixture("pod-create-inject-java.json");
-    let names: Vec<String> = (0..n).map(|i| format!("c{i}")).collect();
-    let containers: Vec<Value> = names
-        .iter()
-        .map(|name| json!({"name": name, "image": "i"}))
-        .collect();
-    let object = &mut review["request"]["object"];
-    object["metadata"]["annotations"] = json!({
-        "instrumentation.opentelemetry.io/inject-java": "true",
-        "instrumentation.opentelemetry.io/container-names": names.join(","),
-    });
-    object["spec"]["containers"] = Value::Array(containers);
-    review
-}
-
-/// Sends a review of `n` targeted tiny containers to a fresh server: it is admitted
-/// unchanged but for its outcome, with the `pod_too_large` warning, quickly, with a bounded peak RSS.
-async fn too_large_pod(n: usize) {
-    let server = Server::start().await;
-    let review = many_containers(n);
-    let body = serde_json::to_vec(&review).unwrap();
-    let object_bytes = serde_json::to_vec(&review["request"]["object"])
-        .unwrap()
-        .len();
-    let hwm_before = proc_status_bytes(server.pid(), "VmHWM");
-    let started = Instant::now();
-    let r = server.post_raw(MUTATE, &body).await;
-    let took = started.elapsed();
-    let hwm = proc_status_bytes(server.pid(), "VmHWM");
-    let rss_after = proc_status_bytes(server.pid(), "VmRSS");
-    let answer_bytes = r.body.len();
-    let r = review_of(&r);
-    // Peak RSS: what the server held before, plus 16 times the body, plus 32 MiB.
-    let bound = hwm_before + 16 * body.len() as u64 + 32 * 1024 * 1024;
-    eprintln!(
-        "{n} containers: review {} KiB answered in {took:?} ({answer_bytes} bytes); \
-         VmHWM {} KiB before, {} KiB after (bound {} KiB); VmRSS after {} KiB",
-        body.len() / 1024,
-        hwm_before / 1024,
-        hwm / 1024,
-        bound / 1024,
-        rss_after / 1024
-    );
-    assert_eq!(r.uid, uid_of(&review));
-    assert!(r.allowed);
-    // Only the outcome is recorded (from a metadata-only read).
-    assert_eq!(r.status_only(), "pod=skipped pod_too_large");
-    // Refused before the pod is even decoded: its containers would take far more memory
-    // decoded than the review's size.
-    assert_eq!(
-        r.warnings,
-        [format!(
-            "otel-injector: the pod has too many containers for its size ({object_bytes} bytes); not injected"
-        )]
-    );
-    assert!(answer_bytes < 1024, "a {answer_bytes}-byte answer");
-    assert_eq!(
-        server
-            .metric("otel_injector_not_injected_total{reason=\"pod_too_large\"}")
-            .await,
-        1.0
-    );
-    assert!(took < Duration::from_secs(2), "answered after {took:?}");
-    assert!(
-        hwm < bound,
-        "peak RSS {} KiB for a {} KiB review (bound {} KiB)",
-        hwm / 1024,
-        body.len() / 1024,
-        bound / 1024
-    );
-}
-
-#[tokio::test]
-async fn a_pod_of_3000_targeted_containers_is_admitted_unchanged_quickly() {
-    let _serial = serial().await;
-    too_large_pod(3_000).await;
-}
-
-#[tokio::test]
-async fn a_pod_of_40000_targeted_containers_is_admitted_unchanged_quickly() {
-    let _serial = serial().await;
-    too_large_pod(40_000).await;
 }

@@ -14,7 +14,7 @@ mod rendered;
 // `monitoring` and `image` start the server as `tests/servers` does, and use a part of its
 // helpers.
 #[path = "../support/mod.rs"]
-#[allow(dead_code)]
+#[allow(dead_code, unused_imports)]
 mod support;
 
 mod chart;

@@ -1,0 +1,339 @@
+//! The policies against the webhook: the same stored pods where they cover the pod, and
+//! alone, the pods they do not cover marked and warned about.
+
+use std::time::{Duration, Instant};
+
+use axum::http::Method;
+use serde_json::json;
+
+use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster, env_value};
+use crate::support::api;
+
+use super::corpus::{corpus_in, instrumentations};
+use super::{
+    POLICY_SCOPE, comparable, create_all, create_each, create_instrumentations, delete_all,
+    delete_each, explained_paths, injected_java, namespaces, render, until,
+};
+use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
+
+/// Item 2 of the issue: every pod a policy injects is stored exactly as the webhook (image
+/// volumes) stores it; every other one is left untouched by the policies and served by the
+/// webhook when both run.
+#[tokio::test]
+async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
+    let env = Env::start_with(
+        "policy-diff",
+        Options {
+            args: vec!["--agent-delivery=image-volume".into()],
+            ..Options::default()
+        },
+    )
+    .await;
+    let cp = cluster().await;
+    let client = env.client.clone();
+    // In the webhook's scope for phase 1 only.
+    let solo = "e2e-policy-diff-solo";
+    let shop = "e2e-policy-diff-shop";
+    namespaces(
+        &client,
+        &[solo, shop],
+        &[(POLICY_SCOPE, "diff"), (SCOPE_LABEL, &env.id)],
+    )
+    .await;
+    let insts = instrumentations(solo, shop);
+    create_instrumentations(&client, &insts).await;
+    let pods = corpus_in(solo, shop);
+    let probe = pods
+        .iter()
+        .find(|p| p.0 == "java-named")
+        .expect("a case")
+        .clone();
+    let injected = injected_java;
+
+    // 1. The webhook alone.
+    env.await_webhook(shop).await;
+    env.until_dry_run(&probe.1, &probe.2, "the webhook's injection", |r| {
+        injected(&r.body)
+    })
+    .await;
+    let by_webhook = create_each(&client, &pods).await;
+    delete_each(&client, &pods).await;
+    let set_scope = |value: Option<String>| {
+        let client = client.clone();
+        async move {
+            for ns in [solo, shop] {
+                let patch = json!({"metadata": {"labels": {SCOPE_LABEL: value}}});
+                let r = api::merge_patch(&client, &format!("/api/v1/namespaces/{ns}"), &patch)
+                    .await
+                    .unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(r.status, 200, "{}", r.body);
+            }
+        }
+    };
+    set_scope(None).await;
+    until(
+        &client,
+        &probe.1,
+        &probe.2,
+        "the webhook out of scope",
+        |p| !injected(p),
+    )
+    .await;
+
+    // 2. The policies alone.
+    let (objects, coverage) = render(
+        &cp.dir,
+        &insts,
+        &[
+            "--mode",
+            "both",
+            "--name-prefix",
+            "e2e-diff",
+            &format!("--namespace-label={POLICY_SCOPE}=diff"),
+            "--agent-delivery=image-volume",
+        ],
+    );
+    eprintln!("[e2e] policy coverage:\n{coverage}");
+    assert!(
+        coverage.contains(&format!("{shop}/tls: java not covered: exporter TLS")),
+        "{coverage}"
+    );
+    create_all(&client, &objects).await;
+    until(
+        &client,
+        &probe.1,
+        &probe.2,
+        "the policy's injection",
+        injected,
+    )
+    .await;
+    // Each policy takes effect when the API server's informer has it: one pod per
+    // Instrumentation and language must be injected before the corpus runs.
+    for case in ["java-true-solo", "nodejs", "python", "dotnet", "sdk"] {
+        let (_, ns, p) = pods.iter().find(|p| p.0 == case).expect("a case");
+        until(&client, ns, p, case, |p| {
+            p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string()
+        })
+        .await;
+    }
+    let requests_before = env.requests().await.total();
+    let by_policy = create_each(&client, &pods).await;
+    delete_each(&client, &pods).await;
+    assert_eq!(
+        env.requests().await.total(),
+        requests_before,
+        "the webhook was called"
+    );
+
+    let mut covered = Vec::new();
+    let mut left = Vec::new();
+    for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_policy).zip(&by_webhook) {
+        if policy["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
+            assert_eq!(
+                policy, webhook,
+                "{case}: the policy's pod differs from the webhook's"
+            );
+            covered.push(*case);
+        } else {
+            // Untouched: what was sent, plus the API server's defaults.
+            harness::assert_stored_as_expected(policy, sent);
+            left.push(*case);
+        }
+    }
+    eprintln!(
+        "[e2e] covered by the policies ({}): {covered:?}",
+        covered.len()
+    );
+    eprintln!("[e2e] left to the webhook ({}): {left:?}", left.len());
+    let edges: Vec<&&str> = covered.iter().filter(|c| c.starts_with("edge-")).collect();
+    assert!(
+        edges.is_empty(),
+        "edges a policy must leave to the webhook: {edges:?}"
+    );
+    let expected: Vec<&str> = pods
+        .iter()
+        .map(|p| p.0)
+        .filter(|c| !c.starts_with("edge-") && !["not-asked", "asked-false"].contains(c))
+        .collect();
+    assert_eq!(covered, expected, "the corpus cases a policy serves");
+    // `explain` names the path the API server took: the policy for every pod it injected,
+    // the webhook for every other pod the webhook injected.
+    let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods);
+    for (((case, _, _), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
+        let want = if covered.contains(case) {
+            Some("policy")
+        } else if webhook["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
+            Some("webhook")
+        } else {
+            None
+        };
+        assert_eq!(path.as_deref(), want, "{case}: the path explain names");
+    }
+
+    // 3. Both: the policies inject what they cover and the webhook leaves those pods alone
+    // (they carry its marker); it injects the rest.
+    set_scope(Some(env.id.clone())).await;
+    env.await_webhook(shop).await;
+    let by_both = create_each(&client, &pods).await;
+    for (((case, _, _), both), webhook) in pods.iter().zip(&by_both).zip(&by_webhook) {
+        assert_eq!(both, webhook, "{case}: with both paths");
+    }
+    delete_each(&client, &pods).await;
+    delete_all(&client, &objects).await;
+}
+
+/// Item 3 with no webhook: the pods no policy covers get the status reason and a warning at
+/// `kubectl` time; a pod injected before (reinvocation) is not changed again; a deleted
+/// Instrumentation stops injecting.
+#[tokio::test]
+async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
+    let cp = cluster().await;
+    let client = cp.client();
+    let solo = "e2e-policy-alone-solo";
+    let shop = "e2e-policy-alone-shop";
+    namespaces(&client, &[solo, shop], &[(POLICY_SCOPE, "alone")]).await;
+    let insts = instrumentations(solo, shop);
+    create_instrumentations(&client, &insts).await;
+    let (objects, _) = render(
+        &cp.dir,
+        &insts,
+        &[
+            "--name-prefix",
+            "e2e-alone",
+            &format!("--namespace-label={POLICY_SCOPE}=alone"),
+        ],
+    );
+    let kinds: Vec<&str> = objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"ValidatingAdmissionPolicy"), "{kinds:?}");
+    create_all(&client, &objects).await;
+    let pods = corpus_in(solo, shop);
+    let find = |case: &str| pods.iter().find(|p| p.0 == case).expect("a case").clone();
+    let (_, ns, java) = find("java-named");
+    until(&client, &ns, &java, "the policy's injection", injected_java).await;
+    // Both kinds of policy are live once the warning arrives.
+    let (_, ns_go, go) = find("edge-go");
+    let t0 = Instant::now();
+    loop {
+        let r = api::create_pod(&client, &ns_go, &go, true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        if !r.warnings.is_empty() {
+            break;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no warning: {}",
+            r.body["metadata"]
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let expected = [
+        // Go is disabled by default, as in the webhook.
+        (
+            "edge-go",
+            format!("go=skipped language_disabled {shop}/langs"),
+        ),
+        (
+            "edge-true-of-several",
+            format!("java=skipped multiple_instrumentations {shop}/*"),
+        ),
+        (
+            "edge-not-found",
+            format!("java=skipped instrumentation_not_found {shop}/missing"),
+        ),
+        (
+            "edge-exporter-tls",
+            format!("java=skipped policy_unsupported {shop}/tls"),
+        ),
+        (
+            "edge-cross-namespace",
+            format!("java=skipped policy_unsupported {solo}/only"),
+        ),
+        (
+            "edge-user-resource-attributes",
+            format!("java=skipped policy_unsupported {shop}/java"),
+        ),
+        (
+            "edge-two-languages",
+            format!(
+                "java=skipped policy_unsupported {shop}/java; python=skipped policy_unsupported {shop}/langs"
+            ),
+        ),
+    ];
+    for (case, status) in expected {
+        let (_, ns, p) = find(case);
+        let r = api::create_pod(&client, &ns, &p, false)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{case}: {}", r.body);
+        let stored = &r.body;
+        assert_eq!(
+            stored["metadata"]["annotations"][STATUS_ANNOTATION],
+            status.as_str(),
+            "{case}"
+        );
+        assert_eq!(
+            stored["metadata"]["labels"][INJECTED_LABEL], "false",
+            "{case}"
+        );
+        assert!(
+            stored["metadata"]["annotations"][INJECTED_ANNOTATION].is_null(),
+            "{case}"
+        );
+        assert_eq!(
+            r.warnings,
+            [format!(
+                "Validation failed for ValidatingAdmissionPolicy 'e2e-alone.warn-not-injected' with binding 'e2e-alone.warn-not-injected': otel-injector policy: not injected: {status}"
+            )],
+            "{case}"
+        );
+        // The stored status reads back in the webhook's grammar.
+        let stored_status = stored["metadata"]["annotations"][STATUS_ANNOTATION]
+            .as_str()
+            .unwrap_or("");
+        let parsed: Result<otel_injector::engine::outcome::PodStatus, _> = stored_status.parse();
+        assert!(parsed.is_ok(), "{case}: {parsed:?}");
+    }
+    // An injected pod: the outcome, no warning.
+    let r = api::create_pod(&client, &ns, &java, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(r.body["metadata"]["labels"][INJECTED_LABEL], "true");
+    // A pod injected before (what a reinvocation sees) is not changed again.
+    let mut again = comparable(&r.body);
+    again["metadata"]["name"] = json!("java-again");
+    let r2 = api::create_pod(&client, &ns, &again, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        r2.body["spec"], r.body["spec"],
+        "a second pass changed the pod"
+    );
+    assert_eq!(
+        env_value(&r2.body, 0, "JAVA_TOOL_OPTIONS"),
+        " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar -Dotel.javaagent.extensions=/otel-auto-instrumentation-java-app-extension-0"
+    );
+
+    // The Instrumentation deleted: the binding finds no params, nothing is injected.
+    let r = api::send(
+        &client,
+        Method::DELETE,
+        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{shop}/instrumentations/java"),
+        None,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut later = java.clone();
+    later["metadata"]["name"] = json!("java-after-delete");
+    until(&client, &ns, &later, "no injection after the delete", |p| {
+        p["metadata"]["annotations"][INJECTED_ANNOTATION].is_null()
+    })
+    .await;
+    delete_all(&client, &objects).await;
+}
