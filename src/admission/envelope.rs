@@ -2,7 +2,7 @@
 //! decoded where it stands, or plainly.
 //!
 //! The plain read (serde's, of the same types) keeps `request.object` raw, which scans the
-//! object once to find where it ends, and [`super::decode_pod`] then scans it again. For a Pod
+//! object once to find where it ends, and [`super::decode::decode_pod`] then scans it again. For a Pod
 //! CREATE that may ask for injection, this reader decodes the pod as the envelope is read,
 //! once, and finds the object's text (its size bounds the patch) from where its key and the
 //! next key stand in the body. It reads only the shape the API server writes (`kind`,

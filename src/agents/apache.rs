@@ -6,10 +6,11 @@
 use std::fmt::Write as _;
 
 use super::copy::agent_volume;
+use super::injection::{Effect, Injection};
 use super::webserver::{
     self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
-use super::{Agent, Effect, Injection, Language, identity};
+use super::{Agent, Language, identity};
 use crate::crd::{ApacheHttpd as ApacheSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =

@@ -10,8 +10,9 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
+use super::Agent;
+use super::injection::{Effect, Injection, Refusal, value_from_origin, value_from_warning};
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Effect, Injection, Refusal, value_from_origin, value_from_warning};
 use crate::crd::{Instrumentation, InstrumentationSpec, NoSection};
 use crate::pod::env::EnvPlan;
 

@@ -2,8 +2,9 @@
 //! `agents/mod.rs` and nothing else, to prove that this is all a new language needs: the
 //! engine finds its annotation, targets its containers, runs it, and reports it in metrics.
 
+use super::injection::{Effect, Injection};
 use super::sdk_env::inject_common_env;
-use super::{Agent, Effect, Injection, identity};
+use super::{Agent, identity};
 use crate::pod::env::literal;
 
 /// The variable the demo agent sets.

@@ -8,7 +8,8 @@
 //! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Language, Refusal, identity};
+use super::injection::{Effect, Injection, Refusal};
+use super::{Agent, Language, identity};
 use crate::crd::InstrumentationSpec;
 use crate::keys::DOTNET_RUNTIME;
 use crate::pod::env::{EnvPlan, EnvValue, literal};

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::{
 
 use super::copy::ResourceDefaults;
 use super::exporter_tls::ExporterTlsFiles;
+use super::injection::{Effect, Injection};
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Effect, Injection, Language, identity};
+use super::{Agent, Language, identity};
 use crate::crd::{Go as GoSpec, LanguageSpec};
 use crate::keys::{CONTAINER_NAMES, GO_TARGET_EXE};
 use crate::pod::env::{EnvPlan, literal};

@@ -4,7 +4,8 @@
 use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::injection::{Effect, Injection, Refusal};
+use super::{Agent, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 

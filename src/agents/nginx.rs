@@ -9,8 +9,9 @@ use std::fmt::Write as _;
 
 use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
+use super::injection::{Effect, Injection};
 use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
-use super::{Agent, Effect, Injection, Language, identity};
+use super::{Agent, Language, identity};
 use crate::crd::{LanguageSpec, Nginx as NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.

@@ -2,7 +2,8 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::injection::{Effect, Injection, Refusal};
+use super::{Agent, identity};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 

@@ -3,7 +3,8 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::{Agent, Effect, Injection, Refusal, identity};
+use super::injection::{Effect, Injection, Refusal};
+use super::{Agent, identity};
 use crate::crd::InstrumentationSpec;
 use crate::keys::PYTHON_PLATFORM;
 use crate::pod::env::{EnvPlan, EnvValue, literal};

@@ -1,8 +1,9 @@
 //! SDK only (`inject-sdk`): no agent, no init container, no volume; each target gets the
 //! common SDK configuration, for applications that bring their own OpenTelemetry SDK.
 
+use super::injection::{Effect, Injection};
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Effect, Injection, identity};
+use super::{Agent, identity};
 
 /// The SDK-only injector.
 pub struct SdkOnly;

@@ -10,9 +10,8 @@
 //!    configuration and makes the server load it;
 //! 3. the app mounts the agent volume and the edited configuration over its config directory.
 //!
-//! Every targeted container also gets the language env, the common env and the SDK config.
-//! The configuration is cloned once per pod, from the first target: later targets get the
-//! env only (as with the Operator).
+//! Every target gets the language env, the common env and the SDK config; the configuration
+//! is cloned once per pod, from the first target (as with the Operator).
 //!
 //! The attach init container gets the pod and node IPs, `spec.<lang>.env` and `spec.env`
 //! before the module configuration, so that the kubelet expands a `$(VAR)` in it (for
@@ -26,9 +25,10 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements, Volume, VolumeMount};
 
+use super::Language;
 use super::copy::ResourceDefaults;
+use super::injection::{Effect, Injection, ValueFromOrigin, value_from_origin, value_from_warning};
 use super::sdk_env::{inject_common_env, inject_common_env_except, inject_sdk_config};
-use super::{Effect, Injection, Language, ValueFromOrigin, value_from_origin, value_from_warning};
 use crate::crd::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, InstrumentationSpec};
 use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
 use crate::pod::plan::{InitPosition, Slot};

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use super::EngineArgs;
+use super::engine::EngineArgs;
 use crate::offline::OutputFormat;
 
 /// The manifests an offline command reads (`-f`).

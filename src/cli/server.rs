@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc::Receiver;
 
-use super::ClusterArgs;
+use super::cluster::ClusterArgs;
 use super::duration;
 use crate::cluster::events::Metrics as EventMetrics;
 use crate::cluster::events::{self, EventSink, Notice};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use super::ServerInfo;
+use super::apiserver::ServerInfo;
 use crate::crd::{Instrumentation, parse_instrumentations};
 use crate::engine::{Catalog, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup};
 

@@ -14,8 +14,8 @@ use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
 use tokio::sync::{broadcast, mpsc};
 
+use super::watch::{KubeCatalog, NamespaceChange};
 use super::watch::{NamespaceEntry, NamespaceStore};
-use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{Language, LanguageSet};
 use crate::keys::{ANNOTATION_PREFIX, OPT_OUT, OPT_OUT_LABEL};
 use crate::pod::select::Request;

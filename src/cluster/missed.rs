@@ -32,8 +32,8 @@ use tokio::sync::{Notify, broadcast};
 use tokio::task::JoinHandle;
 
 use super::labeler::wants_label;
+use super::watch::{KubeCatalog, NamespaceChange};
 use super::watch::{NamespaceEntry, NamespaceStore};
-use super::{KubeCatalog, NamespaceChange};
 use crate::agents::{Language, LanguageSet};
 use crate::census::{Interner, PodRecord};
 use crate::engine::NamespaceInfo;

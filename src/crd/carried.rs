@@ -6,8 +6,8 @@
 use k8s_openapi::api::core::v1::EnvVar;
 use serde::{Deserialize, Serialize};
 
+use super::declarative::DeclarativeConfig;
 use super::v1beta1::{self, Protocol};
-use super::{DeclarativeConfig, Instrumentation};
 use crate::keys::V1BETA1_FIELDS;
 
 /// What a stored Instrumentation means beyond its v1alpha1 fields.
@@ -64,45 +64,5 @@ impl V1beta1Fields {
                 .unwrap_or(true),
             declarative_config: spec.declarative_config,
         })
-    }
-}
-
-impl super::InstrumentationSpec {
-    /// Whether the k8s.* resource attributes are added (v1beta1's `k8sMetadata.enabled`).
-    pub fn k8s_metadata(&self) -> bool {
-        self.v1beta1.as_ref().is_none_or(|b| b.k8s_metadata)
-    }
-
-    /// Whether the service.* attributes are derived (v1beta1's `serviceMetadata.enabled`);
-    /// the pod's `resource.opentelemetry.io/service.*` annotations apply either way.
-    pub fn service_metadata(&self) -> bool {
-        self.v1beta1.as_ref().is_none_or(|b| b.service_metadata)
-    }
-
-    /// The declarative configuration, when the SDK is configured by a file.
-    pub fn declarative_config(&self) -> Option<&DeclarativeConfig> {
-        self.v1beta1.as_ref()?.declarative_config.as_deref()
-    }
-}
-
-impl Instrumentation {
-    /// Reads the v1beta1 fields the object carries into `spec.v1beta1` (none: a v1alpha1
-    /// object). Called wherever an object enters the engine.
-    pub fn read_carried(&mut self) -> Result<(), String> {
-        let text = self
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(V1BETA1_FIELDS));
-        self.spec.v1beta1 = match text {
-            Some(text) => Some(Box::new(V1beta1Fields::parse(text)?)),
-            None => None,
-        };
-        Ok(())
-    }
-
-    /// Whether a language without an image gets the default image.
-    pub fn default_images(&self) -> bool {
-        self.spec.v1beta1.as_ref().is_none_or(|b| b.default_images)
     }
 }

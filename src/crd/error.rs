@@ -1,8 +1,8 @@
 //! [`CrdError`], the one error type of this module: an Instrumentation file that cannot be read,
 //! or the CRD failing to render. Its messages say what to fix.
 
+use super::spec::{API_VERSION, KIND};
 use super::v1beta1::API_VERSION_V1BETA1;
-use super::{API_VERSION, KIND};
 
 /// Errors from reading Instrumentation files and rendering the CRD.
 ///

@@ -9,7 +9,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use super::{CrdError, Instrumentation, QUANTITY_PATTERN, v1beta1};
+use super::error::CrdError;
+use super::spec::Instrumentation;
+use super::v1beta1;
+use super::validation::QUANTITY_PATTERN;
 
 /// Where the API server sends ConversionReviews: the webhook's Service (port 443, the
 /// webhook port), as the manifests and the Helm chart's defaults name it.

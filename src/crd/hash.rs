@@ -1,7 +1,7 @@
 //! [`SpecHash`]: the digest of an Instrumentation's spec that the webhook records on the pods
 //! it injects and the status controller, the rollout and the rollback compare.
 
-use super::InstrumentationSpec;
+use super::spec::InstrumentationSpec;
 
 /// A short digest of an Instrumentation's `spec` (the first 4 bytes of SHA-256 over its JSON
 /// as this crate writes it, then its v1beta1 fields' when it carries any), shown as 8 hex

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::section::language_section;
-use super::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
+use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
 
 language_section! {
     /// Java auto-instrumentation (javaagent).

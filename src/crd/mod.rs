@@ -3,7 +3,9 @@
 //! generated CRD with its CEL rules, the conversion, and YAML file parsing.
 //!
 //! `kind` derives both versions' resource with what they share (group, names, status,
-//! columns); `spec` holds the v1alpha1 resource and its shared sections, `hash` the digest
+//! columns); `spec` holds the v1alpha1 resource and its own sections, `shared` the sections
+//! both versions hold alike, `status` the status, `carried` the v1beta1 fields a stored object
+//! carries, `hash` the digest
 //! of a spec, `languages` the per-language sections (built by `section`'s macro), `v1beta1` and `declarative` the v1beta1 resource
 //! and its SDK configuration file, `convert` the exact conversion between the two,
 //! `validation` the CEL rules and schema limits, `generate` the CRD manifest, `parse`
@@ -21,7 +23,9 @@ mod languages;
 mod parse;
 pub mod review;
 mod section;
+mod shared;
 mod spec;
+mod status;
 pub mod v1beta1;
 mod validation;
 
@@ -35,10 +39,12 @@ pub use hash::SpecHash;
 pub use languages::{ApacheHttpd, DotNet, Extension, Go, Java, Nginx, NodeJs, Python};
 pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};
 pub use section::{LanguageSpec, NoSection, claim_template_is_empty};
+pub use shared::{ExporterTls, Propagator, Sampler, SamplerType};
 pub use spec::{
-    API_VERSION, Defaults, Exporter, ExporterTls, Instrumentation, InstrumentationSpec,
-    InstrumentationStatus, KIND, Propagator, ResourceSpec, RolledBackWorkload, RolloutStatus,
-    Sampler, SamplerType, SkippedReason, WorkloadStatus,
+    API_VERSION, Defaults, Exporter, Instrumentation, InstrumentationSpec, KIND, ResourceSpec,
+};
+pub use status::{
+    InstrumentationStatus, RolledBackWorkload, RolloutStatus, SkippedReason, WorkloadStatus,
 };
 pub use validation::{
     CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT,

@@ -6,7 +6,10 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::convert::{Version, to_v1alpha1};
-use super::{CrdError, Instrumentation, InstrumentationSpec, InstrumentationStatus, KIND, v1beta1};
+use super::error::CrdError;
+use super::spec::{Instrumentation, InstrumentationSpec, KIND};
+use super::status::InstrumentationStatus;
+use super::v1beta1;
 
 /// Namespace given to Instrumentations read from files without `metadata.namespace`.
 pub const DEFAULT_NAMESPACE: &str = "default";

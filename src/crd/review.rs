@@ -96,7 +96,7 @@ pub fn review(body: &[u8]) -> Converted {
             .get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if kind != super::KIND {
+        if kind != super::spec::KIND {
             let kind = kind.to_owned();
             return failed(
                 request.uid,

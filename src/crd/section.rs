@@ -47,7 +47,7 @@ impl LanguageSpec for NoSection {
 /// Whether a volume claim template carries nothing: no metadata and a spec whose only content
 /// is an empty `resources`. The Operator writes such templates into every language section it
 /// defaults and treats them as absent; so do [`LanguageSpec::volume_claim_template`] and the
-/// CEL rule [`RULE_VOLUME_EXCLUSIVE`](super::RULE_VOLUME_EXCLUSIVE).
+/// CEL rule [`RULE_VOLUME_EXCLUSIVE`](super::validation::RULE_VOLUME_EXCLUSIVE).
 pub fn claim_template_is_empty(template: &PersistentVolumeClaimTemplate) -> bool {
     let metadata_empty = template
         .metadata
@@ -68,7 +68,7 @@ pub fn claim_template_is_empty(template: &PersistentVolumeClaimTemplate) -> bool
 /// Defines a per-language section: the struct with the fields every language shares, in the
 /// order the wire format has always had (`image`, `env`, the resources field,
 /// `volumeClaimTemplate`, `volumeLimitSize`), then the language's own fields, plus its
-/// [`LanguageSpec`] impl and the [`RULE_VOLUME_EXCLUSIVE`](super::RULE_VOLUME_EXCLUSIVE) CEL rule.
+/// [`LanguageSpec`] impl and the [`RULE_VOLUME_EXCLUSIVE`](super::validation::RULE_VOLUME_EXCLUSIVE) CEL rule.
 ///
 /// Field doc comments become the CRD's descriptions, and they differ between languages, so each
 /// invocation writes its own for the first four shared fields; `volumeLimitSize`'s text is the

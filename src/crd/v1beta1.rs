@@ -13,11 +13,12 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::declarative::DeclarativeConfig;
 use super::kind::instrumentation_kind;
-use super::{
-    CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, DeclarativeConfig, ExporterTls, Extension,
-    InstrumentationStatus, Propagator, Sampler,
-};
+use super::languages::Extension;
+use super::shared::{ExporterTls, Propagator, Sampler};
+use super::status::InstrumentationStatus;
+use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
 
 /// `apiVersion` of a v1beta1 Instrumentation.
 pub const API_VERSION_V1BETA1: &str = "opentelemetry.io/v1beta1";

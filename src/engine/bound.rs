@@ -20,8 +20,9 @@ use std::fmt::Display;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::config::MIN_PATCH_BYTES_PER_TARGET;
-use super::decision::{Report, Skip, SkipReason};
+use super::decision::{Report, Skip};
 use super::outcome::PodStatus;
+use super::reason::SkipReason;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
 use crate::keys::{CONFIG_FILE_ANNOTATION, INJECTED_ANNOTATION, STATUS_ANNOTATION};

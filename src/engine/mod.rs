@@ -9,6 +9,7 @@ mod config;
 mod decision;
 pub mod outcome;
 mod plan;
+mod reason;
 mod references;
 mod snapshot;
 
@@ -23,8 +24,9 @@ pub use config::{
     AgentDelivery, CrossNamespace, DEFAULT_MAX_POD_BYTES, EngineConfig, GoSidecar,
     MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
-pub use decision::{Decision, InjectedLanguage, Report, Skip, SkipReason};
+pub use decision::{Decision, InjectedLanguage, Report, Skip};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
+pub use reason::SkipReason;
 pub use snapshot::{
     Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup, Snapshot,
 };

@@ -32,7 +32,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use super::SkipReason;
+use super::reason::SkipReason;
 use crate::agents::Language;
 use crate::crd::SpecHash;
 

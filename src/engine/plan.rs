@@ -12,8 +12,9 @@ mod requests;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::decision::{Report, Skip, SkipReason};
+use super::decision::{Report, Skip};
 use super::outcome::RolledBack;
+use super::reason::SkipReason;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
 use crate::crd::{Instrumentation, SpecHash};

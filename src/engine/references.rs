@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{CrossNamespace, ObjectKind, Skip, SkipReason, Snapshot};
+use super::config::CrossNamespace;
+use super::decision::Skip;
+use super::reason::SkipReason;
+use super::snapshot::{ObjectKind, Snapshot};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::Instrumentation;

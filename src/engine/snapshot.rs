@@ -10,7 +10,7 @@ use crate::crd::{Instrumentation, SpecHash};
 use crate::keys::{ANNOTATION_PREFIX, DELIVERY_ANNOTATION, POD_SECURITY_ENFORCE};
 use crate::pod::select::Keys;
 
-use super::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};
+use super::config::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};
 
 /// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
 pub trait Catalog: Send + Sync {

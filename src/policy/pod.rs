@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::LANGUAGES;
+use super::template::Template;
 use super::template::{self, CONTAINER, NotCovered};
-use super::{LANGUAGES, Template};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, EngineConfig};

@@ -43,9 +43,9 @@ const ALLOWED: &[(&str, &[&str])] = &[
         &["crd/declarative.rs", "crd/spec.rs", "crd/v1beta1.rs"],
     ),
     ("InstrumentationSpec", &["crd/spec.rs", "crd/v1beta1.rs"]),
-    ("Propagator", &["crd/declarative.rs", "crd/spec.rs"]),
+    ("Propagator", &["crd/declarative.rs", "crd/shared.rs"]),
     ("Resource", &["crd/declarative.rs", "crd/v1beta1.rs"]),
-    ("Sampler", &["crd/declarative.rs", "crd/spec.rs"]),
+    ("Sampler", &["crd/declarative.rs", "crd/shared.rs"]),
     // One meaning: each component's own metric families (`server::Metrics`,
     // `cluster::lease::Metrics`, ...), each registering its own series, named by its module.
     (

@@ -3,7 +3,7 @@
 use std::sync::Mutex;
 
 use super::*;
-use crate::cluster::StaticCatalog;
+use crate::cluster::files::StaticCatalog;
 
 fn rs(name: &str) -> ObjectReference {
     ObjectReference {

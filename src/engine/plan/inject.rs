@@ -7,7 +7,8 @@ use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::agents::{Effect, Injection, Language, declarative};
 use crate::crd::Instrumentation;
 use crate::engine::bound;
-use crate::engine::decision::{InjectedLanguage, Report, Skip, SkipReason};
+use crate::engine::decision::{InjectedLanguage, Report, Skip};
+use crate::engine::reason::SkipReason;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::warnings::shorten;
 

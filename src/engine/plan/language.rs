@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use crate::agents::Language;
 use crate::crd::Instrumentation;
-use crate::engine::decision::{Skip, SkipReason};
+use crate::engine::decision::Skip;
+use crate::engine::reason::SkipReason;
 use crate::engine::references::{
     cross_namespace_denied, invalid_tls_reference, missing_tls_reference, resolve, v1beta1_refusal,
     wanted,

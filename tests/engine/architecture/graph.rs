@@ -85,8 +85,11 @@ pub(super) fn circles(arrows: &BTreeSet<(String, String, String)>) -> Vec<String
 }
 
 /// `(child, item)` for each module that names, through its parent (or any ancestor), an
-/// item that ancestor only re-exports: the child should name the item where it lives.
+/// item that ancestor only re-exports: the child should name the item where it lives. A
+/// name that is also one of the ancestor's modules (`generate`, a module and the function it
+/// re-exports) is read as the module.
 pub(super) fn through_reexports(files: &[(Vec<String>, PathBuf)]) -> Vec<String> {
+    let modules: BTreeSet<&Vec<String>> = files.iter().map(|(m, _)| m).collect();
     let reexported: BTreeMap<&Vec<String>, BTreeSet<String>> = files
         .iter()
         .map(|(m, f)| (m, reexports(&std::fs::read_to_string(f).unwrap())))
@@ -101,6 +104,7 @@ pub(super) fn through_reexports(files: &[(Vec<String>, PathBuf)]) -> Vec<String>
             };
             if owner.len() < module.len()
                 && module.starts_with(owner)
+                && !modules.contains(&path)
                 && reexported
                     .get(&owner.to_vec())
                     .is_some_and(|names| names.contains(item))
