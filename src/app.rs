@@ -99,23 +99,28 @@ impl Failure {
 #[error("{0} object(s) asked for a language that was not injected (--strict)")]
 pub struct Skipped(pub usize);
 
-/// Writes `text` to stdout (an error, a closed pipe among them, is the command's).
+/// Writes `text` to stdout. A reader that stopped reading (`| head`, `| grep -q`: the pipe is
+/// closed) is no error of the command's: the rest of the output is dropped, nothing is said,
+/// and the command ends with its own result (so `set -o pipefail` scripts see the reader's).
+/// Any other write error is the command's.
 fn print(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    stdout.write_all(text.as_bytes())?;
-    stdout.flush()
+    let written = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }
 
 /// `otel-injector dev-certs`.
 fn dev_certs(args: &DevCertsArgs) -> anyhow::Result<()> {
     let certs = crate::certs::generate(&args.ca_name, &args.hosts)?;
     certs.write_to(&args.out_dir)?;
-    println!(
-        "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}",
+    Ok(print(&format!(
+        "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}\n",
         args.out_dir.display(),
         args.hosts.join(", ")
-    );
-    Ok(())
+    ))?)
 }
 
 #[cfg(test)]

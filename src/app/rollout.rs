@@ -3,7 +3,7 @@
 use crate::cli::RolloutArgs;
 use crate::cluster;
 
-use super::Failure;
+use super::{Failure, print};
 
 /// `rollout` stopped at a workload; the process exits with 1.
 #[derive(Debug, thiserror::Error)]
@@ -26,12 +26,9 @@ pub(super) async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
     let (namespace, name) = &args.instrumentation;
     let excluded = args.excluded_namespaces.iter().cloned().collect();
     let census = run::read_plan(&client, namespace, name, &excluded).await?;
-    print!(
-        "{}",
-        plan::describe(&census.key, &census.tally, &census.plan)
-    );
+    print(&plan::describe(&census.key, &census.tally, &census.plan))?;
     if args.dry_run {
-        println!("dry run: nothing restarted");
+        print("dry run: nothing restarted\n")?;
         return Ok(());
     }
     if census.plan.restarts.is_empty() {
@@ -42,21 +39,23 @@ pub(super) async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
         &census.plan,
         census.spec,
         &args.settings(),
-        &mut |step| match step {
-            Step::Restarted { workload, stamp } => {
-                println!("restarted {workload} (restartedAt {stamp})");
-            }
-            Step::Complete { workload, took } => {
-                println!("complete  {workload} in {:.1}s", took.as_secs_f64());
-            }
-            Step::Soaking { workload, soak } => {
-                println!(
-                    "canary    {workload}: soaking {} before the others",
+        &mut |step| {
+            let line = match step {
+                Step::Restarted { workload, stamp } => {
+                    format!("restarted {workload} (restartedAt {stamp})\n")
+                }
+                Step::Complete { workload, took } => {
+                    format!("complete  {workload} in {:.1}s\n", took.as_secs_f64())
+                }
+                Step::Soaking { workload, soak } => format!(
+                    "canary    {workload}: soaking {} before the others\n",
                     crate::duration::format(soak)
-                );
-            }
-            Step::Soaked { workload } => println!("soaked    {workload}: continuing"),
-            Step::Stopped(_) => {}
+                ),
+                Step::Soaked { workload } => format!("soaked    {workload}: continuing\n"),
+                Step::Stopped(_) => return,
+            };
+            // The restarts go on whatever becomes of the lines that report them.
+            let _ = print(&line);
         },
     )
     .await;
@@ -69,6 +68,8 @@ pub(super) async fn rollout(args: &RolloutArgs) -> Result<(), Failure> {
         };
         return Err(RolloutStopped { stop, pending }.into());
     }
-    println!("done: {} restarted and complete", report.completed.len());
-    Ok(())
+    Ok(print(&format!(
+        "done: {} restarted and complete\n",
+        report.completed.len()
+    ))?)
 }

@@ -430,3 +430,20 @@ fn the_cluster_gives_instrumentations_namespaces_and_what_auto_decides() {
         );
     }
 }
+
+#[test]
+fn a_reader_that_stops_reading_ends_nothing_in_error() {
+    // `otel-injector crd | grep -q ...`: the reader closes the pipe long before the ~290 KB of
+    // YAML are written (more than a pipe holds).
+    let mut child = Command::new(BIN)
+        .arg("crd")
+        .env_remove("RUST_BACKTRACE")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn otel-injector");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(text(&out.stderr), "");
+    assert!(out.status.success(), "{:?}", out.status);
+}

@@ -167,6 +167,25 @@ fn chart_versions_are_the_crate_version() {
 }
 
 #[test]
+fn the_kustomize_base_runs_the_charts_image() {
+    let values = std::fs::read_to_string(root().join("charts/otel-injector/values.yaml")).unwrap();
+    let values: Value = serde_saphyr::from_str(&values).unwrap();
+    let image = &values["image"];
+    let chart_image = format!(
+        "{}/{}:{}",
+        image["registry"].as_str().unwrap(),
+        image["repository"].as_str().unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let base = std::fs::read_to_string(root().join("manifests/base/otel-injector.yaml")).unwrap();
+    let images: Vec<&str> = base
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("image: "))
+        .collect();
+    assert_eq!(images, [chart_image.as_str()]);
+}
+
+#[test]
 fn helm_lint_passes_for_every_mode() {
     for sets in [
         "certificates.mode=certManager",
