@@ -8,6 +8,7 @@
 //! whose tag says it is older than that layout gets a warning.
 
 use super::copy::{self, CopyAgent, CopyLayout};
+use super::image_tag::{Release, operator_release};
 use super::injection::{Effect, Injection, Refusal};
 use super::{Agent, Language, identity};
 use crate::crd::InstrumentationSpec;
@@ -26,13 +27,6 @@ pub const PROFILER_GLIBC: &str =
     "/otel-auto-instrumentation-dotnet/linux/OpenTelemetry.AutoInstrumentation.Native.so";
 pub const PROFILER_MUSL: &str =
     "/otel-auto-instrumentation-dotnet/linux-musl/OpenTelemetry.AutoInstrumentation.Native.so";
-/// Where the Operator publishes its .NET image (ghcr.io, and the Docker Hub mirror).
-const OPERATOR_REPOSITORIES: [&str; 4] = [
-    "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-dotnet",
-    "otel/autoinstrumentation-dotnet",
-    "docker.io/otel/autoinstrumentation-dotnet",
-    "index.docker.io/otel/autoinstrumentation-dotnet",
-];
 /// The first .NET version whose Operator image has `linux/` and `linux-musl/`: the image
 /// was rebuilt with that layout while 1.16.0 was current (July 2026), so its plain tag and
 /// every later tag, and every `<version>-<revision>` tag, have it; older tags never will.
@@ -90,25 +84,11 @@ fn profiler_path(runtime: Option<&str>) -> Option<&'static str> {
 /// profiler would not be found); `None` when the tag is recent or says nothing (another
 /// repository, no tag, `latest`).
 pub fn layout_warning(image: &str) -> Option<String> {
-    let name = image.split_once('@').map_or(image, |(n, _)| n);
-    let (repository, tag) = name.rsplit_once(':')?;
-    if !OPERATOR_REPOSITORIES.contains(&repository) {
-        return None;
-    }
-    let (core, suffix) = match tag.split_once('-') {
-        Some((core, suffix)) => (core, Some(suffix)),
-        None => (tag, None),
-    };
-    let mut numbers = core.split('.').map(|n| n.parse::<u64>().ok());
-    let version = match (
-        numbers.next(),
-        numbers.next(),
-        numbers.next(),
-        numbers.next(),
-    ) {
-        (Some(Some(a)), Some(Some(b)), Some(Some(c)), None) => (a, b, c),
-        _ => return None,
-    };
+    let Release {
+        tag,
+        version,
+        suffix,
+    } = operator_release(image, "autoinstrumentation-dotnet")?;
     // `-<digits>` is the Operator's build revision, tagged only since August 2026 and so
     // always the new layout; any other suffix is a pre-release of `version`.
     let revision = suffix.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));

@@ -11,6 +11,7 @@ mod demo;
 pub mod dotnet;
 pub mod exporter_tls;
 pub mod golang;
+pub mod image_tag;
 mod injection;
 pub mod java;
 mod language;
@@ -51,6 +52,11 @@ pub trait Agent: Sync {
     /// forbid (the Go agent: privileged, hostPath).
     fn needs_privileges(&self) -> bool {
         false
+    }
+    /// The tag of `image` when the agent in it is known to predate reading a declarative
+    /// configuration file (`OTEL_CONFIG_FILE`); `None` when it reads one or nothing is known.
+    fn predates_config_file<'i>(&self, _image: &'i str) -> Option<&'i str> {
+        None
     }
     /// Adds this language to the plan for the targets in `cx`.
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect;

@@ -40,10 +40,13 @@ pub enum SkipReason {
     /// A declarative SDK configuration file over its own bound, or past what the pod's
     /// annotations may hold with it (`engine/bound.rs`).
     DeclarativeConfigTooLarge,
+    /// A declarative Instrumentation and an agent image whose tag predates the agent's
+    /// reading of `OTEL_CONFIG_FILE` (Java before 2.26.0).
+    AgentPredatesConfigFile,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 20] = [
+    pub const ALL: [SkipReason; 21] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -64,6 +67,7 @@ impl SkipReason {
         SkipReason::PolicyUnsupported,
         SkipReason::RolledBack,
         SkipReason::DeclarativeConfigTooLarge,
+        SkipReason::AgentPredatesConfigFile,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -88,6 +92,7 @@ impl SkipReason {
             SkipReason::PolicyUnsupported => "policy_unsupported",
             SkipReason::RolledBack => "rolled_back",
             SkipReason::DeclarativeConfigTooLarge => "declarative_config_too_large",
+            SkipReason::AgentPredatesConfigFile => "agent_predates_config_file",
         }
     }
 

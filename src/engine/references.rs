@@ -168,7 +168,8 @@ pub(super) fn missing_tls_reference(
 }
 
 /// What a v1beta1 Instrumentation cannot give `lang`: an image (v1beta1 has no default), or
-/// a declarative configuration the language's agent reads.
+/// a declarative configuration the language's agent reads (the language is not in
+/// `--declarative-config-languages`, or the image's tag predates the agent's reading it).
 pub(super) fn v1beta1_refusal(
     snapshot: &Snapshot<'_>,
     inst: &Instrumentation,
@@ -176,12 +177,8 @@ pub(super) fn v1beta1_refusal(
 ) -> Option<Skip> {
     let beta = inst.spec.v1beta1.as_deref()?;
     let found = Some(inst.qualified());
-    let has_image = lang
-        .agent()
-        .section(&inst.spec)
-        .and_then(|s| s.image())
-        .is_some();
-    if !beta.default_images && lang.agent().default_image().is_some() && !has_image {
+    let own_image = lang.agent().section(&inst.spec).and_then(|s| s.image());
+    if !beta.default_images && lang.agent().default_image().is_some() && own_image.is_none() {
         return Some(Skip::new(
             Some(lang),
             SkipReason::ImageRequired,
@@ -192,7 +189,10 @@ pub(super) fn v1beta1_refusal(
             ),
         ));
     }
-    if beta.declarative_config.is_some() && !snapshot.config.declarative.contains(lang) {
+    if beta.declarative_config.is_none() {
+        return None;
+    }
+    if !snapshot.config.declarative.contains(lang) {
         return Some(Skip::new(
             Some(lang),
             SkipReason::DeclarativeConfigUnsupported,
@@ -203,5 +203,15 @@ pub(super) fn v1beta1_refusal(
             ),
         ));
     }
-    None
+    // An agent that reads no file would export to its default endpoint, silently.
+    let image = own_image.unwrap_or_else(|| snapshot.config.images.get(lang));
+    let tag = lang.agent().predates_config_file(image)?;
+    Some(Skip::new(
+        Some(lang),
+        SkipReason::AgentPredatesConfigFile,
+        found,
+        format!(
+            "inject-{lang}: agent image {tag} reads no declarativeConfig (OTEL_CONFIG_FILE); not injected"
+        ),
+    ))
 }

@@ -197,6 +197,40 @@ fn the_declarative_configuration_reaches_the_pod_without_a_write() {
     assert_eq!(d.injected, [Language::NodeJs]);
 }
 
+/// A Java agent released before it read OTEL_CONFIG_FILE (2.26.0) would export to its
+/// default endpoint with the file ignored: the language is skipped, saying why, instead.
+#[test]
+fn an_agent_older_than_the_config_file_is_skipped_not_silent() {
+    let with_image = |image: &str| {
+        catalog(&DECLARATIVE.replace(
+            "java: {image: \"example/java:2.33.1\"}",
+            &format!("java: {{image: \"{image}\"}}"),
+        ))
+    };
+    let ghcr = "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-java";
+    for tag in ["2.20.1", "2.25.0", "1.33.6"] {
+        let (out, d) = run(&with_image(&format!("{ghcr}:{tag}")), &pod("java", app()));
+        assert_skipped(
+            &d,
+            SkipReason::AgentPredatesConfigFile,
+            &format!(
+                "inject-java: agent image {tag} reads no declarativeConfig (OTEL_CONFIG_FILE); not injected"
+            ),
+        );
+        assert_eq!(out, pod("java", app()), "nothing of the agent is added");
+    }
+    // From 2.26.0 on, and for images whose tag says nothing about the agent, the file goes.
+    for image in [
+        format!("{ghcr}:2.26.0"),
+        "otel/autoinstrumentation-java:2.30.0".to_owned(),
+        format!("{ghcr}:latest"),
+        "registry.example/java-agent:1.0.0".to_owned(),
+    ] {
+        let (_, d) = run(&with_image(&image), &pod("java", app()));
+        assert_eq!(d.injected, [Language::Java], "{image}");
+    }
+}
+
 /// Values that differ between the instrumented containers become per-container variables.
 #[test]
 fn containers_share_one_file_and_keep_their_own_values() {
