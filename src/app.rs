@@ -105,7 +105,9 @@ pub struct Skipped(pub usize);
 /// Any other write error is the command's.
 fn print(text: &str) -> std::io::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    let written = stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush());
+    let written = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush());
     match written {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => other,

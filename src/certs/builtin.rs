@@ -7,6 +7,7 @@
 //!
 //! The pair itself, its validity and its Secret are in [`super::bundle`].
 
+use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -16,8 +17,9 @@ use k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt as _};
-use serde_json::json;
+use kube::{Client, Resource, ResourceExt as _};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::metrics::{Metrics, ReloadResult};
@@ -148,20 +150,13 @@ async fn sync_secret(api: &Api<Secret>, cfg: &Config) -> Result<Bundle, String> 
     ))
 }
 
+/// What a `caBundle` sync writes: the patch and how many entries it changes (`None`: the
+/// object is current).
+type BundlePatch = Option<(Patch<Value>, usize)>;
+
 /// Sets `caBundle` on every entry that lacks it (or has another one): one strategic merge
-/// patch keyed by entry name, guarded by the `resourceVersion` read. Returns how many
-/// entries were changed.
-async fn sync_ca_bundle(
-    api: &Api<MutatingWebhookConfiguration>,
-    name: &str,
-    ca_pem: &str,
-) -> Result<usize, String> {
-    let what = format!("MutatingWebhookConfiguration {name}");
-    let mwc = api
-        .get(name)
-        .await
-        .map_err(|e| explain("get", &what, None, &e))?;
-    let want = ca_pem.as_bytes();
+/// patch keyed by entry name, guarded by the `resourceVersion` read.
+fn webhooks_patch(mwc: &MutatingWebhookConfiguration, want: &[u8]) -> BundlePatch {
     let stale: Vec<_> = mwc
         .webhooks
         .iter()
@@ -176,48 +171,29 @@ async fn sync_ca_bundle(
             })
         })
         .collect();
-    if stale.is_empty() {
-        return Ok(0);
-    }
+    let entries = stale.len();
     let patch = json!({
         "metadata": {"resourceVersion": mwc.resource_version()},
         "webhooks": stale,
     });
-    api.patch(name, &PatchParams::default(), &Patch::Strategic(&patch))
-        .await
-        .map_err(|e| explain("patch", &what, None, &e))?;
-    Ok(stale.len())
+    (entries > 0).then_some((Patch::Strategic(patch), entries))
 }
 
 /// Sets the `caBundle` of the CRD's conversion webhook when it differs, guarded by the
 /// `resourceVersion` read. A CRD that converts some other way (or not at all) is left alone.
-/// Returns whether it changed.
-async fn sync_conversion_ca_bundle(
-    api: &Api<CustomResourceDefinition>,
-    name: &str,
-    ca_pem: &str,
-) -> Result<usize, String> {
-    let what = format!("CustomResourceDefinition {name}");
-    let crd = api
-        .get(name)
-        .await
-        .map_err(|e| explain("get", &what, None, &e))?;
-    let Some(webhook) = crd
+fn conversion_patch(crd: &CustomResourceDefinition, want: &[u8]) -> BundlePatch {
+    let webhook = crd
         .spec
         .conversion
         .as_ref()
         .filter(|c| c.strategy == "Webhook")
-        .and_then(|c| c.webhook.as_ref())
-    else {
-        return Ok(0);
-    };
-    let want = ca_pem.as_bytes();
+        .and_then(|c| c.webhook.as_ref())?;
     let current = webhook
         .client_config
         .as_ref()
         .and_then(|c| c.ca_bundle.as_ref());
     if current.map(|b| b.0.as_slice()) == Some(want) {
-        return Ok(0);
+        return None;
     }
     let patch = json!({
         "metadata": {"resourceVersion": crd.resource_version()},
@@ -225,26 +201,54 @@ async fn sync_conversion_ca_bundle(
             "caBundle": base64::engine::general_purpose::STANDARD.encode(want)
         }}}},
     });
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+    Some((Patch::Merge(patch), 1))
+}
+
+/// One `caBundle` sync of the object `name`: reads it, asks `patch` what makes it carry
+/// `ca_pem`, and applies that. Returns how many entries were changed.
+async fn sync_bundle<K>(
+    api: &Api<K>,
+    name: &str,
+    ca_pem: String,
+    patch: fn(&K, &[u8]) -> BundlePatch,
+) -> Result<usize, String>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let what = format!("{} {name}", K::kind(&()));
+    let object = api
+        .get(name)
+        .await
+        .map_err(|e| explain("get", &what, None, &e))?;
+    let Some((patch, changed)) = patch(&object, ca_pem.as_bytes()) else {
+        return Ok(0);
+    };
+    api.patch(name, &PatchParams::default(), &patch)
         .await
         .map_err(|e| explain("patch", &what, None, &e))?;
-    Ok(1)
+    Ok(changed)
 }
 
 /// Keeps one `caBundle` current with the CA `ca_rx` publishes: `sync` when it changes, and
 /// again every [`BUNDLE_POLL`] (someone may have reverted it).
-async fn keep_ca_bundle<F, Fut>(mut ca_rx: watch::Receiver<Option<String>>, target: &str, sync: F)
-where
-    F: Fn(String) -> Fut,
+async fn keep_ca_bundle<'a, F, Fut>(
+    mut ca_rx: watch::Receiver<Option<String>>,
+    target: Option<&'a str>,
+    sync: F,
+) where
+    F: Fn(&'a str, String) -> Fut,
     Fut: std::future::Future<Output = Result<usize, String>>,
 {
+    let Some(target) = target else {
+        return;
+    };
     loop {
         let Some(ca) = ca_rx.borrow_and_update().clone() else {
             ca_changed(&mut ca_rx).await;
             continue;
         };
         let attempt = retry::until_ok(
-            || sync(ca.clone()),
+            || sync(target, ca.clone()),
             |e, delay| tracing::error!(error = %e, "caBundle not set; retrying in {delay:?}"),
         );
         // A new CA while retrying: start over with it.
@@ -309,26 +313,15 @@ pub async fn run(
             tokio::time::sleep(SECRET_POLL).await;
         }
     };
-    let bundle_loop = async {
-        let Some(name) = &cfg.webhook_configuration else {
-            return;
-        };
-        keep_ca_bundle(ca_rx.clone(), name, |ca| {
-            let mwcs = &mwcs;
-            async move { sync_ca_bundle(mwcs, name, &ca).await }
-        })
-        .await
-    };
-    let conversion_loop = async {
-        let Some(crd) = &cfg.conversion_crd else {
-            return;
-        };
-        keep_ca_bundle(ca_rx.clone(), crd, |ca| {
-            let crds = &crds;
-            async move { sync_conversion_ca_bundle(crds, crd, &ca).await }
-        })
-        .await
-    };
+    let bundle_loop = keep_ca_bundle(
+        ca_rx.clone(),
+        cfg.webhook_configuration.as_deref(),
+        |name, ca| sync_bundle(&mwcs, name, ca, webhooks_patch),
+    );
+    let conversion_loop =
+        keep_ca_bundle(ca_rx.clone(), cfg.conversion_crd.as_deref(), |name, ca| {
+            sync_bundle(&crds, name, ca, conversion_patch)
+        });
     tokio::join!(secret_loop, bundle_loop, conversion_loop);
 }
 

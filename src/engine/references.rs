@@ -189,9 +189,8 @@ pub(super) fn v1beta1_refusal(
             ),
         ));
     }
-    if beta.declarative_config.is_none() {
-        return None;
-    }
+    // Nothing more to check without a declarative configuration.
+    beta.declarative_config.as_ref()?;
     if !snapshot.config.declarative.contains(lang) {
         return Some(Skip::new(
             Some(lang),

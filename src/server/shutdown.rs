@@ -124,25 +124,19 @@ impl Drain {
     /// Resolves at the first signal (when `/readyz` starts failing). Never once the
     /// [`Shutdown`] is gone without a signal.
     pub async fn draining(&mut self) {
-        if self
-            .phase
-            .wait_for(|p| *p >= ProcessPhase::Draining)
-            .await
-            .is_err()
-        {
-            std::future::pending::<()>().await;
-        }
+        self.reached(ProcessPhase::Draining).await
     }
 
     /// Resolves when listeners must stop accepting. Never once the [`Shutdown`] is gone
     /// without getting there (an aborted drain: the process is exiting, not draining).
     pub async fn closing(&mut self) {
-        if self
-            .phase
-            .wait_for(|p| *p >= ProcessPhase::Closing)
-            .await
-            .is_err()
-        {
+        self.reached(ProcessPhase::Closing).await
+    }
+
+    /// Resolves once the process is at `phase` or past it; never if the [`Shutdown`] is
+    /// gone before.
+    async fn reached(&mut self, phase: ProcessPhase) {
+        if self.phase.wait_for(|p| *p >= phase).await.is_err() {
             std::future::pending::<()>().await;
         }
     }

@@ -3,6 +3,7 @@
 //! revision's pods. Pure functions of the objects as read.
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt as _;
 
 use crate::cluster::workloads::WorkloadObject;
 use crate::keys::RESTARTED_AT;
@@ -111,10 +112,8 @@ fn rolled(want: i32, updated: i32, old: i32, available: i32) -> Progress {
 pub fn crash_loop(pods: &[Pod], stamp: &str) -> Option<String> {
     pods.iter()
         .filter(|pod| {
-            pod.metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(RESTARTED_AT))
+            pod.annotations()
+                .get(RESTARTED_AT)
                 .is_some_and(|v| v == stamp)
         })
         .find_map(|pod| {

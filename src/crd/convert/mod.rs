@@ -126,6 +126,52 @@ const UPSTREAM_KEYS: &[(&str, &str)] = &[
 
 /// In either annotation: whether languages without an image get the default image.
 const DEFAULT_IMAGES: &str = "defaultImages";
+
+/// A carrying annotation, as the conversion reads it: its key, the paths it holds under
+/// keys of their own (the rest under [`SPEC`]), and whether a language without an image
+/// gets the default image when the object has no such annotation (`absent`) and when the
+/// annotation does not say (`unkeyed`).
+struct CarrierAnnotation {
+    key: &'static str,
+    keyed: &'static [(&'static str, &'static str)],
+    absent: bool,
+    unkeyed: bool,
+}
+
+/// Ours, on a stored v1alpha1 object; none: the object was written in v1alpha1.
+const OURS: CarrierAnnotation = CarrierAnnotation {
+    key: V1BETA1_FIELDS,
+    keyed: &[],
+    absent: true,
+    unkeyed: false,
+};
+
+/// Upstream's, on a v1beta1 object; none: the object was written in v1beta1.
+const UPSTREAMS: CarrierAnnotation = CarrierAnnotation {
+    key: V1ALPHA1_FIELDS,
+    keyed: UPSTREAM_KEYS,
+    absent: false,
+    unkeyed: true,
+};
+
+impl CarrierAnnotation {
+    /// Takes this annotation off `object` and restores into `spec` what it carries. Returns
+    /// whether a language without an image gets the default image.
+    fn restore(
+        &self,
+        object: &mut Map<String, Value>,
+        spec: &mut Map<String, Value>,
+    ) -> Result<bool, ConvertError> {
+        let Some(carried) = take_carrier(object, self.key)? else {
+            return Ok(self.absent);
+        };
+        restore(spec, &carried, self.keyed);
+        Ok(carried
+            .get(DEFAULT_IMAGES)
+            .and_then(Value::as_bool)
+            .unwrap_or(self.unkeyed))
+    }
+}
 /// In either annotation: the rest of the other version's spec, as a partial spec.
 const SPEC: &str = "spec";
 
@@ -208,17 +254,7 @@ fn beta_of(alpha: Value) -> Result<Value, ConvertError> {
     let (mut beta_spec, residue) = moved(spec.as_ref(), Side::Alpha);
 
     // Our annotation: the v1beta1-only fields, and the meaning the object was written with.
-    let carried = take_carrier(&mut out, V1BETA1_FIELDS)?;
-    let default_images = match &carried {
-        Some(c) => c
-            .get(DEFAULT_IMAGES)
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-        None => true,
-    };
-    if let Some(carried) = &carried {
-        restore(&mut beta_spec, carried, &[]);
-    }
+    let default_images = OURS.restore(&mut out, &mut beta_spec)?;
 
     // Upstream's annotation: what v1beta1 cannot hold, with upstream's keys where it has them.
     let mut fields = carrier(residue, UPSTREAM_KEYS);
@@ -238,17 +274,7 @@ fn alpha_of(beta: Value) -> Result<Value, ConvertError> {
     let (mut alpha_spec, residue) = moved(spec.as_ref(), Side::Beta);
 
     // Upstream's annotation: the v1alpha1-only fields, and the meaning.
-    let carried = take_carrier(&mut out, V1ALPHA1_FIELDS)?;
-    let default_images = match &carried {
-        Some(c) => c
-            .get(DEFAULT_IMAGES)
-            .and_then(Value::as_bool)
-            .unwrap_or(true),
-        None => false,
-    };
-    if let Some(carried) = &carried {
-        restore(&mut alpha_spec, carried, UPSTREAM_KEYS);
-    }
+    let default_images = UPSTREAMS.restore(&mut out, &mut alpha_spec)?;
 
     // Our annotation: what v1alpha1 cannot hold.
     let mut fields = carrier(residue, &[]);

@@ -5,22 +5,22 @@ use serde_json::{Value, json};
 
 use super::*;
 
-fn alpha(spec: Value) -> Value {
+/// The Instrumentation `apps/i` of `version` with `spec`.
+fn object(version: Version, spec: Value) -> Value {
     json!({
-        "apiVersion": "opentelemetry.io/v1alpha1",
+        "apiVersion": version.api_version(),
         "kind": "Instrumentation",
         "metadata": {"name": "i", "namespace": "apps"},
         "spec": spec,
     })
 }
 
+fn alpha(spec: Value) -> Value {
+    object(Version::V1alpha1, spec)
+}
+
 fn beta(spec: Value) -> Value {
-    json!({
-        "apiVersion": "opentelemetry.io/v1beta1",
-        "kind": "Instrumentation",
-        "metadata": {"name": "i", "namespace": "apps"},
-        "spec": spec,
-    })
+    object(Version::V1beta1, spec)
 }
 
 fn with_annotation(mut object: Value, key: &str, value: Value) -> Value {
@@ -443,56 +443,56 @@ fn leaves_of(key: &str, value: &Value) -> Vec<(String, Value)> {
         .collect()
 }
 
+/// `object` converted to `via` and back to its own version.
+fn there_and_back(object: &Value, via: Version) -> Value {
+    let own = Version::of(object["apiVersion"].as_str().unwrap()).unwrap();
+    convert(&convert(object, via).unwrap(), own).unwrap()
+}
+
+/// A version's fields, as [`ALPHA_FIELDS`] lists them.
+type FieldPaths = &'static [(&'static str, &'static str)];
+
+/// Each version with its fields, and the other.
+const DIRECTIONS: [(Version, FieldPaths, Version, FieldPaths); 2] = [
+    (
+        Version::V1alpha1,
+        ALPHA_FIELDS,
+        Version::V1beta1,
+        BETA_FIELDS,
+    ),
+    (
+        Version::V1beta1,
+        BETA_FIELDS,
+        Version::V1alpha1,
+        ALPHA_FIELDS,
+    ),
+];
+
 #[test]
 fn both_round_trips_are_the_identity() {
     let mut g = Gen(0x5eed);
     for case in 0..2000 {
-        let a = object_of(&mut g, Version::V1alpha1, ALPHA_FIELDS);
-        let b = to_v1beta1(&a).unwrap();
-        assert_eq!(
-            to_v1alpha1(&b).unwrap(),
-            a,
-            "case {case}: alpha -> beta -> alpha"
-        );
+        for (version, fields, via, _) in DIRECTIONS {
+            let object = object_of(&mut g, version, fields);
+            assert_eq!(
+                there_and_back(&object, via),
+                object,
+                "case {case}: {version:?} -> {via:?} -> {version:?}"
+            );
+        }
 
-        let b = object_of(&mut g, Version::V1beta1, BETA_FIELDS);
-        let a = to_v1alpha1(&b).unwrap();
-        assert_eq!(
-            to_v1beta1(&a).unwrap(),
-            b,
-            "case {case}: beta -> alpha -> beta"
-        );
-
-        // Written in one version, edited in the other, read back in the first.
-        let written = to_v1beta1(&object_of(&mut g, Version::V1alpha1, ALPHA_FIELDS)).unwrap();
-        let mixed = edited(&mut g, written, BETA_FIELDS);
-        let once = to_v1beta1(&to_v1alpha1(&mixed).unwrap()).unwrap();
-        assert_eq!(once["spec"], mixed["spec"], "case {case}: mixed beta");
-        let twice = to_v1beta1(&to_v1alpha1(&once).unwrap()).unwrap();
-        assert_eq!(twice, once, "case {case}: mixed beta, again");
-        let stored = to_v1alpha1(&once).unwrap();
-        assert_eq!(
-            to_v1alpha1(&to_v1beta1(&stored).unwrap()).unwrap(),
-            stored,
-            "case {case}"
-        );
-
-        let written = to_v1alpha1(&object_of(&mut g, Version::V1beta1, BETA_FIELDS)).unwrap();
-        let mixed = edited(&mut g, written, ALPHA_FIELDS);
-        // An edit can make a carried empty object redundant: gone after one round trip,
-        // after which the round trip is the identity.
-        let once = to_v1alpha1(&to_v1beta1(&mixed).unwrap()).unwrap();
-        assert_eq!(
-            once["spec"], mixed["spec"],
-            "case {case}: mixed alpha from beta"
-        );
-        let twice = to_v1alpha1(&to_v1beta1(&once).unwrap()).unwrap();
-        assert_eq!(twice, once, "case {case}: mixed alpha from beta, again");
-        let served = to_v1beta1(&once).unwrap();
-        assert_eq!(
-            to_v1beta1(&to_v1alpha1(&served).unwrap()).unwrap(),
-            served,
-            "case {case}"
-        );
+        // Written in one version, edited in the other, read back in the first. An edit can
+        // make a carried empty object redundant: gone after one round trip, after which the
+        // round trip is the identity.
+        for (version, fields, via, via_fields) in DIRECTIONS {
+            let written = convert(&object_of(&mut g, version, fields), via).unwrap();
+            let mixed = edited(&mut g, written, via_fields);
+            let once = there_and_back(&mixed, version);
+            assert_eq!(once["spec"], mixed["spec"], "case {case}: mixed {via:?}");
+            let twice = there_and_back(&once, version);
+            assert_eq!(twice, once, "case {case}: mixed {via:?}, again");
+            let back = convert(&once, version).unwrap();
+            assert_eq!(there_and_back(&back, via), back, "case {case}");
+        }
     }
 }

@@ -1,7 +1,7 @@
 //! `explain` on manifests: the record of the engine's decision (requests, choices, targets,
 //! variables and skips) as the explanation and its text.
 
-use super::{Explanation, explain, fix, text};
+use super::{Explanation, SkipExplained, explain, fix, text};
 use crate::engine::{Catalog, EngineConfig, SkipReason};
 use crate::offline::Context;
 use crate::offline::manifests::{self, Source};
@@ -24,6 +24,15 @@ fn context(sources: &[Source]) -> Context {
 fn explain_text(manifest: &str) -> Vec<Explanation> {
     let sources = vec![manifests::parse("m.yaml", manifest).unwrap()];
     explain(&context(&sources), &sources).unwrap()
+}
+
+/// Asserts that `skip` is of `language` for `reason`, with the one warning `message`.
+fn assert_skip(skip: &SkipExplained, language: &str, reason: &str, message: &str) {
+    assert_eq!(
+        (skip.language.as_deref(), skip.reason),
+        (Some(language), reason)
+    );
+    assert_eq!(skip.messages, [message]);
 }
 
 const DEPLOYMENT: &str = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: cart}\nspec:\n  template:\n    metadata:\n      annotations:\n        instrumentation.opentelemetry.io/inject-java: \"true\"\n        instrumentation.opentelemetry.io/inject-python: shop/missing\n        instrumentation.opentelemetry.io/python-container-names: app\n        instrumentation.opentelemetry.io/java-container-names: app\n    spec:\n      containers:\n      - name: app\n        image: cart:1.0\n        env:\n        - {name: OTEL_LOGS_EXPORTER, value: none}\n";
@@ -92,13 +101,11 @@ fn explains_requests_choices_targets_env_and_skips() {
 
     assert_eq!(e.skipped.len(), 1);
     let s = &e.skipped[0];
-    assert_eq!(
-        (s.language.as_deref(), s.reason),
-        (Some("python"), "instrumentation_not_found")
-    );
-    assert_eq!(
-        s.messages,
-        ["inject-python: Instrumentation \"shop/missing\" not found; not injected"]
+    assert_skip(
+        s,
+        "python",
+        "instrumentation_not_found",
+        "inject-python: Instrumentation \"shop/missing\" not found; not injected",
     );
     assert_eq!(s.fix, fix(SkipReason::InstrumentationNotFound));
 
@@ -139,16 +146,14 @@ fn a_rolled_back_workload_is_explained_with_what_to_do() {
     assert!(e.injected.is_empty());
     assert_eq!(e.path.as_ref().map(|p| p.via), None, "nothing is injected");
     let skip = &e.skipped[0];
-    assert_eq!(
-        (skip.language.as_deref(), skip.reason),
-        (Some("java"), "rolled_back")
-    );
-    assert_eq!(
-        skip.messages,
-        [format!(
+    assert_skip(
+        skip,
+        "java",
+        "rolled_back",
+        &format!(
             "inject-java: rolled back, failed with shop/java-inst spec {ctx_hash}; remove \
              otel-injector/rolled-back to retry"
-        )]
+        ),
     );
     assert!(
         skip.fix.starts_with("find out why it failed"),
@@ -196,14 +201,11 @@ fn skips_and_targets_are_read_from_the_engines_record() {
         e.requests[0].targets_why,
         "instrumentation.opentelemetry.io/container-names: \"nope\": no container \"nope\" in this pod"
     );
-    let skip = &e.skipped[0];
-    assert_eq!(
-        (skip.language.as_deref(), skip.reason),
-        (Some("java"), "invalid_container_names")
-    );
-    assert_eq!(
-        skip.messages,
-        ["container-names: no container \"nope\" in this pod; pod not injected"]
+    assert_skip(
+        &e.skipped[0],
+        "java",
+        "invalid_container_names",
+        "container-names: no container \"nope\" in this pod; pod not injected",
     );
 
     // Injected already: asked for, never targeted.

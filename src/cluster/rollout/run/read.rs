@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::{Client, ResourceExt as _};
 
 use super::{GET_WORKLOADS, LIST_INSTRUMENTATIONS, LIST_NAMESPACES, LIST_PODS};
 use crate::census::{self, PodRecord, Tally};
@@ -103,13 +103,7 @@ pub async fn read_plan(
         disabled: namespaces
             .items
             .iter()
-            .filter(|n| {
-                n.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(OPT_OUT_LABEL))
-                    .is_some_and(|v| v == OPT_OUT)
-            })
+            .filter(|n| n.labels().get(OPT_OUT_LABEL).is_some_and(|v| v == OPT_OUT))
             .filter_map(|n| n.metadata.name.clone())
             .collect(),
     };
