@@ -13,6 +13,7 @@ use attributes::{
 };
 use serde_json::{Value, json};
 
+use crate::crd::SpecHash;
 use crate::keys::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH};
 
 use super::cel::{self, string, strings};
@@ -26,6 +27,7 @@ const C: &str = "object.spec.containers[i]";
 /// asked for, the owners.
 pub fn pod_variables(v: &mut Vars) {
     vars::injection_keys(v);
+    vars::rolled_back(v);
     let refs = "variables.refs";
     v.add("refs", "object.metadata.?ownerReferences.orValue([])");
     v.add(
@@ -258,8 +260,16 @@ fn metadata_patches(field: &str, entries: &std::collections::BTreeMap<String, St
 }
 
 /// The whole mutation for template `t` (number `n` of the policy): empty unless the pod asks
-/// for this Instrumentation's language and is covered.
-pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -> Value {
+/// for this Instrumentation's language, is covered, and its workload was not rolled back
+/// from this language with the spec `hash` (the safety net's marker: the webhook then skips
+/// the language with reason `rolled_back`, or in mode `policy` the status policy records it).
+pub fn mutation(
+    v: &mut Vars,
+    n: usize,
+    t: &Template,
+    only_in_namespace: bool,
+    hash: SpecHash,
+) -> Value {
     let inst = &t.instrumentation;
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
@@ -275,6 +285,10 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, only_in_namespace: bool) -
         asks.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
     }
     asks.push(')');
+    asks.push_str(&format!(
+        " && !{}",
+        vars::names_rolled_back(lang, &string(&hash.to_string()))
+    ));
     v.add("service", pod_service_name(&inst.spec));
     v.add(
         &format!("annPairs{n}"),

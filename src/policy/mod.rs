@@ -204,6 +204,7 @@ pub fn render(
         }
         // Readable entries always carry their hash.
         let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
+        known.hashes.insert(format!("{ns}/{name}"), hash);
         rendered.objects.extend(injection_policy(
             options, inst, &templates, only, hash, coverage,
         ));
@@ -269,7 +270,7 @@ fn injection_policy(
     let mutations: Vec<Value> = templates
         .iter()
         .enumerate()
-        .map(|(n, t)| inject::mutation(&mut v, n, t, only_in_namespace))
+        .map(|(n, t)| inject::mutation(&mut v, n, t, only_in_namespace, hash))
         .collect();
     let mut meta = metadata(&object);
     let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use super::cel::{self, string, strings};
 use super::vars::{self, Vars};
 use crate::agents::Language;
+use crate::crd::SpecHash;
 use crate::engine::SkipReason;
 use crate::keys::{INJECTED_LABEL, STATUS_ANNOTATION};
 
@@ -23,6 +24,9 @@ pub struct Known {
     pub reasons: BTreeMap<String, SkipReason>,
     /// Languages the webhook's flags disable.
     pub disabled: Vec<Language>,
+    /// `ns/name` → the spec hash of each Instrumentation a policy injects from (a workload
+    /// rolled back from it is skipped with `rolled_back`).
+    pub hashes: BTreeMap<String, SpecHash>,
 }
 
 /// Adds the variables every entry reads: the namespace's Instrumentations and the reasons
@@ -45,6 +49,13 @@ fn known_variables(v: &mut Vars, known: &Known) {
         "variables.ns in variables.instrumentations ? variables.instrumentations[variables.ns] : []",
     );
     v.add("reasons", format!("{{{}}}", reasons.join(", ")));
+    let hashes: Vec<String> = known
+        .hashes
+        .iter()
+        .map(|(k, h)| format!("{}: {}", string(k), string(&h.to_string())))
+        .collect();
+    v.add("hashes", format!("{{{}}}", hashes.join(", ")));
+    vars::rolled_back(v);
 }
 
 /// The status entry of a skipped `lang` (as `engine::outcome` writes it).
@@ -62,10 +73,14 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     let unsupported = SkipReason::PolicyUnsupported.as_str();
     // The reason of a found Instrumentation `i`: the webhook's when the policy cannot serve
     // the language for it, else the policy's.
+    // A workload rolled back from the language with that Instrumentation's current spec is
+    // `rolled_back`, as the webhook says.
     let found = |i: &str| {
         let key = format!("{i} + \"/{}\"", lang.as_str());
+        let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));
         format!(
-            "({key} in variables.reasons ? variables.reasons[{key}] : \"{unsupported}\") + \" \" + {i}"
+            "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : \"{unsupported}\") + \" \" + {i}",
+            SkipReason::RolledBack.as_str()
         )
     };
     let reason = if known.disabled.contains(&lang) {

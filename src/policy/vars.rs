@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 
 use super::cel::string;
 use crate::agents::Language;
-use crate::keys::{CONTAINER_NAMES, INJECT_PREFIX};
+use crate::keys::{CONTAINER_NAMES, INJECT_PREFIX, ROLLED_BACK_ANNOTATION};
 
 /// A policy's `variables`, in order (a variable may use the ones before it).
 #[derive(Default)]
@@ -118,4 +118,26 @@ pub fn asks_for_any() -> String {
         .map(|m| format!("{m}.exists(k, k.startsWith({prefix}))"))
         .collect::<Vec<_>>()
         .join(" || ")
+}
+
+/// Adds `rolledBack`: the entries of the pod's rolled-back marker
+/// (`otel-injector/rolled-back`, [`crate::engine::outcome::RolledBack`]), none without one.
+pub fn rolled_back(v: &mut Vars) {
+    v.add(
+        "rolledBack",
+        format!(
+            "variables.ann[?{}].orValue(\"\").split(\",\")",
+            string(ROLLED_BACK_ANNOTATION)
+        ),
+    );
+}
+
+/// Whether the marker of [`rolled_back`] names `lang` with the spec hash `hash` (a CEL string
+/// expression), read as `RolledBack::parse` reads it: `<language>=<hash>`, spaces around
+/// either side, the hash in either case.
+pub fn names_rolled_back(lang: Language, hash: &str) -> String {
+    format!(
+        "variables.rolledBack.exists(e, e.split(\"=\").size() == 2 && e.split(\"=\")[0].trim() == {} && e.split(\"=\")[1].trim().lowerAscii() == {hash})",
+        string(lang.as_str())
+    )
 }

@@ -17,6 +17,7 @@
 mod alone;
 mod budgets;
 mod coverage;
+mod rolled_back;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
