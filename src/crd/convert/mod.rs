@@ -262,7 +262,7 @@ fn beta_of(alpha: Value) -> Result<Value, ConvertError> {
         if !default_images {
             fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(false));
         }
-        put_carrier(&mut out, V1ALPHA1_FIELDS, fields)?;
+        put_carrier(&mut out, V1ALPHA1_FIELDS, fields, UPSTREAM_KEYS)?;
     }
     let keep = spec.is_some() || !beta_spec.is_empty();
     finish(out, keep.then_some(beta_spec), Version::V1beta1)
@@ -280,7 +280,7 @@ fn alpha_of(beta: Value) -> Result<Value, ConvertError> {
     let mut fields = carrier(residue, &[]);
     if !default_images || !fields.is_empty() {
         fields.insert(DEFAULT_IMAGES.to_owned(), Value::Bool(default_images));
-        put_carrier(&mut out, V1BETA1_FIELDS, fields)?;
+        put_carrier(&mut out, V1BETA1_FIELDS, fields, &[])?;
     }
     let keep = spec.is_some() || !alpha_spec.is_empty();
     finish(out, keep.then_some(alpha_spec), Version::V1alpha1)
@@ -399,10 +399,27 @@ fn take_carrier(
     Ok(Some(parsed))
 }
 
+/// The text of a carrying annotation: the `keyed` fields first, in `keyed`'s order (upstream's
+/// `v1alpha1Fields` struct's, so that the annotation reads as upstream's conversion writes it),
+/// then the others (`defaultImages`, `spec`).
+fn carrier_text(fields: &Map<String, Value>, keyed: &[(&str, &str)]) -> String {
+    let first = keyed.iter().map(|(_, key)| *key);
+    let rest = fields
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !keyed.iter().any(|(_, key)| key == k));
+    let entries: Vec<String> = first
+        .chain(rest)
+        .filter_map(|k| Some(format!("{}:{}", Value::from(k), fields.get(k)?)))
+        .collect();
+    format!("{{{}}}", entries.join(","))
+}
+
 fn put_carrier(
     object: &mut Map<String, Value>,
     key: &str,
     fields: Map<String, Value>,
+    keyed: &[(&str, &str)],
 ) -> Result<(), ConvertError> {
     let metadata = object
         .entry("metadata")
@@ -417,10 +434,7 @@ fn put_carrier(
         *annotations = Value::Object(Map::new());
     }
     if let Value::Object(annotations) = annotations {
-        annotations.insert(
-            key.to_owned(),
-            Value::String(Value::Object(fields).to_string()),
-        );
+        annotations.insert(key.to_owned(), Value::String(carrier_text(&fields, keyed)));
     }
     Ok(())
 }
