@@ -289,6 +289,9 @@ pub fn mutation(
         " && !{}",
         vars::names_rolled_back(lang, &string(&hash.to_string()))
     ));
+    if let Some(default) = vars::default_variant(v, lang) {
+        asks.push_str(&format!(" && {default}"));
+    }
     v.add("service", pod_service_name(&inst.spec));
     v.add(
         &format!("annPairs{n}"),

@@ -11,9 +11,11 @@ use k8s_openapi::api::core::v1::Pod;
 use super::LANGUAGES;
 use super::template::Template;
 use super::template::{self, CONTAINER, NotCovered};
+use super::vars::DEFAULT_VARIANTS;
 use crate::agents::Language;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, EngineConfig};
+use crate::pod::select::{Annotations, Keys};
 
 /// The path that injects a pod the webhook injects.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -54,7 +56,16 @@ impl<'a> Paths<'a> {
         targets: &[String],
     ) -> Path {
         let (catalog, config) = (self.catalog, self.config);
+        let namespace = catalog.namespace(ns);
+        let keys = namespace.as_deref().map_or_else(Keys::default, |n| Keys {
+            labels: Some(&n.labels),
+            annotations: Some(&n.annotations),
+        });
+        let annotations = Annotations::new(pod, keys);
         path(catalog, ns, requested, injected, |inst, lang| {
+            if let Some(why) = other_variant(lang, &annotations) {
+                return Path::Webhook(why);
+            }
             let key = (inst.qualified(), lang);
             let t = self
                 .templates
@@ -104,6 +115,15 @@ fn path(
         return webhook("the Instrumentation cannot be read");
     };
     covered(inst, *lang)
+}
+
+/// Why the pod gets another variant of `lang`'s agent than the policy's (`vars::DEFAULT_VARIANTS`),
+/// if it does.
+pub(super) fn other_variant(lang: Language, annotations: &Annotations<'_>) -> Option<String> {
+    let (_, key, values) = DEFAULT_VARIANTS.iter().find(|(l, ..)| *l == lang)?;
+    let value = annotations.get(key).unwrap_or("");
+    (!values.contains(&value))
+        .then(|| format!("{key} is {value:?}: the policy injects the agent a pod without it gets"))
 }
 
 /// Why template `t` cannot replay the webhook on `pod`'s `targets`, if it cannot.

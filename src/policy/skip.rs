@@ -83,10 +83,15 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
             SkipReason::RolledBack.as_str()
         )
     };
+    // A language no policy covers gets the same reading of its request as the others, so the
+    // entry names the Instrumentation the webhook would use (a `"true"` request: the
+    // namespace's only one, or `ns/*`), never `ns/true`.
     let reason = if known.disabled.contains(&lang) {
-        format!("\"{} \" + {named}", SkipReason::LanguageDisabled.as_str())
-    } else if !super::LANGUAGES.contains(&lang) {
-        format!("\"{unsupported} \" + {named}")
+        // As the webhook: a disabled language's `"true"` names no Instrumentation (`ns/*`).
+        format!(
+            "\"{} \" + ({req}.lowerAscii() == \"true\" ? {ns} + \"/*\" : {named})",
+            SkipReason::LanguageDisabled.as_str()
+        )
     } else {
         format!(
             "{req}.lowerAscii() == \"true\" ? ({insts}.size() == 0 ? \"{none} \" + {ns} + \"/*\" : {insts}.size() > 1 ? \"{several} \" + {ns} + \"/*\" : {only_found}) : ({req}.contains(\"/\") && !{req}.startsWith({ns} + \"/\") ? \"{unsupported} \" + {req} : {req}.substring({req}.lastIndexOf(\"/\") + 1) in {insts} ? {named_found} : \"{not_found} \" + {named})",

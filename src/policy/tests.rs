@@ -288,3 +288,54 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
         webhook("an init container or sidecar, with per-pod files: not a template")
     );
 }
+
+/// The values `vars::DEFAULT_VARIANTS` lets a policy cover choose exactly what a pod without
+/// the key gets from the engine; the other values the agents know choose something else.
+#[test]
+fn default_variants_are_the_engines() {
+    use crate::pod::select::Keys;
+    let catalog = StaticCatalog::from_yaml(
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
+         metadata: {name: langs, namespace: shop}\nspec: {}\n",
+    )
+    .unwrap();
+    let config = EngineConfig::default();
+    let snapshot = crate::engine::Snapshot::take(&catalog, "shop", &config);
+    let patch_of = |lang: Language, variant: Option<(&str, &str)>| {
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(lang.inject_annotation().into(), "true".into());
+        if let Some((k, v)) = variant {
+            annotations.insert(k.into(), v.into());
+        }
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "annotations": annotations},
+            "spec": {"containers": [{"name": "app"}]}
+        }))
+        .unwrap();
+        let (patch, _) = crate::admission::mutate(&snapshot, &pod);
+        (serde_json::to_value(patch).unwrap(), pod)
+    };
+    let others = [
+        (Language::Python, &["musl", "alpine", " glibc"][..]),
+        (
+            Language::DotNet,
+            &["linux-musl-x64", "linux-arm64", "linux-x64 "][..],
+        ),
+    ];
+    for (lang, key, values) in vars::DEFAULT_VARIANTS {
+        let (plain, _) = patch_of(lang, None);
+        for value in values {
+            let (patch, pod) = patch_of(lang, Some((key, value)));
+            assert_eq!(patch, plain, "{lang} {key}={value:?}");
+            let annotations = crate::pod::select::Annotations::new(&pod, Keys::default());
+            assert_eq!(super::pod::other_variant(lang, &annotations), None);
+        }
+        let (_, other) = others.iter().find(|(l, _)| *l == lang).unwrap();
+        for value in other.iter() {
+            let (patch, pod) = patch_of(lang, Some((key, value)));
+            assert_ne!(patch, plain, "{lang} {key}={value:?}");
+            let annotations = crate::pod::select::Annotations::new(&pod, Keys::default());
+            assert!(super::pod::other_variant(lang, &annotations).is_some());
+        }
+    }
+}

@@ -4,9 +4,11 @@
 
 use serde_json::{Value, json};
 
-use super::cel::string;
+use super::cel::{string, strings};
 use crate::agents::Language;
-use crate::keys::{CONTAINER_NAMES, INJECT_PREFIX, ROLLED_BACK_ANNOTATION};
+use crate::keys::{
+    CONTAINER_NAMES, DOTNET_RUNTIME, INJECT_PREFIX, PYTHON_PLATFORM, ROLLED_BACK_ANNOTATION,
+};
 
 /// A policy's `variables`, in order (a variable may use the ones before it).
 #[derive(Default)]
@@ -140,4 +142,41 @@ pub fn names_rolled_back(lang: Language, hash: &str) -> String {
         "variables.rolledBack.exists(e, e.split(\"=\").size() == 2 && e.split(\"=\")[0].trim() == {} && e.split(\"=\")[1].trim().lowerAscii() == {hash})",
         string(lang.as_str())
     )
+}
+
+/// Per language, the key its agent reads to choose a variant of itself (Python's platform,
+/// .NET's runtime) and the values that choose what a pod without the key gets. A policy is
+/// the engine's injection of such a pod: it covers those values alone, as written (the agent
+/// reads them untrimmed), and leaves a pod with any other (`musl`, `linux-musl-x64`, a value
+/// the agent refuses) to the webhook.
+pub const DEFAULT_VARIANTS: [(Language, &str, &[&str]); 2] = [
+    (Language::Python, PYTHON_PLATFORM, &["", "glibc"]),
+    (Language::DotNet, DOTNET_RUNTIME, &["", "linux-x64"]),
+];
+
+/// For a language of [`DEFAULT_VARIANTS`]: adds the effective value of its key (the pod's or
+/// the namespace's, as `select::effective` chooses, untrimmed) and returns the condition that
+/// the pod gets the default variant.
+pub fn default_variant(v: &mut Vars, lang: Language) -> Option<String> {
+    let (_, key, values) = DEFAULT_VARIANTS.iter().find(|(l, ..)| *l == lang)?;
+    let k = string(key);
+    let raw = |lab: &str, ann: &str| {
+        format!(
+            "({k} in variables.{lab} ? variables.{lab}[{k}] : variables.{ann}[?{k}].orValue(\"\"))"
+        )
+    };
+    let var = format!("variant{}", index(lang));
+    v.add(&format!("{var}Pod"), raw("lab", "ann"));
+    v.add(&format!("{var}Ns"), raw("nsLab", "nsAnn"));
+    let (p, n) = (format!("variables.{var}Pod"), format!("variables.{var}Ns"));
+    v.add(
+        &var,
+        format!(
+            "{n}.trim() == \"\" ? {p} : ({p}.trim() == \"\" ? {n} : ({p}.trim().lowerAscii() != \"true\" ? {p} : ({n}.trim().lowerAscii() == \"false\" ? {p} : {n})))"
+        ),
+    );
+    Some(format!(
+        "variables.{var} in {}",
+        strings(values.iter().copied())
+    ))
 }

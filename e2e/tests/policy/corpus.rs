@@ -2,8 +2,8 @@
 //! semantics a policy must get right and the edges it must leave to the webhook.
 
 use otel_injector::keys::{
-    CONTAINER_NAMES, INJECT_DOTNET, INJECT_GO, INJECT_JAVA, INJECT_NODEJS, INJECT_PYTHON,
-    INJECT_SDK,
+    CONTAINER_NAMES, DOTNET_RUNTIME, INJECT_DOTNET, INJECT_GO, INJECT_JAVA, INJECT_NGINX,
+    INJECT_NODEJS, INJECT_PYTHON, INJECT_SDK, PYTHON_PLATFORM,
 };
 use serde_json::{Value, json};
 
@@ -332,6 +332,31 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 ]),
             ),
         ),
+        // The variant keys: the default's own value is covered, any other left to the webhook.
+        simple(
+            "python-glibc",
+            &[(INJECT_PYTHON, "langs"), (PYTHON_PLATFORM, "glibc")],
+        ),
+        simple(
+            "edge-python-musl",
+            &[(INJECT_PYTHON, "langs"), (PYTHON_PLATFORM, "musl")],
+        ),
+        simple(
+            "edge-dotnet-musl",
+            &[(INJECT_DOTNET, "langs"), (DOTNET_RUNTIME, "linux-musl-x64")],
+        ),
+        // `"true"` for a language no policy covers, and for a disabled one.
+        (
+            "edge-nginx-true-solo",
+            "solo",
+            pod(
+                "edge-nginx-true-solo",
+                ann(&[(INJECT_NGINX, "true")]),
+                json!({}),
+                app(port.clone()),
+            ),
+        ),
+        simple("edge-go-true", &[(INJECT_GO, "true")]),
         simple(
             "edge-go",
             &[

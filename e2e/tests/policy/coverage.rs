@@ -242,6 +242,22 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             format!("java=skipped multiple_instrumentations {shop}/*"),
         ),
         (
+            "edge-python-musl",
+            format!("python=skipped policy_unsupported {shop}/langs"),
+        ),
+        (
+            "edge-dotnet-musl",
+            format!("dotnet=skipped policy_unsupported {shop}/langs"),
+        ),
+        (
+            "edge-nginx-true-solo",
+            format!("nginx=skipped policy_unsupported {solo}/only"),
+        ),
+        (
+            "edge-go-true",
+            format!("go=skipped language_disabled {shop}/*"),
+        ),
+        (
             "edge-not-found",
             format!("java=skipped instrumentation_not_found {shop}/missing"),
         ),
