@@ -95,6 +95,13 @@ bench:
 load *ARGS:
     scripts/load.sh {{ARGS}}
 
+# Peak memory of a replica converting ConversionReviews of 1,000 and 6,000 Instrumentations,
+# and ten 6,000-object reviews at once (release binary; docs/performance.md). E.g.
+# `TEST_SERVER_BIN=/path/to/older/otel-injector just convert-memory` measures another build.
+convert-memory:
+    cargo build --locked --release --bin otel-injector
+    TEST_SERVER_BIN="${TEST_SERVER_BIN:-$PWD/target/release/otel-injector}" cargo test --locked --test servers -- --ignored --nocapture conversion_memory
+
 # Pod-create latency through the real API server: no injection, the webhook, the policy
 # (`otel-injector policy`), E2E_POLICY_PODS each (default 300); docs/performance.md.
 policy-latency: controlplane

@@ -74,6 +74,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         config: engine.clone(),
         metrics: server_metrics.clone(),
         events: events.clone(),
+        conversions: server::ConversionBudget::default(),
     }));
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,

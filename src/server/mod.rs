@@ -16,5 +16,6 @@ pub use listener::{serve_plain, serve_tls};
 pub use metrics::Metrics;
 pub use shutdown::{Aborted, Drain, Shutdown};
 pub use webhook::{
-    DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_CONVERSION_BYTES, MAX_DEADLINE, Webhook, router,
+    CONVERSION_BUDGET_BYTES, ConversionBudget, DEFAULT_DEADLINE, MAX_BODY_BYTES,
+    MAX_CONVERSION_BYTES, MAX_DEADLINE, Webhook, router,
 };

@@ -27,6 +27,13 @@ pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 /// Largest ConversionReview accepted: a LIST converts every object in one review (about
 /// 1 KiB each, so some 16,000 Instrumentations).
 pub const MAX_CONVERSION_BYTES: usize = 16 * 1024 * 1024;
+/// The bytes of ConversionReviews converted at once, across all connections. A review costs
+/// about twice its body while it is converted (the body, and the answer as it is written:
+/// `crd::review`), so the conversions of one replica hold about 64 MiB at most, inside the
+/// chart's 128 Mi limit with the rest of the process, however many the API server sends at
+/// once (up to 10 while its watch cache warms up). A review waits for its share before its
+/// body is read.
+pub const CONVERSION_BUDGET_BYTES: usize = 2 * MAX_CONVERSION_BYTES;
 /// Deadline when the API server sends no `?timeout=` (its default `timeoutSeconds`).
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(10);
 /// Longest `?timeout=` taken as it is: the API server's largest `timeoutSeconds`.
@@ -39,6 +46,35 @@ pub struct Webhook {
     pub metrics: Arc<Metrics>,
     /// Where the Events of skipped injections are queued (never waited on).
     pub events: EventSink,
+    /// The conversions' share of memory ([`CONVERSION_BUDGET_BYTES`]).
+    pub conversions: ConversionBudget,
+}
+
+/// The bytes of ConversionReviews that may be converted at once, in KiB permits.
+pub struct ConversionBudget(Arc<tokio::sync::Semaphore>);
+
+impl Default for ConversionBudget {
+    fn default() -> Self {
+        ConversionBudget::new(CONVERSION_BUDGET_BYTES)
+    }
+}
+
+impl ConversionBudget {
+    pub fn new(bytes: usize) -> Self {
+        ConversionBudget(Arc::new(tokio::sync::Semaphore::new(bytes.div_ceil(1024))))
+    }
+
+    /// A share of `bytes` (at most the whole budget), held until dropped.
+    async fn take(&self, bytes: usize) -> tokio::sync::OwnedSemaphorePermit {
+        let total = u32::try_from(CONVERSION_BUDGET_BYTES.div_ceil(1024)).unwrap_or(u32::MAX);
+        let kib = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .min(total);
+        Arc::clone(&self.0)
+            .acquire_many_owned(kib)
+            .await
+            .expect("the budget is never closed")
+    }
 }
 
 /// The webhook's routes.
@@ -143,6 +179,22 @@ async fn convert(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
         Span::current().record("outcome", outcome.as_str());
     };
     let limit = MAX_CONVERSION_BYTES;
+    // The review's share of the budget, before its body is read: what it declares (all of
+    // the limit when it declares nothing; nothing when it declares too much, refused below).
+    let share = match content_length(&req) {
+        Some(n) if n > limit as u64 => 0,
+        Some(n) => n as usize,
+        None => limit,
+    };
+    let Ok(_share) = tokio::time::timeout(budget(deadline), wh.conversions.take(share)).await
+    else {
+        refused(RequestOutcome::Deadline);
+        tracing::warn!(share, "no room to convert before the deadline");
+        return text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("no room to convert {share} bytes before the {deadline:?} deadline\n"),
+        );
+    };
     let bytes = match read_body(req, deadline, limit, "ConversionReview", refused).await {
         Ok(bytes) => bytes,
         Err(refused) => return refused.answer,
@@ -196,30 +248,21 @@ async fn read_body(
             format!("{what} body exceeds the {limit} byte limit\n"),
         ),
     };
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared = content_length(&req);
     if declared.is_some_and(|n| n > limit as u64) {
         refused(RequestOutcome::TooLarge);
         tracing::warn!(declared, limit, "{what} body over the limit");
         return Err(too_large());
     }
-    let read = tokio::time::timeout(
-        budget(deadline),
-        axum::body::to_bytes(req.into_body(), limit),
-    );
+    let read = tokio::time::timeout(budget(deadline), collect(req.into_body(), declared, limit));
     match read.await {
         Ok(Ok(b)) => Ok(b),
-        Ok(Err(e)) => {
-            let too_big = std::error::Error::source(&e)
-                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-            if too_big {
-                refused(RequestOutcome::TooLarge);
-                tracing::warn!(limit, "{what} body over the limit");
-                return Err(too_large());
-            }
+        Ok(Err(ReadError::TooLarge)) => {
+            refused(RequestOutcome::TooLarge);
+            tracing::warn!(limit, "{what} body over the limit");
+            Err(too_large())
+        }
+        Ok(Err(ReadError::Body(e))) => {
             refused(RequestOutcome::Invalid);
             tracing::warn!(error = %e, "request body could not be read");
             Err(RefusedBody {
@@ -240,6 +283,42 @@ async fn read_body(
             })
         }
     }
+}
+
+/// The body length the request declares.
+fn content_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+}
+
+/// Why a body was not read whole.
+enum ReadError {
+    /// Past the limit.
+    TooLarge,
+    /// The connection failed or the client broke the framing.
+    Body(axum::Error),
+}
+
+/// The body's bytes in one buffer, sized once from `Content-Length` when it is declared
+/// (frame by frame otherwise), never past `limit`: a large review is held once, not once in
+/// its frames and again in their copy.
+async fn collect(body: Body, declared: Option<u64>, limit: usize) -> Result<Bytes, ReadError> {
+    use http_body_util::BodyExt as _;
+    let mut body = body;
+    let first = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
+    let mut out = Vec::with_capacity(first);
+    while let Some(frame) = body.frame().await {
+        let Ok(data) = frame.map_err(ReadError::Body)?.into_data() else {
+            continue;
+        };
+        if out.len() + data.len() > limit {
+            return Err(ReadError::TooLarge);
+        }
+        out.extend_from_slice(&data);
+    }
+    Ok(Bytes::from(out))
 }
 
 /// Counts the answer and records it on the request's span (before it is logged, so the
@@ -359,5 +438,22 @@ mod tests {
         ] {
             assert_eq!(deadline_of(&req(default)), DEFAULT_DEADLINE, "{default}");
         }
+    }
+
+    #[tokio::test]
+    async fn conversions_wait_for_their_share_of_the_budget() {
+        let budget = ConversionBudget::default();
+        let wait = Duration::from_millis(50);
+        let whole = budget.take(MAX_CONVERSION_BYTES).await;
+        let half = budget.take(MAX_CONVERSION_BYTES).await;
+        // The budget is spent: the next review waits, however small.
+        assert!(tokio::time::timeout(wait, budget.take(1)).await.is_err());
+        drop(half);
+        let small = tokio::time::timeout(wait, budget.take(1)).await;
+        assert!(small.is_ok(), "a share returned is taken again");
+        // More than the whole budget takes the whole budget, and so still runs alone.
+        drop((whole, small));
+        let all = tokio::time::timeout(wait, budget.take(usize::MAX)).await;
+        assert!(all.is_ok());
     }
 }

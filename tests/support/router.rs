@@ -9,7 +9,7 @@ use otel_injector::cluster::StaticCatalog;
 use otel_injector::cluster::events::{EventSink, Notice, queue};
 use otel_injector::engine::EngineConfig;
 use otel_injector::metrics::{self, Exposition};
-use otel_injector::server::{Webhook, router};
+use otel_injector::server::{ConversionBudget, Webhook, router};
 use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt as _;
 
@@ -44,6 +44,7 @@ fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Rece
         config: EngineConfig::default(),
         metrics: server,
         events,
+        conversions: ConversionBudget::default(),
     };
     let exposition = Arc::new(Exposition::new(registry));
     (router(Arc::new(state)), exposition, rx)
