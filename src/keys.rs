@@ -92,6 +92,11 @@ pub const AUTOMATIC: &str = "automatic";
 /// engine skips such a language (`rolled_back`) while the Instrumentation's spec is that
 /// one; a changed spec is tried again.
 pub const ROLLED_BACK_ANNOTATION: &str = "otel-injector/rolled-back";
+/// On a workload itself (not its template, so it survives `kubectl rollout undo` and changes
+/// no pod): the languages and specs the safety net has rolled it back from, in the grammar of
+/// [`ROLLED_BACK_ANNOTATION`]. Read by every Lease holder, so a workload is rolled back once
+/// per language and spec whoever holds the Lease and however often it restarts.
+pub const ROLLBACK_TRIED_ANNOTATION: &str = "otel-injector/rollback-tried";
 /// On an Instrumentation ([`ROLLBACK`]): what the Lease holder does when workloads fail with
 /// its current spec.
 pub const ON_FAILURE_ANNOTATION: &str = "otel-injector/on-failure";

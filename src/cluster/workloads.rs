@@ -118,10 +118,10 @@ pub async fn get(client: &Client, w: &Workload) -> kube::Result<Option<WorkloadO
     }
 }
 
-async fn patch_template_as<K>(
+async fn patch_as<K>(
     client: &Client,
     w: &Workload,
-    annotations: &serde_json::Value,
+    patch: &serde_json::Value,
     field_manager: &str,
     wrap: fn(K) -> WorkloadObject,
 ) -> kube::Result<WorkloadObject>
@@ -131,13 +131,12 @@ where
         + DeserializeOwned
         + fmt::Debug,
 {
-    let patch = json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
     let params = PatchParams {
         field_manager: Some(field_manager.into()),
         ..Default::default()
     };
     Api::<K>::namespaced(client.clone(), &w.namespace)
-        .patch(&w.name, &params, &Patch::Merge(&patch))
+        .patch(&w.name, &params, &Patch::Merge(patch))
         .await
         .map(wrap)
 }
@@ -150,25 +149,33 @@ pub async fn patch_template(
     annotations: &serde_json::Value,
     field_manager: &str,
 ) -> kube::Result<Option<WorkloadObject>> {
-    let (a, m) = (annotations, field_manager);
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
+    merge_patch(client, w, &patch, field_manager).await
+}
+
+/// Applies the merge patch `patch` to a workload under `field_manager`. `None`: not a kind
+/// that can be restarted.
+pub async fn merge_patch(
+    client: &Client,
+    w: &Workload,
+    patch: &serde_json::Value,
+    field_manager: &str,
+) -> kube::Result<Option<WorkloadObject>> {
+    let (p, m) = (patch, field_manager);
     let object = match w.kind.as_str() {
         "Deployment" => {
-            patch_template_as::<Deployment>(client, w, a, m, |o| {
-                WorkloadObject::Deployment(Box::new(o))
-            })
-            .await?
+            patch_as::<Deployment>(client, w, p, m, |o| WorkloadObject::Deployment(Box::new(o)))
+                .await?
         }
         "StatefulSet" => {
-            patch_template_as::<StatefulSet>(client, w, a, m, |o| {
+            patch_as::<StatefulSet>(client, w, p, m, |o| {
                 WorkloadObject::StatefulSet(Box::new(o))
             })
             .await?
         }
         "DaemonSet" => {
-            patch_template_as::<DaemonSet>(client, w, a, m, |o| {
-                WorkloadObject::DaemonSet(Box::new(o))
-            })
-            .await?
+            patch_as::<DaemonSet>(client, w, p, m, |o| WorkloadObject::DaemonSet(Box::new(o)))
+                .await?
         }
         _ => return Ok(None),
     };

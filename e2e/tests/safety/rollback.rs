@@ -291,6 +291,48 @@ async fn a_failing_workload_is_rolled_back_stays_so_and_is_tried_again_on_a_new_
     eprintln!(
         "[e2e] rollback: the new spec tried again and rolled back {t_marker:?} after the pod was recreated"
     );
+
+    // What was tried is on the workload, not in memory: with the marker removed (as
+    // `kubectl rollout undo` or a person would) and a new process holding the Lease, the
+    // failing pods are injected again and left so: once per language and spec.
+    let path = format!("/apis/apps/v1/namespaces/{ns}/deployments/crashy");
+    let tried = &get(&env, &path).await["metadata"]["annotations"]["otel-injector/rollback-tried"];
+    assert_eq!(tried, &json!(format!("java={new_spec}")));
+    env.restart_webhook().await;
+    env.await_webhook(&ns).await;
+    let unmark = json!({"spec": {"template": {"metadata": {"annotations": {"otel-injector/rolled-back": null}}}}});
+    let r = api::merge_patch(&env.client, &path, &unmark)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t2 = Instant::now();
+    let injected = loop {
+        let pods = live_pods(&env, &ns, "crashy").await;
+        if let Some(p) = pods.iter().find(|p| is_injected(p)) {
+            break p.clone();
+        }
+        assert!(
+            t2.elapsed() < Duration::from_secs(60),
+            "the unmarked workload's pod injected again"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    // Long past the time the first mark took, it fails unmarked.
+    tokio::time::sleep(marked * 2 + Duration::from_secs(10)).await;
+    let d = get(&env, &path).await;
+    assert!(
+        d["spec"]["template"]["metadata"]["annotations"]["otel-injector/rolled-back"].is_null(),
+        "marked again: {}",
+        d["spec"]["template"]["metadata"]
+    );
+    assert!(
+        live_pods(&env, &ns, "crashy")
+            .await
+            .iter()
+            .any(|p| p["metadata"]["name"] == injected["metadata"]["name"]
+                && p["status"]["containerStatuses"][0]["restartCount"].as_i64() > Some(1)),
+        "the injected pod kept failing"
+    );
 }
 
 /// The automatic rollout's canary with the rollback: two Deployments whose pods asked for

@@ -5,7 +5,11 @@
 //! ones (`rolled_back`) for as long as that spec is current: a person removes the marker, or
 //! a changed spec is tried again, once (it fails again: marked with the new spec). Run by the
 //! Lease holder alone, inside the status controller's pass, at most [`PER_MINUTE`] patches a
-//! minute and once per workload and spec.
+//! minute and once per workload and spec: what was rolled back is recorded on the workload
+//! itself (`otel-injector/rollback-tried`, read before every mark), so a restart, a new
+//! Lease holder or a removed marker changes nothing. A workload whose controller would not
+//! replace its pods after the mark (a paused Deployment, `OnDelete`, a partitioned
+//! StatefulSet) is left alone, with the reason logged.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
@@ -20,11 +24,13 @@ use super::metrics::{Metrics, WriteResult};
 use crate::agents::Language;
 use crate::census::{Failing, Tally, Workload};
 use crate::cluster::events::{EventSink, Notice, Reason};
-use crate::cluster::workloads::{get, patch_template};
+use crate::cluster::workloads::{get, merge_patch};
 use crate::crd::{RolledBackWorkload, SpecHash};
 use crate::engine::Instrumentations;
 use crate::engine::outcome::RolledBack;
-use crate::keys::{ON_FAILURE_ANNOTATION, ROLLBACK, ROLLED_BACK_ANNOTATION};
+use crate::keys::{
+    ON_FAILURE_ANNOTATION, ROLLBACK, ROLLBACK_TRIED_ANNOTATION, ROLLED_BACK_ANNOTATION,
+};
 
 /// The field manager of the markers' patches.
 pub const FIELD_MANAGER: &str = "otel-injector-rollback";
@@ -102,7 +108,18 @@ impl Rollback {
                     continue;
                 }
                 match self.mark(client, workload, failing, spec).await {
-                    Ok(uid) => {
+                    Ok(Marked::Tried) => {
+                        // Rolled back from this spec before (by this or another holder):
+                        // the marker was removed on purpose, or the workload reverted.
+                        self.recent.pop_back();
+                        self.done.insert(id);
+                    }
+                    Ok(Marked::NotRolled(why)) => {
+                        self.recent.pop_back();
+                        self.done.insert(id);
+                        tracing::warn!(instrumentation = %key, workload = %workload, %why, "failing workload not rolled back: its controller would not replace its pods");
+                    }
+                    Ok(Marked::Marked(uid)) => {
                         metrics.rollback(WriteResult::Success);
                         self.done.insert(id);
                         let entry = entry(workload, failing, spec, now);
@@ -146,36 +163,83 @@ impl Rollback {
         true
     }
 
-    /// Sets the marker on the workload's pod template (read first: other languages' entries
-    /// are kept; already marked: nothing written). Returns the workload's UID (for the
-    /// Event, so that `kubectl describe` finds it).
+    /// Sets the marker on the workload's pod template and records it as tried on the
+    /// workload (both read first: other languages' entries are kept; already so: nothing
+    /// written), unless [`decide`] says otherwise.
     async fn mark(
         &self,
         client: &Client,
         w: &Workload,
         failing: &Failing,
         spec: SpecHash,
-    ) -> kube::Result<Option<String>> {
+    ) -> kube::Result<Marked> {
         let Some(object) = get(client, w).await? else {
-            return Ok(None);
+            return Ok(Marked::Marked(None));
         };
         let uid = object.meta().uid.clone();
+        let tried = object
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ROLLBACK_TRIED_ANNOTATION))
+            .map(String::as_str);
+        match decide(tried, object.not_rolled(), &failing.languages, spec) {
+            Verdict::Tried => return Ok(Marked::Tried),
+            Verdict::NotRolled(why) => return Ok(Marked::NotRolled(why)),
+            Verdict::Mark => {}
+        }
         let existing = object
             .template_annotations()
             .and_then(|a| a.get(ROLLED_BACK_ANNOTATION))
             .map(String::as_str);
         let value = marked(existing, &failing.languages, spec);
-        if existing == Some(value.as_str()) {
-            return Ok(uid);
+        let tried_value = marked(tried, &failing.languages, spec);
+        if existing == Some(value.as_str()) && tried == Some(tried_value.as_str()) {
+            return Ok(Marked::Marked(uid));
         }
-        patch_template(
-            client,
-            w,
-            &json!({ROLLED_BACK_ANNOTATION: value}),
-            FIELD_MANAGER,
-        )
-        .await?;
-        Ok(uid)
+        let patch = json!({
+            "metadata": {"annotations": {ROLLBACK_TRIED_ANNOTATION: tried_value}},
+            "spec": {"template": {"metadata": {"annotations": {ROLLED_BACK_ANNOTATION: value}}}},
+        });
+        merge_patch(client, w, &patch, FIELD_MANAGER).await?;
+        Ok(Marked::Marked(uid))
+    }
+}
+
+/// What became of a failing workload.
+enum Marked {
+    /// Marked (or already so); its UID, for the Event (so that `kubectl describe` finds it).
+    Marked(Option<String>),
+    /// Rolled back from this spec before: left as it is.
+    Tried,
+    /// Its controller would not replace its pods: left as it is, for this reason.
+    NotRolled(String),
+}
+
+/// What to do with a failing workload.
+#[derive(Debug, PartialEq, Eq)]
+enum Verdict {
+    Mark,
+    Tried,
+    NotRolled(String),
+}
+
+/// Whether to mark a workload failing with `languages` from `spec`: not when its record
+/// `tried` (`otel-injector/rollback-tried`) names every one of them with that spec, nor when
+/// `not_rolled` says why its controller would not replace its pods.
+fn decide(
+    tried: Option<&str>,
+    not_rolled: Option<String>,
+    languages: &BTreeSet<Language>,
+    spec: SpecHash,
+) -> Verdict {
+    let tried = tried.map(RolledBack::parse).unwrap_or_default();
+    if languages.iter().all(|l| tried.names(*l, spec)) {
+        return Verdict::Tried;
+    }
+    match not_rolled {
+        Some(why) => Verdict::NotRolled(why),
+        None => Verdict::Mark,
     }
 }
 
@@ -224,6 +288,42 @@ fn announce(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workload_is_marked_once_per_language_and_spec_whoever_reads_it() {
+        let java: BTreeSet<Language> = [Language::Java].into();
+        let both: BTreeSet<Language> = [Language::Java, Language::Python].into();
+        let spec = SpecHash([0x3f, 0x2a, 0x9c, 0x1b]);
+        let other = SpecHash([1, 2, 3, 4]);
+        assert_eq!(decide(None, None, &java, spec), Verdict::Mark);
+        assert_eq!(
+            decide(Some("java=3f2a9c1b"), None, &java, spec),
+            Verdict::Tried
+        );
+        // Tried with it before, under another spec, or not for every failing language.
+        assert_eq!(
+            decide(Some("java=3f2a9c1b"), None, &java, other),
+            Verdict::Mark
+        );
+        assert_eq!(
+            decide(Some("java=3F2A9C1B"), None, &both, spec),
+            Verdict::Mark
+        );
+        assert_eq!(
+            decide(Some("python=3f2a9c1b,java=3f2a9c1b"), None, &both, spec),
+            Verdict::Tried
+        );
+        // A controller that would not replace the pods: left alone, once tried or not.
+        let paused = Some("paused".to_owned());
+        assert_eq!(
+            decide(None, paused.clone(), &java, spec),
+            Verdict::NotRolled("paused".into())
+        );
+        assert_eq!(
+            decide(Some("java=3f2a9c1b"), paused, &java, spec),
+            Verdict::Tried
+        );
+    }
 
     #[test]
     fn the_marker_keeps_other_languages_and_replaces_the_spec_of_its_own() {
