@@ -108,18 +108,18 @@ impl Rollback {
                     continue;
                 }
                 match self.mark(client, workload, failing, spec).await {
-                    Ok(Marked::Tried) => {
+                    Ok(Handled::Tried) => {
                         // Rolled back from this spec before (by this or another holder):
                         // the marker was removed on purpose, or the workload reverted.
                         self.recent.pop_back();
                         self.done.insert(id);
                     }
-                    Ok(Marked::NotRolled(why)) => {
+                    Ok(Handled::NotRolled(why)) => {
                         self.recent.pop_back();
                         self.done.insert(id);
                         tracing::warn!(instrumentation = %key, workload = %workload, %why, "failing workload not rolled back: its controller would not replace its pods");
                     }
-                    Ok(Marked::Marked(uid)) => {
+                    Ok(Handled::Marked(uid)) => {
                         metrics.rollback(WriteResult::Success);
                         self.done.insert(id);
                         let entry = entry(workload, failing, spec, now);
@@ -172,9 +172,9 @@ impl Rollback {
         w: &Workload,
         failing: &Failing,
         spec: SpecHash,
-    ) -> kube::Result<Marked> {
+    ) -> kube::Result<Handled> {
         let Some(object) = get(client, w).await? else {
-            return Ok(Marked::Marked(None));
+            return Ok(Handled::Marked(None));
         };
         let uid = object.meta().uid.clone();
         let tried = object
@@ -184,8 +184,8 @@ impl Rollback {
             .and_then(|a| a.get(ROLLBACK_TRIED_ANNOTATION))
             .map(String::as_str);
         match decide(tried, object.not_rolled(), &failing.languages, spec) {
-            Verdict::Tried => return Ok(Marked::Tried),
-            Verdict::NotRolled(why) => return Ok(Marked::NotRolled(why)),
+            Verdict::Tried => return Ok(Handled::Tried),
+            Verdict::NotRolled(why) => return Ok(Handled::NotRolled(why)),
             Verdict::Mark => {}
         }
         let existing = object
@@ -195,19 +195,19 @@ impl Rollback {
         let value = marked(existing, &failing.languages, spec);
         let tried_value = marked(tried, &failing.languages, spec);
         if existing == Some(value.as_str()) && tried == Some(tried_value.as_str()) {
-            return Ok(Marked::Marked(uid));
+            return Ok(Handled::Marked(uid));
         }
         let patch = json!({
             "metadata": {"annotations": {ROLLBACK_TRIED_ANNOTATION: tried_value}},
             "spec": {"template": {"metadata": {"annotations": {ROLLED_BACK_ANNOTATION: value}}}},
         });
         merge_patch(client, w, &patch, FIELD_MANAGER).await?;
-        Ok(Marked::Marked(uid))
+        Ok(Handled::Marked(uid))
     }
 }
 
 /// What became of a failing workload.
-enum Marked {
+enum Handled {
     /// Marked (or already so); its UID, for the Event (so that `kubectl describe` finds it).
     Marked(Option<String>),
     /// Rolled back from this spec before: left as it is.
