@@ -249,17 +249,20 @@ async fn read_body(
         ),
     };
     let declared = content_length(&req);
+    let mut body = req.into_body();
     if declared.is_some_and(|n| n > limit as u64) {
         refused(RequestOutcome::TooLarge);
         tracing::warn!(declared, limit, "{what} body over the limit");
+        drain(&mut body, deadline).await;
         return Err(too_large());
     }
-    let read = tokio::time::timeout(budget(deadline), collect(req.into_body(), declared, limit));
+    let read = tokio::time::timeout(budget(deadline), collect(&mut body, declared, limit));
     match read.await {
         Ok(Ok(b)) => Ok(b),
         Ok(Err(ReadError::TooLarge)) => {
             refused(RequestOutcome::TooLarge);
             tracing::warn!(limit, "{what} body over the limit");
+            drain(&mut body, deadline).await;
             Err(too_large())
         }
         Ok(Err(ReadError::Body(e))) => {
@@ -285,6 +288,31 @@ async fn read_body(
     }
 }
 
+/// The most of a refused body read and dropped so that its sender reads the 413: a client
+/// that writes the whole body before it reads (as most do) would otherwise see the
+/// connection reset under its write, not the answer.
+const DRAIN_BYTES: usize = 2 * MAX_CONVERSION_BYTES;
+/// The longest time spent dropping a refused body.
+const DRAIN_TIME: Duration = Duration::from_secs(5);
+
+/// Reads and drops what is left of a refused body, up to [`DRAIN_BYTES`] and within the
+/// deadline (and [`DRAIN_TIME`]); past either, the connection is closed with the rest unread.
+async fn drain(body: &mut Body, deadline: Duration) {
+    use http_body_util::BodyExt as _;
+    let mut dropped = 0usize;
+    let read_all = async {
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                dropped += data.len();
+                if dropped > DRAIN_BYTES {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(budget(deadline).min(DRAIN_TIME), read_all).await;
+}
+
 /// The body length the request declares.
 fn content_length(req: &Request) -> Option<u64> {
     req.headers()
@@ -304,9 +332,8 @@ enum ReadError {
 /// The body's bytes in one buffer, sized once from `Content-Length` when it is declared
 /// (frame by frame otherwise), never past `limit`: a large review is held once, not once in
 /// its frames and again in their copy.
-async fn collect(body: Body, declared: Option<u64>, limit: usize) -> Result<Bytes, ReadError> {
+async fn collect(body: &mut Body, declared: Option<u64>, limit: usize) -> Result<Bytes, ReadError> {
     use http_body_util::BodyExt as _;
-    let mut body = body;
     let first = declared.map_or(0, |n| usize::try_from(n).unwrap_or(limit).min(limit));
     let mut out = Vec::with_capacity(first);
     while let Some(frame) = body.frame().await {

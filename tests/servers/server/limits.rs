@@ -106,6 +106,34 @@ async fn bodies_over_3_mib_get_413_and_the_server_carries_on() {
     );
 }
 
+/// A client that writes its whole body before it reads the answer (the usual HTTP client):
+/// an over-size ConversionReview is read and dropped, so the 413 reaches it instead of a
+/// connection reset under its write.
+#[tokio::test]
+async fn a_client_that_writes_before_it_reads_gets_the_413() {
+    let _serial = serial().await;
+    let server = Server::start().await;
+    let body = vec![b' '; 16 * 1024 * 1024 + 1];
+    let mut req = head(
+        "POST",
+        "/convert",
+        &[
+            ("Content-Type", "application/json"),
+            ("Content-Length", &body.len().to_string()),
+        ],
+    );
+    req.extend_from_slice(&body);
+    let mut c = server.connect().await;
+    let resp = within(IO_TIMEOUT, "413 after the whole body", c.roundtrip(&req))
+        .await
+        .expect("the answer, not a reset");
+    assert_eq!(resp.status, 413, "{}", resp.text());
+    assert_eq!(
+        resp.text(),
+        "ConversionReview body exceeds the 16777216 byte limit\n"
+    );
+}
+
 #[tokio::test]
 async fn a_stalled_body_is_answered_408_before_the_deadline() {
     let _serial = serial().await;
