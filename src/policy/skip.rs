@@ -71,10 +71,9 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     );
     let named = format!("variables.{named}");
     let unsupported = SkipReason::PolicyUnsupported.as_str();
-    // The reason of a found Instrumentation `i`: the webhook's when the policy cannot serve
-    // the language for it, else the policy's.
-    // A workload rolled back from the language with that Instrumentation's current spec is
-    // `rolled_back`, as the webhook says.
+    // The reason of a found Instrumentation `i`, as the webhook gives it: `rolled_back` for a
+    // workload rolled back from the language with its current spec, the webhook's reason when
+    // the policy cannot serve the language for it, else the policy's.
     let found = |i: &str| {
         let key = format!("{i} + \"/{}\"", lang.as_str());
         let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));

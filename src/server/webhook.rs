@@ -51,7 +51,11 @@ pub struct Webhook {
 }
 
 /// The bytes of ConversionReviews that may be converted at once, in KiB permits.
-pub struct ConversionBudget(Arc<tokio::sync::Semaphore>);
+pub struct ConversionBudget {
+    permits: Arc<tokio::sync::Semaphore>,
+    /// How many permits there are: one review takes at most all of them.
+    total: u32,
+}
 
 impl Default for ConversionBudget {
     fn default() -> Self {
@@ -61,16 +65,22 @@ impl Default for ConversionBudget {
 
 impl ConversionBudget {
     pub fn new(bytes: usize) -> Self {
-        ConversionBudget(Arc::new(tokio::sync::Semaphore::new(bytes.div_ceil(1024))))
+        let total = u32::try_from(bytes.div_ceil(1024))
+            .unwrap_or(u32::MAX)
+            .max(1);
+        ConversionBudget {
+            permits: Arc::new(tokio::sync::Semaphore::new(total as usize)),
+            total,
+        }
     }
 
-    /// A share of `bytes` (at most the whole budget), held until dropped.
+    /// A share of `bytes` (at most the whole budget, so a review never waits for more than
+    /// there is), held until dropped.
     async fn take(&self, bytes: usize) -> tokio::sync::OwnedSemaphorePermit {
-        let total = u32::try_from(CONVERSION_BUDGET_BYTES.div_ceil(1024)).unwrap_or(u32::MAX);
         let kib = u32::try_from(bytes.div_ceil(1024))
             .unwrap_or(u32::MAX)
-            .min(total);
-        Arc::clone(&self.0)
+            .min(self.total);
+        Arc::clone(&self.permits)
             .acquire_many_owned(kib)
             .await
             .expect("the budget is never closed")
@@ -469,6 +479,11 @@ mod tests {
 
     #[tokio::test]
     async fn conversions_wait_for_their_share_of_the_budget() {
+        // A budget smaller than the limit still lets the largest review run, alone.
+        let small = ConversionBudget::new(1024 * 1024);
+        let alone =
+            tokio::time::timeout(Duration::from_millis(50), small.take(MAX_CONVERSION_BYTES));
+        assert!(alone.await.is_ok());
         let budget = ConversionBudget::default();
         let wait = Duration::from_millis(50);
         let whole = budget.take(MAX_CONVERSION_BYTES).await;
