@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
 
 use super::Language;
-use crate::crd::Instrumentation;
+use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{InitPosition, PodPlan, Slot};
@@ -36,6 +36,14 @@ impl DefaultImages {
 
     pub fn set(&mut self, l: Language, image: String) {
         self.images.insert(l, image);
+    }
+
+    /// The image `lang` is injected with from `spec`: the section's, else the default.
+    pub fn of<'a>(&'a self, l: Language, spec: &'a InstrumentationSpec) -> &'a str {
+        l.agent()
+            .section(spec)
+            .and_then(|s| s.image())
+            .unwrap_or_else(|| self.get(l))
     }
 }
 
@@ -91,11 +99,7 @@ impl Injection<'_, '_> {
 
     /// The section's image, else the default image of `lang`.
     pub fn image(&self, lang: Language) -> String {
-        lang.agent()
-            .section(&self.inst.spec)
-            .and_then(|s| s.image())
-            .unwrap_or_else(|| self.images.get(lang))
-            .to_owned()
+        self.images.of(lang, &self.inst.spec).to_owned()
     }
 
     /// Agent init containers go before the first targeted init container (which needs the

@@ -203,7 +203,7 @@ pub(super) fn v1beta1_refusal(
         ));
     }
     // An agent that reads no file would export to its default endpoint, silently.
-    let image = own_image.unwrap_or_else(|| snapshot.config.images.get(lang));
+    let image = snapshot.config.images.of(lang, &inst.spec);
     let tag = lang.agent().predates_config_file(image)?;
     Some(Skip::new(
         Some(lang),
