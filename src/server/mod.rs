@@ -4,6 +4,7 @@
 //! signal-driven drain of both ([`shutdown`]).
 
 pub mod admin;
+pub mod budget;
 pub mod conns;
 pub mod fds;
 pub mod listener;
@@ -11,11 +12,11 @@ pub mod metrics;
 pub mod shutdown;
 pub mod webhook;
 
+pub use budget::{CONVERSION_BUDGET_BYTES, ConversionBudget};
 pub use conns::ConnLimits;
 pub use listener::{serve_plain, serve_tls};
 pub use metrics::Metrics;
 pub use shutdown::{Aborted, Drain, Shutdown};
 pub use webhook::{
-    CONVERSION_BUDGET_BYTES, ConversionBudget, DEFAULT_DEADLINE, MAX_BODY_BYTES,
-    MAX_CONVERSION_BYTES, MAX_DEADLINE, Webhook, router,
+    DEFAULT_DEADLINE, MAX_BODY_BYTES, MAX_CONVERSION_BYTES, MAX_DEADLINE, Webhook, router,
 };
