@@ -313,6 +313,11 @@ impl Webhook {
         Ok(())
     }
 
+    /// Whether the process has exited.
+    pub fn exited(&mut self) -> bool {
+        self.proc.exited().is_some()
+    }
+
     pub fn pid(&self) -> Option<u32> {
         self.proc.pid()
     }

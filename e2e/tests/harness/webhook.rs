@@ -194,14 +194,23 @@ impl Env {
         }
     }
 
-    /// Replaces the webhook process with a new one (same identity and flags, a new
-    /// certificate and port), pointed at by this test's configuration: a restart, as a
-    /// rolling update makes one. Returns once the new one is ready and registered.
-    pub async fn restart_webhook(&mut self) {
+    /// Stops the webhook process (SIGTERM, its drain), leaving the configuration pointed at
+    /// it: the API server's calls are refused, and `failurePolicy: Ignore` admits pods without
+    /// it, as when every replica is down. [`Env::restart_webhook`] brings it back.
+    pub async fn stop_webhook(&mut self) {
         self.webhook
             .terminate(Duration::from_secs(10))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    /// Replaces the webhook process with a new one (same identity and flags, a new
+    /// certificate and port), pointed at by this test's configuration: a restart, as a
+    /// rolling update makes one. Returns once the new one is ready and registered.
+    pub async fn restart_webhook(&mut self) {
+        if !self.webhook.exited() {
+            self.stop_webhook().await;
+        }
         let webhook = ready_webhook(&self.identity, &self.args, None).await;
         let path = format!(
             "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/{}",

@@ -204,6 +204,11 @@ impl KubeCatalog {
             .is_some_and(|o| o.secrets.ready() && o.config_maps.ready())
     }
 
+    /// Whether the namespace cache has completed its initial list.
+    pub fn namespaces_synced(&self) -> bool {
+        self.namespaces_synced.load(Ordering::Acquire)
+    }
+
     /// Changes of the namespace cache from now on, each sent after the cache applied it.
     pub fn namespace_changes(&self) -> broadcast::Receiver<NamespaceChange> {
         self.namespace_changes.subscribe()

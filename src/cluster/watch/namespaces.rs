@@ -100,6 +100,16 @@ impl NamespaceStore {
             .collect()
     }
 
+    /// Sets (`Some`) or removes one namespace's entry, as the cache would (for tests).
+    #[cfg(test)]
+    pub fn put(&self, name: &str, entry: Option<NamespaceEntry>) {
+        let mut map = self.0.write().unwrap_or_else(|e| e.into_inner());
+        match entry {
+            Some(e) => map.insert(name.to_owned(), e),
+            None => map.remove(name),
+        };
+    }
+
     pub fn len(&self) -> usize {
         self.0.read().unwrap_or_else(|e| e.into_inner()).len()
     }
