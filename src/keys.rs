@@ -132,6 +132,8 @@ pub const EXCLUDED_BY_NAME: [&str; 2] = ["kube-system", "otel-injector"];
 pub const MIRROR_ANNOTATION: &str = "kubernetes.io/config.mirror";
 /// A Deployment's ReplicaSet's pods carry their template's hash.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+/// A StatefulSet's (and DaemonSet's) pods carry their controller revision's name.
+pub const CONTROLLER_REVISION_HASH: &str = "controller-revision-hash";
 /// What `kubectl rollout restart` sets on a pod template.
 pub const RESTARTED_AT: &str = "kubectl.kubernetes.io/restartedAt";
 /// kubectl's copy of the last applied object.

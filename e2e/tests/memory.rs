@@ -130,9 +130,11 @@ async fn memory_with_many_namespaces_and_instrumentations() {
     let binary = webhook_binary();
     let cp = cluster().await;
     let client = cp.client();
-    let id = identity(Rbac::Default).await;
+    // The product's defaults: the status controller and its search for missed pods on.
+    let id = identity(Rbac::Missed).await;
+    let defaults = ["--status=true".to_owned()];
 
-    let mut first = Webhook::start(&binary, &id.kubeconfig)
+    let mut first = Webhook::start_with(&binary, &id.kubeconfig, &defaults)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     first
@@ -176,7 +178,7 @@ async fn memory_with_many_namespaces_and_instrumentations() {
 
     // A replica (re)started now lists everything at once.
     let started = Instant::now();
-    let mut second = Webhook::start(&binary, &id.kubeconfig)
+    let mut second = Webhook::start_with(&binary, &id.kubeconfig, &defaults)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     second

@@ -55,13 +55,13 @@ pub fn deployment(name: &str, replicas: u32, template: &Value) -> Value {
                     "template": template}})
 }
 
-fn stateful_set(name: &str, template: &Value) -> Value {
+pub fn stateful_set(name: &str, template: &Value) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name},
            "spec": {"replicas": 1, "serviceName": name,
                     "selector": {"matchLabels": {"app": name}}, "template": template}})
 }
 
-fn daemon_set(name: &str, template: &Value) -> Value {
+pub fn daemon_set(name: &str, template: &Value) -> Value {
     json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
            "spec": {"selector": {"matchLabels": {"app": name}}, "template": template}})
 }

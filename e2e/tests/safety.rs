@@ -6,6 +6,7 @@
 //! termination reason, one Warning `InstrumentedPodsFailing` Event on the Deployment, the
 //! metric, and the `FAILING` column of `kubectl get otelinst`.
 
+mod kinds;
 mod rollback;
 
 use otel_injector::keys::INJECT_JAVA;

@@ -28,12 +28,12 @@ pub struct StatusArgs {
     pub status: bool,
 
     /// Also find the pods that asked for injection and were admitted without the webhook (it
-    /// was unreachable, or not registered yet, when they were created): those that ask by an
-    /// inject-* label, and every pod of a namespace that asks. Counted in `status.missed` and
-    /// the metric otel_injector_status_pods_missed, announced with one InjectionMissed Event
-    /// per workload (with --events), restarted by the automatic rollout. Pods that ask only by
-    /// annotation in a namespace that asks for nothing cannot be seen without watching every
-    /// pod, and are not. Needs nothing beyond --status.
+    /// was unreachable, or not registered yet, when they were created), whatever way they ask
+    /// (annotation or label, on the pod or its namespace): one metadata-only watch of the pods
+    /// without the otel-injector/injected label, all namespaces, keeping only those that ask.
+    /// Counted in `status.missed` and the metric otel_injector_status_pods_missed, announced
+    /// with one InjectionMissed Event per workload (with --events), restarted by the automatic
+    /// rollout. Needs nothing beyond --status.
     #[arg(
         long,
         env = "OTEL_INJECTOR_FIND_MISSED",

@@ -307,17 +307,24 @@ impl Finder {
         }
     }
 
-    /// Reads the pods of one namespace again (its keys changed).
-    async fn reread(&self, client: &Client, ns: &str, names: &mut Interner) {
+    /// Reads the pods of one namespace again (its keys changed), into the records and into
+    /// the watch's list if one is being read (it may hold records made with the old keys).
+    async fn reread(&self, client: &Client, ns: &str, w: &mut Watching) {
         let mut found = HashMap::new();
         let listed = list_pages(&Api::namespaced(client.clone(), ns), |meta| {
-            if let Some(f) = self.found(meta, names) {
+            if let Some(f) = self.found(meta, &mut w.names) {
                 found.insert(PodRecord::key(meta), f);
             }
         })
         .await;
         match listed {
-            Ok(()) => self.changed(|m| m.replace_namespace(ns, found)),
+            Ok(()) => {
+                if !w.listing.is_empty() {
+                    w.listing.retain(|_, (n, _)| &**n != ns);
+                    w.listing.extend(found.clone());
+                }
+                self.changed(|m| m.replace_namespace(ns, found));
+            }
             // The watch's next relist, or the namespace's next change, reads them.
             Err(e) => {
                 tracing::warn!(namespace = ns, error = %e, "could not read the pods of a namespace whose keys changed")
@@ -364,7 +371,7 @@ impl Finder {
                             break;
                         }
                         for ns in changed.iter().filter(|n| !self.excluded.contains(*n)) {
-                            self.reread(&client, ns, &mut w.names).await;
+                            self.reread(&client, ns, &mut w).await;
                         }
                     }
                 }

@@ -1,6 +1,7 @@
 //! What the search for missed pods costs at 100,000 pods: the pods of 100 namespaces that ask
 //! for nothing, none answered by a webhook, one in a hundred asking for Java by annotation
-//! alone (so missed). A replica with the search (`--find-missed`, the default) and one without,
+//! alone (so missed). A replica with the status controller and its search (`--status`,
+//! `--find-missed`: the defaults) and one with `--find-missed=false`,
 //! both started once the pods exist (their initial lists, as after a restart): their resident
 //! memory, the pod watches each opens on the API server (its `apiserver_longrunning_requests`),
 //! and the bytes the API server sends per watched pod (the metadata of a list page).
@@ -58,7 +59,16 @@ async fn listed_bytes(client: &kube::Client) -> (usize, usize) {
     let selector = "!otel-injector%2Finjected,otel-injector%2Finject!%3Ddisabled";
     let (mut bytes, mut pods, mut next) = (0, 0, String::new());
     loop {
-        let uri = format!("/api/v1/pods?labelSelector={selector}&limit=500&continue={next}");
+        let token: String = next
+            .bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => {
+                    (b as char).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect();
+        let uri = format!("/api/v1/pods?labelSelector={selector}&limit=500&continue={token}");
         let req = axum::http::Request::get(uri)
             .header(
                 "accept",
@@ -107,7 +117,8 @@ async fn replica(
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(300),
-                "missed {have:?}, want {want}"
+                "missed {have:?}, want {want}\n{}",
+                w.log()
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -142,10 +153,16 @@ async fn the_search_for_missed_pods_at_a_hundred_thousand_pods() {
     let missed = n.div_ceil(100) as f64;
 
     let (bytes, listed) = listed_bytes(&client).await;
+    eprintln!("[memory] listed {listed} pods' metadata");
     let watches_before = pod_watches(&client).await;
-    let (without, rss_without) = replica(&id.kubeconfig, &["--find-missed=false"], None).await;
+    let (without, rss_without) = replica(
+        &id.kubeconfig,
+        &["--status=true", "--find-missed=false"],
+        None,
+    )
+    .await;
     let watches_without = pod_watches(&client).await - watches_before;
-    let (with, rss_with) = replica(&id.kubeconfig, &[], Some(missed)).await;
+    let (with, rss_with) = replica(&id.kubeconfig, &["--status=true"], Some(missed)).await;
     let watches_with = pod_watches(&client).await - watches_before - watches_without;
     eprintln!("[memory] binary {}", webhook_binary().display());
     eprintln!(

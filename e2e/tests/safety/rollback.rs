@@ -78,11 +78,22 @@ pub(super) async fn delete_pod(env: &Env, ns: &str, pod: &Value) {
 
 /// The Deployment's pod template annotation `otel-injector/rolled-back`, once it is set.
 pub(super) async fn marker(env: &Env, ns: &str, name: &str, limit: Duration) -> String {
+    marker_of(env, ns, "deployments", name, limit).await
+}
+
+/// [`marker`] of a workload of any kind (`resource`: deployments, statefulsets, daemonsets).
+pub(super) async fn marker_of(
+    env: &Env,
+    ns: &str,
+    resource: &str,
+    name: &str,
+    limit: Duration,
+) -> String {
     let t0 = Instant::now();
     loop {
         let d = get(
             env,
-            &format!("/apis/apps/v1/namespaces/{ns}/deployments/{name}"),
+            &format!("/apis/apps/v1/namespaces/{ns}/{resource}/{name}"),
         )
         .await;
         if let Some(m) =

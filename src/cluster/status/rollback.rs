@@ -9,7 +9,10 @@
 //! itself (`otel-injector/rollback-tried`, read before every mark), so a restart, a new
 //! Lease holder or a removed marker changes nothing. A workload whose controller would not
 //! replace its pods after the mark (a paused Deployment, `OnDelete`, a partitioned
-//! StatefulSet) is left alone, with the reason logged.
+//! StatefulSet) is left alone, with the reason logged. A StatefulSet with `OrderedReady` pod
+//! management waits forever on a pod that never became Ready: once its controller has seen
+//! the marked template, its failing pods of the old revision are deleted (Kubernetes' forced
+//! rollback; `delete` on pods, manifests/components/rollback).
 
 use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
 use std::time::Duration;
@@ -24,7 +27,7 @@ use super::metrics::{Metrics, WriteResult};
 use crate::agents::Language;
 use crate::census::{Failing, Tally, Workload};
 use crate::cluster::events::{EventSink, Notice, Reason};
-use crate::cluster::workloads::{get, merge_patch};
+use crate::cluster::workloads::{delete_blocking_pods, get, merge_patch};
 use crate::crd::{RolledBackWorkload, SpecHash};
 use crate::engine::Instrumentations;
 use crate::engine::outcome::RolledBack;
@@ -36,6 +39,9 @@ use crate::keys::{
 pub const FIELD_MANAGER: &str = "otel-injector-rollback";
 /// At most this many workloads are rolled back a minute, cluster-wide.
 pub const PER_MINUTE: usize = 10;
+/// A StatefulSet's forced rollback waits at most this long for its controller to take the
+/// marked template.
+const FORCE_FOR: Duration = Duration::from_secs(600);
 
 /// What the rollback remembers between passes.
 #[derive(Default)]
@@ -44,6 +50,8 @@ pub struct Rollback {
     done: HashSet<(String, Workload, SpecHash)>,
     /// When the patches of the last minute were made.
     recent: VecDeque<Instant>,
+    /// StatefulSets marked whose failing pods are still to be deleted, and until when to try.
+    forced: BTreeMap<Workload, Instant>,
     failures: LogLimit,
 }
 
@@ -77,7 +85,7 @@ impl Rollback {
                 .is_some_and(|now| now == *spec)
         });
         let mut out: BTreeMap<String, Vec<RolledBackWorkload>> = BTreeMap::new();
-        let mut left = false;
+        let mut left = self.force(client).await;
         for (key, tally) in tallies {
             let Some((ns, name)) = key.split_once('/') else {
                 continue;
@@ -119,8 +127,13 @@ impl Rollback {
                         self.done.insert(id);
                         tracing::warn!(instrumentation = %key, workload = %workload, %why, "failing workload not rolled back: its controller would not replace its pods");
                     }
-                    Ok(Handled::Marked(uid)) => {
+                    Ok(Handled::Marked(uid, forced)) => {
                         metrics.rollback(WriteResult::Success);
+                        if forced {
+                            self.forced
+                                .insert(workload.clone(), Instant::now() + FORCE_FOR);
+                            left = true;
+                        }
                         self.done.insert(id);
                         let entry = entry(workload, failing, spec, now);
                         announce(events, key, workload, uid, &entry);
@@ -144,6 +157,41 @@ impl Rollback {
             }
         }
         (out, left)
+    }
+
+    /// Deletes the failing pods of the marked StatefulSets whose controller has seen the
+    /// marked template; whether some are left for a later pass.
+    async fn force(&mut self, client: &Client) -> bool {
+        let now = Instant::now();
+        let pending: Vec<Workload> = self.forced.keys().cloned().collect();
+        for w in pending {
+            match delete_blocking_pods(client, &w).await {
+                Ok(Some(n)) => {
+                    self.forced.remove(&w);
+                    tracing::warn!(workload = %w, pods = n, "forced rollback: deleted the StatefulSet's failing pods of the old revision (OrderedReady would wait on them)");
+                }
+                Ok(None) if self.forced.get(&w).is_some_and(|until| now < *until) => {}
+                Ok(None) => {
+                    self.forced.remove(&w);
+                    tracing::warn!(workload = %w, "forced rollback given up: the StatefulSet's controller did not take the marked template");
+                }
+                Err(e) => {
+                    if self.failures.due() {
+                        let hint = match &e {
+                            kube::Error::Api(s) if s.code == 403 => {
+                                " (list and delete on pods: manifests/components/rollback)"
+                            }
+                            _ => "",
+                        };
+                        tracing::warn!(workload = %w, error = %e, "cannot delete the StatefulSet's failing pods; retrying{hint}");
+                    }
+                    if self.forced.get(&w).is_some_and(|until| now >= *until) {
+                        self.forced.remove(&w);
+                    }
+                }
+            }
+        }
+        !self.forced.is_empty()
     }
 
     /// Whether one more patch fits in the last minute's budget (then counted).
@@ -174,9 +222,10 @@ impl Rollback {
         spec: SpecHash,
     ) -> kube::Result<Handled> {
         let Some(object) = get(client, w).await? else {
-            return Ok(Handled::Marked(None));
+            return Ok(Handled::Marked(None, false));
         };
         let uid = object.meta().uid.clone();
+        let forced = object.needs_forced_rollback();
         let tried = object
             .meta()
             .annotations
@@ -195,21 +244,22 @@ impl Rollback {
         let value = marked(existing, &failing.languages, spec);
         let tried_value = marked(tried, &failing.languages, spec);
         if existing == Some(value.as_str()) && tried == Some(tried_value.as_str()) {
-            return Ok(Handled::Marked(uid));
+            return Ok(Handled::Marked(uid, forced));
         }
         let patch = json!({
             "metadata": {"annotations": {ROLLBACK_TRIED_ANNOTATION: tried_value}},
             "spec": {"template": {"metadata": {"annotations": {ROLLED_BACK_ANNOTATION: value}}}},
         });
         merge_patch(client, w, &patch, FIELD_MANAGER).await?;
-        Ok(Handled::Marked(uid))
+        Ok(Handled::Marked(uid, forced))
     }
 }
 
 /// What became of a failing workload.
 enum Handled {
-    /// Marked (or already so); its UID, for the Event (so that `kubectl describe` finds it).
-    Marked(Option<String>),
+    /// Marked (or already so); its UID, for the Event (so that `kubectl describe` finds it),
+    /// and whether its failing pods must be deleted ([`Rollback::force`]).
+    Marked(Option<String>, bool),
     /// Rolled back from this spec before: left as it is.
     Tried,
     /// Its controller would not replace its pods: left as it is, for this reason.
