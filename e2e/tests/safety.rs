@@ -7,6 +7,7 @@
 //! metric, and the `FAILING` column of `kubectl get otelinst`.
 
 mod kinds;
+mod policy;
 mod rollback;
 
 use otel_injector::keys::INJECT_JAVA;

@@ -310,3 +310,24 @@ fn a_prometheus_rule_file_without_groups_fails_the_render() {
         "{stderr}"
     );
 }
+
+#[test]
+fn the_webhook_port_is_opened_only_to_the_given_peers() {
+    let docs = render(&[
+        "networkPolicy.enabled=true",
+        "networkPolicy.webhookFrom[0].ipBlock.cidr=10.0.0.0/24",
+        "networkPolicy.webhookFrom[1].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=kube-system",
+        "networkPolicy.webhookFrom[1].podSelector.matchLabels.app=konnectivity-agent",
+    ]);
+    assert_eq!(
+        find(&docs, "NetworkPolicy/otel-injector")["spec"]["ingress"][0],
+        json!({
+            "from": [
+                {"ipBlock": {"cidr": "10.0.0.0/24"}},
+                {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "kube-system"}},
+                 "podSelector": {"matchLabels": {"app": "konnectivity-agent"}}},
+            ],
+            "ports": [{"port": "webhook", "protocol": "TCP"}]
+        })
+    );
+}
