@@ -85,6 +85,19 @@ async fn a_failing_stateful_set_and_daemon_set_are_rolled_back_and_stay_so_after
         "[e2e] rollback: the StatefulSet and the DaemonSet back without the agent {:?} after their pods ran",
         t0.elapsed()
     );
+    // The StatefulSet's pod was deleted by the forced rollback, the DaemonSet's by its
+    // controller.
+    let log = env.webhook.log();
+    let forced: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("forced rollback: deleted"))
+        .collect();
+    assert!(
+        forced.len() == 1
+            && forced[0].contains(&format!("StatefulSet/{ns}/db"))
+            && forced[0].contains("pods=1"),
+        "one forced rollback, of the StatefulSet's one pod: {forced:?}"
+    );
     let status = get(&env, &instrumentation_path(&ns, "java")).await["status"].clone();
     let mut rolled: Vec<Value> = status["rolledBack"]
         .as_array()
