@@ -352,4 +352,40 @@ async fn pods_admitted_without_the_webhook_are_found_announced_and_restarted_inj
             note("1", &format!("pod of Deployment/{asking}/api"), &asking)
         )]
     );
+
+    // A namespace that starts asking after its pods were created: they are read again
+    // (one list of that namespace) and counted.
+    let later = format!("{}-later", env.id);
+    api::create_namespace(&env.client, &later, &[], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inst = json!({
+        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "namespace": &later},
+        "spec": endpoint_spec("http://collector:4318")
+    });
+    let r = api::create_instrumentation(&env.client, &later, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let quiet = pod("quiet", &template("quiet", None));
+    let r = api::create_pod(&env.client, &later, &quiet, false)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    until_stored(&env, &later, "app=quiet", 1, limit).await;
+    let r = api::merge_patch(
+        &env.client,
+        &format!("/api/v1/namespaces/{later}"),
+        &json!({"metadata": {"annotations": {INJECT_JAVA: "true"}}}),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let t0 = Instant::now();
+    until_missed(&env, &later, &(1, vec![]), limit).await;
+    eprintln!(
+        "[e2e] a pod of a namespace that started asking counted {:?} after the namespace changed",
+        t0.elapsed()
+    );
 }
