@@ -39,7 +39,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let exposition = Arc::new(metrics::Exposition::new(registry));
     let cert = args.tls.build()?;
     cert_metrics.served(cert.not_after());
-    let acceptor = cert.acceptor()?;
+    let (auth, client_ca) = args.server.auth()?;
+    let auth = Arc::new(auth);
+    let acceptor = cert.acceptor(client_ca.clone())?;
     let caches = args.cluster.build();
     let catalog = caches.catalog();
     let engine = args.engine.build();
@@ -75,6 +77,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         metrics: server_metrics.clone(),
         events: events.clone(),
         conversions: server::ConversionBudget::default(),
+        auth: auth.clone(),
     }));
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,
@@ -90,6 +93,12 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let client = cluster::connect(args.cluster.kubeconfig.clone()).shared();
     let mut background = JoinSet::new();
     background.spawn(cert.keep(client.clone(), certificate_ready, cert_metrics));
+    if let Some(ca) = client_ca {
+        background.spawn(ca.watch(args.tls.tls_reload_interval));
+    }
+    if let Some(tokens) = auth.tokens.clone() {
+        background.spawn(tokens.watch(args.tls.tls_reload_interval));
+    }
     if let Some(queue) = events_queue {
         // This replica's pod name (the kubelet sets HOSTNAME to it): the Events' instance.
         let instance = std::env::var("HOSTNAME").ok().filter(|h| !h.is_empty());

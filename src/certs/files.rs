@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
+use rustls::server::danger::ClientCertVerifier;
 use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use rustls::{ServerConfig, version};
@@ -51,6 +52,8 @@ pub enum TlsError {
         path: PathBuf,
         source: yasna::ASN1Error,
     },
+    #[error("cannot verify client certificates against {path}: {reason}")]
+    ClientCa { path: PathBuf, reason: String },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
 }
@@ -262,12 +265,19 @@ impl ReloadingCert {
     }
 
     /// The rustls server configuration: TLS 1.2 and 1.3, ALPN `http/1.1` only (the API
-    /// server speaks HTTP/1.1 to webhooks), certificate from this resolver.
-    pub fn server_config(self: &Arc<Self>) -> Result<ServerConfig, TlsError> {
-        let mut cfg = ServerConfig::builder_with_provider(self.provider.clone())
-            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?
-            .with_no_client_auth()
-            .with_cert_resolver(self.clone());
+    /// server speaks HTTP/1.1 to webhooks), certificate from this resolver; client
+    /// certificates verified by `clients` when given.
+    pub fn server_config(
+        self: &Arc<Self>,
+        clients: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> Result<ServerConfig, TlsError> {
+        let builder = ServerConfig::builder_with_provider(self.provider.clone())
+            .with_protocol_versions(&[&version::TLS13, &version::TLS12])?;
+        let builder = match clients {
+            Some(v) => builder.with_client_cert_verifier(v),
+            None => builder.with_no_client_auth(),
+        };
+        let mut cfg = builder.with_cert_resolver(self.clone());
         cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
         Ok(cfg)
     }

@@ -109,6 +109,21 @@ impl DevCerts {
         })
     }
 
+    /// A client certificate named `name` (its common name) signed by this CA, for a caller
+    /// of a webhook that verifies callers against it (`--webhook-client-ca-file`), such as
+    /// the API server: (cert PEM, key PEM).
+    pub fn client(&self, name: &str) -> Result<(String, String), CertError> {
+        let ca_key = KeyPair::from_pem(&self.ca_key)?;
+        let issuer = Issuer::new(ca_params(&self.ca_name, None)?, ca_key);
+        let key = KeyPair::generate()?;
+        let mut params = CertificateParams::new(Vec::<String>::new())?;
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        let cert = params.signed_by(&key, &issuer)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
     /// Writes `ca.crt`, `ca.key`, `tls.crt`, `tls.key` into `dir` (the names a Kubernetes TLS
     /// Secret mounts).
     pub fn write_to(&self, dir: &Path) -> Result<(), CertError> {

@@ -5,6 +5,7 @@
 
 pub mod builtin;
 pub mod bundle;
+pub mod client_ca;
 pub mod files;
 pub mod generate;
 pub mod metrics;
@@ -69,9 +70,16 @@ impl ServingCert {
         matches!(self.keeper, Keeper::Files(_))
     }
 
-    /// The TLS acceptor of the webhook listener, resolving to the current pair.
-    pub fn acceptor(&self) -> Result<TlsAcceptor, TlsError> {
-        Ok(TlsAcceptor::from(Arc::new(self.cert.server_config()?)))
+    /// The TLS acceptor of the webhook listener, resolving to the current pair; verifying
+    /// callers' certificates against `clients` when given.
+    pub fn acceptor(
+        &self,
+        clients: Option<Arc<client_ca::ClientCa>>,
+    ) -> Result<TlsAcceptor, TlsError> {
+        let clients = clients.map(|c| c as Arc<dyn rustls::server::danger::ClientCertVerifier>);
+        Ok(TlsAcceptor::from(Arc::new(
+            self.cert.server_config(clients)?,
+        )))
     }
 
     /// Keeps the served pair current until dropped. `client` is awaited only in built-in

@@ -1,6 +1,7 @@
 //! Flags of the listeners and of the drain.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
@@ -13,8 +14,10 @@ use tokio::sync::mpsc::Receiver;
 
 use super::cluster::ClusterArgs;
 use super::duration;
+use crate::certs::client_ca::ClientCa;
 use crate::cluster::events::Metrics as EventMetrics;
 use crate::cluster::events::{self, EventSink, Notice};
+use crate::server::auth::{Auth, Tokens};
 use crate::server::conns::{
     DEFAULT_ADMIN_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS, REQUEST_TIMEOUT,
 };
@@ -61,6 +64,23 @@ pub struct ServerArgs {
     /// client does. Both listeners.
     #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTION_AGE", default_value = "60s", value_parser = duration)]
     pub max_connection_age: Duration,
+
+    /// Authenticate callers by client certificate: a PEM CA (bundle) that the API server's
+    /// client certificate must chain to (its admission configuration's kubeconfig names the
+    /// certificate). A caller that presents a certificate this CA did not sign is refused in
+    /// the TLS handshake; one that presents none gets 401 unless its token is valid
+    /// (--webhook-token-file). Reloaded when it changes on disk (--tls-reload-interval).
+    /// Unset: no client certificate is asked for.
+    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_CLIENT_CA_FILE")]
+    pub webhook_client_ca_file: Option<PathBuf>,
+
+    /// Authenticate callers by bearer token: a file of accepted tokens, one per line (the
+    /// API server sends the one its admission configuration's kubeconfig names, as
+    /// `Authorization: Bearer`). A caller without a valid token or client certificate gets
+    /// 401 before its body is read. Reloaded when it changes on disk
+    /// (--tls-reload-interval). Unset: no token is asked for.
+    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_TOKEN_FILE")]
+    pub webhook_token_file: Option<PathBuf>,
 }
 
 impl ServerArgs {
@@ -74,6 +94,24 @@ impl ServerArgs {
             max_connections: self.max_connections,
             max_age: self.max_connection_age,
         }
+    }
+
+    /// The webhook listener's authentication, and the client CA its handshake verifies
+    /// against (both read now: a file that cannot be used fails the start).
+    pub fn auth(&self) -> anyhow::Result<(Auth, Option<Arc<ClientCa>>)> {
+        let ca = match &self.webhook_client_ca_file {
+            Some(path) => Some(ClientCa::load(path).context("--webhook-client-ca-file")?),
+            None => None,
+        };
+        let tokens = match &self.webhook_token_file {
+            Some(path) => Some(Tokens::load(path).context("--webhook-token-file")?),
+            None => None,
+        };
+        let auth = Auth {
+            client_cert: ca.is_some(),
+            tokens,
+        };
+        Ok((auth, ca))
     }
 
     /// Binds the webhook listener.

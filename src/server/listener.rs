@@ -16,8 +16,9 @@ use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio_rustls::TlsAcceptor;
 use tracing::Instrument;
 
+use super::auth::Peer;
 use super::conns::{ConnLimits, Phase, TrackedIo, TrackedService, Tracker};
-use super::metrics::Metrics;
+use super::metrics::{Metrics, Refusal};
 use super::shutdown::Drain;
 
 /// Connections the kernel completes and queues before we accept them: `listen(2)` lowers
@@ -68,11 +69,28 @@ pub async fn serve_tls(
     metrics: Arc<Metrics>,
     drain: Drain,
 ) {
-    let tracker = Tracker::new("webhook", limits, metrics, drain.clone());
+    let tracker = Tracker::new("webhook", limits, metrics.clone(), drain.clone());
     serve(
         listener,
         Phase::Handshake,
-        move |tcp| acceptor.accept(tcp),
+        move |tcp| {
+            let accept = acceptor.accept(tcp);
+            let metrics = metrics.clone();
+            async move {
+                match accept.await {
+                    Ok(tls) => {
+                        let client_cert = tls.get_ref().1.peer_certificates().is_some();
+                        Ok((tls, Peer { client_cert }))
+                    }
+                    Err(e) => {
+                        if refused_certificate(&e) {
+                            metrics.refused(Refusal::BadCertificate);
+                        }
+                        Err(e)
+                    }
+                }
+            }
+        },
         router,
         tracker,
         drain,
@@ -93,13 +111,22 @@ pub async fn serve_plain(
     serve(
         listener,
         Phase::Fresh,
-        |tcp| std::future::ready(Ok(tcp)),
+        |tcp| std::future::ready(Ok((tcp, Peer::default()))),
         router,
         tracker,
         drain,
         AtClose::CloseIdle,
     )
     .await;
+}
+
+/// Whether a handshake failed on the client's certificate (one the client CA did not sign,
+/// or not a valid one).
+fn refused_certificate(e: &io::Error) -> bool {
+    matches!(
+        e.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+        Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+    )
 }
 
 /// Accepts connections until `drain` closes, each set up by `handshake` (starting in
@@ -116,7 +143,7 @@ async fn serve<H, F, S>(
     at_close: AtClose,
 ) where
     H: Fn(TcpStream) -> F,
-    F: Future<Output = io::Result<S>> + Send + 'static,
+    F: Future<Output = io::Result<(S, Peer)>> + Send + 'static,
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     loop {
@@ -163,7 +190,7 @@ async fn serve<H, F, S>(
                 r = setup => r,
                 () = &mut close => return,
             };
-            let io = match io {
+            let (io, peer) = match io {
                 Ok(io) => io,
                 Err(e) => {
                     tracing::debug!(error = %e, "handshake failed");
@@ -171,7 +198,7 @@ async fn serve<H, F, S>(
                 }
             };
             conn.set(Phase::Fresh);
-            let service = TrackedService::new(router, conn.clone());
+            let service = TrackedService::new(router, conn.clone(), peer);
             let http = hyper::server::conn::http1::Builder::new()
                 .max_buf_size(MAX_BUF_SIZE)
                 // Deadlines are the tracker's: hyper's would also count the idle wait.

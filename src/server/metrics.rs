@@ -43,6 +43,16 @@ label_enum! {
 }
 
 label_enum! {
+    /// Why a caller of the webhook listener was refused (with authentication on).
+    Refusal {
+        /// Neither a verified client certificate nor a valid bearer token (HTTP 401).
+        Unauthenticated => "unauthenticated",
+        /// A client certificate the client CA did not sign (the TLS handshake fails).
+        BadCertificate => "bad_certificate",
+    }
+}
+
+label_enum! {
     /// What became of one language a pod asked for.
     InjectionOutcome {
         Injected => "injected",
@@ -130,6 +140,7 @@ pub struct Metrics {
     pub converted_objects: Counter,
     injections: Family<InjectionLabels, Counter>,
     not_injected: Counted<SkipReason>,
+    refused: Counted<Refusal>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections_dropped: Family<ReasonLabels, Counter>,
     connections_retired: Family<ReasonLabels, Counter>,
@@ -167,6 +178,13 @@ impl Metrics {
             "Pods or languages that asked for injection and did not get it, by reason",
             "reason",
         );
+        let refused = Counted::register(
+            registry,
+            "callers_refused",
+            "Callers of the webhook listener refused by its authentication \
+             (--webhook-client-ca-file, --webhook-token-file), by reason",
+            "reason",
+        );
         let conns = registry.sub_registry_with_prefix("connections");
         let m = Metrics {
             requests,
@@ -176,6 +194,7 @@ impl Metrics {
             converted_objects,
             injections,
             not_injected,
+            refused,
             connections_open: registered(conns, "open", "Connections open on each listener"),
             connections_dropped: registered(
                 conns,
@@ -210,6 +229,10 @@ impl Metrics {
                 outcome: outcome.as_str(),
             })
             .inc();
+    }
+
+    pub fn refused(&self, reason: Refusal) {
+        self.refused.inc(reason);
     }
 
     pub fn skipped(&self, reason: SkipReason) {
@@ -286,6 +309,7 @@ mod tests {
         let exercise = |m: &Metrics| {
             m.request(RequestOutcome::Patched);
             m.skipped(SkipReason::PodTooLarge);
+            m.refused(Refusal::Unauthenticated);
             m.duration.observe(0.00004);
             m.injection(Language::Java, InjectionOutcome::Injected);
             m.duration.observe(4.2);
@@ -307,6 +331,8 @@ mod tests {
                 "otel_injector_injections_total{language=\"java\",outcome=\"injected\"} 1",
                 "otel_injector_not_injected_total{reason=\"cache_not_ready\"} 0",
                 "otel_injector_not_injected_total{reason=\"pod_too_large\"} 1",
+                "otel_injector_callers_refused_total{reason=\"unauthenticated\"} 1",
+                "otel_injector_callers_refused_total{reason=\"bad_certificate\"} 0",
                 "otel_injector_connections_open{listener=\"admin\"} 1",
                 "otel_injector_connections_open{listener=\"webhook\"} 0",
                 "otel_injector_connections_dropped_total{listener=\"admin\",reason=\"header_timeout\"} 1",

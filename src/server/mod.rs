@@ -4,6 +4,7 @@
 //! signal-driven drain of both ([`shutdown`]).
 
 pub mod admin;
+pub mod auth;
 pub mod budget;
 pub mod conns;
 pub mod fds;

@@ -41,14 +41,23 @@ pub struct Webhook {
     pub events: EventSink,
     /// The conversions' share of memory ([`CONVERSION_BUDGET_BYTES`]).
     pub conversions: super::budget::ConversionBudget,
+    /// Who may call the routes (everyone unless configured).
+    pub auth: Arc<super::auth::Auth>,
 }
 
 /// The webhook's routes.
 pub fn router(state: Arc<Webhook>) -> Router {
-    Router::new()
+    let routes = Router::new()
         .route("/mutate-v1-pod", post(mutate))
-        .route(CONVERSION_PATH, post(convert))
-        .with_state(state)
+        .route(CONVERSION_PATH, post(convert));
+    let routes = match state.auth.required() {
+        true => routes.route_layer(axum::middleware::from_fn_with_state(
+            (state.auth.clone(), state.metrics.clone()),
+            super::auth::require,
+        )),
+        false => routes,
+    };
+    routes.with_state(state)
 }
 
 /// The request's deadline: the API server's `?timeout=` (Go duration syntax), else

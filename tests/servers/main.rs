@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod auth;
 mod conversion_memory;
 mod hostile;
 mod process;

@@ -21,6 +21,15 @@ use tokio_rustls::client::TlsStream;
 /// A TLS client trusting `ca_pems`, offering ALPN `http/1.1`, without session resumption
 /// (as the API server's Go client: every connection does a full handshake).
 pub fn connector(ca_pems: &[&str]) -> TlsConnector {
+    connector_with(ca_pems, None)
+}
+
+/// [`connector`] presenting the client certificate `cert_pem` with its key `key_pem`.
+pub fn connector_as(ca_pems: &[&str], cert_pem: &str, key_pem: &str) -> TlsConnector {
+    connector_with(ca_pems, Some((cert_pem, key_pem)))
+}
+
+fn connector_with(ca_pems: &[&str], client: Option<(&str, &str)>) -> TlsConnector {
     let mut roots = RootCertStore::empty();
     for pem in ca_pems {
         roots
@@ -28,11 +37,23 @@ pub fn connector(ca_pems: &[&str]) -> TlsConnector {
             .expect("add CA");
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut cfg = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("protocol versions")
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+    let mut cfg = match client {
+        None => builder.with_no_client_auth(),
+        Some((cert, key)) => {
+            let chain = CertificateDer::pem_slice_iter(cert.as_bytes())
+                .collect::<Result<Vec<_>, _>>()
+                .expect("client certificate PEM");
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                .expect("client key PEM");
+            builder
+                .with_client_auth_cert(chain, key)
+                .expect("client certificate and key")
+        }
+    };
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
     cfg.resumption = Resumption::disabled();
     TlsConnector::from(Arc::new(cfg))

@@ -7,7 +7,9 @@
 mod client;
 mod server;
 
-pub use client::{Conn, Response, chunk, connector, head, http_get, post, tls_connect};
+pub use client::{
+    Conn, Response, chunk, connector, connector_as, head, http_get, post, tls_connect,
+};
 pub use server::Server;
 
 pub mod router;

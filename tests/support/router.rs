@@ -45,6 +45,7 @@ fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Rece
         metrics: server,
         events,
         conversions: ConversionBudget::default(),
+        auth: Default::default(),
     };
     let exposition = Arc::new(Exposition::new(registry));
     (router(Arc::new(state)), exposition, rx)

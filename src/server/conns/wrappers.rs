@@ -15,6 +15,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::{Conn, Phase};
+use crate::server::auth::Peer;
 
 /// The connection's stream as hyper sees it: reads mark the start of a request head,
 /// completed flushes the end of an answer.
@@ -86,13 +87,16 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for TrackedIo<T> {
 pub struct TrackedService {
     inner: TowerToHyperService<Router>,
     conn: Conn,
+    /// What the handshake learnt of the caller, set on every request.
+    peer: Peer,
 }
 
 impl TrackedService {
-    pub fn new(router: Router, conn: Conn) -> Self {
+    pub fn new(router: Router, conn: Conn, peer: Peer) -> Self {
         TrackedService {
             inner: TowerToHyperService::new(router),
             conn,
+            peer,
         }
     }
 }
@@ -104,8 +108,9 @@ impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
     type Error = Infallible;
     type Future = BoxFuture<Result<Self::Response, Infallible>>;
 
-    fn call(&self, req: http::Request<Incoming>) -> Self::Future {
+    fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         self.conn.set(Phase::Request);
+        req.extensions_mut().insert(self.peer);
         let answered = Answered(self.conn.clone());
         let response = self.inner.call(req);
         Box::pin(async move {

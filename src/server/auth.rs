@@ -1,0 +1,252 @@
+//! Who may call the webhook listener's routes, when authentication is on
+//! (`--webhook-client-ca-file`, `--webhook-token-file`; off by default): a caller that
+//! presented a client certificate the CA signed (verified in the handshake, [`Peer`]), or a
+//! bearer token listed in the token file. Anyone else is answered 401 before its body is
+//! read, and counted (`otel_injector_callers_refused_total{reason="unauthenticated"}`). The
+//! admin listener (`/livez`, `/readyz`, `/metrics`) is not concerned.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::metrics::{Metrics, Refusal};
+
+/// What the listener learnt of a connection's caller in the handshake; set on each of its
+/// requests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Peer {
+    /// It presented a client certificate the client CA verified.
+    pub client_cert: bool,
+}
+
+type Digest = [u8; 32];
+
+fn digest(token: &[u8]) -> Digest {
+    let d = ring::digest::digest(&ring::digest::SHA256, token);
+    let mut out = [0; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+/// The digests of the tokens of a token file: one token per line, surrounding whitespace
+/// and empty lines ignored.
+fn parse_tokens(text: &[u8]) -> Result<HashSet<Digest>, String> {
+    let text = std::str::from_utf8(text).map_err(|_| "not UTF-8".to_owned())?;
+    let tokens: HashSet<Digest> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .map(|l| digest(l.as_bytes()))
+        .collect();
+    if tokens.is_empty() {
+        return Err("no token in it".to_owned());
+    }
+    Ok(tokens)
+}
+
+/// The accepted bearer tokens, kept as SHA-256 digests (a comparison leaks nothing of a
+/// token through its timing), re-read when the file changes; a bad file keeps the tokens
+/// in force.
+pub struct Tokens {
+    path: PathBuf,
+    current: RwLock<Arc<HashSet<Digest>>>,
+    seen: RwLock<Vec<u8>>,
+}
+
+impl Tokens {
+    pub fn load(path: &Path) -> anyhow::Result<Arc<Self>> {
+        let text = std::fs::read(path)
+            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
+        let tokens = parse_tokens(&text)
+            .map_err(|e| anyhow::anyhow!("the token file {}: {e}", path.display()))?;
+        Ok(Arc::new(Tokens {
+            path: path.to_owned(),
+            current: RwLock::new(Arc::new(tokens)),
+            seen: RwLock::new(text),
+        }))
+    }
+
+    /// Whether `token` is one of the file's.
+    pub fn admits(&self, token: &str) -> bool {
+        let current = self
+            .current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        current.contains(&digest(token.as_bytes()))
+    }
+
+    /// Re-reads the file; swaps the tokens when it changed and holds any. `None`: unchanged.
+    pub fn reload(&self) -> Option<Result<(), String>> {
+        let text = match std::fs::read(&self.path) {
+            Ok(t) => t,
+            Err(e) => return Some(Err(format!("{}: {e}", self.path.display()))),
+        };
+        if *self.seen.read().unwrap_or_else(|e| e.into_inner()) == text {
+            return None;
+        }
+        let parsed = parse_tokens(&text);
+        *self.seen.write().unwrap_or_else(|e| e.into_inner()) = text;
+        Some(parsed.map(|t| *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(t)))
+    }
+
+    /// Polls the file every `interval` until the task is dropped.
+    pub async fn watch(self: Arc<Self>, interval: Duration) {
+        let mut tick = tokio::time::interval(interval);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            match self.reload() {
+                Some(Ok(())) => tracing::info!(file = %self.path.display(), "token file reloaded"),
+                Some(Err(e)) => {
+                    tracing::warn!(error = %e, "token file not reloaded; keeping the current tokens")
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// The webhook listener's authentication.
+#[derive(Clone, Default)]
+pub struct Auth {
+    /// A verified client certificate admits its caller (a client CA is configured).
+    pub client_cert: bool,
+    /// A bearer token of this file admits its caller.
+    pub tokens: Option<Arc<Tokens>>,
+}
+
+impl Auth {
+    /// Whether any caller must authenticate.
+    pub fn required(&self) -> bool {
+        self.client_cert || self.tokens.is_some()
+    }
+
+    /// Whether the caller of a request with these headers, on a connection with this
+    /// `peer`, is admitted.
+    pub fn admits(&self, peer: Peer, headers: &HeaderMap) -> bool {
+        if !self.required() || (self.client_cert && peer.client_cert) {
+            return true;
+        }
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        match (&self.tokens, bearer) {
+            (Some(tokens), Some(token)) => tokens.admits(token),
+            _ => false,
+        }
+    }
+}
+
+/// The middleware of the webhook's routes: 401 (before the body is read) for a caller
+/// [`Auth::admits`] refuses.
+pub async fn require(
+    State((auth, metrics)): State<(Arc<Auth>, Arc<Metrics>)>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let peer = req.extensions().get::<Peer>().copied().unwrap_or_default();
+    if auth.admits(peer, req.headers()) {
+        return next.run(req).await;
+    }
+    metrics.refused(Refusal::Unauthenticated);
+    tracing::debug!(
+        path = req.uri().path(),
+        "caller refused: no valid client certificate or token"
+    );
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::WWW_AUTHENTICATE, "Bearer"),
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            // The body is not read: the connection cannot carry another request.
+            (header::CONNECTION, "close"),
+        ],
+        "unauthenticated: this webhook answers only callers with the client certificate or \
+         bearer token it was configured with\n",
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn bearer(token: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_str(&format!("Bearer {token}")).unwrap(),
+        );
+        h
+    }
+
+    #[test]
+    fn callers_are_admitted_by_a_verified_certificate_or_a_listed_token() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        std::fs::write(&file, "\n  first-token \nsecond-token\n").unwrap();
+        let tokens = Tokens::load(&file).unwrap();
+        let cert = Peer { client_cert: true };
+        let none = Peer::default();
+        let off = Auth::default();
+        assert!(!off.required() && off.admits(none, &HeaderMap::new()));
+        let by_cert = Auth {
+            client_cert: true,
+            tokens: None,
+        };
+        assert!(by_cert.admits(cert, &HeaderMap::new()));
+        assert!(!by_cert.admits(none, &HeaderMap::new()));
+        assert!(
+            !by_cert.admits(none, &bearer("first-token")),
+            "no token file"
+        );
+        let by_token = Auth {
+            client_cert: false,
+            tokens: Some(tokens.clone()),
+        };
+        assert!(by_token.admits(none, &bearer("first-token")));
+        assert!(by_token.admits(none, &bearer("second-token")));
+        assert!(!by_token.admits(none, &bearer("first")));
+        assert!(!by_token.admits(none, &bearer("")));
+        assert!(!by_token.admits(cert, &HeaderMap::new()), "no client CA");
+        let mut basic = HeaderMap::new();
+        basic.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_static("Basic Zmlyc3Q="),
+        );
+        assert!(!by_token.admits(none, &basic));
+        let both = Auth {
+            client_cert: true,
+            tokens: Some(tokens),
+        };
+        assert!(both.admits(cert, &HeaderMap::new()) && both.admits(none, &bearer("second-token")));
+    }
+
+    #[test]
+    fn the_token_file_is_reloaded_and_a_bad_one_keeps_the_tokens() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("tokens");
+        std::fs::write(&file, "old\n").unwrap();
+        let tokens = Tokens::load(&file).unwrap();
+        assert_eq!(tokens.reload(), None, "unchanged");
+        std::fs::write(&file, "new\n").unwrap();
+        assert_eq!(tokens.reload(), Some(Ok(())));
+        assert!(tokens.admits("new") && !tokens.admits("old"));
+        std::fs::write(&file, "\n\n").unwrap();
+        assert_eq!(tokens.reload(), Some(Err("no token in it".to_owned())));
+        assert!(tokens.admits("new"), "kept");
+        std::fs::write(&file, "").unwrap();
+        assert!(Tokens::load(&file).is_err());
+    }
+}
