@@ -221,6 +221,17 @@ impl Webhook {
         &self,
         body: &serde_json::Value,
     ) -> Result<(u16, serde_json::Value), String> {
+        self.post_as("/mutate-v1-pod?timeout=5s", body, None).await
+    }
+
+    /// POSTs `body` to `path` on a fresh connection, presenting the client certificate
+    /// `client` (cert PEM, key PEM) if given: (status, JSON body, or `{"raw": text}`).
+    pub async fn post_as(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        client: Option<(&str, &str)>,
+    ) -> Result<(u16, serde_json::Value), String> {
         use rustls_pki_types::pem::PemObject as _;
         let mut roots = rustls::RootCertStore::empty();
         for c in rustls_pki_types::CertificateDer::pem_slice_iter(self.certs.ca_cert.as_bytes()) {
@@ -233,8 +244,19 @@ impl Webhook {
         ))
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+        .with_root_certificates(roots);
+        let tls = match client {
+            None => tls.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = rustls_pki_types::CertificateDer::pem_slice_iter(cert.as_bytes())
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| e.to_string())?;
+                let key = rustls_pki_types::PrivateKeyDer::from_pem_slice(key.as_bytes())
+                    .map_err(|e| e.to_string())?;
+                tls.with_client_auth_cert(chain, key)
+                    .map_err(|e| e.to_string())?
+            }
+        };
         let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
         let payload = body.to_string();
         let addr = self.addr;
@@ -247,7 +269,7 @@ impl Webhook {
                 .map_err(|e| format!("TLS: {e}"))?;
             s.write_all(
                 format!(
-                    "POST /mutate-v1-pod?timeout=5s HTTP/1.1\r\nHost: {addr}\r\n\
+                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\n\
                      Content-Type: application/json\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n{payload}",
                     payload.len()
@@ -277,7 +299,7 @@ impl Webhook {
         };
         tokio::time::timeout(Duration::from_secs(5), exchange)
             .await
-            .map_err(|_| "POST /mutate-v1-pod: no answer in 5 s".to_owned())?
+            .map_err(|_| format!("POST {path}: no answer in 5 s"))?
     }
 
     /// Kills the process and waits for it.

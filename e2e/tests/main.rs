@@ -9,6 +9,7 @@
 mod support;
 
 mod burst;
+mod callers;
 mod certmanager;
 mod conversion;
 mod declarative;

@@ -1,0 +1,245 @@
+//! Authenticated callers through the real API server (1.37): a control plane of its own whose
+//! admission configuration (`--admission-control-config-file`) gives the webhook client a
+//! kubeconfig user for every webhook host (`*`) with a client certificate and a token. A
+//! webhook that asks for the certificate (`--webhook-client-ca-file`), then one that asks for
+//! the token (`--webhook-token-file`), injects every pod the API server sends, while a
+//! direct caller without credentials is answered 401 (no patch, nothing learnt) from
+//! `/mutate-v1-pod` and `/convert`, and one with another CA's certificate is refused in the
+//! handshake.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use otel_injector::certs::{self, DevCerts};
+use otel_injector::keys::INJECT_JAVA;
+use serde_json::{Value, json};
+
+use crate::harness::{SCOPE_LABEL, endpoint_spec, is_injected, pod};
+use crate::support::api::{self, Registration};
+use crate::support::controlplane::ControlPlane;
+use crate::support::identity::{self, Identity};
+use crate::support::tools::root;
+use crate::support::webhook::{Webhook, metric};
+
+/// The token the API server presents.
+const TOKEN: &str = "apiserver-webhook-token";
+
+/// Writes the admission configuration and its kubeconfig into `dir`: the user `*` (every
+/// webhook host) with the client certificate of `callers` and [`TOKEN`]. Returns the
+/// configuration's path.
+fn admission_configuration(dir: &Path, callers: &DevCerts) -> std::path::PathBuf {
+    let (cert, key) = callers.client("kube-apiserver").unwrap();
+    std::fs::write(dir.join("client.crt"), cert).unwrap();
+    std::fs::write(dir.join("client.key"), key).unwrap();
+    let kubeconfig = dir.join("webhook-kubeconfig.yaml");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nusers:\n- name: \"*\"\n  user:\n    \
+             client-certificate: {}\n    client-key: {}\n    token: {TOKEN}\n",
+            dir.join("client.crt").display(),
+            dir.join("client.key").display()
+        ),
+    )
+    .unwrap();
+    let config = dir.join("admission.yaml");
+    let plugin = |name: &str| {
+        format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    \
+             kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
+            kubeconfig.display()
+        )
+    };
+    std::fs::write(
+        &config,
+        format!(
+            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+            plugin("MutatingAdmissionWebhook"),
+            plugin("ValidatingAdmissionWebhook")
+        ),
+    )
+    .unwrap();
+    config
+}
+
+/// Starts a webhook with `args`, registers it for namespace `ns` (failure policy `Fail`:
+/// no pod without its answer) with an Instrumentation there, and waits for an injected dry
+/// run. Returns the webhook.
+async fn registered(cp: &ControlPlane, id: &Identity, ns: &str, args: &[String]) -> Webhook {
+    let client = cp.client();
+    let mut webhook = Webhook::start_with(
+        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+        &id.kubeconfig,
+        args,
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    webhook
+        .wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let config = api::webhook_configuration(&Registration {
+        manifest: &api::webhook_manifest_path(),
+        name: &format!("e2e-callers-{ns}"),
+        url: &webhook.url(),
+        ca_pem: &webhook.certs.ca_cert,
+        failure_policy: "Fail",
+        timeout_seconds: 5,
+        scope: Some((SCOPE_LABEL, ns)),
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    api::create_webhook_configuration(&client, &config)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    api::create_namespace(&client, ns, &[(SCOPE_LABEL, ns)], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inst = json!({
+        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "namespace": ns},
+        "spec": endpoint_spec("http://collector:4318")
+    });
+    let r = api::create_instrumentation(&client, ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let p = pod("settle", &[(INJECT_JAVA, "true")]);
+    let t0 = Instant::now();
+    loop {
+        let r = api::create_pod(&client, ns, &p, true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        if r.status == 201 && is_injected(&r.body) {
+            return webhook;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "no injected dry run in 30 s: HTTP {} {}\n{}",
+            r.status,
+            r.body,
+            webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A review of a pod of `ns` asking for Java, as an attacker would send it.
+fn forged(ns: &str) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "forged", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "namespace": ns, "operation": "CREATE",
+            "object": pod("forged", &[(INJECT_JAVA, "true")])
+        }
+    })
+}
+
+/// Every pod the API server sends is injected; a caller without credentials gets 401 from
+/// both routes and learns nothing.
+async fn injected_for_the_api_server_only(cp: &ControlPlane, webhook: &Webhook, ns: &str) {
+    let client = cp.client();
+    for i in 0..5 {
+        let p = pod(&format!("app-{i}"), &[(INJECT_JAVA, "true")]);
+        let r = api::create_pod(&client, ns, &p, false)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert!(is_injected(&r.body), "{ns}: {}", r.body["metadata"]);
+    }
+    let conversion = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "forged", "desiredAPIVersion": "opentelemetry.io/v1beta1", "objects": []}});
+    for (path, body) in [
+        ("/mutate-v1-pod?timeout=5s", forged(ns)),
+        ("/convert", conversion),
+    ] {
+        let (status, answer) = webhook
+            .post_as(path, &body, None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(status, 401, "{path}: {answer}");
+        assert!(
+            answer["response"].is_null() && !answer.to_string().contains("OTEL_"),
+            "nothing learnt: {answer}"
+        );
+    }
+    let text = webhook.metrics().await;
+    assert_eq!(
+        metric(
+            &text,
+            "otel_injector_callers_refused_total{reason=\"unauthenticated\"}"
+        ),
+        Some(2.0),
+        "only the direct caller was refused"
+    );
+}
+
+#[tokio::test]
+async fn with_authentication_only_the_api_server_is_answered_by_certificate_or_token() {
+    let files = tempfile::tempdir().unwrap();
+    let callers = certs::generate("e2e callers CA", &["kube-apiserver".to_owned()]).unwrap();
+    let config = admission_configuration(files.path(), &callers);
+    let cp =
+        ControlPlane::start_with(&["--admission-control-config-file", config.to_str().unwrap()])
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    api::install_crds(&cp.client(), &root().join("manifests/crd.yaml"))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let id = identity::issue(
+        &cp,
+        "e2e-callers",
+        &["base/otel-injector.yaml"],
+        &cp.dir.join("identities"),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+
+    // By client certificate.
+    let ca_file = files.path().join("callers-ca.crt");
+    std::fs::write(&ca_file, &callers.ca_cert).unwrap();
+    let args = vec![
+        "--webhook-client-ca-file".to_owned(),
+        ca_file.display().to_string(),
+    ];
+    let mut by_cert = registered(&cp, &id, "by-cert", &args).await;
+    injected_for_the_api_server_only(&cp, &by_cert, "by-cert").await;
+    // Another CA's certificate: refused in the handshake, no answer.
+    let stranger = certs::generate("another CA", &["x".to_owned()]).unwrap();
+    let (cert, key) = stranger.client("kube-apiserver").unwrap();
+    let r = by_cert
+        .post_as(
+            "/mutate-v1-pod?timeout=5s",
+            &forged("by-cert"),
+            Some((&cert, &key)),
+        )
+        .await;
+    assert!(r.is_err(), "another CA's certificate gets no answer: {r:?}");
+    // The right one, from a direct client: answered (the certificate is the credential).
+    let (cert, key) = callers.client("a-direct-client").unwrap();
+    let (status, answer) = by_cert
+        .post_as(
+            "/mutate-v1-pod?timeout=5s",
+            &forged("by-cert"),
+            Some((&cert, &key)),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (status, &answer["response"]["uid"]),
+        (200, &json!("forged"))
+    );
+    by_cert.stop();
+
+    // By token.
+    let token_file = files.path().join("tokens");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let args = vec![
+        "--webhook-token-file".to_owned(),
+        token_file.display().to_string(),
+    ];
+    let mut by_token = registered(&cp, &id, "by-token", &args).await;
+    injected_for_the_api_server_only(&cp, &by_token, "by-token").await;
+    by_token.stop();
+}
