@@ -102,6 +102,13 @@ convert-memory:
     cargo build --locked --release --bin otel-injector
     TEST_SERVER_BIN="${TEST_SERVER_BIN:-$PWD/target/release/otel-injector}" cargo test --locked --test servers -- --ignored --nocapture conversion_memory
 
+# What client-certificate authentication costs a caller (a fresh connection with its
+# handshake, and a review on a kept connection) against the same server without it, in one
+# run (release binary; docs/performance.md).
+auth-cost:
+    cargo build --locked --release --bin otel-injector
+    TEST_SERVER_BIN="${TEST_SERVER_BIN:-$PWD/target/release/otel-injector}" cargo test --locked --test servers -- --ignored --nocapture auth_cost
+
 # Pod-create latency through the real API server: no injection, the webhook, the policy
 # (`otel-injector policy`), E2E_POLICY_PODS each (default 300); docs/performance.md.
 policy-latency: controlplane

@@ -118,11 +118,21 @@ fn print(text: &str) -> std::io::Result<()> {
 fn dev_certs(args: &DevCertsArgs) -> anyhow::Result<()> {
     let certs = crate::certs::generate(&args.ca_name, &args.hosts)?;
     certs.write_to(&args.out_dir)?;
-    Ok(print(&format!(
+    print(&format!(
         "wrote ca.crt, ca.key, tls.crt, tls.key to {} for {}\n",
         args.out_dir.display(),
         args.hosts.join(", ")
-    ))?)
+    ))?;
+    if let Some(name) = &args.client {
+        let (cert, key) = certs.client(name)?;
+        std::fs::write(args.out_dir.join("client.crt"), cert)?;
+        std::fs::write(args.out_dir.join("client.key"), key)?;
+        print(&format!(
+            "wrote client.crt, client.key (CN {name}) to {}\n",
+            args.out_dir.display()
+        ))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

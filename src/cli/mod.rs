@@ -155,6 +155,12 @@ pub struct DevCertsArgs {
         default_value = "otel-injector development CA"
     )]
     pub ca_name: String,
+
+    /// Also write client.crt and client.key: a client certificate of the CA with this
+    /// common name, for a caller the webhook verifies with --webhook-client-ca-file
+    /// (ca.crt), such as the API server.
+    #[arg(long, env = "OTEL_INJECTOR_CLIENT_NAME")]
+    pub client: Option<String>,
 }
 
 /// Parses durations such as `10s`, `500ms`, `1m30s`.

@@ -7,6 +7,7 @@
 mod support;
 
 mod auth;
+mod auth_cost;
 mod conversion_memory;
 mod hostile;
 mod process;
