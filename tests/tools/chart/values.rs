@@ -331,3 +331,48 @@ fn the_webhook_port_is_opened_only_to_the_given_peers() {
         })
     );
 }
+
+#[test]
+fn authentication_mounts_the_named_secrets_and_passes_their_files() {
+    let docs = render(&[
+        "webhook.authentication.clientCASecret=apiserver-client-ca",
+        "webhook.authentication.tokenSecret=apiserver-tokens",
+    ]);
+    let spec = &find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"];
+    let args: Vec<&str> = spec["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--webhook-"))
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "--webhook-client-ca-file=/auth/client-ca/ca.crt",
+            "--webhook-token-file=/auth/tokens/tokens"
+        ]
+    );
+    assert_eq!(
+        spec["volumes"],
+        json!([
+            {"name": "tls", "secret": {"secretName": "otel-injector-tls"}},
+            {"name": "client-ca", "secret": {"secretName": "apiserver-client-ca",
+                                             "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            {"name": "tokens", "secret": {"secretName": "apiserver-tokens",
+                                          "items": [{"key": "tokens", "path": "tokens"}]}},
+        ])
+    );
+    assert_eq!(
+        spec["containers"][0]["volumeMounts"],
+        json!([
+            {"name": "tls", "mountPath": "/tls", "readOnly": true},
+            {"name": "client-ca", "mountPath": "/auth/client-ca", "readOnly": true},
+            {"name": "tokens", "mountPath": "/auth/tokens", "readOnly": true},
+        ])
+    );
+    // Nothing named: no flag, no volume beyond the certificate's.
+    let plain = render(&[]);
+    let spec = &find(&plain, "Deployment/otel-injector")["spec"]["template"]["spec"];
+    assert_eq!(spec["volumes"].as_array().map(Vec::len), Some(1));
+}
