@@ -13,9 +13,10 @@ use std::io::Write as _;
 use commands::{convert, explain, inject, policy};
 use rollout::rollout;
 
-use crate::cli::{Command, DevCertsArgs};
+use crate::cli::{Command, DevCertsArgs, StaticWebhookArgs};
 use crate::cluster;
 use crate::offline;
+use crate::offline::registration::StaticWebhook;
 use crate::server;
 
 /// Runs one command to its end.
@@ -28,8 +29,28 @@ pub async fn run(command: Command) -> Result<(), Failure> {
         Command::Convert(args) => convert(&args).await,
         Command::Policy(args) => policy(&args).await,
         Command::Explain(args) => explain(&args).await,
+        Command::StaticWebhook(args) => Ok(static_webhook(&args)?),
         Command::Rollout(args) => rollout(&args).await,
     }
+}
+
+fn static_webhook(args: &StaticWebhookArgs) -> anyhow::Result<()> {
+    let ca = match &args.ca_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| anyhow::anyhow!("cannot read --ca-file {}: {e}", path.display()))?,
+        ),
+        None => None,
+    };
+    let config = crate::offline::registration::static_webhook(&StaticWebhook {
+        name: &args.name,
+        url: &args.url,
+        ca_pem: ca.as_deref(),
+        failure_policy: &args.failure_policy,
+        timeout_seconds: args.timeout_seconds,
+        excluded_namespaces: &args.excluded_namespaces,
+    })?;
+    Ok(print(&serde_saphyr::to_string(&config)?)?)
 }
 
 /// How a command failed: what `main` prints, and the exit code that says so.

@@ -35,6 +35,7 @@ mod safety;
 mod scale;
 mod selfcert;
 mod soak;
+mod static_registration;
 mod status;
 mod telemetry;
 mod workloads;

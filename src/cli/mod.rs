@@ -73,11 +73,48 @@ pub enum Command {
     /// make the API server itself inject what the webhook would in image-volume delivery, for
     /// the languages and pods CEL can express; the webhook, when installed, serves the rest.
     Policy(Box<PolicyArgs>),
+    /// Print the webhook configuration in the API server's manifest form, for its admission
+    /// configuration's staticManifestsDir (Kubernetes 1.37+): loaded before the API server's
+    /// first request, called by URL, and protected from API writes (named *.static.k8s.io).
+    StaticWebhook(StaticWebhookArgs),
     /// Restart, as `kubectl rollout restart` does, the Deployments, StatefulSets and
     /// DaemonSets whose pods run an outdated spec of an Instrumentation, were admitted without
     /// the webhook, or were skipped because it did not exist yet, a few at a time, waiting for each to complete; stops at
     /// the first that does not (--dry-run: only print the plan).
     Rollout(Box<RolloutArgs>),
+}
+
+/// `static-webhook`.
+#[derive(Debug, Args)]
+pub struct StaticWebhookArgs {
+    /// Where the API server calls the webhook: an https:// URL it can reach from where it
+    /// runs (the manifest form has no Service reference), e.g. the Service's ClusterIP,
+    /// `https://10.96.0.20/mutate-v1-pod`; the serving certificate must name its host.
+    #[arg(long)]
+    pub url: String,
+
+    /// PEM CA of the webhook's serving certificate, written as caBundle. Unset: the API
+    /// server's system roots verify it.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+
+    /// The configuration's name; the API server loads only names ending in .static.k8s.io.
+    #[arg(long, default_value = "otel-injector.static.k8s.io")]
+    pub name: String,
+
+    /// failurePolicy: Ignore (pods are created uninstrumented while no replica answers) or
+    /// Fail.
+    #[arg(long, default_value = "Ignore", value_parser = ["Ignore", "Fail"])]
+    pub failure_policy: String,
+
+    /// timeoutSeconds of the call (1–30).
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=30))]
+    pub timeout_seconds: u32,
+
+    /// Namespaces never sent (the webhook's own included), besides those labeled
+    /// otel-injector/inject=disabled.
+    #[arg(long, value_delimiter = ',', default_values_t = ["kube-system".to_owned(), "otel-injector".to_owned()])]
+    pub excluded_namespaces: Vec<String>,
 }
 
 /// `crd`.

@@ -8,6 +8,7 @@ pub mod convert;
 pub mod explain;
 pub mod inject;
 pub mod manifests;
+pub mod registration;
 pub mod workload;
 
 use std::collections::{BTreeMap, HashSet};
