@@ -29,7 +29,7 @@ use crate::support::process::{mib, usage};
 use crate::support::webhook::Webhook;
 
 /// The object as `kubectl apply` stores it: with its own last-applied copy.
-fn applied(mut object: Value) -> Value {
+pub(crate) fn applied(mut object: Value) -> Value {
     let copy = object.to_string();
     object["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"] =
         json!(copy);
@@ -52,7 +52,7 @@ fn namespace(i: usize) -> Value {
     }))
 }
 
-fn instrumentation(ns: &str) -> Value {
+pub(crate) fn instrumentation(ns: &str) -> Value {
     applied(json!({
         "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
         "metadata": {"name": "default", "namespace": ns},
@@ -70,7 +70,7 @@ fn instrumentation(ns: &str) -> Value {
 }
 
 /// Creates every object, 32 requests at a time.
-async fn create_all(client: &kube::Client, what: &str, items: Vec<(String, Value)>) {
+pub(crate) async fn create_all(client: &kube::Client, what: &str, items: Vec<(String, Value)>) {
     let t0 = Instant::now();
     let n = items.len();
     let results: Vec<Result<(), String>> = futures::stream::iter(items)
