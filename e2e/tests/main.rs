@@ -28,6 +28,7 @@ mod offline;
 mod outcome;
 mod policy;
 mod privileges;
+mod registration;
 mod rolling;
 mod rollout;
 mod routing;

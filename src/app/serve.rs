@@ -39,6 +39,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let exposition = Arc::new(metrics::Exposition::new(registry));
     let cert = args.tls.build()?;
     cert_metrics.served(cert.not_after());
+    let served = cert.served();
     let (auth, client_ca) = args.server.auth()?;
     let auth = Arc::new(auth);
     let acceptor = cert.acceptor(client_ca.clone())?;
@@ -120,6 +121,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
+        let registration = check_registration(&args, &served, &client, &metrics, &mut background);
         let rollout = args.rollout.build();
         if args.status.status || rollout.is_some() {
             status = Some(tokio::spawn(run_status(
@@ -128,8 +130,11 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
                 catalog.clone(),
                 metrics.clone(),
                 drain.clone(),
-                rollout,
-                events,
+                Writers {
+                    rollout,
+                    events,
+                    registration: registration.clone(),
+                },
             )));
         }
         if args.cluster.label_namespaces {
@@ -161,6 +166,46 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// What the status pass writes besides the statuses.
+pub(super) struct Writers {
+    rollout: Option<cluster::rollout::AutoRollout>,
+    events: crate::cluster::events::EventSink,
+    /// What the check of the webhook configuration found (`--check-registration`).
+    registration: Option<cluster::registration::SharedDrift>,
+}
+
+/// Starts the check of the webhook configuration (`--check-registration`) when asked and a
+/// configuration is named; what it finds.
+fn check_registration(
+    args: &ServeArgs,
+    served: &Arc<crate::certs::ReloadingCert>,
+    client: &futures::future::Shared<impl Future<Output = kube::Client> + Send + 'static>,
+    metrics: &Arc<cluster::Metrics>,
+    background: &mut JoinSet<()>,
+) -> Option<cluster::registration::SharedDrift> {
+    let name = &args.tls.webhook_configuration;
+    if !args.server.check_registration || name.is_empty() {
+        return None;
+    }
+    let found = cluster::registration::SharedDrift::default();
+    let expected = cluster::registration::Expected {
+        name: name.clone(),
+        failure_policy: args.server.registration_failure_policy.clone(),
+        every: args.server.registration_check_interval,
+    };
+    let (served, client, metrics, shared) = (
+        served.clone(),
+        client.clone(),
+        metrics.registration.clone(),
+        found.clone(),
+    );
+    background.spawn(async move {
+        let chain = Arc::new(move || served.chain());
+        cluster::registration::run(client.await, expected, chain, shared, metrics).await;
+    });
+    Some(found)
+}
+
 /// The status controller and the automatic rollout (each when on) and their Lease, until
 /// the first shutdown signal: then the Lease is
 /// released (another replica takes over at its next try) while this one drains.
@@ -170,9 +215,13 @@ pub(super) async fn run_status(
     catalog: Arc<cluster::KubeCatalog>,
     metrics: Arc<cluster::Metrics>,
     mut drain: server::Drain,
-    rollout: Option<cluster::rollout::AutoRollout>,
-    events: crate::cluster::events::EventSink,
+    writers: Writers,
 ) {
+    let Writers {
+        rollout,
+        events,
+        registration,
+    } = writers;
     let client = tokio::select! {
         client = client => client,
         () = drain.draining() => return,
@@ -191,6 +240,9 @@ pub(super) async fn run_status(
     if args.find_missed {
         let excluded = args.missed_excluded_namespaces.iter().cloned().collect();
         controller = controller.finding_missed(excluded, events);
+    }
+    if let Some(found) = registration {
+        controller = controller.checking_registration(found);
     }
     // The automatic rollout shares the Lease: one holder runs every leader-only writer.
     let status_on = args.status;

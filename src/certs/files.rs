@@ -231,6 +231,16 @@ impl ReloadingCert {
         }))
     }
 
+    /// The certificate chain served now.
+    pub fn chain(&self) -> Vec<CertificateDer<'static>> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .key
+            .cert
+            .clone()
+    }
+
     /// The `notAfter` (unix seconds) of the certificate served now.
     pub fn not_after(&self) -> i64 {
         self.current

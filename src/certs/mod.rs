@@ -64,6 +64,11 @@ impl ServingCert {
         self.cert.not_after()
     }
 
+    /// The served pair, whichever keeps it current.
+    pub fn served(&self) -> Arc<ReloadingCert> {
+        self.cert.clone()
+    }
+
     /// Whether the pair served from the start is the one to serve: not in built-in mode,
     /// where `/readyz` waits for the Secret's.
     pub fn ready_at_start(&self) -> bool {

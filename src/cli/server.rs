@@ -81,6 +81,30 @@ pub struct ServerArgs {
     /// (--tls-reload-interval). Unset: no token is asked for.
     #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_TOKEN_FILE")]
     pub webhook_token_file: Option<PathBuf>,
+
+    /// Check every --registration-check-interval that the MutatingWebhookConfiguration --webhook-configuration still
+    /// sends pods to this webhook as expected: it exists, an entry sends pod CREATEs to
+    /// /mutate-v1-pod, its caBundle verifies the certificate served now for its host, its
+    /// failurePolicy is --registration-failure-policy. What differs is the gauge
+    /// otel_injector_registration_drift{aspect} and, with --status, the Instrumentations'
+    /// Registered condition. Needs get on that configuration (manifests/components/
+    /// registration-check; built-in certificates have it). Cluster mode only.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_CHECK_REGISTRATION",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub check_registration: bool,
+
+    /// With --check-registration: the failurePolicy the configuration's entries must have.
+    /// Unset: any.
+    #[arg(long, env = "OTEL_INJECTOR_REGISTRATION_FAILURE_POLICY", value_parser = ["Ignore", "Fail"])]
+    pub registration_failure_policy: Option<String>,
+
+    /// With --check-registration: how often the configuration is read.
+    #[arg(long, env = "OTEL_INJECTOR_REGISTRATION_CHECK_INTERVAL", default_value = "30s", value_parser = duration)]
+    pub registration_check_interval: Duration,
 }
 
 impl ServerArgs {

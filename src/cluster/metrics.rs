@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use prometheus_client::registry::Registry;
 
-use super::{events, lease, status, watch};
+use super::{events, lease, registration, status, watch};
 
 /// The cluster components' series.
 #[derive(Debug)]
@@ -17,6 +17,7 @@ pub struct Metrics {
     pub events: Arc<events::Metrics>,
     pub lease: Arc<lease::Metrics>,
     pub status: Arc<status::metrics::Metrics>,
+    pub registration: Arc<registration::Metrics>,
 }
 
 impl Metrics {
@@ -31,6 +32,7 @@ impl Metrics {
             events: Arc::new(events::Metrics::register(registry)),
             lease: Arc::new(lease::Metrics::register(registry)),
             status: Arc::new(status),
+            registration: Arc::new(registration::Metrics::register(registry)),
         }
     }
 }
@@ -56,6 +58,7 @@ mod tests {
                 "otel_injector_events_total{result=\"dropped\"} 0",
                 "otel_injector_status_writes_total{result=\"error\"} 0",
                 "otel_injector_leader 0",
+                "otel_injector_registration_drift{aspect=\"ca_bundle\"} 0",
             ],
         );
         assert!(!text.contains("source=\"version\""), "{text}");

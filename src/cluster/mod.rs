@@ -20,6 +20,7 @@ pub mod lease;
 pub mod list;
 pub mod metrics;
 pub mod missed;
+pub mod registration;
 pub mod rollout;
 pub mod status;
 pub mod watch;

@@ -57,6 +57,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "cluster/lease.rs",
             "cluster/metrics.rs",
             "cluster/missed.rs",
+            "cluster/registration.rs",
             "cluster/status/metrics.rs",
             "cluster/watch/metrics.rs",
             "server/metrics.rs",

@@ -8,11 +8,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 
 use super::{
-    CONFIG_MAP_MISSING, DEGRADED, FAILING, MAX_REASONS, MAX_WORKLOADS, READY, SECRET_MISSING,
-    UNREADABLE, WORKLOADS_FAILING,
+    CONFIG_MAP_MISSING, DEGRADED, FAILING, MAX_REASONS, MAX_WORKLOADS, READY, REGISTERED,
+    SECRET_MISSING, UNREADABLE, WORKLOADS_FAILING,
 };
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::census::{Tally, Workload};
+use crate::cluster::registration::Aspect;
 use crate::crd::{
     Instrumentation, InstrumentationStatus, RolledBackWorkload, SkippedReason, SpecHash,
     WorkloadStatus,
@@ -70,6 +71,9 @@ pub struct Inputs<'a> {
     pub detect_failures: bool,
     /// Workloads rolled back in this pass ([`super::rollback`]).
     pub rolled_back: &'a [RolledBackWorkload],
+    /// What differs in the registered webhook configuration ([`crate::cluster::registration`]);
+    /// `None`: not checked (no `Registered` condition).
+    pub registration: Option<&'a [Aspect]>,
     /// The status as last written, for the times of what did not change.
     pub previous: Option<&'a InstrumentationStatus>,
     /// Now, in whole seconds (as the API server stores it).
@@ -236,6 +240,12 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
         condition(READY, ready, generation, previous, now),
         condition(DEGRADED, degraded, generation, previous, now),
     ];
+    if let Some(drift) = inputs.registration {
+        let registered = registered_condition(drift);
+        status
+            .conditions
+            .push(condition(REGISTERED, registered, generation, previous, now));
+    }
     if inputs.detect_failures && inst.is_some() {
         let failing = failing_condition(inputs.tally);
         status
@@ -294,6 +304,36 @@ const MAX_FAILING_NAMED: usize = 3;
 
 /// The `Failing` condition: `True` while some workload's pods injected with the current
 /// spec fail, naming the first of them and one failure each.
+/// The `Registered` condition: whether the webhook configuration sends pods to the webhook as
+/// the replicas expect.
+fn registered_condition(drift: &[Aspect]) -> (&'static str, &'static str, String) {
+    if drift.is_empty() {
+        return (
+            "True",
+            "AsExpected",
+            "the webhook configuration sends pods to the webhook as the replicas expect".into(),
+        );
+    }
+    let what: Vec<&str> = drift
+        .iter()
+        .map(|a| match a {
+            Aspect::Missing => "it does not exist",
+            Aspect::Rules => "no entry sends pod CREATEs to /mutate-v1-pod",
+            Aspect::CaBundle => "its caBundle does not verify the certificate served now",
+            Aspect::FailurePolicy => "its failurePolicy is not the one expected",
+        })
+        .collect();
+    (
+        "False",
+        "RegistrationDrift",
+        format!(
+            "the webhook configuration differs from what the replicas expect: {}; pods may be \
+             admitted without injection",
+            what.join("; ")
+        ),
+    )
+}
+
 fn failing_condition(tally: Option<&Tally>) -> (&'static str, &'static str, String) {
     let failures = tally.map(|t| &t.failures);
     let Some(failures) = failures.filter(|f| !f.is_empty()) else {

@@ -13,6 +13,7 @@
 //! changed, at most about once per [`DEBOUNCE`]. Nothing else waits on it: the webhook, the
 //! metrics and `/readyz` work the same whether it runs, leads or fails.
 
+mod announce;
 mod desired;
 pub mod metrics;
 mod pods;
@@ -20,7 +21,7 @@ pub mod rollback;
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,17 +31,19 @@ use kube::api::{Api, ApiResource, DynamicObject, PartialObjectMeta, Patch, Patch
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use announce::Announced;
 pub use desired::{Inputs, desired, owned};
 use desired::{missing_references, now};
 use metrics::{Metrics, WriteResult};
 use pods::{SharedPods, watch_pods};
 
-use super::events::{self, EventSink, Notice, Reason};
+use super::events::{self, EventSink};
 use super::missed::{Finder, SharedMissed};
+use super::registration::SharedDrift;
 use super::{KubeCatalog, Leadership};
-use crate::census::{Tally, Workload, census};
+use crate::census::census;
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
-use crate::engine::{Catalog, Instrumentations};
+use crate::engine::Catalog;
 
 /// The field manager of every status write; it owns only the fields written here.
 pub const FIELD_MANAGER: &str = "otel-injector-status";
@@ -65,6 +68,7 @@ pub const SECRET_MISSING: &str = "ExporterTLSSecretMissing";
 pub const CONFIG_MAP_MISSING: &str = "ExporterTLSConfigMapMissing";
 pub const FAILING: &str = "Failing";
 pub const WORKLOADS_FAILING: &str = "WorkloadsFailing";
+pub const REGISTERED: &str = "Registered";
 
 /// Runs the pod watch and, while this replica leads, the status writes.
 pub struct StatusController {
@@ -79,6 +83,8 @@ pub struct StatusController {
     detect_failures: bool,
     /// Roll back the opted-in Instrumentations' failing workloads (`--rollback`).
     rollback: Option<rollback::Rollback>,
+    /// What the check of the webhook configuration found (the `Registered` condition).
+    registration: Option<SharedDrift>,
 }
 
 impl StatusController {
@@ -92,7 +98,15 @@ impl StatusController {
             missed: SharedMissed::default(),
             detect_failures: false,
             rollback: None,
+            registration: None,
         }
+    }
+
+    /// Also writes the `Registered` condition from what [`crate::cluster::registration`]
+    /// found (once it has read the configuration).
+    pub fn checking_registration(mut self, found: SharedDrift) -> Self {
+        self.registration = Some(found);
+        self
     }
 
     /// Also rolls back the workloads that fail with the current spec of an Instrumentation
@@ -228,6 +242,10 @@ impl StatusController {
             .then(|| self.catalog.objects())
             .flatten();
         let now = now();
+        let registration = self
+            .registration
+            .as_ref()
+            .and_then(|r| r.read().unwrap_or_else(|e| e.into_inner()).clone());
         let (rolled, mut failed) = match rollback {
             Some(r) => {
                 r.run(client, &tallies, &index, &self.events, &self.metrics, &now)
@@ -261,6 +279,7 @@ impl StatusController {
                 rolled_back: rolled
                     .get(&format!("{ns}/{name}"))
                     .map_or(&[], Vec::as_slice),
+                registration: registration.as_deref(),
                 previous: mine.or(stored),
                 now: now.clone(),
             });
@@ -296,183 +315,6 @@ impl StatusController {
         }
         failed
     }
-}
-
-/// What an Event is about: an Instrumentation (`ns/name`) and one of its workloads (`None`:
-/// its pods without a controller).
-type Subject = (String, Option<Workload>);
-
-/// Announces each subject once while its condition lasts: [`Once::first`] is true for a
-/// subject not seen in the previous pass; [`Once::end_pass`] forgets the ones not seen in
-/// this one, so a condition that ends and comes back is announced again.
-#[derive(Default)]
-struct Once {
-    before: HashSet<Subject>,
-    now: HashSet<Subject>,
-}
-
-impl Once {
-    fn first(&mut self, subject: Subject) -> bool {
-        let new = !self.before.contains(&subject);
-        self.now.insert(subject);
-        new
-    }
-
-    /// Ends a pass; returns how many subjects it saw.
-    fn end_pass(&mut self) -> usize {
-        self.before = std::mem::take(&mut self.now);
-        self.before.len()
-    }
-}
-
-/// The Events' memory of what each pass announced.
-#[derive(Default)]
-struct Announced {
-    missed: Once,
-    failing: Once,
-}
-
-impl StatusController {
-    /// A Warning Event of `reason` about `workload` of Instrumentation `key` (about the
-    /// Instrumentation for pods without a controller).
-    fn announce(
-        &self,
-        reason: Reason,
-        key: &str,
-        workload: Option<&Workload>,
-        index: &Instrumentations,
-        note: String,
-    ) {
-        let Some((namespace, owner)) = regarding(key, workload, index) else {
-            return;
-        };
-        self.events.record(Notice {
-            reason,
-            namespace,
-            owner,
-            instrumentation: Some(key.to_owned()),
-            language: None,
-            note,
-        });
-    }
-
-    /// One Warning `InjectionMissed` Event per workload (and per Instrumentation for pods
-    /// without a controller) when its missed pods are first counted; announced again only
-    /// after it had none.
-    fn announce_missed(
-        &self,
-        tallies: &BTreeMap<String, Tally>,
-        index: &Instrumentations,
-        once: &mut Once,
-    ) {
-        for (key, tally) in tallies {
-            if tally.pods.missed == 0 {
-                continue;
-            }
-            let in_workloads: u32 = tally.workloads.values().map(|c| c.missed).sum();
-            let groups = tally
-                .workloads
-                .iter()
-                .filter(|(_, c)| c.missed > 0)
-                .map(|(w, c)| (Some(w), c.missed))
-                .chain(
-                    (tally.pods.missed > in_workloads)
-                        .then_some((None, tally.pods.missed - in_workloads)),
-                );
-            for (workload, n) in groups {
-                if !once.first((key.clone(), workload.cloned())) {
-                    continue;
-                }
-                let pods = if n == 1 { "pod" } else { "pods" };
-                let of = workload.map_or(String::from(" without a controller"), |w| {
-                    format!(" of {w}")
-                });
-                self.announce(
-                    Reason::Missed,
-                    key,
-                    workload,
-                    index,
-                    format!(
-                        "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
-                         injection: the webhook was unreachable or not registered when they were \
-                         created; a restart injects them"
-                    ),
-                );
-                tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
-            }
-        }
-        once.end_pass();
-    }
-
-    /// One Warning `InstrumentedPodsFailing` Event per workload whose pods injected with an
-    /// Instrumentation's current spec fail, with one failure (the container's last
-    /// termination reason), when first found; again only after it recovered. Sets the
-    /// failing-workloads gauge.
-    fn announce_failing(
-        &self,
-        tallies: &BTreeMap<String, Tally>,
-        index: &Instrumentations,
-        once: &mut Once,
-    ) {
-        for (key, tally) in tallies {
-            for (workload, failing) in &tally.failures {
-                if !once.first((key.clone(), Some(workload.clone()))) {
-                    continue;
-                }
-                let failure = &failing.failure;
-                let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
-                self.announce(
-                    Reason::Failing,
-                    key,
-                    Some(workload),
-                    index,
-                    format!(
-                        "{n} pod(s) of {workload} injected with the current spec of \
-                         Instrumentation {key} are failing: {failure}"
-                    ),
-                );
-                tracing::warn!(instrumentation = %key, workload = %workload, pods = n, failure = %failure, "instrumented pods failing");
-            }
-        }
-        let workloads = once.end_pass();
-        self.metrics
-            .failing_workloads
-            .set(i64::try_from(workloads).unwrap_or(i64::MAX));
-    }
-}
-
-/// The namespace and owner an Event of the status controller is about: the workload (its
-/// API version from its kind), else the Instrumentation (through
-/// [`super::events::regarding`]'s fallback).
-fn regarding(
-    key: &str,
-    workload: Option<&Workload>,
-    index: &Instrumentations,
-) -> Option<(
-    String,
-    Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference>,
-)> {
-    let (ns, name) = key.split_once('/')?;
-    index.get(ns, name)?;
-    let Some(w) = workload else {
-        return Some((ns.to_owned(), None));
-    };
-    let api_version = match w.kind.as_str() {
-        "Deployment" | "StatefulSet" | "DaemonSet" | "ReplicaSet" => "apps/v1",
-        "Job" | "CronJob" => "batch/v1",
-        _ => return Some((ns.to_owned(), None)),
-    };
-    Some((
-        w.namespace.clone(),
-        Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
-                api_version: api_version.into(),
-                kind: w.kind.clone(),
-                name: w.name.clone(),
-                ..Default::default()
-            },
-        ),
-    ))
 }
 
 async fn sleep_until(at: Option<Instant>) {

@@ -7,7 +7,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::desired::*;
 use super::*;
-use crate::census::{Counts, Workload};
+use crate::census::{Counts, Tally, Workload};
 use crate::crd::InstrumentationSpec;
 use crate::engine::SkipReason;
 use crate::engine::{IndexEntry, ObjectKind, ObjectLookup};
@@ -56,6 +56,7 @@ fn given(entry: &IndexEntry) -> Inputs<'_> {
         verified: false,
         detect_failures: false,
         rolled_back: &[],
+        registration: None,
         previous: None,
         now: at(T0),
     }
@@ -437,4 +438,44 @@ fn rolled_back_workloads_stay_listed_while_in_force() {
         .map(|e| (e.name.as_str(), e.time.0.as_second()))
         .collect();
     assert_eq!(listed, [("web", T0 - 3600), ("new", T0)]);
+}
+
+#[test]
+fn the_registered_condition_says_what_differs_in_the_webhook_configuration() {
+    use crate::cluster::registration::Aspect;
+    let entry = inst(1);
+    let registered = |s: &InstrumentationStatus| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == REGISTERED)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    assert_eq!(registered(&desired(&given(&entry))), None, "not checked");
+    let fine = desired(&Inputs {
+        registration: Some(&[]),
+        ..given(&entry)
+    });
+    assert_eq!(
+        registered(&fine),
+        Some((
+            "True".into(),
+            "AsExpected".into(),
+            "the webhook configuration sends pods to the webhook as the replicas expect".into()
+        ))
+    );
+    let drifted = desired(&Inputs {
+        registration: Some(&[Aspect::CaBundle, Aspect::FailurePolicy]),
+        ..given(&entry)
+    });
+    assert_eq!(
+        registered(&drifted),
+        Some((
+            "False".into(),
+            "RegistrationDrift".into(),
+            "the webhook configuration differs from what the replicas expect: its caBundle \
+             does not verify the certificate served now; its failurePolicy is not the one \
+             expected; pods may be admitted without injection"
+                .into()
+        ))
+    );
 }

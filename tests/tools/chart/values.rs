@@ -376,3 +376,42 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
     let spec = &find(&plain, "Deployment/otel-injector")["spec"]["template"]["spec"];
     assert_eq!(spec["volumes"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn the_registration_check_passes_its_flags_and_grants_get_on_the_configuration_alone() {
+    let docs = render(&[
+        "webhook.checkRegistration=true",
+        "webhook.failurePolicy=Fail",
+    ]);
+    let args: Vec<&str> = find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"]
+        ["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.contains("registration"))
+        .collect();
+    assert_eq!(
+        args,
+        [
+            "--check-registration=true",
+            "--registration-failure-policy=Fail"
+        ]
+    );
+    assert_eq!(
+        find(&docs, "ClusterRole/otel-injector-registration-check")["rules"],
+        json!([{"apiGroups": ["admissionregistration.k8s.io"],
+                "resources": ["mutatingwebhookconfigurations"],
+                "resourceNames": ["otel-injector"], "verbs": ["get"]}])
+    );
+    // Off by default; built-in certificates already grant the get.
+    assert!(
+        !ids(&render(&[])).iter().any(|i| i.contains("registration")),
+        "nothing by default"
+    );
+    let built_in = render(&[
+        "webhook.checkRegistration=true",
+        "certificates.mode=builtIn",
+    ]);
+    assert!(!ids(&built_in).iter().any(|i| i.contains("registration")));
+}
