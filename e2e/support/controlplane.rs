@@ -70,6 +70,21 @@ impl ControlPlane {
         Self::start_with(&[]).await
     }
 
+    /// [`ControlPlane::start_with`] `apiserver_args`, then the Instrumentation CRD installed
+    /// (`manifests/crd.yaml`): a control plane of a test's own. Panics on a failure.
+    pub async fn with_crd(apiserver_args: &[&str]) -> ControlPlane {
+        let cp = Self::start_with(apiserver_args)
+            .await
+            .unwrap_or_else(|e| panic!("control plane: {e}"));
+        super::api::install_crds(
+            &cp.client(),
+            &super::tools::root().join("manifests/crd.yaml"),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+        cp
+    }
+
     /// [`ControlPlane::start`] with further kube-apiserver flags (for example
     /// `--emulated-version=1.35`, `--feature-gates=ImageVolume=false`).
     pub async fn start_with(apiserver_args: &[&str]) -> Result<ControlPlane, String> {

@@ -14,11 +14,10 @@ use otel_injector::certs::{self, DevCerts};
 use otel_injector::keys::INJECT_JAVA;
 use serde_json::{Value, json};
 
-use crate::harness::{SCOPE_LABEL, endpoint_spec, is_injected, pod};
+use crate::harness::{SCOPE_LABEL, endpoint_spec, is_injected, pod, webhook_ready};
 use crate::support::api::{self, Registration};
 use crate::support::controlplane::ControlPlane;
 use crate::support::identity::{self, Identity};
-use crate::support::tools::root;
 use crate::support::webhook::{Webhook, metric};
 
 /// The token the API server presents.
@@ -67,17 +66,7 @@ fn admission_configuration(dir: &Path, callers: &DevCerts) -> std::path::PathBuf
 /// run. Returns the webhook.
 async fn registered(cp: &ControlPlane, id: &Identity, ns: &str, args: &[String]) -> Webhook {
     let client = cp.client();
-    let mut webhook = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
-        &id.kubeconfig,
-        args,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    webhook
-        .wait_ready(Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let webhook = webhook_ready(&id.kubeconfig, args).await;
     let config = api::webhook_configuration(&Registration {
         manifest: &api::webhook_manifest_path(),
         name: &format!("e2e-callers-{ns}"),
@@ -180,13 +169,8 @@ async fn with_authentication_only_the_api_server_is_answered_by_certificate_or_t
     let files = tempfile::tempdir().unwrap();
     let callers = certs::generate("e2e callers CA", &["kube-apiserver".to_owned()]).unwrap();
     let config = admission_configuration(files.path(), &callers);
-    let cp =
-        ControlPlane::start_with(&["--admission-control-config-file", config.to_str().unwrap()])
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-    api::install_crds(&cp.client(), &root().join("manifests/crd.yaml"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    let cp = ControlPlane::with_crd(&["--admission-control-config-file", config.to_str().unwrap()])
+        .await;
     let id = identity::issue(
         &cp,
         "e2e-callers",

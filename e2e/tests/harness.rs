@@ -21,7 +21,7 @@ mod webhook;
 pub use controlplane::{CLUSTER_WIDE, cluster};
 pub use expected::{assert_stored_as_expected, engine_result};
 pub use rbac::{Rbac, Variant, identity};
-pub use webhook::{Options, webhook_binary};
+pub use webhook::{Options, webhook_binary, webhook_ready};
 
 use std::time::Duration;
 

@@ -5,18 +5,16 @@
 //! each is named by the gauge and by the condition, with the RBAC of
 //! `components/registration-check`.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
 use otel_injector::certs;
 use serde_json::{Value, json};
 
-use crate::harness::endpoint_spec;
+use crate::harness::{endpoint_spec, webhook_ready};
 use crate::support::api::{self, Registration};
 use crate::support::controlplane::ControlPlane;
 use crate::support::identity::{self, NAMESPACE};
-use crate::support::tools::root;
 use crate::support::webhook::{Webhook, metric};
 
 const PATH: &str =
@@ -97,13 +95,8 @@ async fn patch(cp: &ControlPlane, body: &Value) {
 
 #[tokio::test]
 async fn a_changed_or_deleted_webhook_configuration_is_named_by_the_gauge_and_the_condition() {
-    let cp = ControlPlane::start()
-        .await
-        .unwrap_or_else(|e| panic!("control plane: {e}"));
+    let cp = ControlPlane::with_crd(&[]).await;
     let client = cp.client();
-    api::install_crds(&client, &root().join("manifests/crd.yaml"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     let id = identity::issue(
         &cp,
         "e2e-registration",
@@ -116,8 +109,7 @@ async fn a_changed_or_deleted_webhook_configuration_is_named_by_the_gauge_and_th
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut webhook = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+    let mut webhook = webhook_ready(
         &id.kubeconfig,
         &[
             "--status=true",
@@ -132,12 +124,7 @@ async fn a_changed_or_deleted_webhook_configuration_is_named_by_the_gauge_and_th
         ]
         .map(String::from),
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    webhook
-        .wait_ready(Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    .await;
     api::create_namespace(&client, "shop", &[], &[])
         .await
         .unwrap_or_else(|e| panic!("{e}"));

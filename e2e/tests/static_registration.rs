@@ -6,17 +6,13 @@
 //! the API refuses to create one under its name, and after every API-registered webhook
 //! configuration is deleted pods are still injected.
 
-use std::path::Path;
-use std::time::Duration;
-
 use axum::http::Method;
 use otel_injector::keys::INJECT_JAVA;
 use serde_json::json;
 
-use crate::harness::{is_injected, pod};
+use crate::harness::{is_injected, pod, webhook_ready};
 use crate::support::api;
 use crate::support::controlplane::ControlPlane;
-use crate::support::webhook::Webhook;
 
 const NAME: &str = "otel-injector.static.k8s.io";
 const CONFIGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
@@ -40,8 +36,7 @@ async fn a_static_registration_injects_from_the_first_request_and_cannot_be_remo
          contexts: [{name: none, context: {cluster: none}}]\ncurrent-context: none\n",
     )
     .unwrap();
-    let mut webhook = Webhook::start_with(
-        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
+    let mut webhook = webhook_ready(
         &kubeconfig,
         &[
             "--instrumentation-file".to_owned(),
@@ -49,12 +44,7 @@ async fn a_static_registration_injects_from_the_first_request_and_cannot_be_remo
             "--events=false".to_owned(),
         ],
     )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    webhook
-        .wait_ready(Duration::from_secs(30))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
+    .await;
 
     // The manifest, rendered by the CLI into the API server's directory.
     let ca = dir.path().join("webhook-ca.crt");

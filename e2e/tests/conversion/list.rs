@@ -19,7 +19,6 @@ use crate::memory::{applied, create_all, instrumentation};
 use crate::support::api;
 use crate::support::controlplane::ControlPlane;
 use crate::support::process::{mib, usage};
-use crate::support::tools::root;
 use crate::support::webhook::Webhook;
 
 /// The chart's default memory limit.
@@ -32,13 +31,8 @@ async fn a_list_of_ten_thousand_instrumentations_in_v1beta1_within_the_charts_li
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000);
-    let cp = ControlPlane::start()
-        .await
-        .unwrap_or_else(|e| panic!("control plane: {e}"));
+    let cp = ControlPlane::with_crd(&[]).await;
     let client = cp.client();
-    api::install_crds(&client, &root().join("manifests/crd.yaml"))
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
     let namespaces = n.div_ceil(100);
     create_all(
         &client,

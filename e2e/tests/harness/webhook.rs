@@ -305,3 +305,16 @@ pub fn webhook_binary() -> std::path::PathBuf {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| std::path::PathBuf::from(env!("CARGO_BIN_EXE_e2e-otel-injector")))
 }
+
+/// This build's `otel-injector` with `args` against `kubeconfig`, once `/readyz` answers (at
+/// most 30 s): the webhook of a test with a control plane of its own. Panics on a failure.
+pub async fn webhook_ready(kubeconfig: &std::path::Path, args: &[String]) -> Webhook {
+    let binary = std::path::Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector"));
+    let mut w = Webhook::start_with(binary, kubeconfig, args)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    w.wait_ready(Duration::from_secs(30))
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    w
+}
