@@ -4,12 +4,13 @@
 //! webhook that asks for the certificate (`--webhook-client-ca-file`), then one that asks for
 //! the token (`--webhook-token-file`), injects every pod the API server sends, while a
 //! direct caller without credentials is answered 401 (no patch, nothing learnt) from
-//! `/mutate-v1-pod` and `/convert`, and one with another CA's certificate is refused in the
-//! handshake.
+//! `/mutate-v1-pod`, and one with another CA's certificate is refused in the handshake. The
+//! CRD's conversion, which the API server calls without credentials, keeps working.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use axum::http::Method;
 use otel_injector::certs::{self, DevCerts};
 use otel_injector::keys::INJECT_JAVA;
 use serde_json::{Value, json};
@@ -137,30 +138,62 @@ async fn injected_for_the_api_server_only(cp: &ControlPlane, webhook: &Webhook, 
         assert_eq!(r.status, 201, "{}", r.body);
         assert!(is_injected(&r.body), "{ns}: {}", r.body["metadata"]);
     }
-    let conversion = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
-        "request": {"uid": "forged", "desiredAPIVersion": "opentelemetry.io/v1beta1", "objects": []}});
-    for (path, body) in [
-        ("/mutate-v1-pod?timeout=5s", forged(ns)),
-        ("/convert", conversion),
-    ] {
-        let (status, answer) = webhook
-            .post_as(path, &body, None)
+    let (status, answer) = webhook
+        .post_as("/mutate-v1-pod?timeout=5s", &forged(ns), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(status, 401, "{answer}");
+    assert!(
+        answer["response"].is_null() && !answer.to_string().contains("OTEL_"),
+        "nothing learnt: {answer}"
+    );
+    // The CRD's conversion, which the API server calls without credentials, still works:
+    // a v1beta1 object written and read back through it.
+    let client = cp.client();
+    api::point_conversion(
+        &client,
+        &webhook.conversion_url(),
+        Some(&webhook.certs.ca_cert),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let beta = json!({"apiVersion": "opentelemetry.io/v1beta1", "kind": "Instrumentation",
+        "metadata": {"name": "beta", "namespace": ns},
+        "spec": {"exporter": {"endpoint": "http://collector:4318"}}});
+    let path = format!("/apis/opentelemetry.io/v1beta1/namespaces/{ns}/instrumentations");
+    let t0 = Instant::now();
+    let written = loop {
+        let r = api::send(&client, Method::POST, &path, Some(&beta))
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(status, 401, "{path}: {answer}");
-        assert!(
-            answer["response"].is_null() && !answer.to_string().contains("OTEL_"),
-            "nothing learnt: {answer}"
-        );
-    }
+        // The API server takes the new conversion within a moment.
+        if r.status == 201 || t0.elapsed() > Duration::from_secs(30) {
+            break r;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(written.status, 201, "{}", written.body);
+    let r = api::send(&client, Method::GET, &format!("{path}/beta"), None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        (r.status, &r.body["apiVersion"]),
+        (200, &json!("opentelemetry.io/v1beta1")),
+        "{}",
+        r.body
+    );
     let text = webhook.metrics().await;
     assert_eq!(
         metric(
             &text,
             "otel_injector_callers_refused_total{reason=\"unauthenticated\"}"
         ),
-        Some(2.0),
+        Some(1.0),
         "only the direct caller was refused"
+    );
+    assert!(
+        metric(&text, "otel_injector_conversion_objects_total").unwrap_or(0.0) >= 2.0,
+        "the API server's conversions were answered"
     );
 }
 

@@ -52,8 +52,6 @@ pub enum TlsError {
         path: PathBuf,
         source: yasna::ASN1Error,
     },
-    #[error("cannot verify client certificates against {path}: {reason}")]
-    ClientCa { path: PathBuf, reason: String },
     #[error("TLS configuration: {0}")]
     Config(#[from] rustls::Error),
 }

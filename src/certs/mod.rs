@@ -9,6 +9,7 @@ pub mod client_ca;
 pub mod files;
 pub mod generate;
 pub mod metrics;
+pub mod reloading;
 pub mod validity;
 
 use std::future::Future;

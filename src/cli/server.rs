@@ -124,7 +124,11 @@ impl ServerArgs {
     /// against (both read now: a file that cannot be used fails the start).
     pub fn auth(&self) -> anyhow::Result<(Auth, Option<Arc<ClientCa>>)> {
         let ca = match &self.webhook_client_ca_file {
-            Some(path) => Some(ClientCa::load(path).context("--webhook-client-ca-file")?),
+            Some(path) => Some(
+                ClientCa::load(path)
+                    .map_err(anyhow::Error::msg)
+                    .context("--webhook-client-ca-file")?,
+            ),
             None => None,
         };
         let tokens = match &self.webhook_token_file {

@@ -1,13 +1,14 @@
-//! Who may call the webhook listener's routes, when authentication is on
+//! Who may call the webhook's admission route, when authentication is on
 //! (`--webhook-client-ca-file`, `--webhook-token-file`; off by default): a caller that
 //! presented a client certificate the CA signed (verified in the handshake, [`Peer`]), or a
 //! bearer token listed in the token file. Anyone else is answered 401 before its body is
-//! read, and counted (`otel_injector_callers_refused_total{reason="unauthenticated"}`). The
-//! admin listener (`/livez`, `/readyz`, `/metrics`) is not concerned.
+//! read, and counted (`otel_injector_callers_refused_total{reason="unauthenticated"}`). Not
+//! `/convert`: the API server calls conversion webhooks without credentials (see the
+//! webhook router); nor the admin listener (`/livez`, `/readyz`, `/metrics`).
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Request, State};
@@ -16,6 +17,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::metrics::{Metrics, Refusal};
+use crate::certs::reloading::Reloading;
 
 /// What the listener learnt of a connection's caller in the handshake; set on each of its
 /// requests.
@@ -53,64 +55,30 @@ fn parse_tokens(text: &[u8]) -> Result<HashSet<Digest>, String> {
 /// The accepted bearer tokens, kept as SHA-256 digests (a comparison leaks nothing of a
 /// token through its timing), re-read when the file changes; a bad file keeps the tokens
 /// in force.
-pub struct Tokens {
-    path: PathBuf,
-    current: RwLock<Arc<HashSet<Digest>>>,
-    seen: RwLock<Vec<u8>>,
-}
+pub struct Tokens(Arc<Reloading<HashSet<Digest>>>);
 
 impl Tokens {
     pub fn load(path: &Path) -> anyhow::Result<Arc<Self>> {
-        let text = std::fs::read(path)
-            .map_err(|e| anyhow::anyhow!("cannot read the token file {}: {e}", path.display()))?;
-        let tokens = parse_tokens(&text)
-            .map_err(|e| anyhow::anyhow!("the token file {}: {e}", path.display()))?;
-        Ok(Arc::new(Tokens {
-            path: path.to_owned(),
-            current: RwLock::new(Arc::new(tokens)),
-            seen: RwLock::new(text),
-        }))
+        let file = Reloading::load(path, "token file", |path, text| {
+            parse_tokens(text).map_err(|e| format!("the token file {}: {e}", path.display()))
+        })
+        .map_err(anyhow::Error::msg)?;
+        Ok(Arc::new(Tokens(Arc::new(file))))
     }
 
     /// Whether `token` is one of the file's.
     pub fn admits(&self, token: &str) -> bool {
-        let current = self
-            .current
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        current.contains(&digest(token.as_bytes()))
+        self.0.get().contains(&digest(token.as_bytes()))
     }
 
-    /// Re-reads the file; swaps the tokens when it changed and holds any. `None`: unchanged.
-    pub fn reload(&self) -> Option<Result<(), String>> {
-        let text = match std::fs::read(&self.path) {
-            Ok(t) => t,
-            Err(e) => return Some(Err(format!("{}: {e}", self.path.display()))),
-        };
-        if *self.seen.read().unwrap_or_else(|e| e.into_inner()) == text {
-            return None;
-        }
-        let parsed = parse_tokens(&text);
-        *self.seen.write().unwrap_or_else(|e| e.into_inner()) = text;
-        Some(parsed.map(|t| *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(t)))
-    }
-
-    /// Polls the file every `interval` until the task is dropped.
+    /// Re-reads the file every `interval` until the task is dropped.
     pub async fn watch(self: Arc<Self>, interval: Duration) {
-        let mut tick = tokio::time::interval(interval);
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        tick.tick().await;
-        loop {
-            tick.tick().await;
-            match self.reload() {
-                Some(Ok(())) => tracing::info!(file = %self.path.display(), "token file reloaded"),
-                Some(Err(e)) => {
-                    tracing::warn!(error = %e, "token file not reloaded; keeping the current tokens")
-                }
-                None => {}
-            }
-        }
+        self.0.clone().watch(interval).await;
+    }
+
+    #[cfg(test)]
+    fn reload(&self) -> Option<Result<(), String>> {
+        self.0.reload()
     }
 }
 
@@ -244,7 +212,13 @@ mod tests {
         assert_eq!(tokens.reload(), Some(Ok(())));
         assert!(tokens.admits("new") && !tokens.admits("old"));
         std::fs::write(&file, "\n\n").unwrap();
-        assert_eq!(tokens.reload(), Some(Err("no token in it".to_owned())));
+        assert_eq!(
+            tokens.reload(),
+            Some(Err(format!(
+                "the token file {}: no token in it",
+                file.display()
+            )))
+        );
         assert!(tokens.admits("new"), "kept");
         std::fs::write(&file, "").unwrap();
         assert!(Tokens::load(&file).is_err());

@@ -46,18 +46,23 @@ pub struct Webhook {
 }
 
 /// The webhook's routes.
+///
+/// Authentication, when on, guards `/mutate-v1-pod` only: the API server calls a CRD's
+/// conversion webhook without credentials (apiextensions-apiserver resolves no kubeconfig for
+/// it), so guarding `/convert` would break every v1beta1 read. A conversion reveals nothing
+/// but the objects its caller sent, and its memory is bounded ([`super::budget::ConversionBudget`]).
 pub fn router(state: Arc<Webhook>) -> Router {
-    let routes = Router::new()
-        .route("/mutate-v1-pod", post(mutate))
-        .route(CONVERSION_PATH, post(convert));
-    let routes = match state.auth.required() {
-        true => routes.route_layer(axum::middleware::from_fn_with_state(
+    let mutate = match state.auth.required() {
+        true => post(mutate).route_layer(axum::middleware::from_fn_with_state(
             (state.auth.clone(), state.metrics.clone()),
             super::auth::require,
         )),
-        false => routes,
+        false => post(mutate),
     };
-    routes.with_state(state)
+    Router::new()
+        .route("/mutate-v1-pod", mutate)
+        .route(CONVERSION_PATH, post(convert))
+        .with_state(state)
 }
 
 /// The request's deadline: the API server's `?timeout=` (Go duration syntax), else

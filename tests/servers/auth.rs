@@ -1,8 +1,9 @@
 //! Authenticated callers on the real server: with `--webhook-client-ca-file` and
 //! `--webhook-token-file`, a caller with a client certificate of that CA, or with a listed
-//! bearer token, is answered; one with neither gets 401 before its body is read (from
-//! `/mutate` and `/convert` alike) and one with another CA's certificate is refused in the
-//! handshake, each counted; the CA and the tokens are reloaded from their files.
+//! bearer token, is answered; one with neither gets 401 from `/mutate-v1-pod` before its body
+//! is read (`/convert` stays open: the API server calls it without credentials) and one with
+//! another CA's certificate is refused in the handshake, each counted; the CA and the tokens
+//! are reloaded from their files.
 
 use std::io;
 use std::net::SocketAddr;
@@ -104,17 +105,30 @@ async fn only_callers_with_the_client_certificate_or_a_token_are_answered() {
         &call(addr, &apiserver, &post(MUTATE, &body, true)).await
     ));
 
-    // No certificate, no token: 401, from both routes, counted.
+    // No certificate, no token: 401, counted.
     let anonymous = connector(&[&server.certs.ca_cert]);
-    for path in [MUTATE, "/convert"] {
-        let r = call(addr, &anonymous, &post(path, &body, true))
-            .await
-            .unwrap();
-        assert_eq!(r.status, 401, "{path}: {}", r.text());
-        assert_eq!(r.header("www-authenticate"), Some("Bearer"));
-        assert!(!r.text().contains("patch"), "nothing learnt: {}", r.text());
-    }
-    assert_eq!(server.metric(UNAUTHENTICATED).await, 2.0);
+    let r = call(addr, &anonymous, &post(MUTATE, &body, true))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 401, "{}", r.text());
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    assert!(!r.text().contains("patch"), "nothing learnt: {}", r.text());
+    // The conversion stays open: it converts what it is sent, and nothing else.
+    let conversion = serde_json::json!({"apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "ConversionReview", "request": {"uid": "c1",
+        "desiredAPIVersion": "opentelemetry.io/v1beta1", "objects": []}});
+    let conversion = serde_json::to_vec(&conversion).unwrap();
+    let r = call(addr, &anonymous, &post("/convert", &conversion, true))
+        .await
+        .unwrap();
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(
+        r.json()["response"]["result"]["status"],
+        "Success",
+        "{}",
+        r.text()
+    );
+    assert_eq!(server.metric(UNAUTHENTICATED).await, 1.0);
     // Before the body: a head that announces 1 MiB and sends none is answered at once.
     let started = Instant::now();
     let announced = head(
@@ -141,7 +155,7 @@ async fn only_callers_with_the_client_certificate_or_a_token_are_answered() {
         .await
         .unwrap();
     assert_eq!(r.status, 401);
-    assert_eq!(server.metric(UNAUTHENTICATED).await, 4.0);
+    assert_eq!(server.metric(UNAUTHENTICATED).await, 3.0);
 
     // Another CA's certificate: refused in the handshake, no answer at all, counted.
     let stranger = client_of(&server, &theirs);

@@ -110,7 +110,10 @@ impl hyper::service::Service<http::Request<Incoming>> for TrackedService {
 
     fn call(&self, mut req: http::Request<Incoming>) -> Self::Future {
         self.conn.set(Phase::Request);
-        req.extensions_mut().insert(self.peer);
+        // Only what the default lacks: an extension map is an allocation per request.
+        if self.peer != Peer::default() {
+            req.extensions_mut().insert(self.peer);
+        }
         let answered = Answered(self.conn.clone());
         let response = self.inner.call(req);
         Box::pin(async move {
