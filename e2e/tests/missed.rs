@@ -142,20 +142,20 @@ async fn missed_events(env: &Env, ns: &str) -> Vec<(String, String, String)> {
     out
 }
 
-#[tokio::test]
-async fn pods_admitted_without_the_webhook_are_found_announced_and_restarted_injected() {
-    let env = Env::start_with(
-        "missed",
+/// A webhook with the status controller, its finder and the automatic rollout, alone in the
+/// cluster: the finder watches every pod of it, and the status controller writes every
+/// Instrumentation's status.
+async fn finder_env(id: &str) -> Env {
+    Env::start_with(
+        id,
         Options {
             rbac: Rbac::Missed,
-            // The status controller writes every Instrumentation's status, and finds the
-            // missed pods of the whole cluster: no other test's webhook runs meanwhile.
             exclusive: true,
             args: [
                 "--status=true",
                 "--rollout=true",
                 "--events=true",
-                "--lease-identity=missed-a",
+                &format!("--lease-identity={id}"),
                 &format!("--lease-namespace={NAMESPACE}"),
                 "--lease-name=otel-injector",
                 "--lease-duration=3s",
@@ -165,7 +165,12 @@ async fn pods_admitted_without_the_webhook_are_found_announced_and_restarted_inj
             ..Options::default()
         },
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn pods_admitted_without_the_webhook_are_found_announced_and_restarted_injected() {
+    let env = finder_env("missed").await;
     let limit = Duration::from_secs(60);
     // Two namespaces outside this webhook's configuration (no scope label): pods created
     // there are admitted without it. In `labels` pods ask by label; `asks` asks for every pod.

@@ -13,11 +13,12 @@ use std::time::{Duration, Instant};
 use axum::http::Method;
 use serde_json::{Value, json};
 
-use super::{missed_events, missed_of, status, template, until_missed, until_stored, w};
-use crate::harness::{Env, Options, Rbac, endpoint_spec};
+use super::{
+    finder_env, missed_events, missed_of, status, template, until_missed, until_stored, w,
+};
+use crate::harness::{Env, endpoint_spec};
 use crate::rollout::{create_workload, deployment, spec_hash, until_pods_say, until_rollout};
 use crate::support::api;
-use crate::support::identity::NAMESPACE;
 
 /// The Deployments and their replicas.
 const DEPLOYMENTS: [(&str, i64); 3] = [("cart", 2), ("checkout", 1), ("catalog", 1)];
@@ -44,27 +45,7 @@ async fn restarted(env: &Env, ns: &str) -> Vec<String> {
 
 #[tokio::test]
 async fn pods_recreated_while_the_webhook_was_down_are_found_announced_and_restarted_injected() {
-    let mut env = Env::start_with(
-        "missed-1329",
-        Options {
-            rbac: Rbac::Missed,
-            // The finder watches the whole cluster: no other test's webhook runs meanwhile.
-            exclusive: true,
-            args: [
-                "--status=true",
-                "--rollout=true",
-                "--events=true",
-                "--lease-identity=missed-1329",
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            ..Options::default()
-        },
-    )
-    .await;
+    let mut env = finder_env("missed-1329").await;
     let limit = Duration::from_secs(60);
     let ns = env.namespace("shop", &[]).await;
     env.await_webhook(&ns).await;
