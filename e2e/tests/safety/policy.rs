@@ -16,7 +16,9 @@ use crate::rollout::{create_workload, daemon_set, deployment, stateful_set};
 use crate::status::get;
 use crate::support::api::{self, instrumentation_path};
 use crate::workloads::template;
-use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
+use otel_injector::keys::{
+    INJECT_JAVA, INJECTED_ANNOTATION, ROLLED_BACK_ANNOTATION, STATUS_ANNOTATION,
+};
 
 /// (resource, name, object) of the three workloads of a mode.
 fn workloads(mode: &str) -> Vec<(&'static str, String, Value)> {
@@ -77,17 +79,26 @@ async fn roll_back_through_policies(env: &Env, ns: &str, mode: &str) -> Vec<Valu
         p["metadata"]["annotations"][INJECTED_ANNOTATION] == "java"
     })
     .await;
-
-    let t0 = Instant::now();
-    for (resource, _, object) in workloads(mode) {
-        create_workload(env, ns, resource, &object).await;
-    }
     // The spec the policies were rendered from: the one the marker must name.
     let spec = policies
         .iter()
         .find_map(|p| p["metadata"]["annotations"]["otel-injector/spec-hash"].as_str())
         .expect("the policies name their spec hash")
         .to_owned();
+    // Every policy in force, the one that records the skip of a rolled-back pod included (the
+    // API server takes each policy in its own time): a marked probe is skipped.
+    let mut marked = probe.clone();
+    marked["metadata"]["annotations"][ROLLED_BACK_ANNOTATION] = json!(format!("java={spec}"));
+    let skipped = format!("java=skipped rolled_back {ns}/java");
+    until(client, ns, &marked, "the rolled-back skip", |p| {
+        p["metadata"]["annotations"][STATUS_ANNOTATION] == skipped.as_str()
+    })
+    .await;
+
+    let t0 = Instant::now();
+    for (resource, _, object) in workloads(mode) {
+        create_workload(env, ns, resource, &object).await;
+    }
     let limit = std::time::Duration::from_secs(120);
     for (resource, name, _) in workloads(mode) {
         let m = marker_of(env, ns, resource, &name, limit).await;
