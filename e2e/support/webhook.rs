@@ -232,6 +232,26 @@ impl Webhook {
         body: &serde_json::Value,
         client: Option<(&str, &str)>,
     ) -> Result<(u16, serde_json::Value), String> {
+        self.post_with(path, body, client, None).await
+    }
+
+    /// [`Webhook::post_as`] with no client certificate and `Authorization: Bearer TOKEN`.
+    pub async fn post_bearer(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        token: &str,
+    ) -> Result<(u16, serde_json::Value), String> {
+        self.post_with(path, body, None, Some(token)).await
+    }
+
+    async fn post_with(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        client: Option<(&str, &str)>,
+        bearer: Option<&str>,
+    ) -> Result<(u16, serde_json::Value), String> {
         use rustls_pki_types::pem::PemObject as _;
         let mut roots = rustls::RootCertStore::empty();
         for c in rustls_pki_types::CertificateDer::pem_slice_iter(self.certs.ca_cert.as_bytes()) {
@@ -260,6 +280,9 @@ impl Webhook {
         let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(tls));
         let payload = body.to_string();
         let addr = self.addr;
+        let authorization = bearer
+            .map(|t| format!("Authorization: Bearer {t}\r\n"))
+            .unwrap_or_default();
         let exchange = async {
             let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
             let name = rustls_pki_types::ServerName::IpAddress(addr.ip().into());
@@ -269,7 +292,7 @@ impl Webhook {
                 .map_err(|e| format!("TLS: {e}"))?;
             s.write_all(
                 format!(
-                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\n\
+                    "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}\
                      Content-Type: application/json\r\nContent-Length: {}\r\n\
                      Connection: close\r\n\r\n{payload}",
                     payload.len()

@@ -5,7 +5,10 @@
 //! the token (`--webhook-token-file`), injects every pod the API server sends, while a
 //! direct caller without credentials is answered 401 (no patch, nothing learnt) from
 //! `/mutate-v1-pod`, and one with another CA's certificate is refused in the handshake. The
-//! CRD's conversion, which the API server calls without credentials, keeps working.
+//! CRD's conversion, which the API server calls without credentials, keeps working. Then
+//! KEP-6060's webhook-bound tokens, as 1.37 issues them (`bound.rs`).
+
+mod bound;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -182,6 +185,34 @@ async fn injected_for_the_api_server_only(cp: &ControlPlane, webhook: &Webhook, 
         "{}",
         r.body
     );
+    // A direct caller of /convert gets back the object it sent, converted, and nothing of the
+    // cluster (the conversion reads nothing): not the Instrumentations of this namespace.
+    let review = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
+        "request": {"uid": "direct", "desiredAPIVersion": "opentelemetry.io/v1beta1",
+            "objects": [{"apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+                "metadata": {"name": "invented", "namespace": ns},
+                "spec": {"exporter": {"endpoint": "http://invented:4318"}}}]}});
+    let (status, answer) = webhook
+        .post_as("/convert", &review, None)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let converted = &answer["response"]["convertedObjects"];
+    assert_eq!(
+        (status, converted.as_array().map(Vec::len)),
+        (200, Some(1)),
+        "{answer}"
+    );
+    assert_eq!(
+        (
+            &converted[0]["metadata"]["name"],
+            &converted[0]["apiVersion"]
+        ),
+        (&json!("invented"), &json!("opentelemetry.io/v1beta1"))
+    );
+    assert!(
+        !answer.to_string().contains("collector:4318"),
+        "nothing of the cluster's Instrumentations: {answer}"
+    );
     let text = webhook.metrics().await;
     assert_eq!(
         metric(
@@ -202,8 +233,12 @@ async fn with_authentication_only_the_api_server_is_answered_by_certificate_or_t
     let files = tempfile::tempdir().unwrap();
     let callers = certs::generate("e2e callers CA", &["kube-apiserver".to_owned()]).unwrap();
     let config = admission_configuration(files.path(), &callers);
-    let cp = ControlPlane::with_crd(&["--admission-control-config-file", config.to_str().unwrap()])
-        .await;
+    let cp = ControlPlane::with_crd(&[
+        "--admission-control-config-file",
+        config.to_str().unwrap(),
+        "--feature-gates=APIServerWebhookAuthenticationToken=true",
+    ])
+    .await;
     let id = identity::issue(
         &cp,
         "e2e-callers",
@@ -259,4 +294,6 @@ async fn with_authentication_only_the_api_server_is_answered_by_certificate_or_t
     let mut by_token = registered(&cp, &id, "by-token", &args).await;
     injected_for_the_api_server_only(&cp, &by_token, "by-token").await;
     by_token.stop();
+
+    bound::only_tokens_bound_to_this_configuration(&cp, &id).await;
 }

@@ -40,10 +40,17 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let cert = args.tls.build()?;
     cert_metrics.served(cert.not_after());
     let served = cert.served();
-    let (auth, client_ca) = args.server.auth()?;
+    let (auth, client_ca) = args.server.auth(&args.tls.webhook_configuration)?;
     let auth = Arc::new(auth);
     let acceptor = cert.acceptor(client_ca.clone())?;
     let caches = args.cluster.build();
+    if auth.bound.is_some() && matches!(caches, Caches::Files(_)) {
+        return Err(anyhow::anyhow!(
+            "--webhook-bound-token-audience needs cluster mode: the issuer's keys are read from \
+             the API server"
+        )
+        .into());
+    }
     let catalog = caches.catalog();
     let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
@@ -121,6 +128,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     }
     let mut status = None;
     if let Caches::Watched(catalog, writers) = caches {
+        if let Some(bound) = auth.bound.clone() {
+            background.spawn(bound.follow(client.clone(), crate::certs::bound_tokens::KEYS_EVERY));
+        }
         let registration = check_registration(&args, &served, &client, &metrics, &mut background);
         let rollout = args.rollout.build();
         if args.status.status || rollout.is_some() {

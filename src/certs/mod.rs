@@ -3,6 +3,7 @@
 //! Secret and the webhook configuration's `caBundle` current. [`ServingCert`] is the served
 //! pair together with whichever of those keeps it current; [`validity`] reads its expiry.
 
+pub mod bound_tokens;
 pub mod builtin;
 pub mod bundle;
 pub mod client_ca;

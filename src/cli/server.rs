@@ -14,6 +14,7 @@ use tokio::sync::mpsc::Receiver;
 
 use super::cluster::ClusterArgs;
 use super::duration;
+use crate::certs::bound_tokens::BoundTokens;
 use crate::certs::client_ca::ClientCa;
 use crate::cluster::events::Metrics as EventMetrics;
 use crate::cluster::events::{self, EventSink, Notice};
@@ -82,6 +83,18 @@ pub struct ServerArgs {
     #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_TOKEN_FILE")]
     pub webhook_token_file: Option<PathBuf>,
 
+    /// Authenticate callers by KEP-6060 webhook-bound token (Kubernetes 1.37, alpha gate
+    /// APIServerWebhookAuthenticationToken): accept a bearer ServiceAccount token that the
+    /// TokenRequest API bound to the MutatingWebhookConfiguration --webhook-configuration,
+    /// attesting the core API group (admissionReviewAPIGroups), for this audience: the
+    /// webhook's URL, or https://SERVICE.NAMESPACE.svc:PORT/PATH of its service (e.g.
+    /// https://otel-injector.otel-injector.svc:443/mutate-v1-pod). Verified against the API
+    /// server's published keys (/openid/v1/jwks, read at start and every 10 minutes; every
+    /// ServiceAccount may read them by default), never by an API call per request. Cluster
+    /// mode only. Unset: no such token is accepted.
+    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_BOUND_TOKEN_AUDIENCE")]
+    pub webhook_bound_token_audience: Option<String>,
+
     /// Check every --registration-check-interval that the MutatingWebhookConfiguration --webhook-configuration still
     /// sends pods to this webhook as expected: it exists, an entry sends pod CREATEs to
     /// /mutate-v1-pod, its caBundle verifies the certificate served now for its host, its
@@ -121,8 +134,9 @@ impl ServerArgs {
     }
 
     /// The webhook listener's authentication, and the client CA its handshake verifies
-    /// against (both read now: a file that cannot be used fails the start).
-    pub fn auth(&self) -> anyhow::Result<(Auth, Option<Arc<ClientCa>>)> {
+    /// against (both read now: a file that cannot be used fails the start); bound tokens
+    /// must name the MutatingWebhookConfiguration `configuration`.
+    pub fn auth(&self, configuration: &str) -> anyhow::Result<(Auth, Option<Arc<ClientCa>>)> {
         let ca = match &self.webhook_client_ca_file {
             Some(path) => Some(
                 ClientCa::load(path)
@@ -135,9 +149,21 @@ impl ServerArgs {
             Some(path) => Some(Tokens::load(path).context("--webhook-token-file")?),
             None => None,
         };
+        let bound = match &self.webhook_bound_token_audience {
+            Some(_) if configuration.is_empty() => anyhow::bail!(
+                "--webhook-bound-token-audience needs --webhook-configuration: the \
+                 configuration the tokens are bound to"
+            ),
+            Some(audience) if audience.is_empty() => {
+                anyhow::bail!("--webhook-bound-token-audience is empty")
+            }
+            Some(audience) => Some(BoundTokens::new(audience, configuration)),
+            None => None,
+        };
         let auth = Auth {
             client_cert: ca.is_some(),
             tokens,
+            bound,
         };
         Ok((auth, ca))
     }

@@ -1,7 +1,8 @@
 //! Who may call the webhook's admission route, when authentication is on
-//! (`--webhook-client-ca-file`, `--webhook-token-file`; off by default): a caller that
-//! presented a client certificate the CA signed (verified in the handshake, [`Peer`]), or a
-//! bearer token listed in the token file. Anyone else is answered 401 before its body is
+//! (`--webhook-client-ca-file`, `--webhook-token-file`, `--webhook-bound-token-audience`; off
+//! by default): a caller that presented a client certificate the CA signed (verified in the
+//! handshake, [`Peer`]), a bearer token listed in the token file, or a KEP-6060 token bound to
+//! this webhook's configuration ([`BoundTokens`]). Anyone else is answered 401 before its body is
 //! read, and counted (`otel_injector_callers_refused_total{reason="unauthenticated"}`). Not
 //! `/convert`: the API server calls conversion webhooks without credentials (see the
 //! webhook router); nor the admin listener (`/livez`, `/readyz`, `/metrics`).
@@ -9,7 +10,7 @@
 use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -17,6 +18,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::metrics::{Metrics, Refusal};
+use crate::certs::bound_tokens::BoundTokens;
 use crate::certs::reloading::Reloading;
 
 /// What the listener learnt of a connection's caller in the handshake; set on each of its
@@ -89,12 +91,14 @@ pub struct Auth {
     pub client_cert: bool,
     /// A bearer token of this file admits its caller.
     pub tokens: Option<Arc<Tokens>>,
+    /// A bearer token bound to this webhook's configuration admits its caller.
+    pub bound: Option<Arc<BoundTokens>>,
 }
 
 impl Auth {
     /// Whether any caller must authenticate.
     pub fn required(&self) -> bool {
-        self.client_cert || self.tokens.is_some()
+        self.client_cert || self.tokens.is_some() || self.bound.is_some()
     }
 
     /// Whether the caller of a request with these headers, on a connection with this
@@ -108,9 +112,23 @@ impl Auth {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .map(str::trim);
-        match (&self.tokens, bearer) {
-            (Some(tokens), Some(token)) => tokens.admits(token),
-            _ => false,
+        let Some(token) = bearer else {
+            return false;
+        };
+        if self.tokens.as_ref().is_some_and(|t| t.admits(token)) {
+            return true;
+        }
+        match self
+            .bound
+            .as_ref()
+            .map(|b| b.verify(token, SystemTime::now()))
+        {
+            Some(Ok(())) => true,
+            Some(Err(why)) => {
+                tracing::debug!(reason = %why, "bearer token refused");
+                false
+            }
+            None => false,
         }
     }
 }
@@ -171,7 +189,7 @@ mod tests {
         assert!(!off.required() && off.admits(none, &HeaderMap::new()));
         let by_cert = Auth {
             client_cert: true,
-            tokens: None,
+            ..Auth::default()
         };
         assert!(by_cert.admits(cert, &HeaderMap::new()));
         assert!(!by_cert.admits(none, &HeaderMap::new()));
@@ -180,8 +198,8 @@ mod tests {
             "no token file"
         );
         let by_token = Auth {
-            client_cert: false,
             tokens: Some(tokens.clone()),
+            ..Auth::default()
         };
         assert!(by_token.admits(none, &bearer("first-token")));
         assert!(by_token.admits(none, &bearer("second-token")));
@@ -197,6 +215,7 @@ mod tests {
         let both = Auth {
             client_cert: true,
             tokens: Some(tokens),
+            ..Auth::default()
         };
         assert!(both.admits(cert, &HeaderMap::new()) && both.admits(none, &bearer("second-token")));
     }

@@ -337,6 +337,7 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
     let docs = render(&[
         "webhook.authentication.clientCASecret=apiserver-client-ca",
         "webhook.authentication.tokenSecret=apiserver-tokens",
+        "webhook.authentication.boundTokens=true",
     ]);
     let spec = &find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"];
     let args: Vec<&str> = spec["containers"][0]["args"]
@@ -350,7 +351,9 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
         args,
         [
             "--webhook-client-ca-file=/auth/client-ca/ca.crt",
-            "--webhook-token-file=/auth/tokens/tokens"
+            "--webhook-token-file=/auth/tokens/tokens",
+            "--webhook-bound-token-audience=https://otel-injector.otel-injector.svc:443/mutate-v1-pod",
+            "--webhook-configuration=otel-injector"
         ]
     );
     assert_eq!(
@@ -371,6 +374,21 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
             {"name": "tokens", "mountPath": "/auth/tokens", "readOnly": true},
         ])
     );
+    // Built-in certificates name the configuration already: once.
+    let builtin = render(&[
+        "certificates.mode=builtIn",
+        "webhook.authentication.boundTokens=true",
+    ]);
+    let args = &find(&builtin, "Deployment/otel-injector")["spec"]["template"]["spec"]["containers"]
+        [0]["args"];
+    let named: Vec<&str> = args
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with("--webhook-configuration"))
+        .collect();
+    assert_eq!(named, ["--webhook-configuration=otel-injector"]);
     // Nothing named: no flag, no volume beyond the certificate's.
     let plain = render(&[]);
     let spec = &find(&plain, "Deployment/otel-injector")["spec"]["template"]["spec"];
