@@ -84,18 +84,7 @@ async fn registered(cp: &ControlPlane, id: &Identity, ns: &str, args: &[String])
     api::create_webhook_configuration(&client, &config)
         .await
         .unwrap_or_else(|e| panic!("{e}"));
-    api::create_namespace(&client, ns, &[(SCOPE_LABEL, ns)], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let inst = json!({
-        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
-        "metadata": {"name": "java", "namespace": ns},
-        "spec": endpoint_spec("http://collector:4318")
-    });
-    let r = api::create_instrumentation(&client, ns, &inst)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 201, "{}", r.body);
+    namespace_with_java(&client, ns, &[(SCOPE_LABEL, ns)]).await;
     let p = pod("settle", &[(INJECT_JAVA, "true")]);
     let t0 = Instant::now();
     loop {
@@ -114,6 +103,22 @@ async fn registered(cp: &ControlPlane, id: &Identity, ns: &str, args: &[String])
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Creates namespace `ns` with these labels and the Instrumentation `java` in it.
+async fn namespace_with_java(client: &kube::Client, ns: &str, labels: &[(&str, &str)]) {
+    api::create_namespace(client, ns, labels, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let inst = json!({
+        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
+        "metadata": {"name": "java", "namespace": ns},
+        "spec": endpoint_spec("http://collector:4318")
+    });
+    let r = api::create_instrumentation(client, ns, &inst)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 201, "{}", r.body);
 }
 
 /// A review of a pod of `ns` asking for Java, as an attacker would send it.

@@ -19,8 +19,8 @@ use axum::http::Method;
 use base64::Engine as _;
 use serde_json::{Value, json};
 
-use super::forged;
-use crate::harness::{endpoint_spec, is_injected, webhook_ready};
+use super::{forged, namespace_with_java};
+use crate::harness::{is_injected, webhook_ready};
 use crate::support::api;
 use crate::support::controlplane::ControlPlane;
 use crate::support::identity::Identity;
@@ -115,43 +115,34 @@ pub(super) async fn only_tokens_bound_to_this_configuration(cp: &ControlPlane, i
         )
         .await;
     }
-    api::create_namespace(&client, NS, &[], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let inst = json!({
-        "apiVersion": "opentelemetry.io/v1alpha1", "kind": "Instrumentation",
-        "metadata": {"name": "java", "namespace": NS},
-        "spec": endpoint_spec("http://collector:4318")
-    });
-    let r = api::create_instrumentation(&client, NS, &inst)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 201, "{}", r.body);
+    namespace_with_java(&client, NS, &[]).await;
     created(
         &client,
         &format!("/api/v1/namespaces/{NS}/serviceaccounts"),
         &json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": CALLER}}),
     )
     .await;
-    created(
-        &client,
-        "/apis/rbac.authorization.k8s.io/v1/clusterroles",
-        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "e2e-callers-attest"},
-            "rules": [{"apiGroups": ["authentication.k8s.io"],
+    // It may attest every API group, as the API server's own identity would.
+    let rbac = "/apis/rbac.authorization.k8s.io/v1";
+    for (plural, object) in [
+        (
+            "clusterroles",
+            json!({"kind": "ClusterRole", "rules": [{"apiGroups": ["authentication.k8s.io"],
                 "resources": ["admissionReviewAPIGroups"], "verbs": ["attest"]}]}),
-    )
-    .await;
-    created(
-        &client,
-        "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "e2e-callers-attest"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                "name": "e2e-callers-attest"},
-            "subjects": [{"kind": "ServiceAccount", "name": CALLER, "namespace": NS}]}),
-    )
-    .await;
+        ),
+        (
+            "clusterrolebindings",
+            json!({"kind": "ClusterRoleBinding",
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                    "name": "e2e-callers-attest"},
+                "subjects": [{"kind": "ServiceAccount", "name": CALLER, "namespace": NS}]}),
+        ),
+    ] {
+        let mut object = object;
+        object["apiVersion"] = json!("rbac.authorization.k8s.io/v1");
+        object["metadata"] = json!({"name": "e2e-callers-attest"});
+        created(&client, &format!("{rbac}/{plural}"), &object).await;
+    }
 
     let bound = token(&client, Some((CONFIG, "*"))).await;
     // The claims 1.37 defines for a webhook-bound token, which the webhook checks.

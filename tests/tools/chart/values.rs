@@ -332,6 +332,20 @@ fn the_webhook_port_is_opened_only_to_the_given_peers() {
     );
 }
 
+/// The Deployment's pod spec and its arguments that start with `prefix`.
+fn args_starting(docs: &[Value], prefix: &str) -> (Value, Vec<String>) {
+    let spec = find(docs, "Deployment/otel-injector")["spec"]["template"]["spec"].clone();
+    let args = spec["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|a| a.starts_with(prefix))
+        .map(str::to_owned)
+        .collect();
+    (spec, args)
+}
+
 #[test]
 fn authentication_mounts_the_named_secrets_and_passes_their_files() {
     let docs = render(&[
@@ -339,14 +353,7 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
         "webhook.authentication.tokenSecret=apiserver-tokens",
         "webhook.authentication.boundTokens=true",
     ]);
-    let spec = &find(&docs, "Deployment/otel-injector")["spec"]["template"]["spec"];
-    let args: Vec<&str> = spec["containers"][0]["args"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .filter(|a| a.starts_with("--webhook-"))
-        .collect();
+    let (spec, args) = args_starting(&docs, "--webhook-");
     assert_eq!(
         args,
         [
@@ -379,15 +386,7 @@ fn authentication_mounts_the_named_secrets_and_passes_their_files() {
         "certificates.mode=builtIn",
         "webhook.authentication.boundTokens=true",
     ]);
-    let args = &find(&builtin, "Deployment/otel-injector")["spec"]["template"]["spec"]["containers"]
-        [0]["args"];
-    let named: Vec<&str> = args
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(Value::as_str)
-        .filter(|a| a.starts_with("--webhook-configuration"))
-        .collect();
+    let (_, named) = args_starting(&builtin, "--webhook-configuration");
     assert_eq!(named, ["--webhook-configuration=otel-injector"]);
     // Nothing named: no flag, no volume beyond the certificate's.
     let plain = render(&[]);
