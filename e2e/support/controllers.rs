@@ -10,7 +10,17 @@
 //! (the workload tests' templates) are scheduled, so the hand-made pods of the other tests
 //! stay unbound and are stored exactly as the webhook left them. The garbage collector is
 //! off (`--controllers=*,-garbage-collector-controller`): those tests write ownerReferences
-//! to owners that do not exist, which it would delete.
+//! to owners that do not exist, which it would delete. A control plane of its own may have
+//! it ([`Cluster::Whole`]), for what deletes by cascade (`helm uninstall`, `kubectl delete`).
+
+/// Which controllers run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cluster {
+    /// All but the garbage collector.
+    NoGarbageCollector,
+    /// All of them.
+    Whole,
+}
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -49,6 +59,7 @@ impl Controllers {
         kubeconfig: &Path,
         dir: &Path,
         client: &Client,
+        cluster: Cluster,
     ) -> Result<Controllers, String> {
         let t0 = Instant::now();
         let bin = binaries()?;
@@ -82,7 +93,11 @@ impl Controllers {
                 format!("--kubeconfig={kubeconfig}"),
                 "--secure-port=0".into(),
                 "--leader-elect=false".into(),
-                "--controllers=*,-garbage-collector-controller".into(),
+                match cluster {
+                    Cluster::NoGarbageCollector => "--controllers=*,-garbage-collector-controller",
+                    Cluster::Whole => "--controllers=*",
+                }
+                .into(),
                 "--use-service-account-credentials=false".into(),
                 format!("--service-account-private-key-file={}", p("sa.key")),
                 format!("--root-ca-file={}", p("certs/ca.crt")),

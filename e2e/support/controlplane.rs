@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 
-use super::controllers::Controllers;
+use super::controllers::{Cluster, Controllers};
 use super::process::{Janitor, Supervised, free_port, random_hex};
 use super::tools::{binaries, install_crypto_provider, kube_config};
 
@@ -309,7 +309,12 @@ impl ControlPlane {
     /// Starts kube-controller-manager, kube-scheduler and kwok with its node (see
     /// `controllers.rs`); they stop before the apiserver.
     pub async fn start_controllers(&mut self) -> Result<(), String> {
-        let c = Controllers::start(&self.kubeconfig, &self.dir, &self.client()).await?;
+        self.start_cluster(Cluster::NoGarbageCollector).await
+    }
+
+    /// Starts these controllers (see [`Cluster`]).
+    pub async fn start_cluster(&mut self, cluster: Cluster) -> Result<(), String> {
+        let c = Controllers::start(&self.kubeconfig, &self.dir, &self.client(), cluster).await?;
         self.controllers = Some(c);
         Ok(())
     }

@@ -4,12 +4,14 @@
 //! user uses a different part.
 #![allow(dead_code)]
 
+pub mod agent;
 pub mod api;
 pub mod certmanager;
 pub mod chart;
 pub mod collector;
 pub mod controllers;
 pub mod controlplane;
+pub mod egress;
 pub mod identity;
 pub mod kubelet;
 pub mod labeler;

@@ -9,6 +9,7 @@
 //! plane of its own, one test at a time ([`INSTALL`]), with stand-ins for cert-manager's and
 //! the Prometheus Operator's CRDs.
 
+mod literal;
 mod uninstall;
 
 use std::time::{Duration, Instant};
