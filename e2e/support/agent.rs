@@ -1,7 +1,8 @@
 //! A node agent for the pods of some images, where kwok only walks pods through their
 //! statuses: it runs (with the pod runner, `runner.rs`) a pod that is bound to a node and
-//! whose every container image it has, one pod at a time (the pods of one Deployment listen
-//! on the same host ports here), stops it when the pod is deleted, then runs the next, and
+//! whose every container image it has, one pod at a time per namespace (the pods of one
+//! Deployment listen on the same host ports here), stops it when the pod is deleted, then
+//! runs the next, and
 //! routes each Service that selects the running pod through the egress proxy
 //! (`egress.rs`: `clusterIP:port` → `127.0.0.1:<container port>`).
 //!
@@ -31,8 +32,8 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// What the agent does now, for the test to wait on and to print.
 #[derive(Default)]
 struct State {
-    /// `namespace/name` of the pod it runs.
-    running: Option<String>,
+    /// The pod it runs in each namespace: namespace → name.
+    running: BTreeMap<String, String>,
     /// The last error of a start or a route.
     error: Option<String>,
 }
@@ -44,11 +45,12 @@ pub struct Agent {
 }
 
 impl Agent {
-    /// Runs the pods of `namespace` whose images are all in `images`; `api_server` is the
-    /// API server's URL and `ca_pem` its CA, as the pods' in-cluster configuration sees them.
+    /// Runs the pods of these namespaces whose images are all in `images`; `api_server` is
+    /// the API server's URL and `ca_pem` its CA, as the pods' in-cluster configuration sees
+    /// them.
     pub fn start(
         client: Client,
-        namespace: &str,
+        namespaces: &[&str],
         images: Images,
         egress: Arc<Egress>,
         (api_server, ca_pem): (&str, &str),
@@ -57,7 +59,7 @@ impl Agent {
         let state = Arc::new(Mutex::new(State::default()));
         let node = Node {
             client,
-            namespace: namespace.to_owned(),
+            namespaces: namespaces.iter().map(|n| n.to_string()).collect(),
             images,
             egress,
             api_server: api_server.to_owned(),
@@ -71,9 +73,9 @@ impl Agent {
         }
     }
 
-    /// The pod it runs (`namespace/name`).
-    pub fn running(&self) -> Option<String> {
-        self.state.lock().unwrap().running.clone()
+    /// The pod it runs in `namespace`.
+    pub fn running(&self, namespace: &str) -> Option<String> {
+        self.state.lock().unwrap().running.get(namespace).cloned()
     }
 
     /// The last error it met, if any.
@@ -90,7 +92,7 @@ impl Drop for Agent {
 
 struct Node {
     client: Client,
-    namespace: String,
+    namespaces: Vec<String>,
     images: Images,
     egress: Arc<Egress>,
     api_server: String,
@@ -108,10 +110,13 @@ struct Current {
 
 impl Node {
     async fn run(self) {
-        let mut current: Option<Current> = None;
+        let mut current: BTreeMap<String, Option<Current>> = BTreeMap::new();
         loop {
-            if let Err(e) = self.step(&mut current).await {
-                self.state.lock().unwrap().error = Some(e);
+            for ns in &self.namespaces {
+                let now = current.entry(ns.clone()).or_default();
+                if let Err(e) = self.step(ns, now).await {
+                    self.state.lock().unwrap().error = Some(e);
+                }
             }
             tokio::time::sleep(Duration::from_millis(300)).await;
         }
@@ -125,9 +130,8 @@ impl Node {
         Ok(r.body)
     }
 
-    /// One look at the pods: stop the one run if it is gone, else start one; route.
-    async fn step(&self, current: &mut Option<Current>) -> Result<(), String> {
-        let ns = &self.namespace;
+    /// One look at the pods of `ns`: stop the one run if it is gone, else start one; route.
+    async fn step(&self, ns: &str, current: &mut Option<Current>) -> Result<(), String> {
         let pods = self.get(&format!("/api/v1/namespaces/{ns}/pods")).await?;
         let pods = pods["items"].as_array().cloned().unwrap_or_default();
         let live = |p: &&Value| {
@@ -143,7 +147,7 @@ impl Node {
                 self.egress.route(r, None);
             }
             *current = None;
-            self.state.lock().unwrap().running = None;
+            self.state.lock().unwrap().running.remove(ns);
         }
         if current.is_none() {
             let ours = pods.iter().filter(live).find(|p| {
@@ -159,7 +163,7 @@ impl Node {
             let name = pod["metadata"]["name"].as_str().unwrap_or_default();
             let running = runner::run(
                 &self.client,
-                &self.with_service_account(pod).await?,
+                &self.with_service_account(ns, pod).await?,
                 &self.images,
                 &self.dir,
             )
@@ -172,7 +176,11 @@ impl Node {
                 _pod: running,
                 routes: Vec::new(),
             });
-            self.state.lock().unwrap().running = Some(format!("{ns}/{name}"));
+            self.state
+                .lock()
+                .unwrap()
+                .running
+                .insert(ns.to_owned(), name.to_owned());
             eprintln!("[e2e] node agent: runs pod {ns}/{name}");
         }
         let Some(c) = current else { return Ok(()) };
@@ -198,8 +206,7 @@ impl Node {
     /// The pod as the ServiceAccount admission plugin and the kubelet would give it: its
     /// token, the CA and the namespace mounted where client libraries read them, and the
     /// API server's address in the environment.
-    async fn with_service_account(&self, pod: &Value) -> Result<Value, String> {
-        let ns = &self.namespace;
+    async fn with_service_account(&self, ns: &str, pod: &Value) -> Result<Value, String> {
         let name = pod["metadata"]["name"].as_str().unwrap_or_default();
         let sa = pod["spec"]["serviceAccountName"]
             .as_str()

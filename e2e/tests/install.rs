@@ -10,6 +10,7 @@
 //! the Prometheus Operator's CRDs.
 
 mod literal;
+mod real;
 mod uninstall;
 
 use std::time::{Duration, Instant};
