@@ -34,6 +34,8 @@ const SA_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 struct State {
     /// The pod it runs in each namespace: namespace → name.
     running: BTreeMap<String, String>,
+    /// Its processes, by namespace (here so that dropping the agent stops them at once).
+    pods: BTreeMap<String, RunningPod>,
     /// The last error of a start or a route.
     error: Option<String>,
 }
@@ -87,6 +89,9 @@ impl Agent {
 impl Drop for Agent {
     fn drop(&mut self) {
         self.task.abort();
+        // Stopped now (each waits for its processes), before the host's ports are reused.
+        let pods = std::mem::take(&mut self.state.lock().unwrap_or_else(|e| e.into_inner()).pods);
+        drop(pods);
     }
 }
 
@@ -101,10 +106,10 @@ struct Node {
     state: Arc<Mutex<State>>,
 }
 
-/// A pod it runs: the processes and the Service addresses routed to it.
+/// A pod it runs (its processes are in [`State::pods`]) and the Service addresses routed to
+/// it.
 struct Current {
     uid: String,
-    _pod: RunningPod,
     routes: Vec<String>,
 }
 
@@ -147,7 +152,11 @@ impl Node {
                 self.egress.route(r, None);
             }
             *current = None;
-            self.state.lock().unwrap().running.remove(ns);
+            let mut state = self.state.lock().unwrap();
+            state.running.remove(ns);
+            let stopped = state.pods.remove(ns);
+            drop(state);
+            drop(stopped);
         }
         if current.is_none() {
             let ours = pods.iter().filter(live).find(|p| {
@@ -173,14 +182,11 @@ impl Node {
                     .as_str()
                     .unwrap_or_default()
                     .to_owned(),
-                _pod: running,
                 routes: Vec::new(),
             });
-            self.state
-                .lock()
-                .unwrap()
-                .running
-                .insert(ns.to_owned(), name.to_owned());
+            let mut state = self.state.lock().unwrap();
+            state.running.insert(ns.to_owned(), name.to_owned());
+            state.pods.insert(ns.to_owned(), running);
             eprintln!("[e2e] node agent: runs pod {ns}/{name}");
         }
         let Some(c) = current else { return Ok(()) };

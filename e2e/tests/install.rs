@@ -11,6 +11,7 @@
 
 mod literal;
 mod real;
+mod switch;
 mod uninstall;
 
 use std::time::{Duration, Instant};

@@ -27,7 +27,8 @@ use crate::support::webhook::http_get;
 pub(super) const CERT_MANAGER_URL: &str =
     "https://github.com/cert-manager/cert-manager/releases/latest/download/cert-manager.yaml";
 
-/// The `sh` blocks of a markdown file's section `heading` (a `## ` line), in order.
+/// The `sh` blocks of a markdown file's section `heading` (a `## ` line), in order, without
+/// the indentation of a block inside a list item.
 pub(super) fn sh_blocks(file: &str, heading: &str) -> Vec<String> {
     let text = std::fs::read_to_string(root().join(file)).unwrap();
     let section = text
@@ -37,11 +38,21 @@ pub(super) fn sh_blocks(file: &str, heading: &str) -> Vec<String> {
         .split("\n## ")
         .next()
         .unwrap();
-    section
-        .split("```sh\n")
-        .skip(1)
-        .map(|b| b.split("\n```").next().unwrap().to_owned())
-        .collect()
+    let mut blocks = Vec::new();
+    let mut open: Option<(usize, String)> = None;
+    for line in section.lines() {
+        let indent = line.len() - line.trim_start().len();
+        match &mut open {
+            None if line.trim() == "```sh" => open = Some((indent, String::new())),
+            Some(_) if line.trim() == "```" => blocks.push(open.take().unwrap().1),
+            Some((strip, block)) => {
+                block.push_str(line.get(*strip..).unwrap_or(line.trim_start()));
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
 }
 
 /// The block that contains `marker`.
@@ -92,18 +103,23 @@ pub(super) fn product_image() -> String {
     image
 }
 
+/// One real cluster at a time: their replicas listen on the host's ports 9443 and 8080.
+static HOST_PORTS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 pub(super) struct RealCluster {
     pub cp: ControlPlane,
     pub agent: Agent,
     pub cert_manager: CertManager,
     pub files: tempfile::TempDir,
     _egress: Arc<Egress>,
+    _ports: tokio::sync::MutexGuard<'static, ()>,
 }
 
 impl RealCluster {
     /// Starts it; the agent runs, in `namespaces`, the pods of the product's image (its own
     /// binary) and of `images`.
     pub async fn start(namespaces: &[&str], images: Images) -> RealCluster {
+        let ports = HOST_PORTS.lock().await;
         let files = tempfile::tempdir().unwrap();
         let egress = Arc::new(
             Egress::start(&files.path().join("egress.sock"))
@@ -157,6 +173,7 @@ impl RealCluster {
             cert_manager,
             files,
             _egress: egress,
+            _ports: ports,
         }
     }
 
@@ -240,10 +257,16 @@ impl RealCluster {
     }
 
     /// Waits (bounded) until the agent runs a replica in `otel-injector` that answers
-    /// `/readyz`, and the webhook configuration and the CRD's conversion carry a `caBundle`
-    /// (the CRD's only when `conversion`).
+    /// `/readyz`, the webhook configuration and the CRD's conversion carry a `caBundle`
+    /// (the CRD's only when `conversion`), and the API server has taken them: a dry-run pod
+    /// asking for Java in `default` gets this webhook's outcome annotation (a skip: there is
+    /// no Instrumentation there).
     pub async fn until_served(&self, what: &str, conversion: bool) {
         let t0 = Instant::now();
+        let probe = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "served", "annotations":
+                {"instrumentation.opentelemetry.io/inject-java": "true"}},
+            "spec": {"containers": [{"name": "app", "image": "app:1"}]}});
         loop {
             let ready = self.agent.running("otel-injector").is_some()
                 && matches!(
@@ -266,7 +289,12 @@ impl RealCluster {
                 && bundled(&config, "/webhooks/0/clientConfig/caBundle")
                 && (!conversion || bundled(&crd, "/spec/conversion/webhook/clientConfig/caBundle"))
             {
-                return;
+                let r = api::create_pod(&self.client(), "default", &probe, true)
+                    .await
+                    .unwrap();
+                if r.body["metadata"]["annotations"]["otel-injector/status"].is_string() {
+                    return;
+                }
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(120),
