@@ -18,10 +18,9 @@ pub const POLL: Duration = Duration::from_secs(1);
 What it reads (once, no watch): every Instrumentation (for the current spec digests), the \
 namespaces (their otel-injector/inject=disabled label and their injection annotations), the \
 metadata of the pods labeled otel-injector/injected (their otel-injector/status annotation \
-says which spec each runs, or why it was skipped) in all namespaces, of the pods admitted \
-without the webhook (labeled instrumentation.opentelemetry.io/inject-<lang> without \
-otel-injector/injected, and every pod without it in a namespace that asks), and each stale \
-workload.
+says which spec each runs, or why it was skipped) in all namespaces, of the pods without that \
+label (one paged list; those that ask for injection by their own annotation or label, or by \
+their namespace's, were admitted without the webhook), and each stale workload.
 
 What it restarts: the Deployments, StatefulSets and DaemonSets of the Instrumentation with \
 pods injected with an earlier spec, admitted without the webhook (missed), or skipped \
