@@ -44,6 +44,14 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let auth = Arc::new(auth);
     let acceptor = cert.acceptor(client_ca.clone())?;
     let caches = args.cluster.build();
+    let engine = args.engine.build();
+    let live_policies = args.policies.build(engine.clone());
+    if live_policies.is_some() && matches!(caches, Caches::Files(_)) {
+        return Err(anyhow::anyhow!(
+            "--apply-policies needs cluster mode: it writes the policies to the API server"
+        )
+        .into());
+    }
     if auth.bound.is_some() && matches!(caches, Caches::Files(_)) {
         return Err(anyhow::anyhow!(
             "--webhook-bound-token-audience needs cluster mode: the issuer's keys are read from \
@@ -52,7 +60,6 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         .into());
     }
     let catalog = caches.catalog();
-    let engine = args.engine.build();
     let (shutdown, drain) = args.shutdown.build()?;
     let (webhook_limits, admin_limits) = connection_limits(&args);
     let (events, events_queue) = args.events.build(&args.cluster, metrics.events.clone());
@@ -133,7 +140,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         }
         let registration = check_registration(&args, &served, &client, &metrics, &mut background);
         let rollout = args.rollout.build();
-        if args.status.status || rollout.is_some() {
+        if args.status.status || rollout.is_some() || live_policies.is_some() {
             status = Some(tokio::spawn(run_status(
                 client.clone(),
                 args.status,
@@ -144,6 +151,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
                     rollout,
                     events,
                     registration: registration.clone(),
+                    policies: live_policies,
                 },
             )));
         }
@@ -182,6 +190,8 @@ pub(super) struct Writers {
     events: crate::cluster::events::EventSink,
     /// What the check of the webhook configuration found (`--check-registration`).
     registration: Option<cluster::registration::SharedDrift>,
+    /// The live policies (`--apply-policies`).
+    policies: Option<crate::policy::live::LivePolicies>,
 }
 
 /// Starts the check of the webhook configuration (`--check-registration`) when asked and a
@@ -231,6 +241,7 @@ pub(super) async fn run_status(
         rollout,
         events,
         registration,
+        policies,
     } = writers;
     let client = tokio::select! {
         client = client => client,
@@ -240,6 +251,16 @@ pub(super) async fn run_status(
     tracing::info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "status controller starting; electing its writer");
     let leadership = cluster::elect(client.clone(), lease);
     let changes = catalog.instrumentation_changes();
+    let policies = {
+        let (client, catalog, leadership) = (client.clone(), catalog.clone(), leadership.clone());
+        let changes = catalog.instrumentation_changes();
+        async move {
+            match policies {
+                Some(p) => p.run(client, catalog, leadership, changes).await,
+                None => std::future::pending::<()>().await,
+            }
+        }
+    };
     let mut controller =
         cluster::StatusController::new(catalog, leadership.clone(), metrics.status.clone());
     if args.rollback {
@@ -274,6 +295,7 @@ pub(super) async fn run_status(
     tokio::select! {
         () = status => {}
         () = rollout => {}
+        () = policies => {}
         () = cluster::lease::report(leadership.clone(), metrics.lease.clone()) => {}
         () = drain.draining() => {}
     }

@@ -8,6 +8,7 @@ mod cluster;
 mod engine;
 mod log;
 mod offline;
+mod policies;
 pub mod reference;
 mod rollout;
 mod server;
@@ -26,6 +27,7 @@ pub use offline::{
     ClusterRead, ConvertArgs, ConvertTo, ExplainArgs, ExplainFormat, InjectArgs, OfflineArgs,
     PolicyArgs,
 };
+pub use policies::{Apply, LivePolicyArgs};
 pub use rollout::{RolloutArgs, RolloutServeArgs};
 pub use server::{AdminArgs, EventArgs, ServerArgs, ShutdownArgs};
 pub use status::StatusArgs;
@@ -168,6 +170,8 @@ pub struct ServeArgs {
     pub status: StatusArgs,
     #[command(flatten)]
     pub rollout: RolloutServeArgs,
+    #[command(flatten)]
+    pub policies: LivePolicyArgs,
 }
 
 #[derive(Debug, Args)]

@@ -266,7 +266,7 @@ impl PolicyArgs {
     }
 }
 
-fn label(v: &str) -> Result<(String, String), String> {
+pub(super) fn label(v: &str) -> Result<(String, String), String> {
     match v.split_once('=') {
         Some((k, val)) if !k.trim().is_empty() => Ok((k.trim().to_owned(), val.trim().to_owned())),
         _ => Err(format!("expected KEY=VALUE, got {v:?}")),

@@ -252,6 +252,21 @@ impl Leadership {
     }
 }
 
+impl Leadership {
+    /// How a leader-only writer waits between two passes: `wait`, or less when the Lease
+    /// changes hands or `changes` (the Instrumentation cache's) moves; a closed `changes`
+    /// sleeps the whole `wait`.
+    pub async fn next_pass(&mut self, changes: &mut watch::Receiver<u64>, wait: Duration) {
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            _ = self.changed() => {}
+            changed = changes.changed() => if changed.is_err() {
+                tokio::time::sleep(wait).await;
+            },
+        }
+    }
+}
+
 /// Keeps the `otel_injector_leader` gauge at this replica's leadership until the election
 /// ends.
 pub async fn report(mut leadership: Leadership, metrics: Arc<Metrics>) {

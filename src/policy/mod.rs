@@ -8,11 +8,13 @@
 //!
 //! The binding's `paramRef` names the Instrumentation, so a deleted one stops injecting at
 //! once; what the policy writes was rendered from its spec, so a changed spec needs the
-//! policies rendered again (`otel-injector policy`), and pods injected by a stale policy
-//! carry the old spec hash, which the status controller counts as outdated.
+//! policies rendered again: by `otel-injector policy`, or live by the Lease holder
+//! (`serve --apply-policies`, [`live`]). Pods injected by a stale policy carry the old spec
+//! hash, which the status controller counts as outdated.
 
 mod cel;
 mod inject;
+pub mod live;
 mod pod;
 mod skip;
 mod template;

@@ -61,6 +61,21 @@ fn helm(args: &[&str]) -> (bool, String, String) {
     )
 }
 
+/// The chart's objects `ids` in `docs` have the rules, roleRef and subjects of the kustomize
+/// component's (`component`, under manifests/).
+fn assert_rbac_of(docs: &[Value], component: &str, ids: &[&str]) {
+    let component = manifest(component);
+    for id in ids {
+        for field in ["rules", "roleRef", "subjects"] {
+            assert_eq!(
+                find(docs, id)[field],
+                find(&component, id)[field],
+                "{id} {field}"
+            );
+        }
+    }
+}
+
 /// `helm template otel-injector charts/otel-injector -n otel-injector` with these `--set`s,
 /// as documents.
 fn render(sets: &[&str]) -> Vec<Value> {
@@ -348,19 +363,14 @@ fn the_safety_net_renders_its_flags_and_the_rbac_of_the_rollback_component() {
         "rollout.enabled=true",
         "rollout.canarySoak=2m",
     ]);
-    let component = manifest("components/rollback/rbac.yaml");
-    for id in [
-        "ClusterRole/otel-injector-rollback",
-        "ClusterRoleBinding/otel-injector-rollback",
-    ] {
-        for field in ["rules", "roleRef", "subjects"] {
-            assert_eq!(
-                find(&docs, id)[field],
-                find(&component, id)[field],
-                "{id} {field}"
-            );
-        }
-    }
+    assert_rbac_of(
+        &docs,
+        "components/rollback/rbac.yaml",
+        &[
+            "ClusterRole/otel-injector-rollback",
+            "ClusterRoleBinding/otel-injector-rollback",
+        ],
+    );
     let a = args(&docs);
     assert!(a.contains(&"--rollback=true".to_owned()), "{a:?}");
     assert!(

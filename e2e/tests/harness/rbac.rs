@@ -67,6 +67,9 @@ pub enum Rbac {
     /// them back and announcing both, and the automatic rollout with its canary, for
     /// `e2e-safety`.
     SafetyNet,
+    /// Plus `components/live-policies/rbac.yaml` (write the admission policies, the Lease),
+    /// for `e2e-live-policies`.
+    LivePolicies,
 }
 
 impl Rbac {
@@ -121,6 +124,13 @@ impl Rbac {
                     "components/status/rbac.yaml",
                     "components/rollback/rbac.yaml",
                     "components/rollout/rbac.yaml",
+                ],
+            ),
+            Rbac::LivePolicies => (
+                "e2e-live-policies",
+                &[
+                    "base/otel-injector.yaml",
+                    "components/live-policies/rbac.yaml",
                 ],
             ),
             Rbac::AgentDeliveryAuto => (

@@ -17,6 +17,7 @@
 mod alone;
 mod budgets;
 mod coverage;
+mod live;
 mod rolled_back;
 
 use std::path::Path;

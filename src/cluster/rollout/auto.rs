@@ -191,13 +191,7 @@ impl AutoRollout {
             };
             // An Instrumentation changed in the cache: look at once (a new one, an edit, the
             // annotation); else after the debounce or the interval.
-            tokio::select! {
-                () = tokio::time::sleep(wait) => {}
-                _ = leadership.changed() => {}
-                changed = changes.changed() => if changed.is_err() {
-                    tokio::time::sleep(wait).await;
-                },
-            }
+            leadership.next_pass(&mut changes, wait).await;
         }
     }
 

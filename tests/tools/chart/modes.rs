@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::rendered::{find, ids, manifest};
 
-use super::{BUILT_IN_TLS, FILE_TLS, args, common_ids, render, want_args};
+use super::{BUILT_IN_TLS, FILE_TLS, args, assert_rbac_of, common_ids, render, want_args};
 
 #[test]
 fn cert_manager_mode_renders_the_manifests_install_with_an_issuer_and_certificate() {
@@ -188,21 +188,16 @@ fn rollout_is_off_by_default_and_when_enabled_renders_the_rbac_of_the_rollout_co
         "rollout.timeout=90s",
         "status.enabled=false",
     ]);
-    let component = manifest("components/rollout/rbac.yaml");
-    for id in [
-        "ClusterRole/otel-injector-rollout",
-        "Role/otel-injector-rollout",
-        "ClusterRoleBinding/otel-injector-rollout",
-        "RoleBinding/otel-injector-rollout",
-    ] {
-        for field in ["rules", "roleRef", "subjects"] {
-            assert_eq!(
-                find(&docs, id)[field],
-                find(&component, id)[field],
-                "{id} {field}"
-            );
-        }
-    }
+    assert_rbac_of(
+        &docs,
+        "components/rollout/rbac.yaml",
+        &[
+            "ClusterRole/otel-injector-rollout",
+            "Role/otel-injector-rollout",
+            "ClusterRoleBinding/otel-injector-rollout",
+            "RoleBinding/otel-injector-rollout",
+        ],
+    );
     let roles: Vec<String> = ids(&docs)
         .into_iter()
         .filter(|i| i.contains("Role"))
@@ -388,4 +383,37 @@ fn targeted_mode_renders_the_targeted_component_in_every_certificate_mode() {
         };
         assert_eq!(roles, want, "{mode}: each permission only with its feature");
     }
+}
+
+#[test]
+fn live_policies_render_the_rbac_of_their_component_and_need_a_policy_mode() {
+    assert!(
+        ids(&render(&["mode=both"]))
+            .iter()
+            .all(|i| !i.contains("live-policies"))
+    );
+    let docs = render(&["mode=both", "livePolicies=true", "status.enabled=false"]);
+    assert_rbac_of(
+        &docs,
+        "components/live-policies/rbac.yaml",
+        &[
+            "ClusterRole/otel-injector-live-policies",
+            "ClusterRoleBinding/otel-injector-live-policies",
+            "Role/otel-injector-live-policies",
+            "RoleBinding/otel-injector-live-policies",
+        ],
+    );
+    let live: Vec<String> = args(&docs)
+        .into_iter()
+        .filter(|a| a.starts_with("--apply-policies") || a.starts_with("--lease-name"))
+        .collect();
+    assert_eq!(
+        live,
+        ["--lease-name=otel-injector", "--apply-policies=both"]
+    );
+    let policy = render(&["mode=policy", "livePolicies=true"]);
+    assert!(args(&policy).contains(&"--apply-policies=policy".to_owned()));
+    assert!(
+        super::refused(&["livePolicies=true"]).contains("livePolicies needs mode policy or both")
+    );
 }

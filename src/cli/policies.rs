@@ -1,0 +1,68 @@
+//! `serve`'s live policies (`--apply-policies`).
+
+use clap::{Args, ValueEnum};
+
+use crate::engine::EngineConfig;
+use crate::policy::live::LivePolicies;
+use crate::policy::{Mode, PolicyOptions};
+
+/// Which policies the Lease holder keeps current.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub enum Apply {
+    /// None: `otel-injector policy` renders them, whoever applies manifests applies them.
+    #[default]
+    Off,
+    /// Those of `otel-injector policy --mode policy`.
+    Policy,
+    /// Those of `otel-injector policy --mode both`.
+    Both,
+}
+
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Live policies")]
+pub struct LivePolicyArgs {
+    /// Keep policy mode's MutatingAdmissionPolicies current (docs/policy.md): the replica that
+    /// holds the Lease renders them from its Instrumentation cache, as `otel-injector policy
+    /// --mode MODE --cluster` would, whenever an Instrumentation changes (and every minute),
+    /// applies them (server-side apply, field manager otel-injector-policies) and deletes
+    /// those named `<--policy-name-prefix>.…` it no longer renders. Needs get/list/create/
+    /// patch/delete on the admission policies and their bindings and the Lease
+    /// (manifests/components/live-policies): whoever holds that may mutate any object the API
+    /// server admits. Cluster mode only. `off`: render them with the CLI.
+    #[arg(long, env = "OTEL_INJECTOR_APPLY_POLICIES", value_enum, default_value_t = Apply::Off)]
+    pub apply_policies: Apply,
+
+    /// With --apply-policies: the first part of every object's name
+    /// (`<prefix>.<namespace>.<instrumentation>`, `<prefix>.not-injected`, …); the objects
+    /// it deletes are those of this prefix.
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_POLICY_NAME_PREFIX",
+        default_value = "otel-injector"
+    )]
+    pub policy_name_prefix: String,
+
+    /// With --apply-policies: bind only in namespaces with this label, as KEY=VALUE
+    /// (repeatable: all of them).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = super::offline::label)]
+    pub policy_namespace_label: Vec<(String, String)>,
+}
+
+impl LivePolicyArgs {
+    /// The writer, when asked for; `config`: the engine's flags.
+    pub fn build(&self, config: EngineConfig) -> Option<LivePolicies> {
+        let mode = match self.apply_policies {
+            Apply::Off => return None,
+            Apply::Policy => Mode::Policy,
+            Apply::Both => Mode::Both,
+        };
+        Some(LivePolicies {
+            config,
+            options: PolicyOptions {
+                mode,
+                prefix: self.policy_name_prefix.clone(),
+                namespace_labels: self.policy_namespace_label.clone(),
+            },
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! Live policies (`serve --apply-policies policy|both`): the replica that holds the Lease
+//! renders the policies from its Instrumentation cache, exactly as `otel-injector policy`
+//! does from the cluster, whenever the cache changes (and every [`RESYNC`]), applies those
+//! that differ from what it applied last (server-side apply, field manager [`FIELD_MANAGER`])
+//! and deletes the objects it owns that it no longer renders: labeled
+//! `otel-injector/policy=true` and named `<prefix>.…` (so installs with other prefixes, and
+//! policies rendered by hand under another prefix, are left alone). An edited Instrumentation
+//! therefore reaches the API server's injection within a watch event and a few writes, with
+//! no CLI run; a deleted one stops injecting at once anyway (the binding's `paramRef`).
+//!
+//! The write is a strong permission (whoever writes admission policies can mutate any object
+//! the API server admits): `manifests/components/live-policies`, in no overlay.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::{PolicyOptions, render};
+use crate::cluster::{KubeCatalog, Leadership};
+use crate::engine::EngineConfig;
+use crate::keys::POLICY_LABEL;
+
+/// The field manager of every write.
+pub const FIELD_MANAGER: &str = "otel-injector-policies";
+/// Rendered and compared again this often without a change; every object is then applied
+/// again (a policy edited by hand is put back; one deleted by hand is put back at any pass).
+pub const RESYNC: Duration = Duration::from_secs(60);
+/// After a failed write or list.
+const RETRY: Duration = Duration::from_secs(10);
+
+/// The kinds it writes, bindings first (the order of deletion).
+const KINDS: [(&str, &str); 4] = [
+    (
+        "MutatingAdmissionPolicyBinding",
+        "mutatingadmissionpolicybindings",
+    ),
+    (
+        "ValidatingAdmissionPolicyBinding",
+        "validatingadmissionpolicybindings",
+    ),
+    ("MutatingAdmissionPolicy", "mutatingadmissionpolicies"),
+    ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+];
+
+fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "admissionregistration.k8s.io".into(),
+        version: "v1".into(),
+        api_version: "admissionregistration.k8s.io/v1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    Api::all_with(client.clone(), &resource)
+}
+
+/// What the last pass applied, by (kind, name): the objects as sent.
+type Applied = BTreeMap<(String, String), Value>;
+
+/// The writer of the live policies.
+pub struct LivePolicies {
+    /// The engine's flags (default images, enabled languages), as the CLI's.
+    pub config: EngineConfig,
+    pub options: PolicyOptions,
+}
+
+impl LivePolicies {
+    /// Runs until dropped: while this replica holds the Lease, keeps the policies in step
+    /// with the cache; `changes` moves with every change of the Instrumentation cache.
+    pub async fn run(
+        self,
+        client: Client,
+        catalog: Arc<KubeCatalog>,
+        mut leadership: Leadership,
+        mut changes: watch::Receiver<u64>,
+    ) {
+        let mut applied = Applied::new();
+        let mut resynced = Instant::now();
+        loop {
+            if resynced.elapsed() >= RESYNC {
+                applied.clear();
+                resynced = Instant::now();
+            }
+            if !leadership.is_leader() {
+                applied.clear();
+                while !leadership.changed().await {}
+                tracing::info!(prefix = %self.options.prefix, "live policies: this replica holds the Lease; keeping the policies current");
+            }
+            let wait = if !catalog.instrumentations_synced() {
+                Duration::from_secs(1)
+            } else {
+                let rendered = render(catalog.as_ref(), &self.config, &self.options);
+                match self.apply(&client, rendered.objects, &mut applied).await {
+                    Ok((0, 0)) => RESYNC,
+                    Ok((written, deleted)) => {
+                        tracing::info!(
+                            written,
+                            deleted,
+                            total = applied.len(),
+                            "live policies: applied"
+                        );
+                        RESYNC
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "live policies: cannot write the admission policies (needs get/list/create/patch/delete on them and their bindings: manifests/components/live-policies); retrying");
+                        applied.clear();
+                        RETRY
+                    }
+                }
+            };
+            leadership.next_pass(&mut changes, wait).await;
+        }
+    }
+
+    /// Applies the objects that differ from `applied` or are missing, then deletes its own
+    /// that are not among them; how many it wrote and deleted.
+    async fn apply(
+        &self,
+        client: &Client,
+        objects: Vec<Value>,
+        applied: &mut Applied,
+    ) -> Result<(usize, usize), kube::Error> {
+        let ours = ListParams::default().labels(&format!("{POLICY_LABEL}=true"));
+        let prefix = format!("{}.", self.options.prefix);
+        let mut present = BTreeSet::new();
+        for (kind, plural) in KINDS {
+            for o in api(client, kind, plural).list_metadata(&ours).await? {
+                let name = o.metadata.name.unwrap_or_default();
+                if name.starts_with(&prefix) {
+                    present.insert((kind.to_owned(), name));
+                }
+            }
+        }
+        let mut wanted = BTreeSet::new();
+        let mut written = 0;
+        for obj in objects {
+            let kind = obj["kind"].as_str().unwrap_or_default().to_owned();
+            let name = obj["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            let key = (kind, name);
+            wanted.insert(key.clone());
+            if present.contains(&key) && applied.get(&key) == Some(&obj) {
+                continue;
+            }
+            let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == key.0) else {
+                continue;
+            };
+            api(client, kind, plural)
+                .patch(
+                    &key.1,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&obj),
+                )
+                .await?;
+            applied.insert(key, obj);
+            written += 1;
+        }
+        let mut deleted = 0;
+        // Bindings before their policies (the order of KINDS).
+        for (kind, plural) in KINDS {
+            for key in present
+                .iter()
+                .filter(|k| k.0 == kind && !wanted.contains(*k))
+            {
+                match api(client, kind, plural)
+                    .delete(&key.1, &DeleteParams::default())
+                    .await
+                {
+                    Ok(_) => deleted += 1,
+                    Err(kube::Error::Api(s)) if s.code == 404 => {}
+                    Err(e) => return Err(e),
+                }
+                applied.remove(key);
+            }
+        }
+        Ok((written, deleted))
+    }
+}
