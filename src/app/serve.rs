@@ -46,18 +46,22 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let caches = args.cluster.build();
     let engine = args.engine.build();
     let live_policies = args.policies.build(engine.clone());
-    if live_policies.is_some() && matches!(caches, Caches::Files(_)) {
-        return Err(anyhow::anyhow!(
-            "--apply-policies needs cluster mode: it writes the policies to the API server"
-        )
-        .into());
-    }
-    if auth.bound.is_some() && matches!(caches, Caches::Files(_)) {
-        return Err(anyhow::anyhow!(
-            "--webhook-bound-token-audience needs cluster mode: the issuer's keys are read from \
-             the API server"
-        )
-        .into());
+    // What needs the API server, refused with --instrumentation-file.
+    for (on, flag, why) in [
+        (
+            live_policies.is_some(),
+            "--apply-policies",
+            "it writes the policies to the API server",
+        ),
+        (
+            auth.bound.is_some(),
+            "--webhook-bound-token-audience",
+            "the issuer's keys are read from the API server",
+        ),
+    ] {
+        if on && matches!(caches, Caches::Files(_)) {
+            return Err(anyhow::anyhow!("{flag} needs cluster mode: {why}").into());
+        }
     }
     let catalog = caches.catalog();
     let (shutdown, drain) = args.shutdown.build()?;

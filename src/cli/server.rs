@@ -86,7 +86,8 @@ pub struct ServerArgs {
     /// Authenticate callers by KEP-6060 webhook-bound token (Kubernetes 1.37, alpha gate
     /// APIServerWebhookAuthenticationToken): accept a bearer ServiceAccount token that the
     /// TokenRequest API bound to the MutatingWebhookConfiguration --webhook-configuration,
-    /// attesting the core API group (admissionReviewAPIGroups), for this audience: the
+    /// attesting pods' API group (admissionReviewAPIGroups `*`: 1.37 refuses the core group
+    /// `""`), for this audience: the
     /// webhook's URL, or https://SERVICE.NAMESPACE.svc:PORT/PATH of its service (e.g.
     /// https://otel-injector.otel-injector.svc:443/mutate-v1-pod). Verified against the API
     /// server's published keys (/openid/v1/jwks, read at start and every 10 minutes; every
