@@ -211,7 +211,7 @@ fn check_registration(
     if !args.server.check_registration || name.is_empty() {
         return None;
     }
-    let found = cluster::registration::SharedDrift::default();
+    let found: cluster::registration::SharedDrift = Arc::new(tokio::sync::watch::Sender::new(None));
     let expected = cluster::registration::Expected {
         name: name.clone(),
         failure_policy: args.server.registration_failure_policy.clone(),

@@ -43,8 +43,14 @@ pub struct LivePolicyArgs {
     pub policy_name_prefix: String,
 
     /// With --apply-policies: bind only in namespaces with this label, as KEY=VALUE
-    /// (repeatable: all of them).
-    #[arg(long, value_name = "KEY=VALUE", value_parser = super::offline::label)]
+    /// (repeatable: all of them; comma-separated in the env var).
+    #[arg(
+        long,
+        env = "OTEL_INJECTOR_POLICY_NAMESPACE_LABELS",
+        value_name = "KEY=VALUE",
+        value_delimiter = ',',
+        value_parser = super::offline::label
+    )]
     pub policy_namespace_label: Vec<(String, String)>,
 }
 

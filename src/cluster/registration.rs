@@ -8,7 +8,7 @@
 //! `Registered` condition (written by the status controller), and is logged when it changes.
 //! Deleting or editing the configuration otherwise turns instrumentation off in silence.
 
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -43,8 +43,10 @@ label_enum! {
     }
 }
 
-/// What the last read found: `None` before the first, or when it could not be read.
-pub type SharedDrift = Arc<RwLock<Option<Vec<Aspect>>>>;
+/// What the last read found: `None` before the first, or when it could not be read. A
+/// channel: the status writer wakes when it changes (the `Registered` condition follows at
+/// once, not at its next resync).
+pub type SharedDrift = Arc<tokio::sync::watch::Sender<Option<Vec<Aspect>>>>;
 
 /// The check's series.
 #[derive(Debug)]
@@ -232,7 +234,11 @@ pub async fn run(
         }
         let state = now.as_ref().ok().cloned();
         metrics.set(state.as_deref().unwrap_or(&[]));
-        *shared.write().unwrap_or_else(|e| e.into_inner()) = state;
+        shared.send_if_modified(|held| {
+            let changed = *held != state;
+            *held = state;
+            changed
+        });
         last = Some(now);
         tokio::time::sleep(expected.every).await;
     }

@@ -180,9 +180,20 @@ impl StatusController {
         let mut retry_at: Option<Instant> = None;
         let mut failures = LogLimit::default();
         let mut announced = Announced::default();
+        let mut drift = self.registration.as_ref().map(|r| r.subscribe());
         loop {
+            let drift_changed = async {
+                let moved = match drift.as_mut() {
+                    Some(rx) => rx.changed().await.is_ok(),
+                    None => false,
+                };
+                if !moved {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 _ = dirty.notified() => {}
+                () = drift_changed => {}
                 r = changes.changed() => if r.is_err() { return },
                 leader = leadership.changed() => {
                     // Another replica may have written meanwhile: compare with the objects.
@@ -242,10 +253,7 @@ impl StatusController {
             .then(|| self.catalog.objects())
             .flatten();
         let now = now();
-        let registration = self
-            .registration
-            .as_ref()
-            .and_then(|r| r.read().unwrap_or_else(|e| e.into_inner()).clone());
+        let registration = self.registration.as_ref().and_then(|r| r.borrow().clone());
         let (rolled, mut failed) = match rollback {
             Some(r) => {
                 r.run(client, &tallies, &index, &self.events, &self.metrics, &now)
