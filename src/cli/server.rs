@@ -87,12 +87,11 @@ pub struct ServerArgs {
     /// APIServerWebhookAuthenticationToken): accept a bearer ServiceAccount token that the
     /// TokenRequest API bound to the MutatingWebhookConfiguration --webhook-configuration,
     /// attesting pods' API group (admissionReviewAPIGroups `*`: 1.37 refuses the core group
-    /// `""`), for this audience: the
-    /// webhook's URL, or https://SERVICE.NAMESPACE.svc:PORT/PATH of its service (e.g.
-    /// https://otel-injector.otel-injector.svc:443/mutate-v1-pod). Verified against the API
-    /// server's published keys (/openid/v1/jwks, read at start and every 10 minutes; every
-    /// ServiceAccount may read them by default), never by an API call per request. Cluster
-    /// mode only. Unset: no such token is accepted.
+    /// `""`), for this audience: the webhook's URL, or https://SERVICE.NAMESPACE.svc:PORT/PATH
+    /// of its service (e.g. https://otel-injector.otel-injector.svc:443/mutate-v1-pod).
+    /// Verified against the API server's published keys (/openid/v1/jwks, read at start and
+    /// every 10 minutes; every ServiceAccount may read them by default), never by an API call
+    /// per request. Cluster mode only. Unset: no such token is accepted.
     #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_BOUND_TOKEN_AUDIENCE")]
     pub webhook_bound_token_audience: Option<String>,
 

@@ -1,8 +1,10 @@
 //! Live policies (`serve --apply-policies policy|both`): the replica that holds the Lease
 //! renders the policies from its Instrumentation cache, exactly as `otel-injector policy`
 //! does from the cluster, whenever the cache changes (and every [`RESYNC`]), applies those
-//! that differ from what it applied last (server-side apply, field manager [`FIELD_MANAGER`])
-//! and deletes the objects it owns that it no longer renders: labeled
+//! that differ from what it applied last or that someone else changed since (their
+//! resourceVersion moved; one metadata list per kind and pass), with server-side apply and
+//! the field manager [`FIELD_MANAGER`], and deletes the objects it owns that it no longer
+//! renders: labeled
 //! `otel-injector/policy=true` and named `<prefix>.…` (so installs with other prefixes, and
 //! policies rendered by hand under another prefix, are left alone). An edited Instrumentation
 //! therefore reaches the API server's injection within a watch event and a few writes, with
@@ -13,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -27,8 +29,8 @@ use crate::keys::POLICY_LABEL;
 
 /// The field manager of every write.
 pub const FIELD_MANAGER: &str = "otel-injector-policies";
-/// Rendered and compared again this often without a change; every object is then applied
-/// again (a policy edited by hand is put back; one deleted by hand is put back at any pass).
+/// Rendered and compared again this often without a change (a policy edited or deleted by
+/// hand is put back at the next pass).
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// After a failed write or list.
 const RETRY: Duration = Duration::from_secs(10);
@@ -58,8 +60,10 @@ fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &resource)
 }
 
-/// What the last pass applied, by (kind, name): the objects as sent.
-type Applied = BTreeMap<(String, String), Value>;
+/// What it applied, by (kind, name): the object as sent and the resourceVersion the API
+/// server answered (kept across Lease changes: a resourceVersion that moved tells a write by
+/// anyone else).
+type Applied = BTreeMap<(String, String), (Value, String)>;
 
 /// The writer of the live policies.
 pub struct LivePolicies {
@@ -79,14 +83,8 @@ impl LivePolicies {
         mut changes: watch::Receiver<u64>,
     ) {
         let mut applied = Applied::new();
-        let mut resynced = Instant::now();
         loop {
-            if resynced.elapsed() >= RESYNC {
-                applied.clear();
-                resynced = Instant::now();
-            }
             if !leadership.is_leader() {
-                applied.clear();
                 while !leadership.changed().await {}
                 tracing::info!(prefix = %self.options.prefix, "live policies: this replica holds the Lease; keeping the policies current");
             }
@@ -107,7 +105,6 @@ impl LivePolicies {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "live policies: cannot write the admission policies (needs get/list/create/patch/delete on them and their bindings: manifests/components/live-policies); retrying");
-                        applied.clear();
                         RETRY
                     }
                 }
@@ -126,12 +123,14 @@ impl LivePolicies {
     ) -> Result<(usize, usize), kube::Error> {
         let ours = ListParams::default().labels(&format!("{POLICY_LABEL}=true"));
         let prefix = format!("{}.", self.options.prefix);
-        let mut present = BTreeSet::new();
+        // What exists now, with its resourceVersion.
+        let mut present = BTreeMap::new();
         for (kind, plural) in KINDS {
             for o in api(client, kind, plural).list_metadata(&ours).await? {
                 let name = o.metadata.name.unwrap_or_default();
                 if name.starts_with(&prefix) {
-                    present.insert((kind.to_owned(), name));
+                    let version = o.metadata.resource_version.unwrap_or_default();
+                    present.insert((kind.to_owned(), name), version);
                 }
             }
         }
@@ -145,27 +144,31 @@ impl LivePolicies {
                 .to_owned();
             let key = (kind, name);
             wanted.insert(key.clone());
-            if present.contains(&key) && applied.get(&key) == Some(&obj) {
+            let unchanged = applied
+                .get(&key)
+                .is_some_and(|(sent, version)| *sent == obj && present.get(&key) == Some(version));
+            if unchanged {
                 continue;
             }
             let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == key.0) else {
                 continue;
             };
-            api(client, kind, plural)
+            let stored = api(client, kind, plural)
                 .patch(
                     &key.1,
                     &PatchParams::apply(FIELD_MANAGER).force(),
                     &Patch::Apply(&obj),
                 )
                 .await?;
-            applied.insert(key, obj);
+            let version = stored.metadata.resource_version.unwrap_or_default();
+            applied.insert(key, (obj, version));
             written += 1;
         }
         let mut deleted = 0;
         // Bindings before their policies (the order of KINDS).
         for (kind, plural) in KINDS {
             for key in present
-                .iter()
+                .keys()
                 .filter(|k| k.0 == kind && !wanted.contains(*k))
             {
                 match api(client, kind, plural)

@@ -81,11 +81,22 @@ async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
         json!({"exporter": {"endpoint": "http://collector-a:4318"}}),
     );
     create_instrumentations(&client, std::slice::from_ref(&java)).await;
+    // The first pass writes the policies of every Instrumentation of the shared cluster (a few
+    // dozen while the suite runs), so it may take a while; later passes write what changed.
+    let policy = format!("{PREFIX}.{NS}.java");
+    let t0 = Instant::now();
+    while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
+        assert!(
+            t0.elapsed() < Duration::from_secs(120),
+            "{policy} not applied in 120 s\n{}",
+            env.webhook.log()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     until(&client, NS, &java_pod("first"), "the applied policy", |p| {
         endpoint(p) == Some("http://collector-a:4318")
     })
     .await;
-    let policy = format!("{PREFIX}.{NS}.java");
     let stored = api::send(&client, Method::GET, &format!("{POLICIES}/{policy}"), None)
         .await
         .unwrap();
