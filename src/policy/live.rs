@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
@@ -24,7 +24,8 @@ use tokio::sync::watch;
 
 use super::{PolicyOptions, render};
 use crate::cluster::{KubeCatalog, Leadership};
-use crate::engine::EngineConfig;
+use crate::crd::SpecHash;
+use crate::engine::{Catalog as _, EngineConfig};
 use crate::keys::POLICY_LABEL;
 
 /// The field manager of every write.
@@ -65,6 +66,25 @@ fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
 /// anyone else).
 type Applied = BTreeMap<(String, String), (Value, String)>;
 
+/// One Instrumentation as a render sees it: namespace, name, and its spec's digest (`None`:
+/// unreadable).
+type Spec = (String, String, Option<SpecHash>);
+
+/// Every Instrumentation of the cache as a render sees it.
+fn specs(catalog: &KubeCatalog) -> Vec<Spec> {
+    catalog
+        .instrumentations()
+        .iter()
+        .map(|(ns, name, entry, hash)| {
+            (
+                ns.to_owned(),
+                name.to_owned(),
+                hash.filter(|_| entry.is_ok()),
+            )
+        })
+        .collect()
+}
+
 /// The writer of the live policies.
 pub struct LivePolicies {
     /// The engine's flags (default images, enabled languages), as the CLI's.
@@ -83,16 +103,36 @@ impl LivePolicies {
         mut changes: watch::Receiver<u64>,
     ) {
         let mut applied = Applied::new();
+        // The specs the last pass rendered, and when: a change of the cache that changes no
+        // spec (a status write) renders nothing until the resync.
+        let mut last: Option<(Vec<Spec>, Instant)> = None;
         loop {
             if !leadership.is_leader() {
                 while !leadership.changed().await {}
                 tracing::info!(prefix = %self.options.prefix, "live policies: this replica holds the Lease; keeping the policies current");
+                // Another holder may have written meanwhile: a pass at once.
+                last = None;
             }
+            let specs = specs(catalog.as_ref());
+            let due = last
+                .as_ref()
+                .is_none_or(|(was, at)| *was != specs || at.elapsed() >= RESYNC);
             let wait = if !catalog.instrumentations_synced() {
                 Duration::from_secs(1)
+            } else if !due {
+                RESYNC.saturating_sub(last.as_ref().map_or(RESYNC, |(_, at)| at.elapsed()))
             } else {
-                let rendered = render(catalog.as_ref(), &self.config, &self.options);
-                match self.apply(&client, rendered.objects, &mut applied).await {
+                // Rendering runs the engine for every Instrumentation: off the runtime's
+                // workers, which serve the admission requests.
+                let (cat, config, options) =
+                    (catalog.clone(), self.config.clone(), self.options.clone());
+                let objects = tokio::task::spawn_blocking(move || {
+                    render(cat.as_ref(), &config, &options).objects
+                })
+                .await
+                .unwrap_or_default();
+                last = Some((specs, Instant::now()));
+                match self.apply(&client, objects, &mut applied).await {
                     Ok((0, 0)) => RESYNC,
                     Ok((written, deleted)) => {
                         tracing::info!(
@@ -105,6 +145,7 @@ impl LivePolicies {
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "live policies: cannot write the admission policies (needs get/list/create/patch/delete on them and their bindings: manifests/components/live-policies); retrying");
+                        last = None;
                         RETRY
                     }
                 }
