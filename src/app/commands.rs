@@ -88,10 +88,53 @@ pub(super) async fn policy(args: &PolicyArgs) -> Result<(), Failure> {
             eprintln!("{inst}: {lang} not covered: {why}");
         }
     }
-    Ok(print(&offline::write_objects(
-        &rendered.objects,
-        args.output,
-    ))?)
+    match &args.static_manifests {
+        None => Ok(print(&offline::write_objects(
+            &rendered.objects,
+            args.output,
+        ))?),
+        Some(dir) => {
+            let (mutating, validating) = crate::policy::by_plugin(rendered.objects);
+            let file = |plugin: &str| {
+                let ext = match args.output {
+                    offline::OutputFormat::Json => "json",
+                    offline::OutputFormat::Yaml => "yaml",
+                };
+                dir.join(plugin).join(format!("{}.{ext}", args.name_prefix))
+            };
+            write_manifest(&file("mutating"), &mutating, args.output)?;
+            write_manifest(&file("validating"), &validating, args.output)?;
+            Ok(())
+        }
+    }
+}
+
+/// Replaces `path` with `objects` (the API server reads a changed file within a minute; a
+/// rename, so that it never reads half a file), or removes it when there are none (mode
+/// `both` has no validating policy).
+fn write_manifest(
+    path: &std::path::Path,
+    objects: &[serde_json::Value],
+    format: offline::OutputFormat,
+) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    if objects.is_empty() {
+        match std::fs::remove_file(path) {
+            Ok(()) => eprintln!("removed {}", path.display()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(e).with_context(|| format!("removing {}", path.display())),
+        }
+        return Ok(());
+    }
+    let parent = path.parent().unwrap_or(std::path::Path::new("."));
+    std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
+    // Not read by the API server: it reads .yaml, .yml and .json files only.
+    let partial = path.with_extension("partial");
+    std::fs::write(&partial, offline::write_objects(objects, format))
+        .with_context(|| format!("writing {}", partial.display()))?;
+    std::fs::rename(&partial, path).with_context(|| format!("writing {}", path.display()))?;
+    eprintln!("wrote {} ({} objects)", path.display(), objects.len());
+    Ok(())
 }
 
 /// `otel-injector inject`.

@@ -213,8 +213,9 @@ Python, .NET and the SDK; with --mode policy also the policy that marks the pods
 cover skipped (otel-injector/status, reason policy_unsupported or the webhook's) and a \
 ValidatingAdmissionPolicy that warns about them at kubectl time. Render again whenever an \
 Instrumentation changes (a deleted one stops injecting at once: the binding's paramRef). \
-Every object carries the label otel-injector/policy=true. Coverage per Instrumentation and \
-language is written to stderr. Applying the objects needs permission to write admission \
+Every object carries the label otel-injector/policy=true. With --static-manifests, the same \
+objects as the API server's manifest files, loaded at its start (docs/policy.md). Coverage per \
+Instrumentation and language is written to stderr. Applying the objects needs permission to write admission \
 policies, which can mutate anything: keep it with whoever applies the manifests \
 (docs/policy.md).
 
@@ -252,6 +253,17 @@ pub struct PolicyArgs {
     #[arg(short = 'o', long, value_enum, default_value_t = OutputFormat::Yaml)]
     pub output: OutputFormat,
 
+    /// Write the API server's manifest form (Kubernetes 1.37, ManifestBasedAdmissionControlConfig)
+    /// into DIR instead of printing objects: DIR/mutating/<prefix>.yaml for the
+    /// MutatingAdmissionPolicy plugin's staticManifestsDir and, with --mode policy,
+    /// DIR/validating/<prefix>.yaml for the ValidatingAdmissionPolicy plugin's. The API
+    /// server loads them at its start, before any object exists, and reads them again when
+    /// they change (it watches the directory; at the latest within a minute). Names end in
+    /// .static.k8s.io and nothing reads the Instrumentation at admission: a deleted one
+    /// injects until the files are rendered again.
+    #[arg(long, value_name = "DIR")]
+    pub static_manifests: Option<PathBuf>,
+
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -260,6 +272,10 @@ impl PolicyArgs {
     pub fn options(&self) -> crate::policy::PolicyOptions {
         crate::policy::PolicyOptions {
             mode: self.mode,
+            form: match self.static_manifests {
+                Some(_) => crate::policy::Form::Static,
+                None => crate::policy::Form::Api,
+            },
             prefix: self.name_prefix.clone(),
             namespace_labels: self.namespace_label.clone(),
         }

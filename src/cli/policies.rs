@@ -4,7 +4,7 @@ use clap::{Args, ValueEnum};
 
 use crate::engine::EngineConfig;
 use crate::policy::live::LivePolicies;
-use crate::policy::{Mode, PolicyOptions};
+use crate::policy::{Form, Mode, PolicyOptions};
 
 /// Which policies the Lease holder keeps current.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
@@ -66,6 +66,8 @@ impl LivePolicyArgs {
             config,
             options: PolicyOptions {
                 mode,
+                // Objects it can delete and write again: the manifest form is for files.
+                form: Form::Api,
                 prefix: self.policy_name_prefix.clone(),
                 namespace_labels: self.policy_namespace_label.clone(),
             },

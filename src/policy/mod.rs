@@ -55,10 +55,28 @@ pub enum Mode {
     Both,
 }
 
+/// Where the API server reads the objects from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Form {
+    /// API objects (`kubectl apply`): each binding's `paramRef` names its Instrumentation,
+    /// so a deleted Instrumentation stops injecting at once.
+    #[default]
+    Api,
+    /// The API server's manifest files (`staticManifestsDir` of its admission configuration,
+    /// Kubernetes ≥ 1.37): loaded at its start, before any object exists; names end in
+    /// [`STATIC_SUFFIX`], and no params (the API server refuses `paramKind` there), so what
+    /// a file holds injects until the file changes.
+    Static,
+}
+
+/// The suffix the API server requires of (and reserves for) manifest-file objects.
+pub const STATIC_SUFFIX: &str = ".static.k8s.io";
+
 /// How the objects are rendered.
 #[derive(Clone, Debug)]
 pub struct PolicyOptions {
     pub mode: Mode,
+    pub form: Form,
     /// The first part of every object's name (`<prefix>.<namespace>.<name>`,
     /// `<prefix>.not-injected`, `<prefix>.warn-not-injected`).
     pub prefix: String,
@@ -70,15 +88,30 @@ impl Default for PolicyOptions {
     fn default() -> Self {
         PolicyOptions {
             mode: Mode::Policy,
+            form: Form::Api,
             prefix: "otel-injector".into(),
             namespace_labels: Vec::new(),
         }
     }
 }
 
-/// The name of the objects of the Instrumentation `ns/name`.
-fn object_name(prefix: &str, ns: &str, name: &str) -> String {
-    let full = format!("{prefix}.{ns}.{name}");
+impl PolicyOptions {
+    /// The name of an object whose name starts with the prefix and goes on with `rest`.
+    fn name(&self, rest: &str) -> String {
+        format!("{}.{rest}{}", self.prefix, self.suffix())
+    }
+
+    fn suffix(&self) -> &'static str {
+        match self.form {
+            Form::Api => "",
+            Form::Static => STATIC_SUFFIX,
+        }
+    }
+}
+
+/// The name of the objects of the Instrumentation `ns/name` (at most 253 characters).
+fn object_name(options: &PolicyOptions, ns: &str, name: &str) -> String {
+    let full = options.name(&format!("{ns}.{name}"));
     if full.len() <= 253 {
         return full;
     }
@@ -87,7 +120,18 @@ fn object_name(prefix: &str, ns: &str, name: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    format!("{prefix}.{}.{hex}", &ns[..ns.len().min(180)])
+    options.name(&format!("{}.{hex}", &ns[..ns.len().min(180)]))
+}
+
+/// The objects of the manifest form split by the directory the API server reads them from:
+/// the mutating policies and bindings, and the validating ones (each plugin has its own
+/// `staticManifestsDir` and refuses the other's kinds).
+pub fn by_plugin(objects: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
+    objects.into_iter().partition(|o| {
+        o["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("Mutating"))
+    })
 }
 
 fn metadata(name: &str) -> Value {
@@ -213,7 +257,7 @@ pub fn render(
     }
     if options.mode == Mode::Policy {
         let (mutation, v) = skip::status_policy(&known);
-        let name = &format!("{}.not-injected", options.prefix);
+        let name = &options.name("not-injected");
         let policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicy",
@@ -234,7 +278,7 @@ pub fn render(
             "metadata": metadata(name),
             "spec": {"policyName": name, "matchResources": opted_in(options, None)},
         }));
-        let warn = &format!("{}.warn-not-injected", options.prefix);
+        let warn = &options.name("warn-not-injected");
         rendered.objects.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingAdmissionPolicy",
@@ -266,7 +310,7 @@ fn injection_policy(
 ) -> [Value; 2] {
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
-    let object = object_name(&options.prefix, ns, name);
+    let object = object_name(options, ns, name);
     let mut v = vars::Vars::default();
     inject::pod_variables(&mut v);
     let mutations: Vec<Value> = templates
@@ -289,12 +333,11 @@ fn injection_policy(
     if !not_covered.is_empty() {
         meta["annotations"][NOT_COVERED_ANNOTATION] = json!(not_covered.join("; "));
     }
-    let policy = json!({
+    let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
         "metadata": meta.clone(),
         "spec": {
-            "paramKind": {"apiVersion": "opentelemetry.io/v1alpha1", "kind": crate::crd::KIND},
             "matchConstraints": pod_creates(),
             // As the webhook's: an error admits the pod unchanged, never blocks it.
             "failurePolicy": "Ignore",
@@ -304,16 +347,22 @@ fn injection_policy(
             "mutations": mutations,
         },
     });
-    let binding = json!({
+    let mut binding = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicyBinding",
         "metadata": meta,
         "spec": {
             "policyName": object,
-            "paramRef": {"name": name, "namespace": ns, "parameterNotFoundAction": "Allow"},
             "matchResources": opted_in(options, Some(ns)),
         },
     });
+    if options.form == Form::Api {
+        // The policy injects while its Instrumentation exists (read by the API server).
+        policy["spec"]["paramKind"] =
+            json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": crate::crd::KIND});
+        binding["spec"]["paramRef"] =
+            json!({"name": name, "namespace": ns, "parameterNotFoundAction": "Allow"});
+    }
     [policy, binding]
 }
 

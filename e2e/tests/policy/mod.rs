@@ -17,6 +17,7 @@
 mod alone;
 mod budgets;
 mod coverage;
+mod from_start;
 mod live;
 mod rolled_back;
 
