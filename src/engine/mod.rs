@@ -7,6 +7,7 @@ mod asked;
 mod bound;
 mod config;
 mod decision;
+mod keys_read;
 pub mod outcome;
 mod plan;
 mod reason;
@@ -25,6 +26,7 @@ pub use config::{
     MIN_PATCH_BYTES_PER_TARGET, auto_image_volumes,
 };
 pub use decision::{Decision, InjectedLanguage, Report, Skip};
+pub use keys_read::{KeyRead, KeyUse, ReadOn, keys_read};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use reason::SkipReason;
 pub use snapshot::{

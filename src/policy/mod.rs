@@ -236,6 +236,9 @@ pub fn render(
             }
             match template::read(inst, lang, config) {
                 Ok(t) => {
+                    if !t.agent_refuses.is_empty() {
+                        known.refused.insert(key, t.agent_refuses.clone());
+                    }
                     coverage.injected.push(lang);
                     templates.push(t);
                 }

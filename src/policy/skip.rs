@@ -27,6 +27,9 @@ pub struct Known {
     /// `ns/name` → the spec hash of each Instrumentation a policy injects from (a workload
     /// rolled back from it is skipped with `rolled_back`).
     pub hashes: BTreeMap<String, SpecHash>,
+    /// `ns/name/language` → the variables for which the webhook leaves a container
+    /// uninstrumented, as (name, set with `valueFrom`) (`Template::agent_refuses`).
+    pub refused: BTreeMap<String, Vec<(String, bool)>>,
 }
 
 /// Adds the variables every entry reads: the namespace's Instrumentations and the reasons
@@ -55,6 +58,17 @@ fn known_variables(v: &mut Vars, known: &Known) {
         .map(|(k, h)| format!("{}: {}", string(k), string(&h.to_string())))
         .collect();
     v.add("hashes", format!("{{{}}}", hashes.join(", ")));
+    for (var, from) in [("refusedLiteral", false), ("refusedFrom", true)] {
+        let refused: Vec<String> = known
+            .refused
+            .iter()
+            .map(|(k, names)| {
+                let names = names.iter().filter(|(_, f)| *f == from);
+                format!("{}: {}", string(k), strings(names.map(|(n, _)| n.as_str())))
+            })
+            .collect();
+        v.add(var, format!("{{{}}}", refused.join(", ")));
+    }
     vars::rolled_back(v);
 }
 
@@ -71,15 +85,22 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     );
     let named = format!("variables.{named}");
     let unsupported = SkipReason::PolicyUnsupported.as_str();
+    let (targets, invalid) = vars::targets(v, lang);
     // The reason of a found Instrumentation `i`, as the webhook gives it: `rolled_back` for a
     // workload rolled back from the language with its current spec, the webhook's reason when
-    // the policy cannot serve the language for it, else the policy's.
+    // the policy cannot serve the language for it, a container list it cannot use, every
+    // target refused by the agent, else the policy's.
     let found = |i: &str| {
         let key = format!("{i} + \"/{}\"", lang.as_str());
         let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));
+        let refused = format!(
+            "{targets}.size() > 0 && {targets}.all(c, c.?env.orValue([]).exists(e, e.name in (has(e.valueFrom) ? variables.refusedFrom : variables.refusedLiteral)[?{key}].orValue([])))"
+        );
         format!(
-            "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : \"{unsupported}\") + \" \" + {i}",
-            SkipReason::RolledBack.as_str()
+            "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : {invalid} ? \"{}\" : {refused} ? \"{}\" : \"{unsupported}\") + \" \" + {i}",
+            SkipReason::RolledBack.as_str(),
+            SkipReason::InvalidContainerNames.as_str(),
+            SkipReason::NothingInstrumented.as_str(),
         )
     };
     // A language no policy covers gets the same reading of its request as the others, so the

@@ -80,6 +80,10 @@ pub struct Template {
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
     pub refuse_value_from: Vec<String>,
+    /// Of those, the ones for which the webhook leaves the container uninstrumented (the
+    /// agent refuses it: `valueFrom` on a variable it extends), as (name, set with
+    /// `valueFrom`): a pod whose every target sets one is the webhook's `nothing_instrumented`.
+    pub agent_refuses: Vec<(String, bool)>,
     /// Annotations and labels set on the pod.
     pub annotations: BTreeMap<String, String>,
     pub labels: BTreeMap<String, String>,
@@ -187,7 +191,8 @@ pub fn read(
     // is the only one.
     let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
     let config = probe_config(config);
-    let run = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env)).ok();
+    let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env));
+    let run = |env: Value| decided(env).ok();
     let bare = probe_pod(inst, lang, json!([]));
     let injected = decide(&catalog, &config, &ns, &bare).map_err(|skip| match skip {
         Some(reason) => NotCovered {
@@ -245,6 +250,7 @@ pub fn read(
         extensions: Vec::new(),
         refuse_literal: Vec::new(),
         refuse_value_from: Vec::new(),
+        agent_refuses: Vec::new(),
         annotations,
         labels,
     };
@@ -258,7 +264,13 @@ pub fn read(
         let literal = json!([{"name": name, "value": VALUE}]);
         let value_from =
             json!([{"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
-        match user_variable(&template, &appended, name, run(literal)) {
+        let (literal, value_from) = (decided(literal), decided(value_from));
+        for (result, from) in [(&literal, false), (&value_from, true)] {
+            if *result == Err(Some(SkipReason::NothingInstrumented)) {
+                template.agent_refuses.push((name.clone(), from));
+            }
+        }
+        match user_variable(&template, &appended, name, literal.ok()) {
             Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
             Some(VariableEffect::Extended(ext)) => {
                 mark_kept_out(&mut appended, name, std::slice::from_ref(name));
@@ -266,7 +278,7 @@ pub fn read(
             }
             None => template.refuse_literal.push(name.clone()),
         }
-        match user_variable(&template, &appended, name, run(value_from)) {
+        match user_variable(&template, &appended, name, value_from.ok()) {
             Some(VariableEffect::KeepsOut(_)) => {}
             _ => template.refuse_value_from.push(name.clone()),
         }

@@ -79,6 +79,8 @@ fn the_java_template_is_the_engines_injection() {
             .contains(&"OTEL_RESOURCE_ATTRIBUTES".to_owned())
     );
     assert!(!t.refuse_literal.contains(&"OTEL_SERVICE_NAME".to_owned()));
+    // The agent cannot extend a value it cannot read: the webhook leaves that container.
+    assert_eq!(t.agent_refuses, [("JAVA_TOOL_OPTIONS".to_owned(), true)]);
     assert_eq!(t.volumes.len(), 1);
     assert_eq!(
         t.volumes[0]["image"]["reference"],

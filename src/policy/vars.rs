@@ -107,6 +107,25 @@ pub fn container_names(v: &mut Vars, lang: Language) -> String {
     format!("variables.{var}")
 }
 
+/// Adds the containers the webhook targets for `lang` (`select::resolve_targets`: the named
+/// init and app containers, or the first app container) and returns the variable and the
+/// condition that the list cannot be used (the webhook's `invalid_container_names`).
+pub fn targets(v: &mut Vars, lang: Language) -> (String, String) {
+    let names = container_names(v, lang);
+    let inits = "object.spec.?initContainers.orValue([])";
+    let var = format!("targets{}", index(lang));
+    v.add(
+        &var,
+        format!(
+            "{names}.size() == 0 ? (object.spec.containers.size() > 0 ? [object.spec.containers[0]] : []) : {inits}.filter(c, c.name in {names}) + object.spec.containers.filter(c, c.name in {names})"
+        ),
+    );
+    let invalid = format!(
+        "{names}.size() > 0 && ({names}.exists(n, n == \"\") || {names}.distinct().size() != {names}.size() || !{names}.all(n, object.spec.containers.exists(c, c.name == n) || {inits}.exists(c, c.name == n)))"
+    );
+    (format!("variables.{var}"), invalid)
+}
+
 /// Whether the pod or its namespace has any injection key at all (labels or annotations).
 pub fn asks_for_any() -> String {
     let prefix = string(INJECT_PREFIX);

@@ -25,6 +25,7 @@ mod inject_nginx;
 mod inject_nodejs;
 mod inject_python;
 mod keys;
+mod keys_read;
 mod labels;
 mod layout_doc;
 mod names;

@@ -34,7 +34,7 @@ pub fn pod(name: &str, annotations: Value, labels: Value, containers: Value) -> 
     p
 }
 
-fn owned(mut p: Value, kind: &str, owner: &str, hash: Option<&str>) -> Value {
+pub(super) fn owned(mut p: Value, kind: &str, owner: &str, hash: Option<&str>) -> Value {
     p["metadata"]["ownerReferences"] = json!([{"apiVersion": "apps/v1", "kind": kind,
         "name": owner, "uid": "6a1e0b1c-0000-4000-8000-000000000001", "controller": true}]);
     if let Some(h) = hash {
@@ -89,7 +89,22 @@ pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
                 "exporter": {"endpoint": "https://collector:4318", "tls": {"secretName": "certs", "ca": "ca.crt"}},
             }),
         ),
+        inst(
+            shop,
+            "copied",
+            json!({"exporter": {"endpoint": "http://collector:4318"}}),
+        ),
     ]
+    .into_iter()
+    .map(|mut i| {
+        let name = i["metadata"]["name"].as_str().unwrap_or("").to_owned();
+        let annotations = super::keys::instrumentation_annotations(&name);
+        if annotations.as_object().is_some_and(|a| !a.is_empty()) {
+            i["metadata"]["annotations"] = annotations;
+        }
+        i
+    })
+    .collect()
 }
 
 /// The corpus: (case, namespace key `solo` or `shop`, pod). Every case of the engine's
@@ -408,6 +423,9 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             p
         }),
     ]
+    .into_iter()
+    .chain(super::keys::cases())
+    .collect()
 }
 
 /// The corpus with the namespaces filled in (`SOLO`, `SHOP` in values stand for them).

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use axum::http::Method;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster, env_value};
 use crate::support::api;
@@ -14,6 +14,8 @@ use super::{
     POLICY_SCOPE, comparable, create_all, create_each, create_instrumentations, delete_all,
     delete_each, explained_paths, injected_java, namespaces, render, until,
 };
+use otel_injector::engine::SkipReason;
+use otel_injector::engine::outcome::{Outcome, PodStatus};
 use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 
 /// Item 2 of the issue: every pod a policy injects is stored exactly as the webhook (image
@@ -40,6 +42,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         &[(POLICY_SCOPE, "diff"), (SCOPE_LABEL, &env.id)],
     )
     .await;
+    label_solo(&client, solo).await;
     let insts = instrumentations(solo, shop);
     create_instrumentations(&client, &insts).await;
     let pods = corpus_in(solo, shop);
@@ -128,7 +131,9 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     let mut covered = Vec::new();
     let mut left = Vec::new();
     for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_policy).zip(&by_webhook) {
-        if policy["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
+        // Injected by the policy (a pod injected before carries the marker as sent).
+        let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
+        if marked(policy) && !marked(sent) {
             assert_eq!(
                 policy, webhook,
                 "{case}: the policy's pod differs from the webhook's"
@@ -145,6 +150,19 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         covered.len()
     );
     eprintln!("[e2e] left to the webhook ({}): {left:?}", left.len());
+    let by_webhook_alone = pods
+        .iter()
+        .zip(&by_webhook)
+        .filter(|((_, _, sent), w)| {
+            let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
+            marked(w) && !marked(sent)
+        })
+        .count();
+    eprintln!(
+        "[e2e] share of the pods the webhook injects that the policies cover: {}/{by_webhook_alone} ({:.0} %)",
+        covered.len(),
+        100.0 * covered.len() as f64 / by_webhook_alone.max(1) as f64
+    );
     let edges: Vec<&&str> = covered.iter().filter(|c| c.starts_with("edge-")).collect();
     assert!(
         edges.is_empty(),
@@ -159,10 +177,11 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     // `explain` names the path the API server took: the policy for every pod it injected,
     // the webhook for every other pod the webhook injected.
     let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods);
-    for (((case, _, _), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
+    for (((case, _, sent), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
+        let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
         let want = if covered.contains(case) {
             Some("policy")
-        } else if webhook["metadata"]["annotations"][INJECTED_ANNOTATION].is_string() {
+        } else if marked(webhook) && !marked(sent) {
             Some("webhook")
         } else {
             None
@@ -180,6 +199,107 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     }
     delete_each(&client, &pods).await;
     delete_all(&client, &objects).await;
+
+    // 4. Mode policy, no webhook: every pod a policy injects is the webhook's; every other
+    // pod the webhook injects or skips is marked skipped with the Instrumentation the webhook
+    // names (and the webhook's reason where it skipped too); the rest are left as sent.
+    set_scope(None).await;
+    until(&client, &probe.1, &probe.2, "nothing injecting", |p| {
+        !injected(p)
+    })
+    .await;
+    let (alone, _) = render(
+        &cp.dir,
+        &insts,
+        &[
+            "--mode",
+            "policy",
+            "--name-prefix",
+            "e2e-diff-alone",
+            &format!("--namespace-label={POLICY_SCOPE}=diff"),
+            "--agent-delivery=image-volume",
+        ],
+    );
+    create_all(&client, &alone).await;
+    for case in [
+        "java-true-solo",
+        "nodejs",
+        "python",
+        "dotnet",
+        "sdk",
+        "edge-go",
+    ] {
+        let (_, ns, p) = pods.iter().find(|p| p.0 == case).expect("a case");
+        until(&client, ns, p, case, |p| {
+            p["metadata"]["annotations"][STATUS_ANNOTATION].is_string()
+        })
+        .await;
+    }
+    let requests_before = env.requests().await.total();
+    let by_mode_policy = create_each(&client, &pods).await;
+    delete_each(&client, &pods).await;
+    assert_eq!(
+        env.requests().await.total(),
+        requests_before,
+        "the webhook was called"
+    );
+    let mut differs = Vec::new();
+    for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_mode_policy).zip(&by_webhook) {
+        if covered.contains(case) {
+            assert_eq!(policy, webhook, "{case}: mode policy");
+            continue;
+        }
+        let status = |p: &Value| -> Option<PodStatus> {
+            let s = p["metadata"]["annotations"][STATUS_ANNOTATION].as_str()?;
+            Some(s.parse().unwrap_or_else(|e| panic!("{case}: {s}: {e:?}")))
+        };
+        let Some(by_webhook) = status(webhook) else {
+            harness::assert_stored_as_expected(policy, sent);
+            continue;
+        };
+        assert_eq!(
+            policy["metadata"]["labels"][INJECTED_LABEL], "false",
+            "{case}"
+        );
+        // What the webhook did, as a skip: a language it injected is the policies' to leave.
+        let expected = PodStatus {
+            entries: by_webhook
+                .entries
+                .into_iter()
+                .map(|mut e| {
+                    if let Outcome::Injected {
+                        instrumentation, ..
+                    } = e.outcome
+                    {
+                        e.outcome = Outcome::Skipped {
+                            reason: SkipReason::PolicyUnsupported,
+                            instrumentation: Some(instrumentation),
+                        };
+                    }
+                    e
+                })
+                .collect(),
+        };
+        let marked = status(policy).map(|s| s.to_string());
+        if marked.as_deref() != Some(expected.to_string().as_str()) {
+            differs.push(format!("{case}: {marked:?}, the webhook's: {expected}"));
+        }
+    }
+    assert!(differs.is_empty(), "mode policy's skips: {differs:#?}");
+    delete_all(&client, &alone).await;
+}
+
+/// Labels the `solo` namespace as the generated cases need (`keys.rs`).
+async fn label_solo(client: &kube::Client, solo: &str) {
+    let labels: serde_json::Map<String, Value> = super::keys::namespace_labels()
+        .into_iter()
+        .map(|(k, v)| (k, json!(v)))
+        .collect();
+    let patch = json!({"metadata": {"labels": labels}});
+    let r = api::merge_patch(client, &format!("/api/v1/namespaces/{solo}"), &patch)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
 }
 
 /// Item 3 with no webhook: the pods no policy covers get the status reason and a warning at

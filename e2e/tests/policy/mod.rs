@@ -18,6 +18,7 @@ mod alone;
 mod budgets;
 mod coverage;
 mod from_start;
+mod keys;
 mod live;
 mod rolled_back;
 
