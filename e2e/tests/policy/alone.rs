@@ -11,7 +11,7 @@ use serde_json::json;
 use crate::harness::{env_value, is_injected};
 use crate::support::api;
 
-use super::corpus::inst;
+use super::build::inst;
 use super::{create_all, render, until};
 
 /// The CRD of v1alpha1 alone (no conversion, so nothing of ours is needed to read it).

@@ -7,7 +7,8 @@ use serde_json::{Value, json};
 use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster};
 use crate::support::api;
 
-use super::corpus::{container, instrumentations, pod};
+use super::build::{container, pod};
+use super::corpus::instrumentations;
 use super::{
     POLICY_SCOPE, create_all, create_instrumentations, delete_all, injected_java, namespaces,
     render, until,

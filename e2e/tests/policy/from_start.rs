@@ -21,7 +21,7 @@ use crate::support::api;
 use crate::support::controlplane::ControlPlane;
 use otel_injector::keys::{INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION};
 
-use super::corpus::{container, inst, pod};
+use super::build::{container, inst, pod};
 use super::{comparable, create_all, render};
 
 /// The namespace the files bind in (by its label), and the one the API objects serve.

@@ -8,7 +8,7 @@ use otel_injector::agents::Language;
 use otel_injector::engine::{KeyRead, KeyUse, ReadOn, keys_read};
 use serde_json::{Map, Value, json};
 
-use super::corpus::{container, owned, pod};
+use super::build::{container, owned, pod};
 
 /// A case as the corpus holds it: name, namespace (`solo` or `shop`), pod.
 type Case = (&'static str, &'static str, Value);

@@ -15,7 +15,7 @@ use crate::support::api::{self, instrumentation_path};
 use crate::support::identity::NAMESPACE;
 use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
 
-use super::corpus::inst;
+use super::build::inst;
 use super::{POLICY_SCOPE, create_instrumentations, until};
 
 const NS: &str = "e2e-policy-live";

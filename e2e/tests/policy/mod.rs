@@ -16,6 +16,7 @@
 
 mod alone;
 mod budgets;
+mod build;
 mod coverage;
 mod from_start;
 mod keys;

@@ -12,7 +12,7 @@ use otel_injector::keys::{
     INJECT_JAVA, INJECTED_ANNOTATION, INJECTED_LABEL, ROLLED_BACK_ANNOTATION, STATUS_ANNOTATION,
 };
 
-use super::corpus::inst;
+use super::build::inst;
 use super::{POLICY_SCOPE, create_all, create_instrumentations, delete_all, render, until};
 
 /// A pod of namespace `ns` asking for Java, with the rolled-back marker `marker` if any.
