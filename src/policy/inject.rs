@@ -289,9 +289,10 @@ pub fn mutation(
         " && !{}",
         vars::names_rolled_back(lang, &string(&hash.to_string()))
     ));
-    if let Some(default) = vars::default_variant(v, lang) {
-        asks.push_str(&format!(" && {default}"));
-    }
+    asks.push_str(&format!(
+        " && {}",
+        vars::variant_condition(v, lang, t.variant)
+    ));
     v.add("service", pod_service_name(&inst.spec));
     v.add(
         &format!("annPairs{n}"),

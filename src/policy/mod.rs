@@ -234,17 +234,31 @@ pub fn render(
                     .push((lang, "disabled by --enabled-languages".into()));
                 continue;
             }
-            match template::read(inst, lang, config) {
-                Ok(t) => {
-                    if !t.agent_refuses.is_empty() {
-                        known.refused.insert(key, t.agent_refuses.clone());
+            // Each variant of the agent (Python's musl build, .NET's musl runtime) is a
+            // template of its own; the first is what a pod without the variant key gets.
+            for (i, variant) in vars::variants(lang).into_iter().enumerate() {
+                match template::read_variant(inst, lang, variant, config) {
+                    Ok(t) => {
+                        if !t.agent_refuses.is_empty() {
+                            known.refused.insert(key.clone(), t.agent_refuses.clone());
+                        }
+                        if !coverage.injected.contains(&lang) {
+                            coverage.injected.push(lang);
+                        }
+                        templates.push(t);
                     }
-                    coverage.injected.push(lang);
-                    templates.push(t);
-                }
-                Err(not) => {
-                    known.reasons.insert(key, not.reason);
-                    coverage.not_covered.push((lang, not.why));
+                    Err(not) if i == 0 => {
+                        // Another variant fails as the default does.
+                        known.reasons.insert(key.clone(), not.reason);
+                        coverage.not_covered.push((lang, not.why));
+                        break;
+                    }
+                    Err(not) => {
+                        let (k, values) = variant.expect("variants after the first");
+                        coverage
+                            .not_covered
+                            .push((lang, format!("{k}={}: {}", values[0], not.why)));
+                    }
                 }
             }
         }

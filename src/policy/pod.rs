@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Pod;
 use super::LANGUAGES;
 use super::template::Template;
 use super::template::{self, CONTAINER, NotCovered};
-use super::vars::DEFAULT_VARIANTS;
+use super::vars::{VARIANTS, Variant, variants};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
 use crate::engine::{Catalog, EngineConfig};
@@ -32,7 +32,7 @@ pub enum Path {
 pub struct Paths<'a> {
     catalog: &'a dyn Catalog,
     config: &'a EngineConfig,
-    templates: HashMap<(String, Language), Result<Template, NotCovered>>,
+    templates: HashMap<(String, Language, Option<Variant>), Result<Template, NotCovered>>,
 }
 
 impl<'a> Paths<'a> {
@@ -63,14 +63,15 @@ impl<'a> Paths<'a> {
         });
         let annotations = Annotations::new(pod, keys);
         path(catalog, ns, requested, injected, |inst, lang| {
-            if let Some(why) = other_variant(lang, &annotations) {
-                return Path::Webhook(why);
-            }
-            let key = (inst.qualified(), lang);
+            let variant = match variant_of(lang, &annotations) {
+                Ok(variant) => variant,
+                Err(why) => return Path::Webhook(why),
+            };
+            let key = (inst.qualified(), lang, variant);
             let t = self
                 .templates
                 .entry(key)
-                .or_insert_with(|| template::read(inst, lang, config));
+                .or_insert_with(|| template::read_variant(inst, lang, variant, config));
             match t {
                 Ok(t) => match uncovered(t, pod, targets) {
                     Some(why) => Path::Webhook(why),
@@ -117,13 +118,20 @@ fn path(
     covered(inst, *lang)
 }
 
-/// Why the pod gets another variant of `lang`'s agent than the policy's (`vars::DEFAULT_VARIANTS`),
-/// if it does.
-pub(super) fn other_variant(lang: Language, annotations: &Annotations<'_>) -> Option<String> {
-    let (_, key, values) = DEFAULT_VARIANTS.iter().find(|(l, ..)| *l == lang)?;
+/// The variant of `lang`'s agent the pod gets (`vars::VARIANTS`, `None` for a language
+/// without), or why it gets none a policy injects (the agent refuses the value).
+pub(super) fn variant_of(
+    lang: Language,
+    annotations: &Annotations<'_>,
+) -> Result<Option<Variant>, String> {
+    let Some((_, key, _)) = VARIANTS.iter().find(|(l, ..)| *l == lang) else {
+        return Ok(None);
+    };
     let value = annotations.get(key).unwrap_or("");
-    (!values.contains(&value))
-        .then(|| format!("{key} is {value:?}: the policy injects the agent a pod without it gets"))
+    variants(lang)
+        .into_iter()
+        .find(|v| v.is_some_and(|(_, values)| values.contains(&value)))
+        .ok_or_else(|| format!("{key} is {value:?}: the agent refuses it, so does the webhook"))
 }
 
 /// Why template `t` cannot replay the webhook on `pod`'s `targets`, if it cannot.

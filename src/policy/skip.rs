@@ -86,6 +86,7 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     let named = format!("variables.{named}");
     let unsupported = SkipReason::PolicyUnsupported.as_str();
     let (targets, invalid) = vars::targets(v, lang);
+    let variant_refused = vars::variant_refused(v, lang);
     // The reason of a found Instrumentation `i`, as the webhook gives it: `rolled_back` for a
     // workload rolled back from the language with its current spec, the webhook's reason when
     // the policy cannot serve the language for it, a container list it cannot use, every
@@ -94,7 +95,7 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
         let key = format!("{i} + \"/{}\"", lang.as_str());
         let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));
         let refused = format!(
-            "{targets}.size() > 0 && {targets}.all(c, c.?env.orValue([]).exists(e, e.name in (has(e.valueFrom) ? variables.refusedFrom : variables.refusedLiteral)[?{key}].orValue([])))"
+            "{variant_refused} || {targets}.size() > 0 && {targets}.all(c, c.?env.orValue([]).exists(e, e.name in (has(e.valueFrom) ? variables.refusedFrom : variables.refusedLiteral)[?{key}].orValue([])))"
         );
         format!(
             "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : {invalid} ? \"{}\" : {refused} ? \"{}\" : \"{unsupported}\") + \" \" + {i}",

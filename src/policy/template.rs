@@ -17,6 +17,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use super::vars::Variant;
 use crate::agents::Language;
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
 use crate::cluster::StaticCatalog;
@@ -66,6 +67,8 @@ pub struct ExtendedVariable {
 #[derive(Clone, Debug)]
 pub struct Template {
     pub language: Language,
+    /// The variant of the agent it injects (`vars::VARIANTS`), for a language with variants.
+    pub variant: Option<Variant>,
     pub instrumentation: Arc<Instrumentation>,
     /// Pod volumes added, in order.
     pub volumes: Vec<Value>,
@@ -112,12 +115,17 @@ impl From<&str> for NotCovered {
     }
 }
 
-/// A probe pod in `namespace` asking for `lang` from `inst` by name, its container with
-/// `env`.
-fn probe_pod(inst: &Instrumentation, lang: Language, env: Value) -> Value {
+/// A probe pod in `namespace` asking for `lang` from `inst` by name, with the variant's
+/// first value, its container with `env`.
+fn probe_pod(
+    inst: &Instrumentation,
+    lang: Language,
+    variant: Option<Variant>,
+    env: Value,
+) -> Value {
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
-    json!({
+    let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -128,7 +136,12 @@ fn probe_pod(inst: &Instrumentation, lang: Language, env: Value) -> Value {
             },
         },
         "spec": {"containers": [{"name": CONTAINER, "image": "probe", "env": env}]},
-    })
+    });
+    // The default variant's first value is "": no key, as most pods.
+    if let Some((key, values)) = variant.filter(|(_, values)| !values[0].is_empty()) {
+        pod["metadata"]["annotations"][key] = json!(values[0]);
+    }
+    pod
 }
 
 /// The engine's result for `pod`, with image volumes: the pod injected, or the reason of the
@@ -169,10 +182,22 @@ pub fn probe_config(config: &EngineConfig) -> EngineConfig {
     }
 }
 
-/// Reads the template of `lang` for `inst` off the engine.
+/// Reads the template of `lang` for `inst` off the engine: the agent a pod without a variant
+/// key gets.
+#[cfg(test)]
 pub fn read(
     inst: &Arc<Instrumentation>,
     lang: Language,
+    config: &EngineConfig,
+) -> Result<Template, NotCovered> {
+    read_variant(inst, lang, super::vars::variants(lang)[0], config)
+}
+
+/// Reads the template of `variant` of `lang` for `inst` off the engine.
+pub fn read_variant(
+    inst: &Arc<Instrumentation>,
+    lang: Language,
+    variant: Option<Variant>,
     config: &EngineConfig,
 ) -> Result<Template, NotCovered> {
     if inst
@@ -191,9 +216,9 @@ pub fn read(
     // is the only one.
     let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
     let config = probe_config(config);
-    let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, env));
+    let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, variant, env));
     let run = |env: Value| decided(env).ok();
-    let bare = probe_pod(inst, lang, json!([]));
+    let bare = probe_pod(inst, lang, variant, json!([]));
     let injected = decide(&catalog, &config, &ns, &bare).map_err(|skip| match skip {
         Some(reason) => NotCovered {
             reason,
@@ -242,6 +267,7 @@ pub fn read(
 
     let mut template = Template {
         language: lang,
+        variant,
         instrumentation: inst.clone(),
         volumes,
         mounts,

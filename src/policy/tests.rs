@@ -155,6 +155,9 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let rendered = render(&catalog, &config, &PolicyOptions::default());
     let coverage = &rendered.coverage["shop/java"];
     assert_eq!(coverage.injected, LANGUAGES);
+    // One mutation per language, Python and .NET one per variant (glibc and musl).
+    let mutations = rendered.objects[0]["spec"]["mutations"].as_array().unwrap();
+    assert_eq!(mutations.len(), LANGUAGES.len() + 2);
     let binding = &rendered.objects[1];
     assert_eq!(binding["spec"]["paramRef"]["name"], "java");
     assert_eq!(
@@ -355,10 +358,11 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
     );
 }
 
-/// The values `vars::DEFAULT_VARIANTS` lets a policy cover choose exactly what a pod without
-/// the key gets from the engine; the other values the agents know choose something else.
+/// Each variant of `vars::VARIANTS` is one injection of the engine's: its values give the
+/// same patch, the variants differ, the first is what a pod without the key gets, and the
+/// values the agent refuses (the webhook instruments nothing) belong to no variant.
 #[test]
-fn default_variants_are_the_engines() {
+fn variants_are_the_engines() {
     use crate::pod::select::Keys;
     let catalog = StaticCatalog::from_yaml(
         "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
@@ -381,27 +385,42 @@ fn default_variants_are_the_engines() {
         let (patch, _) = crate::admission::mutate(&snapshot, &pod);
         (serde_json::to_value(patch).unwrap(), pod)
     };
-    let others = [
-        (Language::Python, &["musl", "alpine", " glibc"][..]),
-        (
-            Language::DotNet,
-            &["linux-musl-x64", "linux-arm64", "linux-x64 "][..],
-        ),
+    let refused = [
+        (Language::Python, &["alpine", " glibc", "MUSL"][..]),
+        (Language::DotNet, &["linux-arm64", "linux-x64 "][..]),
     ];
-    for (lang, key, values) in vars::DEFAULT_VARIANTS {
+    for (lang, key, groups) in vars::VARIANTS {
         let (plain, _) = patch_of(lang, None);
-        for value in values {
-            let (patch, pod) = patch_of(lang, Some((key, value)));
-            assert_eq!(patch, plain, "{lang} {key}={value:?}");
-            let annotations = crate::pod::select::Annotations::new(&pod, Keys::default());
-            assert_eq!(super::pod::other_variant(lang, &annotations), None);
+        let mut seen = Vec::new();
+        for (i, values) in groups.iter().enumerate() {
+            let (first, _) = patch_of(lang, Some((key, values[0])));
+            assert_eq!(
+                i == 0,
+                first == plain,
+                "{lang}: the first variant is the default"
+            );
+            assert!(
+                !seen.contains(&first),
+                "{lang} {key}={:?}: another variant's",
+                values[0]
+            );
+            for value in values.iter() {
+                let (patch, pod) = patch_of(lang, Some((key, value)));
+                assert_eq!(patch, first, "{lang} {key}={value:?}");
+                let annotations = crate::pod::select::Annotations::new(&pod, Keys::default());
+                assert_eq!(
+                    super::pod::variant_of(lang, &annotations),
+                    Ok(Some((key, *values)))
+                );
+            }
+            seen.push(first);
         }
-        let (_, other) = others.iter().find(|(l, _)| *l == lang).unwrap();
-        for value in other.iter() {
+        let (_, others) = refused.iter().find(|(l, _)| *l == lang).unwrap();
+        for value in others.iter() {
             let (patch, pod) = patch_of(lang, Some((key, value)));
-            assert_ne!(patch, plain, "{lang} {key}={value:?}");
+            assert!(!seen.contains(&patch), "{lang} {key}={value:?}");
             let annotations = crate::pod::select::Annotations::new(&pod, Keys::default());
-            assert!(super::pod::other_variant(lang, &annotations).is_some());
+            assert!(super::pod::variant_of(lang, &annotations).is_err());
         }
     }
 }

@@ -164,20 +164,39 @@ pub fn names_rolled_back(lang: Language, hash: &str) -> String {
 }
 
 /// Per language, the key its agent reads to choose a variant of itself (Python's platform,
-/// .NET's runtime) and the values that choose what a pod without the key gets. A policy is
-/// the engine's injection of such a pod: it covers those values alone, as written (the agent
-/// reads them untrimmed), and leaves a pod with any other (`musl`, `linux-musl-x64`, a value
-/// the agent refuses) to the webhook.
-pub const DEFAULT_VARIANTS: [(Language, &str, &[&str]); 2] = [
-    (Language::Python, PYTHON_PLATFORM, &["", "glibc"]),
-    (Language::DotNet, DOTNET_RUNTIME, &["", "linux-x64"]),
+/// .NET's runtime) and the values of each variant, as the agent reads them (untrimmed); the
+/// first variant is what a pod without the key gets. A policy injects each variant with the
+/// engine's own injection for it (one mutation each) and leaves a pod with any other value
+/// (one the agent refuses: the webhook's `nothing_instrumented`) alone.
+pub const VARIANTS: [(Language, &str, &[&[&str]]); 2] = [
+    (
+        Language::Python,
+        PYTHON_PLATFORM,
+        &[&["", "glibc"], &["musl"]],
+    ),
+    (
+        Language::DotNet,
+        DOTNET_RUNTIME,
+        &[&["", "linux-x64"], &["linux-musl-x64"]],
+    ),
 ];
 
-/// For a language of [`DEFAULT_VARIANTS`]: adds the effective value of its key (the pod's or
-/// the namespace's, as `select::effective` chooses, untrimmed) and returns the condition that
-/// the pod gets the default variant.
-pub fn default_variant(v: &mut Vars, lang: Language) -> Option<String> {
-    let (_, key, values) = DEFAULT_VARIANTS.iter().find(|(l, ..)| *l == lang)?;
+/// One variant of a language's agent: its key and the values that choose it.
+pub type Variant = (&'static str, &'static [&'static str]);
+
+/// The variants of `lang` ([`VARIANTS`]); one `None` for a language without.
+pub fn variants(lang: Language) -> Vec<Option<Variant>> {
+    match VARIANTS.iter().find(|(l, ..)| *l == lang) {
+        Some((_, key, groups)) => groups.iter().map(|values| Some((*key, *values))).collect(),
+        None => vec![None],
+    }
+}
+
+/// Adds the effective value of `lang`'s variant key (the pod's or the namespace's, as
+/// `select::effective` chooses, untrimmed) and returns its variable; `None` for a language
+/// without variants.
+fn variant_value(v: &mut Vars, lang: Language) -> Option<String> {
+    let (_, key, _) = VARIANTS.iter().find(|(l, ..)| *l == lang)?;
     let k = string(key);
     let raw = |lab: &str, ann: &str| {
         format!(
@@ -194,8 +213,27 @@ pub fn default_variant(v: &mut Vars, lang: Language) -> Option<String> {
             "{n}.trim() == \"\" ? {p} : ({p}.trim() == \"\" ? {n} : ({p}.trim().lowerAscii() != \"true\" ? {p} : ({n}.trim().lowerAscii() == \"false\" ? {p} : {n})))"
         ),
     );
-    Some(format!(
-        "variables.{var} in {}",
-        strings(values.iter().copied())
-    ))
+    Some(format!("variables.{var}"))
+}
+
+/// The condition that the pod gets `variant` of `lang`'s agent (always, for `None`).
+pub fn variant_condition(v: &mut Vars, lang: Language, variant: Option<Variant>) -> String {
+    match (variant_value(v, lang), variant) {
+        (Some(value), Some((_, values))) => {
+            format!("{value} in {}", strings(values.iter().copied()))
+        }
+        _ => "true".into(),
+    }
+}
+
+/// The condition that the agent of `lang` refuses the pod's variant value (none of
+/// [`VARIANTS`]' values: the webhook instruments no container); `false` for a language
+/// without variants.
+pub fn variant_refused(v: &mut Vars, lang: Language) -> String {
+    let Some((_, _, groups)) = VARIANTS.iter().find(|(l, ..)| *l == lang) else {
+        return "false".into();
+    };
+    let value = variant_value(v, lang).expect("a language with variants");
+    let all = groups.iter().flat_map(|g| g.iter().copied());
+    format!("!({value} in {})", strings(all))
 }

@@ -310,17 +310,17 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 ]),
             ),
         ),
-        // The variant keys: the default's own value is covered, any other left to the webhook.
+        // The variant keys: each variant of the agent is covered (musl too).
         simple(
             "python-glibc",
             &[(INJECT_PYTHON, "langs"), (PYTHON_PLATFORM, "glibc")],
         ),
         simple(
-            "edge-python-musl",
+            "python-musl",
             &[(INJECT_PYTHON, "langs"), (PYTHON_PLATFORM, "musl")],
         ),
         simple(
-            "edge-dotnet-musl",
+            "dotnet-musl",
             &[(INJECT_DOTNET, "langs"), (DOTNET_RUNTIME, "linux-musl-x64")],
         ),
         // `"true"` for a language no policy covers, and for a disabled one.

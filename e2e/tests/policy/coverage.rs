@@ -361,13 +361,22 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             "edge-true-of-several",
             format!("java=skipped multiple_instrumentations {shop}/*"),
         ),
+        // A variant the agent refuses: the webhook instruments nothing either.
         (
-            "edge-python-musl",
-            format!("python=skipped policy_unsupported {shop}/langs"),
+            "edge-key-python-variant-2",
+            format!("python=skipped nothing_instrumented {solo}/only"),
         ),
         (
-            "edge-dotnet-musl",
-            format!("dotnet=skipped policy_unsupported {shop}/langs"),
+            "edge-key-dotnet-variant-2",
+            format!("dotnet=skipped nothing_instrumented {solo}/only"),
+        ),
+        (
+            "edge-jto-value-from",
+            format!("java=skipped nothing_instrumented {shop}/java"),
+        ),
+        (
+            "edge-unknown-container",
+            format!("java=skipped invalid_container_names {shop}/java"),
         ),
         (
             "edge-nginx-true-solo",

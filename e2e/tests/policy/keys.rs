@@ -99,11 +99,15 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
             two(map(&[(java, "true"), (key, "app,worker")])),
         )],
         KeyUse::Variant(lang) => {
-            // Per variant key, its values: the one a pod without the key gets (a policy
-            // replays it) and the others (left to the webhook).
+            // Per variant key, its values: those of the agent's variants (a policy injects
+            // each) and one the agent refuses (the webhook too).
             let values: &[(&str, bool)] = match lang {
-                Language::Python => &[("glibc", true), ("musl", false)],
-                Language::DotNet => &[("linux-x64", true), ("linux-musl-x64", false)],
+                Language::Python => &[("glibc", true), ("musl", true), ("alpine", false)],
+                Language::DotNet => &[
+                    ("linux-x64", true),
+                    ("linux-musl-x64", true),
+                    ("linux-arm64", false),
+                ],
                 Language::Go => &[("/usr/local/bin/checkout", false)],
                 other => panic!("a new variant key of {other} ({key}): give it its values here"),
             };
