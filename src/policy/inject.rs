@@ -259,32 +259,42 @@ fn metadata_patches(field: &str, entries: &std::collections::BTreeMap<String, St
     )
 }
 
+/// Which requests name the policy's Instrumentation besides its name in its own namespace.
+#[derive(Clone, Copy, Debug)]
+pub struct Reach {
+    /// `"true"` in its namespace: it is the namespace's only Instrumentation.
+    pub only_in_namespace: bool,
+    /// `ns/name` from any namespace (`super::shared`): the binding spans every namespace.
+    pub shared: bool,
+}
+
 /// The whole mutation for template `t` (number `n` of the policy): empty unless the pod asks
 /// for this Instrumentation's language, is covered, and its workload was not rolled back
 /// from this language with the spec `hash` (the safety net's marker: the webhook then skips
 /// the language with reason `rolled_back`, or in mode `policy` the status policy records it).
-pub fn mutation(
-    v: &mut Vars,
-    n: usize,
-    t: &Template,
-    only_in_namespace: bool,
-    hash: SpecHash,
-) -> Value {
+pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHash) -> Value {
     let inst = &t.instrumentation;
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
     let lang = t.language;
     let request = vars::request(lang);
+    // In its own namespace: its name, `ns/name`, or `"true"` when it is the only one there.
+    let mut home = format!("{request} == {}", string(name));
+    if reach.only_in_namespace {
+        home.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
+    }
+    if reach.shared {
+        // Bound in every namespace: a bare name or `"true"` counts only in its own.
+        home = format!(
+            "(namespaceObject.metadata.name == {} && ({home}))",
+            string(ns)
+        );
+    }
     let mut asks = format!(
-        "variables.want == {} && ({request} == {} || {request} == {}",
+        "variables.want == {} && ({request} == {} || {home})",
         string(lang.as_str()),
-        string(name),
         string(&format!("{ns}/{name}"))
     );
-    if only_in_namespace {
-        asks.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
-    }
-    asks.push(')');
     asks.push_str(&format!(
         " && !{}",
         vars::names_rolled_back(lang, &string(&hash.to_string()))

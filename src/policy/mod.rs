@@ -27,10 +27,10 @@ use serde_json::{Value, json};
 
 use crate::agents::Language;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::{Catalog, EngineConfig, SkipReason};
+use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason};
 use crate::keys::{
-    INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY, NOT_COVERED_ANNOTATION, OPT_OUT,
-    OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
+    CROSS_NAMESPACE_ANNOTATION, INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY,
+    NOT_COVERED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
 };
 
 pub use pod::{Path, Paths};
@@ -268,8 +268,12 @@ pub fn render(
         // Readable entries always carry their hash.
         let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
         known.hashes.insert(format!("{ns}/{name}"), hash);
+        let reach = inject::Reach {
+            only_in_namespace: only,
+            shared: shared(inst, config),
+        };
         rendered.objects.extend(injection_policy(
-            options, inst, &templates, only, hash, coverage,
+            options, inst, &templates, reach, hash, coverage,
         ));
     }
     if options.mode == Mode::Policy {
@@ -316,12 +320,26 @@ pub fn render(
     rendered
 }
 
+/// Whether the policy of `inst` serves references from other namespaces (`ns/name`): when
+/// the Instrumentation says it is shared (`otel-injector/cross-namespace: allowed`) and the
+/// webhook's flags let other namespaces use it. Its binding then spans every namespace; the
+/// others stay bound in their own, so that a policy is evaluated where it can inject.
+pub(crate) fn shared(inst: &Instrumentation, config: &EngineConfig) -> bool {
+    config.cross_namespace != CrossNamespace::Deny
+        && inst
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
+            .is_some_and(|v| v == "allowed")
+}
+
 /// The policy and binding of one Instrumentation.
 fn injection_policy(
     options: &PolicyOptions,
     inst: &Arc<Instrumentation>,
     templates: &[Template],
-    only_in_namespace: bool,
+    reach: inject::Reach,
     hash: SpecHash,
     coverage: &Coverage,
 ) -> [Value; 2] {
@@ -333,7 +351,7 @@ fn injection_policy(
     let mutations: Vec<Value> = templates
         .iter()
         .enumerate()
-        .map(|(n, t)| inject::mutation(&mut v, n, t, only_in_namespace, hash))
+        .map(|(n, t)| inject::mutation(&mut v, n, t, reach, hash))
         .collect();
     let mut meta = metadata(&object);
     let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
@@ -370,7 +388,7 @@ fn injection_policy(
         "metadata": meta,
         "spec": {
             "policyName": object,
-            "matchResources": opted_in(options, Some(ns)),
+            "matchResources": opted_in(options, (!reach.shared).then_some(ns)),
         },
     });
     if options.form == Form::Api {

@@ -62,7 +62,7 @@ impl<'a> Paths<'a> {
             annotations: Some(&n.annotations),
         });
         let annotations = Annotations::new(pod, keys);
-        path(catalog, ns, requested, injected, |inst, lang| {
+        path(catalog, ns, requested, injected, config, |inst, lang| {
             let variant = match variant_of(lang, &annotations) {
                 Ok(variant) => variant,
                 Err(why) => return Path::Webhook(why),
@@ -89,6 +89,7 @@ fn path(
     ns: &str,
     requested: &[(Language, &str)],
     injected: &[(Language, &str)],
+    config: &EngineConfig,
     covered: impl FnOnce(&Arc<Instrumentation>, Language) -> Path,
 ) -> Path {
     let webhook = |why: &str| Path::Webhook(why.to_owned());
@@ -105,16 +106,20 @@ fn path(
     let all = catalog.instrumentations();
     let only = all.iter().filter(|(n, ..)| *n == inst_ns).count() == 1;
     let value = value.trim();
-    let names_it =
-        value == name || value == *qualified || (only && value.eq_ignore_ascii_case("true"));
-    if inst_ns != ns || !names_it {
-        return webhook(
-            "the request names an Instrumentation of another namespace (a policy is bound in its own)",
-        );
-    }
     let Some(Ok(inst)) = all.get(inst_ns, name) else {
         return webhook("the Instrumentation cannot be read");
     };
+    let names_it = if inst_ns == ns {
+        value == name || value == *qualified || (only && value.eq_ignore_ascii_case("true"))
+    } else {
+        value == *qualified && super::shared(inst, config)
+    };
+    if !names_it {
+        return webhook(
+            "the request names an Instrumentation of another namespace that is not annotated \
+             otel-injector/cross-namespace: allowed (its policy is bound in its own)",
+        );
+    }
     covered(inst, *lang)
 }
 

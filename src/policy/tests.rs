@@ -337,7 +337,8 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
             &java
         ),
         webhook(
-            "the request names an Instrumentation of another namespace (a policy is bound in its own)"
+            "the request names an Instrumentation of another namespace that is not annotated \
+             otel-injector/cross-namespace: allowed (its policy is bound in its own)"
         )
     );
     assert_eq!(
@@ -423,4 +424,56 @@ fn variants_are_the_engines() {
             assert!(super::pod::variant_of(lang, &annotations).is_err());
         }
     }
+}
+
+/// An Instrumentation annotated `otel-injector/cross-namespace: allowed` is served by its
+/// policy in every namespace by `ns/name` (a bare name or `"true"` only in its own), unless
+/// the webhook's flags deny references across namespaces.
+#[test]
+fn a_shared_instrumentation_is_bound_everywhere_and_named_by_ns_name() {
+    let shared = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        "metadata: {name: java, namespace: shop, annotations: {otel-injector/cross-namespace: allowed}}",
+    );
+    let catalog = StaticCatalog::from_yaml(&shared).unwrap();
+    let namespaces_of = |config: &EngineConfig| {
+        let rendered = render(&catalog, config, &PolicyOptions::default());
+        let (policy, binding) = (&rendered.objects[0], &rendered.objects[1]);
+        let selector = &binding["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"];
+        let cel = policy["spec"]["variables"].to_string();
+        (selector[1].clone(), cel)
+    };
+    let (everywhere, cel) = namespaces_of(&EngineConfig::default());
+    assert_eq!(everywhere["operator"], "NotIn", "{everywhere}");
+    assert!(
+        cel.contains(r#"namespaceObject.metadata.name == \"shop\" && (variables.req0 == \"java\""#),
+        "{cel}"
+    );
+    let deny = EngineConfig {
+        cross_namespace: CrossNamespace::Deny,
+        ..EngineConfig::default()
+    };
+    let (own, _) = namespaces_of(&deny);
+    assert_eq!(
+        own,
+        json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["shop"]})
+    );
+
+    let config = EngineConfig::default();
+    let mut paths = Paths::new(&catalog, &config);
+    let pod: Pod = serde_json::from_value(
+        json!({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "a"}]}}),
+    )
+    .unwrap();
+    let java = [(Language::Java, "shop/java")];
+    let targets = ["app".to_owned()];
+    assert_eq!(
+        paths.of("web", &pod, &java, &java, &targets),
+        Path::Policy("shop/java".into())
+    );
+    let mut denied = Paths::new(&catalog, &deny);
+    assert!(matches!(
+        denied.of("web", &pod, &java, &java, &targets),
+        Path::Webhook(_)
+    ));
 }

@@ -346,7 +346,18 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             ],
         ),
         simple("edge-true-of-several", &[(INJECT_JAVA, "true")]),
-        simple("edge-cross-namespace", &[(INJECT_JAVA, "SOLO/only")]),
+        // Another namespace's Instrumentation that does not say it is shared (`only` does:
+        // the generated `key-cross-namespace`).
+        (
+            "edge-cross-namespace",
+            "solo",
+            pod(
+                "edge-cross-namespace",
+                ann(&[(INJECT_JAVA, "SHOP/java")]),
+                json!({}),
+                app(port.clone()),
+            ),
+        ),
         simple("edge-exporter-tls", &[(INJECT_JAVA, "tls")]),
         (
             "edge-user-resource-attributes",

@@ -396,7 +396,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
         ),
         (
             "edge-cross-namespace",
-            format!("java=skipped policy_unsupported {solo}/only"),
+            format!("java=skipped policy_unsupported {shop}/java"),
         ),
         (
             "edge-user-resource-attributes",

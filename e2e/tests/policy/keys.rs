@@ -197,8 +197,9 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
             "shop",
             one(map(&[(java, "copied")]), json!({})),
         )],
+        // `only` is annotated as shared: its policy serves other namespaces.
         KeyUse::CrossNamespace => vec![case(
-            false,
+            true,
             "cross-namespace",
             "shop",
             one(map(&[(java, "SOLO/only")]), json!({})),

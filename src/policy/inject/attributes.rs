@@ -96,7 +96,8 @@ pub(super) fn resource_attributes(inst: &Instrumentation, n: usize) -> String {
 /// The keys the policy computes itself, each with its sources' CEL, lowest precedence first.
 pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     let spec = &inst.spec;
-    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
+    // The pod's namespace: the Instrumentation's, or another for a shared one.
+    let ns = "namespaceObject.metadata.name";
     // Candidates per key, lowest precedence first.
     let mut known: Vec<(String, Vec<String>)> = Vec::new();
     fn add(known: &mut Vec<(String, Vec<String>)>, k: &str, e: String) {
@@ -111,7 +112,7 @@ pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     }
     let uids = spec.add_k8s_uid_attributes();
     if spec.k8s_metadata() {
-        put("k8s.namespace.name", string(ns));
+        put("k8s.namespace.name", ns.to_owned());
         put("k8s.container.name", format!("{C}.name"));
         put("k8s.pod.name", string(POD_NAME_REFERENCE));
         if uids {
@@ -134,7 +135,7 @@ pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     }
     let service = spec.service_metadata();
     if service {
-        let instance = format!("{} + \".{POD_NAME_REFERENCE}.\" + {C}.name", string(ns));
+        let instance = format!("{ns} + \".{POD_NAME_REFERENCE}.\" + {C}.name");
         put("service.instance.id", instance);
         let mut version = image_version();
         if spec.use_labels_for_resource_attributes() {
@@ -154,7 +155,7 @@ pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
         add(
             &mut known,
             "service.namespace",
-            or_else(&attr_annotation("service.namespace"), &string(ns)),
+            or_else(&attr_annotation("service.namespace"), ns),
         );
     }
     known
