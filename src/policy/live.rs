@@ -114,9 +114,7 @@ impl LivePolicies {
                 last = None;
             }
             let specs = specs(catalog.as_ref());
-            let due = last
-                .as_ref()
-                .is_none_or(|(was, at)| *was != specs || at.elapsed() >= RESYNC);
+            let due = due(last.as_ref(), &specs);
             let wait = if !catalog.instrumentations_synced() {
                 Duration::from_secs(1)
             } else if !due {
@@ -163,34 +161,18 @@ impl LivePolicies {
         applied: &mut Applied,
     ) -> Result<(usize, usize), kube::Error> {
         let ours = ListParams::default().labels(&format!("{POLICY_LABEL}=true"));
-        let prefix = format!("{}.", self.options.prefix);
         // What exists now, with its resourceVersion.
-        let mut present = BTreeMap::new();
+        let mut present = Present::new();
         for (kind, plural) in KINDS {
             for o in api(client, kind, plural).list_metadata(&ours).await? {
                 let name = o.metadata.name.unwrap_or_default();
-                if name.starts_with(&prefix) {
-                    let version = o.metadata.resource_version.unwrap_or_default();
-                    present.insert((kind.to_owned(), name), version);
-                }
+                let version = o.metadata.resource_version.unwrap_or_default();
+                present.insert((kind.to_owned(), name), version);
             }
         }
-        let mut wanted = BTreeSet::new();
+        let pass = plan(&self.options.prefix, objects, applied, &present);
         let mut written = 0;
-        for obj in objects {
-            let kind = obj["kind"].as_str().unwrap_or_default().to_owned();
-            let name = obj["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            let key = (kind, name);
-            wanted.insert(key.clone());
-            let unchanged = applied
-                .get(&key)
-                .is_some_and(|(sent, version)| *sent == obj && present.get(&key) == Some(version));
-            if unchanged {
-                continue;
-            }
+        for (key, obj) in pass.write {
             let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == key.0) else {
                 continue;
             };
@@ -206,23 +188,76 @@ impl LivePolicies {
             written += 1;
         }
         let mut deleted = 0;
-        // Bindings before their policies (the order of KINDS).
-        for (kind, plural) in KINDS {
-            for key in present
-                .keys()
-                .filter(|k| k.0 == kind && !wanted.contains(*k))
+        for key in pass.delete {
+            let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == key.0) else {
+                continue;
+            };
+            match api(client, kind, plural)
+                .delete(&key.1, &DeleteParams::default())
+                .await
             {
-                match api(client, kind, plural)
-                    .delete(&key.1, &DeleteParams::default())
-                    .await
-                {
-                    Ok(_) => deleted += 1,
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
-                applied.remove(key);
+                Ok(_) => deleted += 1,
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => return Err(e),
             }
+            applied.remove(&key);
         }
         Ok((written, deleted))
     }
 }
+
+/// Whether a pass renders: the first (or the first after a failure or a Lease taken), a spec
+/// that changed since the last, or the resync due. A cache change that changes no spec (a
+/// status write) renders nothing.
+fn due(last: Option<&(Vec<Spec>, Instant)>, specs: &[Spec]) -> bool {
+    last.is_none_or(|(was, at)| was != specs || at.elapsed() >= RESYNC)
+}
+
+/// The objects of admission policies that exist, by (kind, name), with their resourceVersion.
+type Present = BTreeMap<(String, String), String>;
+
+/// What one pass writes and deletes.
+#[derive(Debug, Default, PartialEq)]
+struct Pass {
+    /// The rendered objects that are new, differ from what was applied, or were written by
+    /// someone else since (their resourceVersion moved), in the render's order.
+    write: Vec<((String, String), Value)>,
+    /// The objects of `prefix` that exist and were not rendered, bindings before policies.
+    delete: Vec<(String, String)>,
+}
+
+/// The pass for the rendered `objects` (named `<prefix>.…`) against what this writer applied
+/// and what `present`s.
+fn plan(prefix: &str, objects: Vec<Value>, applied: &Applied, present: &Present) -> Pass {
+    let prefix = format!("{prefix}.");
+    let mut pass = Pass::default();
+    let mut wanted = BTreeSet::new();
+    for obj in objects {
+        let kind = obj["kind"].as_str().unwrap_or_default().to_owned();
+        let name = obj["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        let key = (kind, name);
+        wanted.insert(key.clone());
+        let unchanged = applied
+            .get(&key)
+            .is_some_and(|(sent, version)| *sent == obj && present.get(&key) == Some(version));
+        if !unchanged {
+            pass.write.push((key, obj));
+        }
+    }
+    // Bindings before their policies (the order of KINDS).
+    for (kind, _) in KINDS {
+        pass.delete.extend(
+            present
+                .keys()
+                .filter(|k| k.0 == kind && k.1.starts_with(&prefix) && !wanted.contains(*k))
+                .cloned(),
+        );
+    }
+    pass
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,107 @@
+use serde_json::json;
+
+use super::*;
+
+fn object(kind: &str, name: &str, rule: &str) -> Value {
+    json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+           "metadata": {"name": name}, "spec": {"rule": rule}})
+}
+
+fn key(kind: &str, name: &str) -> (String, String) {
+    (kind.to_owned(), name.to_owned())
+}
+
+const POLICY: &str = "MutatingAdmissionPolicy";
+const BINDING: &str = "MutatingAdmissionPolicyBinding";
+
+#[test]
+fn a_pass_writes_what_is_new_changed_or_moved_and_nothing_else() {
+    let kept = object(POLICY, "oi.shop.java", "a");
+    let edited = object(POLICY, "oi.shop.node", "new");
+    let moved = object(POLICY, "oi.shop.python", "c");
+    let added = object(POLICY, "oi.shop.dotnet", "d");
+    let applied: Applied = [
+        (key(POLICY, "oi.shop.java"), (kept.clone(), "10".to_owned())),
+        (
+            key(POLICY, "oi.shop.node"),
+            (object(POLICY, "oi.shop.node", "old"), "11".to_owned()),
+        ),
+        (
+            key(POLICY, "oi.shop.python"),
+            (moved.clone(), "12".to_owned()),
+        ),
+    ]
+    .into();
+    let present: Present = [
+        (key(POLICY, "oi.shop.java"), "10".to_owned()),
+        (key(POLICY, "oi.shop.node"), "11".to_owned()),
+        // Edited by someone else since this writer applied it.
+        (key(POLICY, "oi.shop.python"), "15".to_owned()),
+    ]
+    .into();
+    let objects = vec![kept, edited.clone(), moved.clone(), added.clone()];
+    let pass = plan("oi", objects, &applied, &present);
+    assert_eq!(
+        pass.write,
+        [
+            (key(POLICY, "oi.shop.node"), edited),
+            (key(POLICY, "oi.shop.python"), moved),
+            (key(POLICY, "oi.shop.dotnet"), added),
+        ]
+    );
+    assert!(pass.delete.is_empty());
+}
+
+#[test]
+fn a_pass_after_a_restart_writes_everything_once() {
+    // Nothing applied by this process yet (a new Lease holder): every object is written,
+    // even one that exists with the same content (its resourceVersion is unknown here).
+    let java = object(POLICY, "oi.shop.java", "a");
+    let present: Present = [(key(POLICY, "oi.shop.java"), "10".to_owned())].into();
+    let pass = plan("oi", vec![java.clone()], &Applied::new(), &present);
+    assert_eq!(pass.write, [(key(POLICY, "oi.shop.java"), java)]);
+}
+
+#[test]
+fn a_pass_deletes_its_own_leftovers_bindings_first_and_nobody_elses() {
+    let present: Present = [
+        (key(POLICY, "oi.shop.gone"), "1".to_owned()),
+        (key(BINDING, "oi.shop.gone"), "2".to_owned()),
+        (key(POLICY, "oi.shop.java"), "3".to_owned()),
+        // Another prefix, and a name that only starts like ours.
+        (key(POLICY, "team.shop.java"), "4".to_owned()),
+        (key(POLICY, "oil.shop.java"), "5".to_owned()),
+    ]
+    .into();
+    let java = object(POLICY, "oi.shop.java", "a");
+    let applied: Applied = [(key(POLICY, "oi.shop.java"), (java.clone(), "3".to_owned()))].into();
+    let pass = plan("oi", vec![java], &applied, &present);
+    assert!(pass.write.is_empty());
+    assert_eq!(
+        pass.delete,
+        [key(BINDING, "oi.shop.gone"), key(POLICY, "oi.shop.gone")]
+    );
+}
+
+#[test]
+fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
+    let spec = |hash: Option<&str>| -> Vec<Spec> {
+        vec![(
+            "shop".into(),
+            "java".into(),
+            hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
+        )]
+    };
+    let now = Instant::now();
+    assert!(due(None, &spec(Some("0a1b2c3d"))));
+    let last = (spec(Some("0a1b2c3d")), now);
+    // A status write changes no spec.
+    assert!(!due(Some(&last), &spec(Some("0a1b2c3d"))));
+    assert!(due(Some(&last), &spec(Some("0a1b2c3e"))));
+    // Unreadable now.
+    assert!(due(Some(&last), &spec(None)));
+    if let Some(then) = now.checked_sub(RESYNC) {
+        let old = (spec(Some("0a1b2c3d")), then);
+        assert!(due(Some(&old), &spec(Some("0a1b2c3d"))));
+    }
+}
