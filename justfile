@@ -112,7 +112,8 @@ auth-cost:
 # Pod-create latency through the real API server: no injection, the webhook, the policy
 # (`otel-injector policy`), E2E_POLICY_PODS each (default 300); docs/performance.md.
 policy-latency: controlplane
-    cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture policy::budgets::policy_latency
+    cargo build --locked --release --bin otel-injector
+    E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture policy::budgets::policy_latency
 
 # A burst of pod creations through the real control plane and two webhook replicas behind
 # one address: pods/s and create latency without and with the webhook, and a Deployment

@@ -74,21 +74,18 @@ impl Default for Options {
     }
 }
 
-/// The e2e binary's `serve` as `identity` with `args` (serving `tls_dir`'s certificate, or
-/// the harness's), once ready.
+/// `serve` of [`webhook_binary`] (the e2e build unless a measurement's recipe names the
+/// release build) as `identity` with `args` (serving `tls_dir`'s certificate, or the
+/// harness's), once ready.
 pub(super) async fn ready_webhook(
     identity: &Identity,
     args: &[String],
     tls_dir: Option<&Path>,
 ) -> Webhook {
-    let mut webhook = Webhook::start_serving(
-        Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
-        &identity.kubeconfig,
-        args,
-        tls_dir,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut webhook =
+        Webhook::start_serving(&webhook_binary(), &identity.kubeconfig, args, tls_dir)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
     webhook
         .wait_ready(Duration::from_secs(30))
         .await
