@@ -166,7 +166,7 @@ pub fn names_rolled_back(lang: Language, hash: &str) -> String {
 /// Per language, the key its agent reads to choose a variant of itself (Python's platform,
 /// .NET's runtime) and the values of each variant, as the agent reads them (untrimmed); the
 /// first variant is what a pod without the key gets. A policy injects each variant with the
-/// engine's own injection for it (one mutation each) and leaves a pod with any other value
+/// engine's own injection for it (a patch each) and leaves a pod with any other value
 /// (one the agent refuses: the webhook's `nothing_instrumented`) alone.
 pub const VARIANTS: [(Language, &str, &[&[&str]]); 2] = [
     (
