@@ -63,6 +63,31 @@ impl From<String> for StartError {
     }
 }
 
+/// One plugin of an admission configuration: its name, its configuration's kind
+/// (`apiserver.config.k8s.io/v1`) and fields (one `key: value` each).
+pub type AdmissionPlugin<'a> = (&'a str, &'a str, Vec<(&'a str, String)>);
+
+/// An admission configuration (`--admission-control-config-file`) of `plugins` written as
+/// `path`. Returns the path.
+pub fn admission_configuration(
+    path: &std::path::Path,
+    plugins: &[AdmissionPlugin<'_>],
+) -> std::path::PathBuf {
+    let mut text =
+        "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n"
+            .to_owned();
+    for (name, kind, fields) in plugins {
+        text.push_str(&format!(
+            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    kind: {kind}\n"
+        ));
+        for (key, value) in fields {
+            text.push_str(&format!("    {key}: {value:?}\n"));
+        }
+    }
+    std::fs::write(path, text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    path.to_owned()
+}
+
 impl ControlPlane {
     /// Starts etcd and kube-apiserver and waits for `/readyz` (bounded by
     /// `$E2E_READY_TIMEOUT` seconds, default 90). Retries twice on a port clash.

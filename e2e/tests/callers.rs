@@ -45,24 +45,17 @@ fn admission_configuration(dir: &Path, callers: &DevCerts) -> std::path::PathBuf
         ),
     )
     .unwrap();
-    let config = dir.join("admission.yaml");
-    let plugin = |name: &str| {
-        format!(
-            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    \
-             kind: WebhookAdmissionConfiguration\n    kubeConfigFile: {}\n",
-            kubeconfig.display()
-        )
+    let plugin = |name| {
+        let fields = vec![("kubeConfigFile", kubeconfig.display().to_string())];
+        (name, "WebhookAdmissionConfiguration", fields)
     };
-    std::fs::write(
-        &config,
-        format!(
-            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
+    crate::support::controlplane::admission_configuration(
+        &dir.join("admission.yaml"),
+        &[
             plugin("MutatingAdmissionWebhook"),
-            plugin("ValidatingAdmissionWebhook")
-        ),
+            plugin("ValidatingAdmissionWebhook"),
+        ],
     )
-    .unwrap();
-    config
 }
 
 /// Starts a webhook with `args`, registers it for namespace `ns` (failure policy `Fail`:

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use crate::harness::{is_injected, pod, webhook_ready};
 use crate::support::api;
-use crate::support::controlplane::ControlPlane;
+use crate::support::controlplane::{ControlPlane, admission_configuration};
 
 const NAME: &str = "otel-injector.static.k8s.io";
 const CONFIGS: &str = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations";
@@ -62,18 +62,17 @@ async fn a_static_registration_injects_from_the_first_request_and_cannot_be_remo
         String::from_utf8_lossy(&out.stderr)
     );
     std::fs::write(manifests.join("otel-injector.yaml"), &out.stdout).unwrap();
-    let admission = dir.path().join("admission.yaml");
-    std::fs::write(
-        &admission,
-        format!(
-            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n\
-             - name: MutatingAdmissionWebhook\n  configuration:\n    \
-             apiVersion: apiserver.config.k8s.io/v1\n    kind: WebhookAdmissionConfiguration\n    \
-             kubeConfigFile: \"\"\n    staticManifestsDir: {}\n",
-            manifests.display()
-        ),
-    )
-    .unwrap();
+    let admission = admission_configuration(
+        &dir.path().join("admission.yaml"),
+        &[(
+            "MutatingAdmissionWebhook",
+            "WebhookAdmissionConfiguration",
+            vec![
+                ("kubeConfigFile", String::new()),
+                ("staticManifestsDir", manifests.display().to_string()),
+            ],
+        )],
+    );
 
     let cp = ControlPlane::start_with(&[
         "--admission-control-config-file",

@@ -110,30 +110,12 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         injected,
     )
     .await;
-    // Each policy takes effect when the API server's informer has it: one pod per
-    // Instrumentation and language must be injected before the corpus runs.
-    for case in ["java-true-solo", "nodejs", "python", "dotnet", "sdk"] {
-        let (_, ns, p) = pods.iter().find(|p| p.0 == case).expect("a case");
-        until(&client, ns, p, case, |p| {
-            p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string()
-        })
-        .await;
-    }
-    let requests_before = env.requests().await.total();
-    let by_policy = create_each(&client, &pods).await;
-    delete_each(&client, &pods).await;
-    assert_eq!(
-        env.requests().await.total(),
-        requests_before,
-        "the webhook was called"
-    );
+    let by_policy = created_alone(&env, &pods, &[], INJECTED_ANNOTATION).await;
 
     let mut covered = Vec::new();
     let mut left = Vec::new();
     for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_policy).zip(&by_webhook) {
-        // Injected by the policy (a pod injected before carries the marker as sent).
-        let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
-        if marked(policy) && !marked(sent) {
+        if injected_now(policy, sent) {
             assert_eq!(
                 policy, webhook,
                 "{case}: the policy's pod differs from the webhook's"
@@ -153,10 +135,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     let by_webhook_alone = pods
         .iter()
         .zip(&by_webhook)
-        .filter(|((_, _, sent), w)| {
-            let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
-            marked(w) && !marked(sent)
-        })
+        .filter(|((_, _, sent), w)| injected_now(w, sent))
         .count();
     eprintln!(
         "[e2e] share of the pods the webhook injects that the policies cover: {}/{by_webhook_alone} ({:.0} %)",
@@ -178,10 +157,9 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     // the webhook for every other pod the webhook injected.
     let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods);
     for (((case, _, sent), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
-        let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
         let want = if covered.contains(case) {
             Some("policy")
-        } else if marked(webhook) && !marked(sent) {
+        } else if injected_now(webhook, sent) {
             Some("webhook")
         } else {
             None
@@ -221,28 +199,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
         ],
     );
     create_all(&client, &alone).await;
-    for case in [
-        "java-true-solo",
-        "nodejs",
-        "python",
-        "dotnet",
-        "sdk",
-        "edge-go",
-    ] {
-        let (_, ns, p) = pods.iter().find(|p| p.0 == case).expect("a case");
-        until(&client, ns, p, case, |p| {
-            p["metadata"]["annotations"][STATUS_ANNOTATION].is_string()
-        })
-        .await;
-    }
-    let requests_before = env.requests().await.total();
-    let by_mode_policy = create_each(&client, &pods).await;
-    delete_each(&client, &pods).await;
-    assert_eq!(
-        env.requests().await.total(),
-        requests_before,
-        "the webhook was called"
-    );
+    let by_mode_policy = created_alone(&env, &pods, &["edge-go"], STATUS_ANNOTATION).await;
     let mut differs = Vec::new();
     for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_mode_policy).zip(&by_webhook) {
         if covered.contains(case) {
@@ -287,6 +244,42 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     }
     assert!(differs.is_empty(), "mode policy's skips: {differs:#?}");
     delete_all(&client, &alone).await;
+}
+
+/// The corpus created with the policies alone (the webhook out of scope, and not called),
+/// once each policy takes effect (when the API server's informer has it): one pod per
+/// Instrumentation and language, and the `extra` cases, carry the annotation `seen`.
+async fn created_alone(
+    env: &Env,
+    pods: &[(&'static str, String, Value)],
+    extra: &[&str],
+    seen: &str,
+) -> Vec<Value> {
+    let client = &env.client;
+    let ready = ["java-true-solo", "nodejs", "python", "dotnet", "sdk"];
+    for case in ready.iter().chain(extra) {
+        let (_, ns, p) = pods.iter().find(|p| p.0 == *case).expect("a case");
+        until(client, ns, p, case, |p| {
+            p["metadata"]["annotations"][seen].is_string()
+        })
+        .await;
+    }
+    let requests_before = env.requests().await.total();
+    let stored = create_each(client, pods).await;
+    delete_each(client, pods).await;
+    assert_eq!(
+        env.requests().await.total(),
+        requests_before,
+        "the webhook was called"
+    );
+    stored
+}
+
+/// Whether `stored` was injected on its way in (a pod injected before carries the marker as
+/// `sent`).
+fn injected_now(stored: &Value, sent: &Value) -> bool {
+    let marked = |p: &Value| p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
+    marked(stored) && !marked(sent)
 }
 
 /// Labels the `solo` namespace as the generated cases need (`keys.rs`).

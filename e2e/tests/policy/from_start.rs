@@ -18,7 +18,7 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use crate::support::api;
-use crate::support::controlplane::ControlPlane;
+use crate::support::controlplane::{ControlPlane, admission_configuration};
 use otel_injector::keys::{INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION};
 
 use super::build::{container, inst, pod};
@@ -111,31 +111,22 @@ async fn manifest_policies_inject_from_the_api_servers_start_as_the_api_objects_
         ]
     );
     assert_eq!(api::read_yaml_docs(&validating).unwrap().len(), 2);
-    let admission = dir.path().join("admission.yaml");
-    let plugin = |name: &str, kind: &str, sub: &str| {
-        format!(
-            "- name: {name}\n  configuration:\n    apiVersion: apiserver.config.k8s.io/v1\n    \
-             kind: {kind}\n    staticManifestsDir: {}\n",
-            dir.path().join("static").join(sub).display()
-        )
-    };
-    std::fs::write(
-        &admission,
-        format!(
-            "apiVersion: apiserver.config.k8s.io/v1\nkind: AdmissionConfiguration\nplugins:\n{}{}",
-            plugin(
+    let dir_of = |sub: &str| dir.path().join("static").join(sub).display().to_string();
+    let admission = admission_configuration(
+        &dir.path().join("admission.yaml"),
+        &[
+            (
                 "MutatingAdmissionPolicy",
                 "MutatingAdmissionPolicyConfiguration",
-                "mutating"
+                vec![("staticManifestsDir", dir_of("mutating"))],
             ),
-            plugin(
+            (
                 "ValidatingAdmissionPolicy",
                 "ValidatingAdmissionPolicyConfiguration",
-                "validating"
+                vec![("staticManifestsDir", dir_of("validating"))],
             ),
-        ),
-    )
-    .unwrap();
+        ],
+    );
     let cp = ControlPlane::start_with(&[
         "--admission-control-config-file",
         admission.to_str().unwrap(),
