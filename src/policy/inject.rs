@@ -268,20 +268,11 @@ pub struct Reach {
     pub shared: bool,
 }
 
-/// The policy's one mutation: the patches of every template, of which at most one applies (a
-/// pod asks for one language and has one variant). One mutation, not one per template: the
-/// API server encodes, patches, decodes and defaults the pod once per mutation, even for an
-/// empty patch, and evaluates the variables again for each.
-pub fn one_mutation(expressions: &[String]) -> Value {
-    let each: Vec<String> = expressions.iter().map(|e| format!("({e})")).collect();
-    json!({"patchType": "JSONPatch", "jsonPatch": {"expression": each.join(" + ")}})
-}
-
-/// The patches for template `t` (number `n` of the policy): empty unless the pod asks
+/// The whole mutation for template `t` (number `n` of the policy): empty unless the pod asks
 /// for this Instrumentation's language, is covered, and its workload was not rolled back
 /// from this language with the spec `hash` (the safety net's marker: the webhook then skips
 /// the language with reason `rolled_back`, or in mode `policy` the status policy records it).
-pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHash) -> String {
+pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHash) -> Value {
     let inst = &t.instrumentation;
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
@@ -356,7 +347,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
         metadata_patches("annotations", &t.annotations),
         metadata_patches("labels", &t.labels),
     );
-    expression
+    json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
 }
 
 /// The match condition of every injection policy: the pod (or its namespace) has an

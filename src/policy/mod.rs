@@ -348,7 +348,7 @@ fn injection_policy(
     let object = object_name(options, ns, name);
     let mut v = vars::Vars::default();
     inject::pod_variables(&mut v);
-    let patches: Vec<String> = templates
+    let mutations: Vec<Value> = templates
         .iter()
         .enumerate()
         .map(|(n, t)| inject::mutation(&mut v, n, t, reach, hash))
@@ -379,7 +379,7 @@ fn injection_policy(
             "reinvocationPolicy": "Never",
             "matchConditions": inject::match_conditions(),
             "variables": v.to_json(),
-            "mutations": [inject::one_mutation(&patches)],
+            "mutations": mutations,
         },
     });
     let mut binding = json!({

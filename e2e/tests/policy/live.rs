@@ -1,9 +1,11 @@
-//! Live policies (`serve --apply-policies both`), through the real API server: the webhook's
-//! Lease holder applies the policies of an Instrumentation as soon as it exists, an edit of
-//! its spec reaches the pods the API server injects with no `otel-injector policy` run (a pod
-//! created 5 s after the edit gets the new spec), and a deleted Instrumentation's objects go.
-//! The namespace is in the policies' scope and not the webhook's: only the API server injects
-//! there. The objects carry the field manager `otel-injector-policies`.
+//! Live policies (`serve --apply-policies both|policy`), through the real API server: the
+//! webhook's Lease holder applies the policies of an Instrumentation as soon as it exists, an
+//! edit of its spec reaches the pods the API server injects with no `otel-injector policy` run
+//! (a pod created 5 s after the edit gets the new spec), and a deleted Instrumentation's
+//! objects go. In mode `policy` it also applies the status policy and the warning: a pod the
+//! policies do not cover is marked and warned about. The namespace is in the policies' scope
+//! and not the webhook's: only the API server injects there. The objects carry the field
+//! manager `otel-injector-policies`.
 
 use std::time::{Duration, Instant};
 
@@ -13,14 +15,19 @@ use serde_json::{Value, json};
 use crate::harness::{Env, Options, Rbac};
 use crate::support::api::{self, instrumentation_path};
 use crate::support::identity::NAMESPACE;
-use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
+use otel_injector::keys::{INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION};
 
 use super::build::inst;
 use super::{POLICY_SCOPE, create_instrumentations, until};
 
-const NS: &str = "e2e-policy-live";
-const PREFIX: &str = "e2e-live";
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
+/// The kinds the writer applies (plural), bindings first.
+const KINDS: [&str; 4] = [
+    "mutatingadmissionpolicybindings",
+    "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies",
+    "validatingadmissionpolicies",
+];
 
 /// The endpoint the API server gave the pod's container, if it injected it.
 fn endpoint(pod: &Value) -> Option<&str> {
@@ -31,9 +38,9 @@ fn endpoint(pod: &Value) -> Option<&str> {
         .as_str()
 }
 
-fn java_pod(name: &str) -> Value {
+fn asking(ns: &str, name: &str, key: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "annotations": {INJECT_JAVA: "true"}},
+        "metadata": {"name": name, "namespace": ns, "annotations": {key: "true"}},
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2"}]}})
 }
 
@@ -49,41 +56,54 @@ async fn exists(client: &kube::Client, plural: &str, name: &str) -> bool {
 
 #[tokio::test]
 async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
+    follows_edits("both").await;
+}
+
+#[tokio::test]
+async fn live_policies_in_mode_policy_also_mark_and_warn_what_they_do_not_cover() {
+    follows_edits("policy").await;
+}
+
+async fn follows_edits(mode: &str) {
+    let ns = &format!("e2e-policy-live-{mode}");
+    let prefix = &format!("e2e-live-{mode}");
+    let java_pod = |name: &str| asking(ns, name, INJECT_JAVA);
     let env = Env::start_with(
-        "policy-live",
+        &format!("policy-live-{mode}"),
         Options {
             rbac: Rbac::LivePolicies,
             // The Lease the shipped Role names, as the status tests use it.
             exclusive: true,
             args: [
-                "--apply-policies=both",
-                &format!("--policy-name-prefix={PREFIX}"),
-                &format!("--policy-namespace-label={POLICY_SCOPE}=live"),
-                "--lease-identity=policy-live-a",
+                &format!("--apply-policies={mode}"),
+                &format!("--policy-name-prefix={prefix}"),
+                &format!("--policy-namespace-label={POLICY_SCOPE}=live-{mode}"),
+                &format!("--lease-identity=policy-live-{mode}"),
                 &format!("--lease-namespace={NAMESPACE}"),
                 "--lease-name=otel-injector",
                 "--lease-duration=3s",
                 "--agent-delivery=image-volume",
             ]
-            .map(str::to_owned)
+            .map(|a| a.to_owned())
             .to_vec(),
             ..Options::default()
         },
     )
     .await;
     let client = env.client.clone();
-    api::create_namespace(&client, NS, &[(POLICY_SCOPE, "live")], &[])
+    let scope = format!("live-{mode}");
+    api::create_namespace(&client, ns, &[(POLICY_SCOPE, &scope)], &[])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     let java = inst(
-        NS,
+        ns,
         "java",
         json!({"exporter": {"endpoint": "http://collector-a:4318"}}),
     );
     create_instrumentations(&client, std::slice::from_ref(&java)).await;
     // The first pass writes the policies of every Instrumentation of the shared cluster (a few
     // dozen while the suite runs), so it may take a while; later passes write what changed.
-    let policy = format!("{PREFIX}.{NS}.java");
+    let policy = format!("{prefix}.{ns}.java");
     let t0 = Instant::now();
     while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
         assert!(
@@ -93,7 +113,7 @@ async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    until(&client, NS, &java_pod("first"), "the applied policy", |p| {
+    until(&client, ns, &java_pod("first"), "the applied policy", |p| {
         endpoint(p) == Some("http://collector-a:4318")
     })
     .await;
@@ -106,15 +126,45 @@ async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
         "otel-injector-policies"
     );
 
+    if mode == "policy" {
+        // What no policy covers: marked, and warned about by the applied warning.
+        let skipped = format!("nginx=skipped policy_unsupported {ns}/java");
+        let t0 = Instant::now();
+        loop {
+            let r = api::create_pod(&client, ns, &asking(ns, "web", INJECT_NGINX), true)
+                .await
+                .unwrap();
+            let warned = r.warnings.iter().any(|w| {
+                w.starts_with(&format!(
+                    "Validation failed for ValidatingAdmissionPolicy '{prefix}.warn-not-injected'"
+                )) && w.ends_with(&skipped)
+            });
+            if r.body["metadata"]["annotations"][STATUS_ANNOTATION] == skipped.as_str() && warned {
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "not marked and warned in 30 s: {} {:?}",
+                r.body["metadata"],
+                r.warnings
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
     // The edit, and no CLI run: a pod 5 s later gets the new endpoint.
-    let path = instrumentation_path(NS, "java");
+    let path = instrumentation_path(ns, "java");
     let edit = json!({"spec": {"exporter": {"endpoint": "http://collector-b:4318"}}});
     let r = api::merge_patch(&client, &path, &edit).await.unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
     let edited = Instant::now();
+    eprintln!(
+        "[e2e] live policies ({mode}): edited at {:?}",
+        std::time::SystemTime::now()
+    );
     let mut took = None;
     while edited.elapsed() < Duration::from_secs(5) {
-        let r = api::create_pod(&client, NS, &java_pod("probe"), true)
+        let r = api::create_pod(&client, ns, &java_pod("probe"), true)
             .await
             .unwrap();
         if took.is_none() && endpoint(&r.body) == Some("http://collector-b:4318") {
@@ -122,21 +172,22 @@ async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let r = api::create_pod(&client, NS, &java_pod("after-5s"), false)
+    eprintln!("[e2e] live policies ({mode}): the edited spec injected {took:?} after the edit");
+    let r = api::create_pod(&client, ns, &java_pod("after-5s"), false)
         .await
         .unwrap();
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(
         endpoint(&r.body),
         Some("http://collector-b:4318"),
-        "{}",
-        r.body
+        "{}\n{}",
+        r.body["metadata"]["annotations"],
+        env.webhook.log()
     );
     assert_eq!(
         r.body["metadata"]["annotations"][INJECTED_ANNOTATION],
         "java"
     );
-    eprintln!("[e2e] live policies: the edited spec injected {took:?} after the edit");
     assert!(took.is_some());
 
     // Deleted: its objects go (the policies of the cluster's other Instrumentations, which
@@ -160,15 +211,12 @@ async fn live_policies_follow_an_edited_instrumentation_without_the_cli() {
         }
     }
     drop(env);
-    for plural in [
-        "mutatingadmissionpolicybindings",
-        "mutatingadmissionpolicies",
-    ] {
+    for plural in KINDS {
         let all = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
         let list = api::send(&client, Method::GET, &all, None).await.unwrap();
         for o in list.body["items"].as_array().into_iter().flatten() {
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
-            if name.starts_with(&format!("{PREFIX}.")) {
+            if name.starts_with(&format!("{prefix}.")) {
                 api::send(&client, Method::DELETE, &format!("{all}/{name}"), None)
                     .await
                     .unwrap();
