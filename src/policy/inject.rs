@@ -8,11 +8,12 @@
 mod attributes;
 
 use attributes::{
-    annotation_pairs, attr_annotation, candidates, pod_service_name, resource_attributes,
-    service_name,
+    annotation_pairs, attr_annotation, attributes_variable, candidates, merged_resource_attributes,
+    pod_service_name, resource_attributes, service_name,
 };
 use serde_json::{Value, json};
 
+use crate::agents::sdk_env::OTEL_RESOURCE_ATTRIBUTES;
 use crate::crd::SpecHash;
 use crate::keys::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH};
 
@@ -108,7 +109,7 @@ type Entries = Vec<(String, String)>;
 
 /// The variables target `C` gets, each `(condition, entry)`: the ones put before its own and
 /// the ones appended, in order.
-fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
+fn added_env(t: &Template) -> (Entries, Entries) {
     let names = "variables.envNames[i]";
     let prepended = t
         .prepended
@@ -134,7 +135,7 @@ fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
                     }
                     service_name()
                 }
-                Kind::ResourceAttributes => resource_attributes(&t.instrumentation, n),
+                Kind::ResourceAttributes => resource_attributes(),
             };
             (
                 when,
@@ -149,8 +150,8 @@ fn added_env(t: &Template, n: usize) -> (Entries, Entries) {
 /// none; else the extensions in place, the prepended at the front (last first), the
 /// appended at the end. (The container's own entries cannot be written back from CEL: the
 /// API server does not convert them to JSON.)
-fn env_patches(t: &Template, path: &str, n: usize) -> String {
-    let (prepended, appended) = added_env(t, n);
+fn env_patches(t: &Template, path: &str) -> String {
+    let (prepended, appended) = added_env(t);
     let own = format!("{C}.?env.orValue([])");
     let marker = template::CONTAINER;
     let name_expr = format!("{C}.name");
@@ -169,11 +170,46 @@ fn env_patches(t: &Template, path: &str, n: usize) -> String {
             )
         })
         .collect();
+    // The container's own OTEL_RESOURCE_ATTRIBUTES (`literal`: unless set with valueFrom),
+    // each patched with `then` (`j` its index in the container's list as sent).
+    let own_attributes = |literal: bool, then: String| {
+        let literal = if literal {
+            format!(" && !has({own}[j].valueFrom)")
+        } else {
+            String::new()
+        };
+        format!(
+            "lists.range({own}.size()).filter(j, {own}[j].name == {}{literal}).map(j, {then})",
+            string(OTEL_RESOURCE_ATTRIBUTES)
+        )
+    };
+    if t.merges_resource_attributes {
+        // A literal gets the attributes of the keys it does not set.
+        let value = format!("{own}[j].?value.orValue(\"\")");
+        let merged = merged_resource_attributes(&value);
+        ops.push(own_attributes(
+            true,
+            format!(
+                "JSONPatch{{op: \"add\", path: {path} + \"/\" + string(j) + \"/value\", value: {merged}}}"
+            ),
+        ));
+    }
     let add = |at: &str, (when, e): &(String, String)| {
         format!("({when} ? [JSONPatch{{op: \"add\", path: {path} + \"{at}\", value: {e}}}] : [])")
     };
     ops.extend(prepended.iter().rev().map(|p| add("/0", p)));
     ops.extend(appended.iter().map(|a| add("/-", a)));
+    if t.merges_resource_attributes {
+        // Then moved after everything injected, from where it is once the prepended are in.
+        let added_before: Vec<&str> = prepended.iter().map(|(when, _)| when.as_str()).collect();
+        let shift = format!("[{}].filter(b, b).size()", added_before.join(", "));
+        ops.push(own_attributes(
+            false,
+            format!(
+                "JSONPatch{{op: \"move\", from: {path} + \"/\" + string(j + {shift}), path: {path} + \"/-\"}}"
+            ),
+        ));
+    }
     create_then(&format!("{C}.env"), path, "[]", &ops)
 }
 
@@ -197,7 +233,7 @@ fn container_covered(t: &Template) -> String {
 }
 
 /// The patches of target `C`: its mounts, then its env.
-fn container_patches(t: &Template, n: usize) -> String {
+fn container_patches(t: &Template) -> String {
     let mounts: Vec<String> = t
         .mounts
         .iter()
@@ -220,7 +256,7 @@ fn container_patches(t: &Template, n: usize) -> String {
     format!(
         "{} + {}",
         create_then(&format!("{C}.volumeMounts"), &mounts_path, "[]", &add_each),
-        env_patches(t, &path("env"), n)
+        env_patches(t, &path("env"))
     )
 }
 
@@ -304,15 +340,17 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
         vars::variant_condition(v, lang, t.variant)
     ));
     v.add("service", pod_service_name(&inst.spec));
+    // The same for every template of the Instrumentation: added once.
     v.add(
-        &format!("annPairs{n}"),
+        "annPairs",
         annotation_pairs(
-            &candidates(inst)
+            &candidates(inst, C)
                 .into_iter()
                 .map(|(k, _)| k)
                 .collect::<Vec<_>>(),
         ),
     );
+    v.add("attrs", attributes_variable(inst));
     let names = vars::container_names(v, lang);
     v.add(
         &format!("targets{n}"),
@@ -343,7 +381,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
     let volume_patches = create_then("object.spec.volumes", "\"/spec/volumes\"", "[]", &adds);
     let expression = format!(
         "variables.covered{n} ? {volume_patches} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
-        container_patches(t, n),
+        container_patches(t),
         metadata_patches("annotations", &t.annotations),
         metadata_patches("labels", &t.labels),
     );

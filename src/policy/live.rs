@@ -124,11 +124,13 @@ impl LivePolicies {
                 // workers, which serve the admission requests.
                 let (cat, config, options) =
                     (catalog.clone(), self.config.clone(), self.options.clone());
+                let started = Instant::now();
                 let objects = tokio::task::spawn_blocking(move || {
                     render(cat.as_ref(), &config, &options).objects
                 })
                 .await
                 .unwrap_or_default();
+                let rendered = started.elapsed();
                 last = Some((specs, Instant::now()));
                 match self.apply(&client, objects, &mut applied).await {
                     Ok((0, 0)) => RESYNC,
@@ -137,6 +139,8 @@ impl LivePolicies {
                             written,
                             deleted,
                             total = applied.len(),
+                            render_ms = rendered.as_millis() as u64,
+                            apply_ms = (started.elapsed() - rendered).as_millis() as u64,
                             "live policies: applied"
                         );
                         RESYNC

@@ -26,6 +26,9 @@ use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
+use user::{VariableEffect, mark_kept_out, merged_at_the_end, user_variable};
+
+mod user;
 
 /// The probe container's name: stands for the target's name in what the template holds.
 pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
@@ -83,6 +86,10 @@ pub struct Template {
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
     pub refuse_value_from: Vec<String>,
+    /// A container's own `OTEL_RESOURCE_ATTRIBUTES` is kept, the attributes of keys it does
+    /// not set appended to a literal value, and moved after every injected variable (what the
+    /// engine does, checked on the probes).
+    pub merges_resource_attributes: bool,
     /// Of those, the ones for which the webhook leaves the container uninstrumented (the
     /// agent refuses it: `valueFrom` on a variable it extends), as (name, set with
     /// `valueFrom`): a pod whose every target sets one is the webhook's `nothing_instrumented`.
@@ -276,6 +283,7 @@ pub fn read_variant(
         extensions: Vec::new(),
         refuse_literal: Vec::new(),
         refuse_value_from: Vec::new(),
+        merges_resource_attributes: false,
         agent_refuses: Vec::new(),
         annotations,
         labels,
@@ -296,6 +304,14 @@ pub fn read_variant(
                 template.agent_refuses.push((name.clone(), from));
             }
         }
+        if name == OTEL_RESOURCE_ATTRIBUTES
+            && merged_at_the_end(&template, &appended, literal.as_ref().ok(), false)
+            && merged_at_the_end(&template, &appended, value_from.as_ref().ok(), true)
+        {
+            template.merges_resource_attributes = true;
+            mark_kept_out(&mut appended, name, std::slice::from_ref(name));
+            continue;
+        }
         match user_variable(&template, &appended, name, literal.ok()) {
             Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
             Some(VariableEffect::Extended(ext)) => {
@@ -311,93 +327,6 @@ pub fn read_variant(
     }
     template.appended = appended;
     Ok(template)
-}
-
-/// What one user variable does to the injection.
-enum VariableEffect {
-    /// The injected variables of these names are left out.
-    KeepsOut(Vec<String>),
-    /// The agent extends it in place.
-    Extended(ExtendedVariable),
-}
-
-/// Reads the probe result for a container that sets `name` itself: the injection must be
-/// the template's with some variables left out (and, for an extension, the user's value
-/// extended in place).
-fn user_variable(
-    template: &Template,
-    appended: &[Appended],
-    name: &str,
-    result: Option<Value>,
-) -> Option<VariableEffect> {
-    let result = result?;
-    let env = env_of(&result);
-    let at = env.iter().position(|e| name_of(e) == name)?;
-    let user = &env[at];
-    let pre = &env[..at];
-    let post = &env[at + 1..];
-    // Every other variable in the template's order, some left out.
-    let expected_pre: Vec<&Value> = template
-        .prepended
-        .iter()
-        .filter(|e| name_of(e) != name)
-        .collect();
-    let all_post: Vec<&Value> = appended.iter().map(|a| &a.entry).collect();
-    let kept_pre = subsequence(pre, &expected_pre)?;
-    let kept_post = subsequence(post, &all_post)?;
-    let mut left_out: Vec<String> = expected_pre
-        .iter()
-        .chain(&all_post)
-        .map(|e| name_of(e).to_owned())
-        .filter(|n| !kept_pre.contains(n) && !kept_post.contains(n))
-        .collect();
-    left_out.retain(|n| n != name);
-    left_out.push(name.to_owned());
-    let is_user_as_given = user.get("valueFrom").is_some() || user["value"] == VALUE;
-    if is_user_as_given {
-        return Some(VariableEffect::KeepsOut(left_out));
-    }
-    // The values of the pod-dependent variables are written in CEL: a user's value of theirs
-    // that the engine changes (a merge) cannot be replayed.
-    if matches!(name, OTEL_SERVICE_NAME | OTEL_RESOURCE_ATTRIBUTES) {
-        return None;
-    }
-    let value = user["value"].as_str()?;
-    let (prefix, suffix) = value.split_once(VALUE)?;
-    if suffix.contains(VALUE) || left_out.len() != 1 {
-        return None;
-    }
-    Some(VariableEffect::Extended(ExtendedVariable {
-        name: name.to_owned(),
-        prefix: prefix.to_owned(),
-        suffix: suffix.to_owned(),
-    }))
-}
-
-/// The names of `expected` kept in `got`, when `got` is `expected` with some entries left
-/// out (pod-dependent entries compared by name only); `None` otherwise.
-fn subsequence(got: &[Value], expected: &[&Value]) -> Option<Vec<String>> {
-    let mut kept = Vec::new();
-    let mut it = expected.iter();
-    for g in got {
-        let found = it.by_ref().find(|e| {
-            let dependent = matches!(name_of(e), OTEL_SERVICE_NAME | OTEL_RESOURCE_ATTRIBUTES);
-            name_of(e) == name_of(g) && (dependent || **e == g)
-        })?;
-        kept.push(name_of(found).to_owned());
-    }
-    Some(kept)
-}
-
-fn mark_kept_out(appended: &mut [Appended], by: &str, names: &[String]) {
-    for a in appended
-        .iter_mut()
-        .filter(|a| names.iter().any(|n| n == name_of(&a.entry)))
-    {
-        if !a.kept_out_by.iter().any(|b| b == by) {
-            a.kept_out_by.push(by.to_owned());
-        }
-    }
 }
 
 /// The pod-dependent variables are where the policy writes them: the service name's value

@@ -74,10 +74,14 @@ fn the_java_template_is_the_engines_injection() {
         t.refuse_value_from
             .contains(&"JAVA_TOOL_OPTIONS".to_owned())
     );
-    assert!(
-        t.refuse_literal
-            .contains(&"OTEL_RESOURCE_ATTRIBUTES".to_owned())
-    );
+    // A container's own resource attributes are merged and moved last, as the engine does.
+    assert!(t.merges_resource_attributes);
+    for refused in [&t.refuse_literal, &t.refuse_value_from] {
+        assert!(!refused.contains(&"OTEL_RESOURCE_ATTRIBUTES".to_owned()));
+    }
+    let attributes = t.appended.last().unwrap();
+    assert_eq!(attributes.kind, template::Kind::ResourceAttributes);
+    assert_eq!(attributes.kept_out_by, ["OTEL_RESOURCE_ATTRIBUTES"]);
     assert!(!t.refuse_literal.contains(&"OTEL_SERVICE_NAME".to_owned()));
     // The agent cannot extend a value it cannot read: the webhook leaves that container.
     assert_eq!(t.agent_refuses, [("JAVA_TOOL_OPTIONS".to_owned(), true)]);
@@ -272,14 +276,15 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
         );
     }
     let asked = [(Language::Java, "true")];
-    assert_eq!(
-        path_of(
-            &app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "a=b"}])),
-            &asked,
-            &java
-        ),
-        webhook("container app sets OTEL_RESOURCE_ATTRIBUTES: a merge the template cannot replay")
-    );
+    for own in [
+        json!({"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "a=b"}),
+        json!({"name": "OTEL_RESOURCE_ATTRIBUTES", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}),
+    ] {
+        assert_eq!(
+            path_of(&app(json!([own])), &asked, &java),
+            Path::Policy("shop/java".into())
+        );
+    }
     // The agent extends a literal JAVA_TOOL_OPTIONS, not one from valueFrom.
     assert_eq!(
         path_of(

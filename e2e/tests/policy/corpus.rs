@@ -359,14 +359,44 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             ),
         ),
         simple("edge-exporter-tls", &[(INJECT_JAVA, "tls")]),
+        // The container's own resource attributes: kept, the others appended to a literal
+        // (not the keys it sets), moved after everything injected; before and after the
+        // container's other variables, with the variables put before its own.
         (
-            "edge-user-resource-attributes",
+            "java-user-resource-attributes",
             "shop",
             pod(
-                "edge-user-resource-attributes",
+                "java-user-resource-attributes",
                 ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(json!([{"name": "OTEL_RESOURCE_ATTRIBUTES", "value": "team=pay"}])),
+            ),
+        ),
+        (
+            "java-user-resource-attributes-overlap",
+            "shop",
+            pod(
+                "java-user-resource-attributes-overlap",
+                ann(&[(INJECT_JAVA, "java")]),
+                json!({}),
+                app(json!([
+                    {"name": "PORT", "value": "8080"},
+                    {"name": "OTEL_RESOURCE_ATTRIBUTES", "value": " k8s.pod.name = mine ,service.version=2,"},
+                    {"name": "LOG_LEVEL", "value": "info"},
+                ])),
+            ),
+        ),
+        (
+            "nodejs-user-resource-attributes-value-from",
+            "shop",
+            pod(
+                "nodejs-user-resource-attributes-value-from",
+                ann(&[(INJECT_NODEJS, "langs")]),
+                json!({}),
+                app(json!([
+                    {"name": "OTEL_RESOURCE_ATTRIBUTES", "valueFrom": {"configMapKeyRef": {"name": "c", "key": "k"}}},
+                    {"name": "PORT", "value": "8080"},
+                ])),
             ),
         ),
         (

@@ -392,10 +392,6 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             format!("java=skipped policy_unsupported {shop}/java"),
         ),
         (
-            "edge-user-resource-attributes",
-            format!("java=skipped policy_unsupported {shop}/java"),
-        ),
-        (
             "edge-two-languages",
             format!(
                 "java=skipped policy_unsupported {shop}/java; python=skipped policy_unsupported {shop}/langs"

@@ -1,7 +1,9 @@
 //! The resource attributes and the service name of a target container as the policy computes
 //! them in CEL, each key from its sources in the engine's order of precedence.
 
-use crate::agents::sdk_env::{NODE_NAME_REFERENCE, POD_NAME_REFERENCE, POD_UID_REFERENCE};
+use crate::agents::sdk_env::{
+    NODE_NAME_REFERENCE, OTEL_RESOURCE_ATTRIBUTES, POD_NAME_REFERENCE, POD_UID_REFERENCE,
+};
 use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::keys::{
     APP_INSTANCE, APP_NAME, APP_VERSION, RESOURCE_ANNOTATION_PREFIX, SERVICE_NAME_ANNOTATION,
@@ -51,8 +53,8 @@ pub(super) fn service_name() -> String {
 
 /// The version part of target `C`'s image (`pod::info::image_version`), `""` for none: the
 /// tag of the last path segment before the first `@`, then `@` and the digest after it.
-pub(super) fn image_version() -> String {
-    let img = format!("{C}.?image.orValue(\"\")");
+pub(super) fn image_version(c: &str) -> String {
+    let img = format!("{c}.?image.orValue(\"\")");
     let colon_tag = format!("{img}.split(\"@\")[0].find(\"[^/]*$\").find(\":[^:]*$\")");
     let tag = format!("({colon_tag} == \"\" ? \"\" : {colon_tag}.substring(1))");
     let digest = format!("{img}.substring({img}.indexOf(\"@\") + 1)");
@@ -73,11 +75,14 @@ pub(super) fn annotation_pairs(known: &[String]) -> String {
     )
 }
 
-/// `OTEL_RESOURCE_ATTRIBUTES` of target `C` (`agents::sdk_env::resource_attributes`, for a
-/// container that sets none itself): every source's value in order of precedence, sorted by
-/// key.
-pub(super) fn resource_attributes(inst: &Instrumentation, n: usize) -> String {
-    let pairs: Vec<String> = candidates(inst)
+/// The pod-level variable `attrs`: per container `c` of the pod, what the engine adds to its
+/// `OTEL_RESOURCE_ATTRIBUTES` (`agents::sdk_env::resource_attributes`): every source's value
+/// in order of precedence, but the keys its own literal value sets (`sdk_env::existing_keys`:
+/// the trimmed part before the first `=` of each comma-separated entry that has one), sorted
+/// by key, as `key=value,...`. One expression for every container and template, read by
+/// index ([`resource_attributes`], [`merged_resource_attributes`]).
+pub(super) fn attributes_variable(inst: &Instrumentation) -> String {
+    let pairs: Vec<String> = candidates(inst, "c")
         .iter()
         .map(|(k, candidates)| {
             let value = candidates
@@ -87,14 +92,37 @@ pub(super) fn resource_attributes(inst: &Instrumentation, n: usize) -> String {
             format!("[{}, string({value})]", string(k))
         })
         .collect();
+    let own = format!(
+        "c.?env.orValue([]).filter(e, e.name == {} && !has(e.valueFrom)).map(e, e.?value.orValue(\"\")).join(\",\")",
+        string(OTEL_RESOURCE_ATTRIBUTES)
+    );
+    let existing = format!(
+        "{own}.split(\",\").filter(kv, kv.trim().contains(\"=\")).map(kv, kv.trim().substring(0, kv.trim().indexOf(\"=\")).trim())"
+    );
+    // `[x].map(own, …)[0]`: the keys of the container's own value read once, not per pair.
     format!(
-        "([{}] + variables.annPairs{n}).filter(p, p[1] != \"\").sortBy(p, p[0]).map(p, p[0] + \"=\" + p[1]).join(\",\")",
+        "object.spec.containers.map(c, [{existing}].map(own, ([{}] + variables.annPairs).filter(p, p[1] != \"\" && !(p[0] in own)).sortBy(p, p[0]).map(p, p[0] + \"=\" + p[1]).join(\",\"))[0])",
         pairs.join(", ")
     )
 }
 
+/// `OTEL_RESOURCE_ATTRIBUTES` of target `C`, for a container that sets none itself.
+pub(super) fn resource_attributes() -> String {
+    "variables.attrs[i]".into()
+}
+
+/// A container's own literal `OTEL_RESOURCE_ATTRIBUTES` value `own` (a CEL string) with the
+/// attributes of the keys it does not set appended, after a comma unless it is empty or ends
+/// with one; `own` itself when there are none.
+pub(super) fn merged_resource_attributes(own: &str) -> String {
+    let added = resource_attributes();
+    format!(
+        "({added} == \"\" ? {own} : {own} + ({own} == \"\" || {own}.endsWith(\",\") ? \"\" : \",\") + {added})"
+    )
+}
+
 /// The keys the policy computes itself, each with its sources' CEL, lowest precedence first.
-pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
+pub(super) fn candidates(inst: &Instrumentation, c: &str) -> Vec<(String, Vec<String>)> {
     let spec = &inst.spec;
     // The pod's namespace: the Instrumentation's, or another for a shared one.
     let ns = "namespaceObject.metadata.name";
@@ -113,7 +141,7 @@ pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     let uids = spec.add_k8s_uid_attributes();
     if spec.k8s_metadata() {
         put("k8s.namespace.name", ns.to_owned());
-        put("k8s.container.name", format!("{C}.name"));
+        put("k8s.container.name", format!("{c}.name"));
         put("k8s.pod.name", string(POD_NAME_REFERENCE));
         if uids {
             put("k8s.pod.uid", string(POD_UID_REFERENCE));
@@ -135,9 +163,9 @@ pub(super) fn candidates(inst: &Instrumentation) -> Vec<(String, Vec<String>)> {
     }
     let service = spec.service_metadata();
     if service {
-        let instance = format!("{ns} + \".{POD_NAME_REFERENCE}.\" + {C}.name");
+        let instance = format!("{ns} + \".{POD_NAME_REFERENCE}.\" + {c}.name");
         put("service.instance.id", instance);
-        let mut version = image_version();
+        let mut version = image_version(c);
         if spec.use_labels_for_resource_attributes() {
             let label = format!("variables.lab[?{}].orValue(\"\")", string(APP_VERSION));
             version = or_else(&label, &version);
