@@ -148,8 +148,9 @@ fn added_env(t: &Template) -> (Entries, Entries) {
 
 /// The env patches of target `C` (`path` its env's JSON pointer): a new list when it has
 /// none; else the extensions in place, the prepended at the front (last first), the
-/// appended at the end. (The container's own entries cannot be written back from CEL: the
-/// API server does not convert them to JSON.)
+/// appended at the end, and the container's own `OTEL_RESOURCE_ATTRIBUTES` merged and moved
+/// after them. (The container's own entries cannot be written back from CEL: the API server
+/// does not convert them to JSON; they are patched in place or moved.)
 fn env_patches(t: &Template, path: &str) -> String {
     let (prepended, appended) = added_env(t);
     let own = format!("{C}.?env.orValue([])");
