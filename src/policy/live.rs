@@ -66,9 +66,11 @@ fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
 /// anyone else).
 type Applied = BTreeMap<(String, String), (Value, String)>;
 
-/// One Instrumentation as a render sees it: namespace, name, and its spec's digest (`None`:
-/// unreadable).
-type Spec = (String, String, Option<SpecHash>);
+/// One Instrumentation as a render sees it: namespace, name, its spec's digest (`None`:
+/// unreadable) and its annotations (the render reads some: `otel-injector/cross-namespace`
+/// widens the binding, `otel-injector/agent-delivery` changes the template). Its status is
+/// not part of it.
+type Spec = (String, String, Option<SpecHash>, BTreeMap<String, String>);
 
 /// Every Instrumentation of the cache as a render sees it.
 fn specs(catalog: &KubeCatalog) -> Vec<Spec> {
@@ -76,10 +78,16 @@ fn specs(catalog: &KubeCatalog) -> Vec<Spec> {
         .instrumentations()
         .iter()
         .map(|(ns, name, entry, hash)| {
+            let annotations = entry
+                .as_ref()
+                .ok()
+                .and_then(|i| i.metadata.annotations.clone())
+                .unwrap_or_default();
             (
                 ns.to_owned(),
                 name.to_owned(),
                 hash.filter(|_| entry.is_ok()),
+                annotations,
             )
         })
         .collect()
@@ -211,8 +219,8 @@ impl LivePolicies {
 }
 
 /// Whether a pass renders: the first (or the first after a failure or a Lease taken), a spec
-/// that changed since the last, or the resync due. A cache change that changes no spec (a
-/// status write) renders nothing.
+/// or annotation that changed since the last, or the resync due. A cache change that changes
+/// neither (a status write) renders nothing.
 fn due(last: Option<&(Vec<Spec>, Instant)>, specs: &[Spec]) -> bool {
     last.is_none_or(|(was, at)| was != specs || at.elapsed() >= RESYNC)
 }

@@ -85,13 +85,18 @@ fn a_pass_deletes_its_own_leftovers_bindings_first_and_nobody_elses() {
 
 #[test]
 fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
-    let spec = |hash: Option<&str>| -> Vec<Spec> {
+    let annotated = |hash: Option<&str>, annotations: &[(&str, &str)]| -> Vec<Spec> {
         vec![(
             "shop".into(),
             "java".into(),
             hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         )]
     };
+    let spec = |hash: Option<&str>| annotated(hash, &[]);
     let now = Instant::now();
     assert!(due(None, &spec(Some("0a1b2c3d"))));
     let last = (spec(Some("0a1b2c3d")), now);
@@ -100,6 +105,9 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
     assert!(due(Some(&last), &spec(Some("0a1b2c3e"))));
     // Unreadable now.
     assert!(due(Some(&last), &spec(None)));
+    // Shared with other namespaces from now on: the binding widens, so the render is due.
+    let shared = [(crate::keys::CROSS_NAMESPACE_ANNOTATION, "allowed")];
+    assert!(due(Some(&last), &annotated(Some("0a1b2c3d"), &shared)));
     if let Some(then) = now.checked_sub(RESYNC) {
         let old = (spec(Some("0a1b2c3d")), then);
         assert!(due(Some(&old), &spec(Some("0a1b2c3d"))));
