@@ -41,13 +41,17 @@ pub(super) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// What breaks the rule in one file's text, one line each.
-fn violations(text: &str, prefixes: &[String]) -> Vec<String> {
-    let code: String = text
-        .lines()
+/// A file's text without its comment lines.
+pub(super) fn code_of(text: &str) -> String {
+    text.lines()
         .filter(|l| !l.trim_start().starts_with("//"))
         .collect::<Vec<_>>()
-        .join("\n");
+        .join("\n")
+}
+
+/// What breaks the rule in one file's text, one line each.
+fn violations(text: &str, prefixes: &[String]) -> Vec<String> {
+    let code = code_of(text);
     let mut found = Vec::new();
     // `use` items of the keys module: no re-export, no other name.
     for (at, _) in code.match_indices("use ") {

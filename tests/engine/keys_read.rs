@@ -34,11 +34,7 @@ const NOT_LISTED: [(&str, &str); 14] = [
 
 /// The upper-case names a file's code takes from the keys module.
 fn keys_named(text: &str) -> Vec<String> {
-    let code: String = text
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("//"))
-        .collect::<Vec<_>>()
-        .join("\n");
+    let code = super::keys::code_of(text);
     let mut names = Vec::new();
     for (at, _) in code.match_indices("keys::") {
         let rest = &code[at + "keys::".len()..];

@@ -111,21 +111,35 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
                 Language::Go => &[("/usr/local/bin/checkout", false)],
                 other => panic!("a new variant key of {other} ({key}): give it its values here"),
             };
-            values
-                .iter()
-                .enumerate()
-                .map(|(i, (value, covered))| {
-                    case(
-                        *covered && policy_language(lang),
-                        &format!("{lang}-variant-{i}"),
+            // Each as an annotation, and as a label where it is a valid label value (the
+            // engine reads a label over an annotation).
+            let label_value = |v: &str| {
+                v.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            };
+            let request = map(&[(lang.inject_annotation(), "true")]);
+            let mut cases = Vec::new();
+            for (i, (value, covered)) in values.iter().enumerate() {
+                let covered = *covered && policy_language(lang);
+                cases.push(case(
+                    covered,
+                    &format!("{lang}-variant-{i}"),
+                    "solo",
+                    one(
+                        map(&[(lang.inject_annotation(), "true"), (key, value)]),
+                        json!({}),
+                    ),
+                ));
+                if label_value(value) {
+                    cases.push(case(
+                        covered,
+                        &format!("{lang}-variant-{i}-label"),
                         "solo",
-                        one(
-                            map(&[(lang.inject_annotation(), "true"), (key, value)]),
-                            json!({}),
-                        ),
-                    )
-                })
-                .collect()
+                        one(request.clone(), map(&[(key, value)])),
+                    ));
+                }
+            }
+            cases
         }
         KeyUse::ResourceAttribute => vec![case(
             true,
