@@ -5,12 +5,14 @@
 
 use k8s_openapi::api::core::v1::EnvVar;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::declarative::DeclarativeConfig;
 use super::v1beta1::{self, Protocol};
 use crate::keys::V1BETA1_FIELDS;
 
 /// What a stored Instrumentation means beyond its v1alpha1 fields.
+#[skip_serializing_none]
 #[derive(Serialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct V1beta1Fields {
@@ -18,7 +20,6 @@ pub struct V1beta1Fields {
     /// v1beta1, the language is skipped with `image_required`).
     pub default_images: bool,
     /// `envConfig.exporter.protocol`: OTEL_EXPORTER_OTLP_PROTOCOL.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
     /// `envConfig.env`, below `spec.env` in precedence.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -28,7 +29,6 @@ pub struct V1beta1Fields {
     /// `resource.serviceMetadata.enabled` (default true): the derived service.* attributes.
     pub service_metadata: bool,
     /// `declarativeConfig`: the SDK configuration file.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub declarative_config: Option<Box<DeclarativeConfig>>,
 }
 

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_with::skip_serializing_none;
 
 /// Pattern of `file_format`: the 1.x schema (the pre-1.0 shapes differ).
 pub const FILE_FORMAT_PATTERN: &str = "^1[.][0-9]+$";
@@ -19,6 +20,7 @@ pub const FILE_FORMAT_PATTERN: &str = "^1[.][0-9]+$";
 pub type Preserved = BTreeMap<String, Value>;
 
 /// The SDK configuration file.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct DeclarativeConfig {
@@ -26,29 +28,21 @@ pub struct DeclarativeConfig {
     #[schemars(regex(pattern = FILE_FORMAT_PATTERN))]
     pub file_format: String,
     /// Disables the SDK.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disabled: Option<bool>,
     /// SDK log level (e.g. info, debug).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log_level: Option<String>,
     /// Limits of attributes on every signal.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attribute_limits: Option<AttributeLimits>,
     /// The resource. The webhook adds the Kubernetes and service attributes to
     /// `attributes` (the ones written here win).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<Resource>,
     /// Context propagators.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub propagator: Option<Propagator>,
     /// Traces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tracer_provider: Option<TracerProvider>,
     /// Metrics.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub meter_provider: Option<MeterProvider>,
     /// Logs.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logger_provider: Option<LoggerProvider>,
     /// Properties this schema does not type (e.g. `instrumentation/development`).
     #[serde(flatten)]
@@ -57,17 +51,17 @@ pub struct DeclarativeConfig {
 }
 
 /// Attribute limits.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct AttributeLimits {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub attribute_value_length_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub attribute_count_limit: Option<i64>,
 }
 
 /// The resource of every signal.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Resource {
@@ -76,10 +70,8 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub attributes: Vec<Attribute>,
     /// Attributes as `key=value,...`, as in OTEL_RESOURCE_ATTRIBUTES.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes_list: Option<String>,
     /// Schema URL of the resource.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema_url: Option<String>,
     /// Properties this schema does not type (e.g. `detection/development`).
     #[serde(flatten)]
@@ -88,6 +80,7 @@ pub struct Resource {
 }
 
 /// One attribute: a name, a value and its type.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Attribute {
     /// Attribute name, e.g. service.namespace.
@@ -98,7 +91,7 @@ pub struct Attribute {
     pub value: Value,
     /// string (default), bool, int, double, string_array, bool_array, int_array,
     /// double_array.
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     #[schemars(extend("enum" = [
         "string", "bool", "int", "double",
         "string_array", "bool_array", "int_array", "double_array",
@@ -107,6 +100,7 @@ pub struct Attribute {
 }
 
 /// Propagators: a composite of named ones.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct Propagator {
     /// Propagators by name, each an object of its settings, e.g. `- tracecontext: {}`.
@@ -114,11 +108,11 @@ pub struct Propagator {
     #[schemars(extend("items" = { "type": "object", "x-kubernetes-preserve-unknown-fields": true }))]
     pub composite: Vec<Preserved>,
     /// Propagators as a comma-separated list, as in OTEL_PROPAGATORS.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub composite_list: Option<String>,
 }
 
 /// Traces: processors, limits, sampler.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct TracerProvider {
@@ -126,10 +120,8 @@ pub struct TracerProvider {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processors: Vec<Processor>,
     /// Span limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<SpanLimits>,
     /// The sampler.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler: Option<Sampler>,
     /// Properties this schema does not type (e.g. `tracer_configurator/development`).
     #[serde(flatten)]
@@ -138,12 +130,11 @@ pub struct TracerProvider {
 }
 
 /// A span or log record processor: `batch` or `simple`, each with an exporter.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Processor {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchProcessor>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub simple: Option<SimpleProcessor>,
     /// Other processors, kept as written.
     #[serde(flatten)]
@@ -152,20 +143,17 @@ pub struct Processor {
 }
 
 /// The batching processor.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct BatchProcessor {
     /// Milliseconds between exports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub schedule_delay: Option<i64>,
     /// Milliseconds an export may take.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub export_timeout: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_queue_size: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub max_export_batch_size: Option<i64>,
     pub exporter: Exporter,
@@ -178,15 +166,13 @@ pub struct SimpleProcessor {
 }
 
 /// An exporter: `otlp_http`, `otlp_grpc` or `console` (others kept as written).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Exporter {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp_http: Option<Otlp>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub otlp_grpc: Option<Otlp>,
     /// Prints to standard output.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("type" = "object", "x-kubernetes-preserve-unknown-fields" = true))]
     pub console: Option<Preserved>,
     /// Other exporters (e.g. `otlp_file/development`, zipkin), kept as written.
@@ -196,23 +182,20 @@ pub struct Exporter {
 }
 
 /// An OTLP exporter (HTTP or gRPC).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Otlp {
     /// e.g. http://collector:4318/v1/traces (HTTP) or http://collector:4317 (gRPC).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// Headers sent with every export.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<Header>,
     /// Headers as `name=value,...`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headers_list: Option<String>,
     /// gzip or none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<String>,
     /// Milliseconds an export may take.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub timeout: Option<i64>,
     /// Properties this schema does not type (tls, encoding, temporality_preference, ...).
@@ -229,49 +212,42 @@ pub struct Header {
 }
 
 /// Span limits.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct SpanLimits {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub attribute_value_length_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub attribute_count_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub event_count_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub link_count_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub event_attribute_count_limit: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub link_attribute_count_limit: Option<i64>,
 }
 
 /// A sampler: one of its properties set. `parent_based` holds the samplers it delegates to.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Sampler {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_based: Option<Box<ParentBased>>,
     #[serde(flatten)]
     pub leaf: LeafSampler,
 }
 
 /// The samplers that delegate to none.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct LeafSampler {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("type" = "object", "x-kubernetes-preserve-unknown-fields" = true))]
     pub always_on: Option<Preserved>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("type" = "object", "x-kubernetes-preserve-unknown-fields" = true))]
     pub always_off: Option<Preserved>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trace_id_ratio_based: Option<TraceIdRatioBased>,
     /// Other samplers (e.g. `jaeger_remote/development`, `probability/development`).
     #[serde(flatten)]
@@ -280,25 +256,21 @@ pub struct LeafSampler {
 }
 
 /// Samples a ratio of traces by trace id.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct TraceIdRatioBased {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub ratio: Option<f64>,
 }
 
 /// Follows the parent's decision; the root and each parent case delegate to a sampler.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ParentBased {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub root: Option<LeafSampler>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_parent_sampled: Option<LeafSampler>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_parent_not_sampled: Option<LeafSampler>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_parent_sampled: Option<LeafSampler>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub local_parent_not_sampled: Option<LeafSampler>,
 }
 
@@ -316,10 +288,10 @@ pub struct MeterProvider {
 }
 
 /// A metric reader: `periodic` with an exporter (`pull` and others kept as written).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Reader {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic: Option<PeriodicReader>,
     #[serde(flatten)]
     #[schemars(skip)]
@@ -327,20 +299,20 @@ pub struct Reader {
 }
 
 /// Exports metrics at an interval.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct PeriodicReader {
     /// Milliseconds between exports.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub interval: Option<i64>,
     /// Milliseconds an export may take.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub timeout: Option<i64>,
     pub exporter: Exporter,
 }
 
 /// Logs: processors and limits.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct LoggerProvider {
@@ -348,7 +320,6 @@ pub struct LoggerProvider {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub processors: Vec<Processor>,
     /// Log record limits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<AttributeLimits>,
     #[serde(flatten)]
     #[schemars(skip)]

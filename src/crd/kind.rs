@@ -1,8 +1,8 @@
 //! What both versions of the `Instrumentation` kind share, written once: `instrumentation_kind!`
 //! derives a version's `Instrumentation` from its spec struct with the one group, kind,
-//! short names, status and status columns (`kubectl get otelinst`), so the two versions
-//! cannot drift; each version names only its own columns (where its exporter and sampler
-//! live).
+//! short names, status and status columns (`kubectl get otelinst`), and its `None` fields
+//! left out when serialized, so the two versions cannot drift; each version names only its
+//! own columns (where its exporter and sampler live).
 
 /// `instrumentation_kind! { version = "v1beta1", columns = [...], <spec struct> }`: the spec
 /// struct with `CustomResource` and the `#[kube]` attribute of the version: `Age`, the
@@ -14,6 +14,7 @@ macro_rules! instrumentation_kind {
         $(#[$attr:meta])*
         pub struct $spec:ident { $($body:tt)* }
     ) => {
+        #[::serde_with::skip_serializing_none]
         #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
         #[kube(
             group = "opentelemetry.io",

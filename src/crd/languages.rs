@@ -4,6 +4,7 @@
 use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::section::language_section;
 use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
@@ -26,6 +27,7 @@ language_section! {
 }
 
 /// A Java agent extension.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Extension {
@@ -89,7 +91,6 @@ language_section! {
         /// Ephemeral volume for the instrumentation files; if unset an emptyDir is used.
         volume_claim_template,
         /// Security context of the sidecar (it needs privileges to use eBPF).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub security_context: Option<Box<SecurityContext>>,
     }
 }
@@ -109,10 +110,8 @@ language_section! {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub attrs: Vec<EnvVar>,
         /// Apache HTTPD version: 2.4 (default) or 2.2.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub version: Option<String>,
         /// Directory of the Apache configuration (default /usr/local/apache2/conf).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
         pub config_path: Option<String>,
     }
@@ -133,7 +132,6 @@ language_section! {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub attrs: Vec<EnvVar>,
         /// Nginx configuration file (default /etc/nginx/nginx.conf).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
         pub config_file: Option<String>,
     }

@@ -87,6 +87,7 @@ macro_rules! language_section {
         }
     ) => {
         $(#[$meta])*
+        #[::serde_with::skip_serializing_none]
         #[derive(
             ::serde::Serialize,
             ::serde::Deserialize,
@@ -105,20 +106,16 @@ macro_rules! language_section {
         ]))]
         pub struct $name {
             $(#[$image_doc])*
-            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub image: Option<String>,
             $(#[$env_doc])*
             #[serde(default, skip_serializing_if = "Vec::is_empty")]
             pub env: Vec<::k8s_openapi::api::core::v1::EnvVar>,
             $(#[$resources_doc])*
-            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub $resources: Option<::k8s_openapi::api::core::v1::ResourceRequirements>,
             $(#[$volume_doc])*
-            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub volume_claim_template:
                 Option<Box<::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate>>,
             /// Size limit of the emptyDir (default 200Mi). Deprecated: use volumeClaimTemplate.
-            #[serde(default, skip_serializing_if = "Option::is_none")]
             pub volume_limit_size:
                 Option<::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
             $($extra)*

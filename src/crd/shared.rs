@@ -5,6 +5,7 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::validation::{
     MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT, RULE_JAEGER_REMOTE_ARGUMENT,
@@ -13,23 +14,22 @@ use super::validation::{
 
 /// TLS configuration of the exporter. The file fields are keys in the Secret/ConfigMap, or
 /// absolute paths already present in the workload.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExporterTls {
     /// Secret (in the workload's namespace) with the client certificate and key, maybe the CA.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_name: Option<String>,
     /// ConfigMap with the CA certificate; if unset the CA comes from the Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_map_name: Option<String>,
     /// CA certificate key (e.g. ca.crt) or absolute path.
-    #[serde(default, rename = "ca_file", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "ca_file")]
     pub ca_file: Option<String>,
     /// Client certificate key (e.g. tls.crt) or absolute path.
-    #[serde(default, rename = "cert_file", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "cert_file")]
     pub cert_file: Option<String>,
     /// Client private key key (e.g. tls.key) or absolute path.
-    #[serde(default, rename = "key_file", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "key_file")]
     pub key_file: Option<String>,
 }
 
@@ -78,6 +78,7 @@ impl fmt::Display for Propagator {
 }
 
 /// Sampling configuration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [
@@ -96,12 +97,11 @@ impl fmt::Display for Propagator {
 ]))]
 pub struct Sampler {
     /// Sampler type, set in OTEL_TRACES_SAMPLER.
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub type_: Option<SamplerType>,
     /// Sampler argument, set in OTEL_TRACES_SAMPLER_ARG. For the ratio samplers a number in
     /// [0, 1], e.g. 0.25; for jaeger_remote comma-separated key=value pairs (endpoint,
     /// pollingIntervalMs, initialSamplingRate).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = SAMPLER_ARGUMENT_MAX_LENGTH))]
     pub argument: Option<String>,
 }

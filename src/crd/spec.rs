@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::carried::V1beta1Fields;
 use super::declarative::DeclarativeConfig;
@@ -33,51 +34,38 @@ instrumentation_kind! {
     #[serde(rename_all = "camelCase")]
     pub struct InstrumentationSpec {
         /// OTLP exporter configuration.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub exporter: Option<Exporter>,
         /// Context propagators, set in OTEL_PROPAGATORS.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub propagators: Vec<Propagator>,
         /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub sampler: Option<Sampler>,
         /// Resource attribute configuration.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub resource: Option<ResourceSpec>,
         /// Env vars for all languages. Precedence: container env > language env > this env >
         /// values derived from this spec.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub env: Vec<EnvVar>,
         /// Default behaviour of the instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub defaults: Option<Defaults>,
         /// Image pull policy of the injected init containers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub image_pull_policy: Option<String>,
         /// Security context of the injected init containers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub init_container_security_context: Option<Box<SecurityContext>>,
         /// Java auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub java: Option<Box<Java>>,
         /// Node.js auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub nodejs: Option<Box<NodeJs>>,
         /// Python auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub python: Option<Box<Python>>,
         /// .NET auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub dotnet: Option<Box<DotNet>>,
         /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
         /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub go: Option<Box<Go>>,
         /// Apache HTTPD auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub apache_httpd: Option<Box<ApacheHttpd>>,
         /// Nginx auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub nginx: Option<Box<Nginx>>,
         /// What the object carries of v1beta1 (read by `Instrumentation::read_carried` from its
         /// annotation): not a field of the v1alpha1 schema.
@@ -88,18 +76,18 @@ instrumentation_kind! {
 }
 
 /// OTLP exporter configuration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Exporter {
     /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// TLS certificates; used only with an https:// endpoint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<ExporterTls>,
 }
 
 /// Resource attribute configuration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSpec {
@@ -107,21 +95,17 @@ pub struct ResourceSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub resource_attributes: BTreeMap<String, String>,
     /// Whether to add k8s UID attributes (e.g. k8s.deployment.uid).
-    #[serde(
-        default,
-        rename = "addK8sUIDAttributes",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "addK8sUIDAttributes")]
     pub add_k8s_uid_attributes: Option<bool>,
 }
 
 /// Defaults of the instrumentation.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Defaults {
     /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
     /// and service.version (label app.kubernetes.io/version) from the pod's labels.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub use_labels_for_resource_attributes: Option<bool>,
 }
 

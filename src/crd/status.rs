@@ -7,10 +7,12 @@ use std::collections::BTreeMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// Status of an Instrumentation. `upgradeBlockedVersions` is the Operator's; the rest is kept
 /// by otel-injector's status controller (field manager `otel-injector-status`) from the pods
 /// that asked for injection.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstrumentationStatus {
@@ -18,23 +20,18 @@ pub struct InstrumentationStatus {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upgrade_blocked_versions: BTreeMap<String, String>,
     /// Pods injected with the current spec (one per injected language).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injected: Option<i64>,
     /// Pods injected with an earlier spec: a restart injects the current one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outdated: Option<i64>,
     /// Pods that asked for this Instrumentation and were not injected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skipped: Option<i64>,
     /// Pods that asked for this Instrumentation and were admitted without an outcome: the
     /// webhook was unreachable, or not registered yet, when they were created (found by
     /// their `inject-*` label, or in a namespace that asks). A restart injects them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub missed: Option<i64>,
     /// Of `injected`, the pods failing (a container in `CrashLoopBackOff`, OOM-killed, or
     /// restarted 3 times or more), with `--detect-failures`; the `Failing` condition names
     /// their workloads.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failing: Option<i64>,
     /// The most frequent reasons of the skipped pods (at most 5), most pods first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -44,16 +41,12 @@ pub struct InstrumentationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workloads: Vec<WorkloadStatus>,
     /// Workloads left out of `workloads` for its bound.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workloads_omitted: Option<i64>,
     /// The digest of the current spec (8 hex digits), as recorded on the pods injected with it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spec_hash: Option<String>,
     /// The `metadata.generation` this status was computed for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// When `injected`, `outdated`, `skipped` or `missed` last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,
     /// `Ready`: the object is readable and the objects it references exist; `Degraded`: why
     /// not (`Unreadable`, `ExporterTLSSecretMissing`, `ExporterTLSConfigMapMissing`);
@@ -70,7 +63,6 @@ pub struct InstrumentationStatus {
     pub rolled_back: Vec<RolledBackWorkload>,
     /// The automatic rollout of an Instrumentation annotated `otel-injector/rollout:
     /// automatic` (field manager `otel-injector-rollout`); absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
 }
 
@@ -94,6 +86,7 @@ pub struct RolledBackWorkload {
 }
 
 /// Where the automatic rollout of the current spec stands.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RolloutStatus {
@@ -111,17 +104,13 @@ pub struct RolloutStatus {
     #[serde(default)]
     pub pending: i64,
     /// Stopped: the workload that stopped it (`Kind/namespace/name`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workload: Option<String>,
     /// Stopped: `Timeout`, `CrashLoop`, `ProgressDeadlineExceeded`, `WorkloadGone` or
     /// `APIError`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
     /// What happened, for people.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// When `state` last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_transition_time: Option<Time>,
 }
 
@@ -136,6 +125,7 @@ pub struct SkippedReason {
 }
 
 /// The pods of one workload that asked for this Instrumentation.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkloadStatus {
@@ -154,7 +144,6 @@ pub struct WorkloadStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failing: i64,
     /// When these counts last changed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_change_time: Option<Time>,
 }
 

@@ -12,6 +12,7 @@ use k8s_openapi::api::core::v1::{
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::declarative::DeclarativeConfig;
 use super::kind::instrumentation_kind;
@@ -45,62 +46,49 @@ instrumentation_kind! {
     pub struct InstrumentationSpec {
         /// SDK configuration by environment variables (the v1alpha1 model). Exclusive with
         /// declarativeConfig.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub env_config: Option<EnvConfig>,
         /// SDK configuration by a declarative configuration file (schema 1.x), rendered per pod
         /// with the Kubernetes and service attributes and read by the SDK from OTEL_CONFIG_FILE.
         /// Exclusive with envConfig.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub declarative_config: Option<Box<DeclarativeConfig>>,
         /// Resource attributes and how the webhook derives the Kubernetes and service ones.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub resource: Option<Resource>,
         /// Env vars for all languages. Precedence: container env > language env > this env >
         /// envConfig.env > values derived from this spec.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub env: Vec<EnvVar>,
         /// Java auto-instrumentation (javaagent).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub java: Option<Box<Java>>,
         /// Node.js auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub nodejs: Option<Box<Language>>,
         /// Python auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub python: Option<Box<Language>>,
         /// .NET auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub dotnet: Option<Box<Language>>,
         /// Go auto-instrumentation (eBPF sidecar).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub go: Option<Box<Go>>,
         /// Apache HTTPD auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub apache_httpd: Option<Box<ApacheHttpd>>,
         /// Nginx auto-instrumentation.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub nginx: Option<Box<Nginx>>,
         /// Image pull policy of the injected init containers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub image_pull_policy: Option<String>,
         /// Security context of the injected init containers.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
         pub init_container_security_context: Option<Box<SecurityContext>>,
     }
 }
 
 /// The SDK configured by environment variables.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct EnvConfig {
     /// OTLP exporter configuration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exporter: Option<Exporter>,
     /// Context propagators, set in OTEL_PROPAGATORS.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub propagators: Vec<Propagator>,
     /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sampler: Option<Sampler>,
     /// Env vars of the SDK configuration; spec.env and the language env take precedence.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -108,17 +96,15 @@ pub struct EnvConfig {
 }
 
 /// OTLP exporter configuration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Exporter {
     /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint: Option<String>,
     /// OTLP protocol, set in OTEL_EXPORTER_OTLP_PROTOCOL.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol: Option<Protocol>,
     /// TLS certificates; used only with an https:// endpoint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<ExporterTls>,
 }
 
@@ -145,6 +131,7 @@ impl Protocol {
 }
 
 /// Resource attributes, and which ones the webhook derives.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Resource {
@@ -152,57 +139,49 @@ pub struct Resource {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub attributes: BTreeMap<String, String>,
     /// The k8s.* attributes (namespace, pod, node, container, owners).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub k8s_metadata: Option<K8sMetadata>,
     /// The service.* attributes derived from the pod (name, version, instance id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_metadata: Option<ServiceMetadata>,
 }
 
 /// Whether and how the k8s.* attributes are added.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct K8sMetadata {
     /// false: no k8s.* attributes are added (default true).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
     /// Also add the pod's and its owners' UIDs (k8s.pod.uid, k8s.replicaset.uid, ...).
-    #[serde(
-        default,
-        rename = "includeUIDs",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(rename = "includeUIDs")]
     pub include_uids: Option<bool>,
 }
 
 /// Whether the service.* attributes are derived.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceMetadata {
     /// false: no derived service.* attributes; true: derived, the app.kubernetes.io labels
     /// included (v1alpha1's useLabelsForResourceAttributes); unset: derived from the
     /// annotations, the owner and the pod.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
 }
 
 /// What every language section holds (Node.js, Python and .NET hold only this).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Language {
     /// Image with the agent. There is no default image in v1beta1: a language requested
     /// without one is skipped (image_required).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub image: Option<String>,
     /// Ephemeral volume for the agent files; if unset an emptyDir is used.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub volume_claim_template: Option<Box<PersistentVolumeClaimTemplate>>,
     /// Language-specific env vars; they take precedence over spec.env.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
     /// Compute resources of the injected container.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
 }
 
@@ -218,39 +197,38 @@ pub struct Java {
 }
 
 /// Go: the common part and the sidecar's security context.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Go {
     #[serde(flatten)]
     pub common: Language,
     /// Security context of the sidecar (it needs privileges to use eBPF).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<Box<SecurityContext>>,
 }
 
 /// Apache HTTPD: the common part, version and configuration directory.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApacheHttpd {
     #[serde(flatten)]
     pub common: Language,
     /// Apache HTTPD version: 2.4 (default) or 2.2.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Directory of the Apache configuration (default /usr/local/apache2/conf).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
     pub config_path: Option<String>,
 }
 
 /// Nginx: the common part and the configuration file.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Nginx {
     #[serde(flatten)]
     pub common: Language,
     /// Nginx configuration file (default /etc/nginx/nginx.conf).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
     pub config_file: Option<String>,
 }
