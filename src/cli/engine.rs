@@ -64,7 +64,9 @@ pub struct EngineArgs {
     /// says which signal decided. The default is `init-container` because neither signal
     /// says anything of the nodes' container runtime: a node whose runtime lacks image
     /// volumes would fail the pods. An Instrumentation overrides the flag with the
-    /// annotation `otel-injector/agent-delivery`.
+    /// annotation `otel-injector/agent-delivery`. The admission policies (`policy`,
+    /// --apply-policies) follow the same choice, `auto` being `image-volume` there (they need
+    /// 1.36 or later).
     #[arg(long, env = "OTEL_INJECTOR_AGENT_DELIVERY", value_enum, default_value_t = AgentDelivery::InitContainer)]
     pub agent_delivery: AgentDelivery,
 

@@ -72,8 +72,9 @@ pub enum Command {
     /// webhook serves them (for GitOps repositories); everything else unchanged, in order.
     Convert(ConvertArgs),
     /// Render the Instrumentations as MutatingAdmissionPolicies (Kubernetes 1.36 or later) that
-    /// make the API server itself inject what the webhook would in image-volume delivery, for
-    /// the languages and pods CEL can express; the webhook, when installed, serves the rest.
+    /// make the API server itself inject what the webhook would (in its delivery: init
+    /// container or image volume), for the languages and pods CEL can express; the webhook,
+    /// when installed, serves the rest.
     Policy(Box<PolicyArgs>),
     /// Print the webhook configuration in the API server's manifest form, for its admission
     /// configuration's staticManifestsDir (Kubernetes 1.37+): loaded before the API server's

@@ -48,8 +48,19 @@ pub fn with_name(s: &str, marker: &str, name: &str) -> String {
     parts.join(" + ")
 }
 
+/// Fields of the pod's schema that are maps (string keys), not objects: a map literal.
+const MAPS: [&str; 6] = [
+    ".limits",
+    ".requests",
+    ".labels",
+    ".annotations",
+    ".matchLabels",
+    ".volumeAttributes",
+];
+
 /// The typed CEL literal of a JSON object that is a `type_path` (`Object.spec.volumes`): its
-/// objects become `Type{field: ...}` with the field's path as type, its strings pass through
+/// objects become `Type{field: ...}` with the field's path as type (its maps, [`MAPS`], map
+/// literals), its strings pass through
 /// `with_name` (so `marker` stands for the CEL expression `name`). `None` for what the API
 /// server's CEL could not express as this shape (a null, a float).
 pub fn object(v: &Value, type_path: &str, marker: &str, name: &str) -> Option<String> {
@@ -63,6 +74,19 @@ pub fn object(v: &Value, type_path: &str, marker: &str, name: &str) -> Option<St
                 .map(|i| object(i, type_path, marker, name))
                 .collect();
             format!("[{}]", items?.join(", "))
+        }
+        Value::Object(entries) if MAPS.iter().any(|m| type_path.ends_with(m)) => {
+            let entries: Option<Vec<String>> = entries
+                .iter()
+                .map(|(k, v)| {
+                    Some(format!(
+                        "{}: {}",
+                        string(k),
+                        object(v, type_path, marker, name)?
+                    ))
+                })
+                .collect();
+            format!("{{{}}}", entries?.join(", "))
         }
         Value::Object(fields) => {
             let fields: Option<Vec<String>> = fields
@@ -113,6 +137,11 @@ mod tests {
         assert_eq!(
             object(&v, "Object.spec.volumes", "@", "n").unwrap(),
             r#"Object.spec.volumes{image: Object.spec.volumes.image{reference: "r:1"}, name: "v", readOnly: true}"#
+        );
+        let init = json!({"name": "i", "resources": {"limits": {"cpu": "500m"}}});
+        assert_eq!(
+            object(&init, "Object.spec.initContainers", "@", "n").unwrap(),
+            r#"Object.spec.initContainers{name: "i", resources: Object.spec.initContainers.resources{limits: {"cpu": "500m"}}}"#
         );
         assert!(object(&json!({"a": null}), "T", "@", "n").is_none());
         assert!(object(&json!({"a-b": "x"}), "T", "@", "n").is_none());

@@ -381,12 +381,53 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
         .collect();
     let volume_patches = create_then("object.spec.volumes", "\"/spec/volumes\"", "[]", &adds);
     let expression = format!(
-        "variables.covered{n} ? {volume_patches} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
+        "variables.covered{n} ? {volume_patches} + {} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
+        init_patches(t, n),
         container_patches(t),
         metadata_patches("annotations", &t.annotations),
         metadata_patches("labels", &t.labels),
     );
     json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
+}
+
+/// The init containers of template `t` (number `n`) appended after the pod's own, each with
+/// the first target's `securityContext` copied in when the engine does that and the target
+/// has one (a JSON Patch `copy`: the pod's own fields cannot be written back from CEL).
+fn init_patches(t: &Template, n: usize) -> String {
+    if t.init_containers.is_empty() {
+        return "[]".into();
+    }
+    let adds: Vec<String> = t
+        .init_containers
+        .iter()
+        .map(|c| {
+            let c = cel::object(c, "Object.spec.initContainers", template::CONTAINER, "\"\"")
+                .expect("the engine writes init containers CEL can express");
+            format!("[JSONPatch{{op: \"add\", path: \"/spec/initContainers/-\", value: {c}}}]")
+        })
+        .collect();
+    let added = create_then(
+        "object.spec.initContainers",
+        "\"/spec/initContainers\"",
+        "[]",
+        &adds,
+    );
+    if !t.init_security_from_target {
+        return added;
+    }
+    let first = format!("variables.targets{n}[0]");
+    let before = "object.spec.?initContainers.orValue([]).size()";
+    let copies: Vec<String> = (0..t.init_containers.len())
+        .map(|k| {
+            format!(
+                "JSONPatch{{op: \"copy\", from: \"/spec/containers/\" + string({first}) + \"/securityContext\", path: \"/spec/initContainers/\" + string({before} + {k}) + \"/securityContext\"}}"
+            )
+        })
+        .collect();
+    format!(
+        "{added} + (has(object.spec.containers[{first}].securityContext) ? [{}] : [])",
+        copies.join(", ")
+    )
 }
 
 /// The match condition of every injection policy: the pod (or its namespace) has an

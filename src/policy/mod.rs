@@ -36,7 +36,8 @@ use crate::keys::{
 pub use pod::{Path, Paths};
 pub use template::{Template, probe_config};
 
-/// The languages a policy can inject (image-volume delivery, no init container or sidecar).
+/// The languages a policy can inject (their agent copied by an init container or mounted as
+/// an image volume; no sidecar, no per-pod configuration file).
 pub const LANGUAGES: [Language; 5] = [
     Language::Java,
     Language::NodeJs,

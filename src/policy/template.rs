@@ -2,8 +2,10 @@
 //! it decides for probe pods (one container, named by a marker; no owners; no uid) and the
 //! differences are the template a policy replays. The parts that depend on the pod (the
 //! service name, the resource attributes) are marked and written in CEL by
-//! the injection policy; anything else the engine did that a template cannot replay (an init
-//! container, a file annotation, a sidecar) makes the pair not covered, with the reason.
+//! the injection policy, and so is the init containers' security context (init-container
+//! delivery: the target's, unless the Instrumentation sets one); anything else the engine did
+//! that a template cannot replay (a file annotation, a sidecar, a changed container) makes the
+//! pair not covered, with the reason.
 //!
 //! How the container's own variables interact with the injected ones is probed too, one
 //! variable at a time, set as a literal and as `valueFrom`: either the user's wins (the
@@ -34,6 +36,8 @@ mod user;
 pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
 /// The probe pod's service name (from its annotation), so `OTEL_SERVICE_NAME` is found.
 const SERVICE: &str = "zq-otel-injector-service-zq";
+/// The probe container's image, so that an init container that copies it is found.
+const IMAGE: &str = "zq-otel-injector-image-zq";
 /// A user variable's value in the probes.
 const VALUE: &str = "zq-otel-injector-value-zq";
 
@@ -75,6 +79,12 @@ pub struct Template {
     pub instrumentation: Arc<Instrumentation>,
     /// Pod volumes added, in order.
     pub volumes: Vec<Value>,
+    /// Init containers added after the pod's own, in order (init-container delivery: the
+    /// agent's, then Java's extensions').
+    pub init_containers: Vec<Value>,
+    /// Each of them gets the first target's `securityContext` when it has one (the
+    /// Instrumentation sets no `initContainerSecurityContext`), as the engine does.
+    pub init_security_from_target: bool,
     /// Mounts added to each target, in order.
     pub mounts: Vec<Value>,
     /// Variables put before the container's own unless it has them, in order.
@@ -142,7 +152,7 @@ fn probe_pod(
                 SERVICE_NAME_ANNOTATION: SERVICE,
             },
         },
-        "spec": {"containers": [{"name": CONTAINER, "image": "probe", "env": env}]},
+        "spec": {"containers": [{"name": CONTAINER, "image": IMAGE, "env": env}]},
     });
     // The default variant's first value is "": no key, as most pods.
     if let Some((key, values)) = variant.filter(|(_, values)| !values[0].is_empty()) {
@@ -181,10 +191,17 @@ fn name_of(e: &Value) -> &str {
     e["name"].as_str().unwrap_or("")
 }
 
-/// The engine's configuration for probes: the webhook's, with image volumes.
+/// The engine's configuration for probes: the webhook's, with `auto` delivery resolved as
+/// on every cluster that has admission policies (1.36 or later, where the `ImageVolume`
+/// gate is locked on): image volumes. The Instrumentation's own `agent-delivery` annotation
+/// still wins, as with the webhook.
 pub fn probe_config(config: &EngineConfig) -> EngineConfig {
+    let delivery = match config.delivery {
+        AgentDelivery::Auto => AgentDelivery::ImageVolume,
+        given => given,
+    };
     EngineConfig {
-        delivery: AgentDelivery::ImageVolume,
+        delivery,
         ..config.clone()
     }
 }
@@ -244,7 +261,16 @@ pub fn read_variant(
         .as_array()
         .cloned()
         .unwrap_or_default();
+    let init_containers = injected["spec"]["initContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     only_these_changed(&bare, &injected)?;
+    let init_security_from_target = init_security(&init_containers, |security| {
+        let mut pod = bare.clone();
+        pod["spec"]["containers"][0]["securityContext"] = security;
+        decide(&catalog, &config, &ns, &pod).ok()
+    })?;
 
     // A user variable splits the list into what is put before it and after it.
     let with_user = run(json!([{"name": "ZQ_USER", "value": VALUE}]))
@@ -277,6 +303,8 @@ pub fn read_variant(
         variant,
         instrumentation: inst.clone(),
         volumes,
+        init_containers,
+        init_security_from_target,
         mounts,
         prepended,
         appended: Vec::new(),
@@ -327,6 +355,39 @@ pub fn read_variant(
     }
     template.appended = appended;
     Ok(template)
+}
+
+/// Whether the added init containers take the target's `securityContext` (read off a
+/// probe whose container has one, `decided`): each of them gets it whole, or none does.
+/// Init containers that hold anything else of the pod's (the app's image: Apache httpd's and
+/// nginx's configuration copy; the service name) are not a template.
+fn init_security(
+    init_containers: &[Value],
+    decided: impl Fn(Value) -> Option<Value>,
+) -> Result<bool, NotCovered> {
+    if init_containers.is_empty() {
+        return Ok(false);
+    }
+    let text = Value::from(init_containers).to_string();
+    if [CONTAINER, SERVICE, IMAGE].iter().any(|m| text.contains(m)) {
+        return Err("the init containers depend on the pod's container or service name".into());
+    }
+    let security = json!({"runAsUser": 4242, "runAsNonRoot": true});
+    let with = decided(security.clone()).ok_or("a security context stops the injection")?;
+    let got = with["spec"]["initContainers"].as_array().cloned();
+    let copied: Vec<Value> = init_containers
+        .iter()
+        .map(|c| {
+            let mut c = c.clone();
+            c["securityContext"] = security.clone();
+            c
+        })
+        .collect();
+    match got {
+        Some(got) if got == init_containers => Ok(false),
+        Some(got) if got == copied => Ok(true),
+        _ => Err("the init containers depend on the container's security context".into()),
+    }
 }
 
 /// The pod-dependent variables are where the policy writes them: the service name's value
@@ -388,13 +449,15 @@ fn added_metadata(before: &Value, after: &Value) -> Result<Added, NotCovered> {
     Ok((annotations, labels))
 }
 
-/// Nothing but the container's env and mounts, the pod's volumes and its metadata changed.
+/// Nothing but the container's env and mounts, the pod's volumes and init containers and its
+/// metadata changed.
 fn only_these_changed(before: &Value, after: &Value) -> Result<(), NotCovered> {
     let strip = |pod: &Value| {
         let mut p = pod.clone();
         p["metadata"]["annotations"] = Value::Null;
         p["metadata"]["labels"] = Value::Null;
         p["spec"]["volumes"] = Value::Null;
+        p["spec"]["initContainers"] = Value::Null;
         let c = &mut p["spec"]["containers"][0];
         c["env"] = Value::Null;
         c["volumeMounts"] = Value::Null;
@@ -402,9 +465,7 @@ fn only_these_changed(before: &Value, after: &Value) -> Result<(), NotCovered> {
     };
     if strip(before) != strip(after) {
         let (b, a) = (strip(before), strip(after));
-        let what = if b["spec"].get("initContainers") != a["spec"].get("initContainers") {
-            "adds init containers"
-        } else if b["spec"]["containers"].as_array().map(Vec::len)
+        let what = if b["spec"]["containers"].as_array().map(Vec::len)
             != a["spec"]["containers"].as_array().map(Vec::len)
         {
             "adds a container"

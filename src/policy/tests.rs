@@ -1,4 +1,7 @@
 use super::*;
+use crate::engine::AgentDelivery;
+
+mod delivery;
 use crate::cluster::StaticCatalog;
 use crate::crd::parse_instrumentations;
 use k8s_openapi::api::core::v1::Pod;
@@ -26,9 +29,17 @@ fn names(entries: &[Value]) -> Vec<&str> {
         .collect()
 }
 
+/// The webhook's configuration with image-volume delivery.
+fn image_volumes() -> EngineConfig {
+    EngineConfig {
+        delivery: AgentDelivery::ImageVolume,
+        ..EngineConfig::default()
+    }
+}
+
 #[test]
 fn the_java_template_is_the_engines_injection() {
-    let t = template::read(&inst(JAVA), Language::Java, &EngineConfig::default()).unwrap();
+    let t = template::read(&inst(JAVA), Language::Java, &image_volumes()).unwrap();
     assert_eq!(names(&t.prepended), ["OTEL_NODE_IP", "OTEL_POD_IP"]);
     let appended: Vec<&str> = t
         .appended
@@ -93,13 +104,17 @@ fn the_java_template_is_the_engines_injection() {
     assert_eq!(t.annotations["otel-injector/injected"], "java");
     assert!(t.annotations["otel-injector/status"].starts_with("java=injected shop/java "));
     assert_eq!(t.labels["otel-injector/injected"], "true");
+    assert!(t.init_containers.is_empty());
 }
 
 #[test]
 fn what_a_template_cannot_replay_is_not_covered_with_the_reason() {
-    let copy = JAVA.replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/agent-delivery: init-container}}");
-    let err = template::read(&inst(&copy), Language::Java, &EngineConfig::default()).unwrap_err();
-    assert_eq!(err.why, "the injection adds init containers");
+    let err =
+        template::read(&inst(JAVA), Language::ApacheHttpd, &EngineConfig::default()).unwrap_err();
+    assert_eq!(
+        err.why,
+        "the init containers depend on the pod's container or service name"
+    );
     assert_eq!(err.reason, SkipReason::PolicyUnsupported);
     let tls = JAVA.replace(
         "exporter: {endpoint: \"http://collector:4318\"}",

@@ -136,6 +136,7 @@ async fn policy_latency() {
             "--name-prefix",
             "e2e-lat",
             &format!("--namespace-label={POLICY_SCOPE}=lat"),
+            "--agent-delivery=image-volume",
         ],
     );
     create_all(&client, &objects).await;

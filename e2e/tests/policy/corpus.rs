@@ -260,6 +260,28 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 json!([{"name": "data", "mountPath": "/data"}]);
             p
         }),
+        // Init containers of its own (the agent's go after them), and a security context on
+        // each target: in init-container delivery the first target's is the agent's too.
+        ("java-secured", "shop", {
+            let mut p = pod(
+                "java-secured",
+                ann(&[(INJECT_JAVA, "java"), (CONTAINER_NAMES, "b, a")]),
+                json!({}),
+                json!([
+                    container("a", "shop/a:1", json!([])),
+                    container("b", "shop/b:1", json!([])),
+                ]),
+            );
+            p["spec"]["initContainers"] = json!([{"name": "migrate", "image": "shop/migrate:1"}]);
+            p["spec"]["containers"][0]["securityContext"] = json!({"runAsUser": 2000});
+            p["spec"]["containers"][1]["securityContext"] = json!({
+                "runAsNonRoot": true,
+                "runAsUser": 1000,
+                "allowPrivilegeEscalation": false,
+                "capabilities": {"drop": ["ALL"]},
+            });
+            p
+        }),
         (
             "nodejs",
             "shop",

@@ -1,18 +1,15 @@
-//! The policies against the webhook: the same stored pods where they cover the pod, and
-//! alone, the pods they do not cover marked and warned about.
+//! The policies against the webhook, in each delivery: the same stored pods where they cover
+//! the pod; the others left to the webhook, or in mode `policy` marked with its outcome.
 
-use std::time::{Duration, Instant};
-
-use axum::http::Method;
 use serde_json::{Value, json};
 
-use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster, env_value};
+use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster};
 use crate::support::api;
 
 use super::corpus::{corpus_in, instrumentations};
 use super::{
-    POLICY_SCOPE, comparable, create_all, create_each, create_instrumentations, delete_all,
-    delete_each, explained_paths, injected_java, namespaces, render, until,
+    POLICY_SCOPE, create_all, create_each, create_instrumentations, delete_all, delete_each,
+    explained_paths, injected_java, namespaces, render, until,
 };
 use otel_injector::engine::SkipReason;
 use otel_injector::engine::outcome::{Outcome, PodStatus};
@@ -23,10 +20,25 @@ use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION
 /// webhook when both run.
 #[tokio::test]
 async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
+    differential("diff", "image-volume").await;
+}
+
+/// The same in init-container delivery (the flag's default): the policies add the agent's
+/// init container (the target's security context copied in) and its emptyDir, exactly as
+/// the webhook does.
+#[tokio::test]
+async fn in_init_container_delivery_too() {
+    differential("copy", "init-container").await;
+}
+
+/// The four phases over the corpus, with `--agent-delivery=<delivery>` for the webhook and
+/// the policies alike; `tag` names the run's namespaces, scope and objects.
+async fn differential(tag: &str, delivery: &str) {
+    let delivery = format!("--agent-delivery={delivery}");
     let env = Env::start_with(
-        "policy-diff",
+        &format!("policy-{tag}"),
         Options {
-            args: vec!["--agent-delivery=image-volume".into()],
+            args: vec![delivery.clone()],
             ..Options::default()
         },
     )
@@ -34,12 +46,15 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     let cp = cluster().await;
     let client = env.client.clone();
     // In the webhook's scope for phase 1 only.
-    let solo = "e2e-policy-diff-solo";
-    let shop = "e2e-policy-diff-shop";
+    let (solo, shop) = (
+        format!("e2e-policy-{tag}-solo"),
+        format!("e2e-policy-{tag}-shop"),
+    );
+    let (solo, shop) = (solo.as_str(), shop.as_str());
     namespaces(
         &client,
         &[solo, shop],
-        &[(POLICY_SCOPE, "diff"), (SCOPE_LABEL, &env.id)],
+        &[(POLICY_SCOPE, tag), (SCOPE_LABEL, &env.id)],
     )
     .await;
     label_solo(&client, solo).await;
@@ -91,9 +106,9 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
             "--mode",
             "both",
             "--name-prefix",
-            "e2e-diff",
-            &format!("--namespace-label={POLICY_SCOPE}=diff"),
-            "--agent-delivery=image-volume",
+            &format!("e2e-{tag}"),
+            &format!("--namespace-label={POLICY_SCOPE}={tag}"),
+            &delivery,
         ],
     );
     eprintln!("[e2e] policy coverage:\n{coverage}");
@@ -155,7 +170,7 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
     assert_eq!(covered, expected, "the corpus cases a policy serves");
     // `explain` names the path the API server took: the policy for every pod it injected,
     // the webhook for every other pod the webhook injected.
-    let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods);
+    let paths = explained_paths(&cp.dir, &cp.kubeconfig, &pods, &delivery);
     for (((case, _, sent), path), webhook) in pods.iter().zip(&paths).zip(&by_webhook) {
         let want = if covered.contains(case) {
             Some("policy")
@@ -193,9 +208,9 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
             "--mode",
             "policy",
             "--name-prefix",
-            "e2e-diff-alone",
-            &format!("--namespace-label={POLICY_SCOPE}=diff"),
-            "--agent-delivery=image-volume",
+            &format!("e2e-{tag}-alone"),
+            &format!("--namespace-label={POLICY_SCOPE}={tag}"),
+            &delivery,
         ],
     );
     create_all(&client, &alone).await;
@@ -293,181 +308,4 @@ async fn label_solo(client: &kube::Client, solo: &str) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status, 200, "{}", r.body);
-}
-
-/// Item 3 with no webhook: the pods no policy covers get the status reason and a warning at
-/// `kubectl` time; a pod injected before (reinvocation) is not changed again; a deleted
-/// Instrumentation stops injecting.
-#[tokio::test]
-async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
-    let cp = cluster().await;
-    let client = cp.client();
-    let solo = "e2e-policy-alone-solo";
-    let shop = "e2e-policy-alone-shop";
-    namespaces(&client, &[solo, shop], &[(POLICY_SCOPE, "alone")]).await;
-    let insts = instrumentations(solo, shop);
-    create_instrumentations(&client, &insts).await;
-    let (objects, _) = render(
-        &cp.dir,
-        &insts,
-        &[
-            "--name-prefix",
-            "e2e-alone",
-            &format!("--namespace-label={POLICY_SCOPE}=alone"),
-        ],
-    );
-    let kinds: Vec<&str> = objects
-        .iter()
-        .map(|o| o["kind"].as_str().unwrap())
-        .collect();
-    assert!(kinds.contains(&"ValidatingAdmissionPolicy"), "{kinds:?}");
-    create_all(&client, &objects).await;
-    let pods = corpus_in(solo, shop);
-    let find = |case: &str| pods.iter().find(|p| p.0 == case).expect("a case").clone();
-    let (_, ns, java) = find("java-named");
-    until(&client, &ns, &java, "the policy's injection", injected_java).await;
-    // Both kinds of policy are live once the warning arrives.
-    let (_, ns_go, go) = find("edge-go");
-    let t0 = Instant::now();
-    loop {
-        let r = api::create_pod(&client, &ns_go, &go, true)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        if !r.warnings.is_empty() {
-            break;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "no warning: {}",
-            r.body["metadata"]
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-
-    let expected = [
-        // Go is disabled by default, as in the webhook.
-        (
-            "edge-go",
-            format!("go=skipped language_disabled {shop}/langs"),
-        ),
-        (
-            "edge-true-of-several",
-            format!("java=skipped multiple_instrumentations {shop}/*"),
-        ),
-        // A variant the agent refuses: the webhook instruments nothing either.
-        (
-            "edge-key-python-variant-2",
-            format!("python=skipped nothing_instrumented {solo}/only"),
-        ),
-        (
-            "edge-key-dotnet-variant-2",
-            format!("dotnet=skipped nothing_instrumented {solo}/only"),
-        ),
-        (
-            "edge-jto-value-from",
-            format!("java=skipped nothing_instrumented {shop}/java"),
-        ),
-        (
-            "edge-unknown-container",
-            format!("java=skipped invalid_container_names {shop}/java"),
-        ),
-        (
-            "edge-nginx-true-solo",
-            format!("nginx=skipped policy_unsupported {solo}/only"),
-        ),
-        (
-            "edge-go-true",
-            format!("go=skipped language_disabled {shop}/*"),
-        ),
-        (
-            "edge-not-found",
-            format!("java=skipped instrumentation_not_found {shop}/missing"),
-        ),
-        (
-            "edge-exporter-tls",
-            format!("java=skipped policy_unsupported {shop}/tls"),
-        ),
-        (
-            "edge-cross-namespace",
-            format!("java=skipped policy_unsupported {shop}/java"),
-        ),
-        (
-            "edge-two-languages",
-            format!(
-                "java=skipped policy_unsupported {shop}/java; python=skipped policy_unsupported {shop}/langs"
-            ),
-        ),
-    ];
-    for (case, status) in expected {
-        let (_, ns, p) = find(case);
-        let r = api::create_pod(&client, &ns, &p, false)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "{case}: {}", r.body);
-        let stored = &r.body;
-        assert_eq!(
-            stored["metadata"]["annotations"][STATUS_ANNOTATION],
-            status.as_str(),
-            "{case}"
-        );
-        assert_eq!(
-            stored["metadata"]["labels"][INJECTED_LABEL], "false",
-            "{case}"
-        );
-        assert!(
-            stored["metadata"]["annotations"][INJECTED_ANNOTATION].is_null(),
-            "{case}"
-        );
-        assert_eq!(
-            r.warnings,
-            [format!(
-                "Validation failed for ValidatingAdmissionPolicy 'e2e-alone.warn-not-injected' with binding 'e2e-alone.warn-not-injected': otel-injector policy: not injected: {status}"
-            )],
-            "{case}"
-        );
-        // The stored status reads back in the webhook's grammar.
-        let stored_status = stored["metadata"]["annotations"][STATUS_ANNOTATION]
-            .as_str()
-            .unwrap_or("");
-        let parsed: Result<otel_injector::engine::outcome::PodStatus, _> = stored_status.parse();
-        assert!(parsed.is_ok(), "{case}: {parsed:?}");
-    }
-    // An injected pod: the outcome, no warning.
-    let r = api::create_pod(&client, &ns, &java, false)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    assert_eq!(r.body["metadata"]["labels"][INJECTED_LABEL], "true");
-    // A pod injected before (what a reinvocation sees) is not changed again.
-    let mut again = comparable(&r.body);
-    again["metadata"]["name"] = json!("java-again");
-    let r2 = api::create_pod(&client, &ns, &again, false)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(
-        r2.body["spec"], r.body["spec"],
-        "a second pass changed the pod"
-    );
-    assert_eq!(
-        env_value(&r2.body, 0, "JAVA_TOOL_OPTIONS"),
-        " -javaagent:/otel-auto-instrumentation-java-app/javaagent.jar -Dotel.javaagent.extensions=/otel-auto-instrumentation-java-app-extension-0"
-    );
-
-    // The Instrumentation deleted: the binding finds no params, nothing is injected.
-    let r = api::send(
-        &client,
-        Method::DELETE,
-        &format!("/apis/opentelemetry.io/v1alpha1/namespaces/{shop}/instrumentations/java"),
-        None,
-    )
-    .await
-    .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 200, "{}", r.body);
-    let mut later = java.clone();
-    later["metadata"]["name"] = json!("java-after-delete");
-    until(&client, &ns, &later, "no injection after the delete", |p| {
-        p["metadata"]["annotations"][INJECTED_ANNOTATION].is_null()
-    })
-    .await;
-    delete_all(&client, &objects).await;
 }

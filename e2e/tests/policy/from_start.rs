@@ -44,7 +44,13 @@ fn render_files(dir: &Path, java: &Value) -> String {
     let input = dir.join("instrumentations.yaml");
     std::fs::write(&input, serde_saphyr::to_string(java).expect("YAML")).unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_e2e-otel-injector"))
-        .args(["policy", "--mode", "policy", "--namespace-label"])
+        .args([
+            "policy",
+            "--agent-delivery=image-volume",
+            "--mode",
+            "policy",
+        ])
+        .arg("--namespace-label")
         .arg(format!("{}={}", STATIC_SCOPE.0, STATIC_SCOPE.1))
         .arg("--static-manifests")
         .arg(dir.join("static"))
@@ -209,7 +215,13 @@ async fn manifest_policies_inject_from_the_api_servers_start_as_the_api_objects_
     let (objects, _) = render(
         dir.path(),
         &[mirror],
-        &["--mode", "both", "--name-prefix", "api"],
+        &[
+            "--agent-delivery=image-volume",
+            "--mode",
+            "both",
+            "--name-prefix",
+            "api",
+        ],
     );
     create_all(&client, &objects).await;
     super::until(&client, API_NS, &first, "the API objects' injection", |p| {

@@ -204,9 +204,10 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
                 json!({}),
             ),
         )],
-        // On the Instrumentations ([`instrumentation_annotations`]).
+        // On the Instrumentations ([`instrumentation_annotations`]): `copied` asks for
+        // init-container delivery, which its policy replays whatever the flag says.
         KeyUse::Delivery => vec![case(
-            false,
+            true,
             "delivery",
             "shop",
             one(map(&[(java, "copied")]), json!({})),

@@ -1,18 +1,20 @@
 //! Policy mode through the real API server: `otel-injector policy` renders the
 //! Instrumentations as MutatingAdmissionPolicies, the API server injects by itself.
 //!
-//! - The differential test: a corpus of pods is created with the policies alone (no webhook
-//!   for the namespace), then with the webhook alone (`--agent-delivery=image-volume`), then
-//!   with both; every pod a policy injects is stored byte for byte as the webhook stores it,
-//!   the others are stored untouched by the policies and injected by the webhook beside them;
-//!   `otel-injector explain` names, for each pod, the path that injected it.
-//! - Mode `policy` with no webhook: what no policy covers gets `otel-injector/status` and a
-//!   warning at `kubectl` time; a deleted Instrumentation stops injecting; reinvocation
-//!   changes nothing.
-//! - The acceptance test: a control plane of its own with the real controllers and no
-//!   webhook configuration, no otel-injector process: a Deployment's pod gets the Java agent
-//!   from the API server and the real agent's span reaches the real Collector; then a
-//!   status controller alone (as the chart's mode `policy` runs it) counts that pod.
+//! - The differential test (`coverage.rs`), once per delivery (`--agent-delivery`
+//!   `image-volume` and `init-container`, the webhook and the policies alike): a corpus of
+//!   pods is created with the webhook alone, then with the policies alone, then with both,
+//!   then in mode `policy`; every pod a policy injects is stored byte for byte as the webhook
+//!   stores it, the others are stored untouched by the policies and injected by the webhook
+//!   beside them; `otel-injector explain` names, for each pod, the path that injected it.
+//! - Mode `policy` with no webhook (`unserved.rs`): what no policy covers gets
+//!   `otel-injector/status` and a warning at `kubectl` time; a deleted Instrumentation stops
+//!   injecting; reinvocation changes nothing.
+//! - The acceptance test (`alone.rs`): a control plane of its own with the real controllers
+//!   and no webhook configuration, no otel-injector process: a Deployment's pod gets the Java
+//!   agent from the API server, as an image volume and then copied by an init container, and
+//!   the real agent's span reaches the real Collector; then a status controller alone (as the
+//!   chart's mode `policy` runs it) counts that pod.
 
 mod alone;
 mod budgets;
@@ -22,6 +24,7 @@ mod from_start;
 mod keys;
 mod live;
 mod rolled_back;
+mod unserved;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -65,13 +68,18 @@ pub fn render(dir: &Path, inputs: &[Value], args: &[&str]) -> (Vec<Value>, Strin
 }
 
 /// `otel-injector explain -o json` of `pods` against the cluster (its Instrumentations and
-/// namespaces): per pod, the path it names (`policy`, `webhook`, or `None`: nothing injected).
+/// namespaces) with the `delivery` flag: per pod, the path it names (`policy`, `webhook`, or
+/// `None`: nothing injected).
 fn explained_paths(
     dir: &Path,
     kubeconfig: &Path,
     pods: &[(&'static str, String, Value)],
+    delivery: &str,
 ) -> Vec<Option<String>> {
-    let file = dir.join(format!("explain-input-{}.yaml", std::process::id()));
+    let file = dir.join(format!(
+        "explain-input-{}{delivery}.yaml",
+        std::process::id()
+    ));
     let text: Vec<String> = pods
         .iter()
         .map(|(_, ns, p)| {
@@ -82,13 +90,7 @@ fn explained_paths(
         .collect();
     std::fs::write(&file, text.join("\n---\n")).expect("write the input");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_e2e-otel-injector"))
-        .args([
-            "explain",
-            "-o",
-            "json",
-            "--agent-delivery=image-volume",
-            "-f",
-        ])
+        .args(["explain", "-o", "json", delivery, "-f"])
         .arg(&file)
         .arg("--kubeconfig")
         .arg(kubeconfig)
