@@ -210,7 +210,7 @@ What comes out: per Instrumentation a MutatingAdmissionPolicy and its binding \
 (admissionregistration.k8s.io/v1, Kubernetes 1.36 or later) that make the API server inject \
 the pods asking for it as the webhook does, in the webhook's delivery (--agent-delivery, or \
 the Instrumentation's otel-injector/agent-delivery; auto is image-volume), for Java, \
-Node.js, Python, .NET and the SDK; with --mode policy also the policy that marks the pods they do not \
+Node.js, Python, .NET, Apache httpd, nginx and the SDK; with --mode policy also the policy that marks the pods they do not \
 cover skipped (otel-injector/status, reason policy_unsupported or the webhook's) and a \
 ValidatingAdmissionPolicy that warns about them at kubectl time. Render again whenever an \
 Instrumentation changes (a deleted one stops injecting at once: the binding's paramRef). \

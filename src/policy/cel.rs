@@ -33,18 +33,31 @@ pub fn strings<'a>(items: impl IntoIterator<Item = &'a str>) -> String {
 /// A string expression for `s` where every occurrence of `marker` stands for the CEL string
 /// expression `name`: `"prefix" + name + "suffix"`.
 pub fn with_name(s: &str, marker: &str, name: &str) -> String {
-    if !s.contains(marker) {
-        return string(s);
+    with_names(s, &[(marker, name)])
+}
+
+/// A string expression for `s` where every occurrence of each marker stands for its CEL
+/// string expression.
+pub fn with_names(s: &str, marks: &[(&str, &str)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut rest = s;
+    loop {
+        let next = marks
+            .iter()
+            .filter_map(|(m, e)| rest.find(m).map(|at| (at, *m, *e)))
+            .min_by_key(|(at, ..)| *at);
+        let Some((at, marker, expr)) = next else {
+            break;
+        };
+        if at > 0 {
+            parts.push(string(&rest[..at]));
+        }
+        parts.push(expr.to_owned());
+        rest = &rest[at + marker.len()..];
     }
-    let parts: Vec<String> = s
-        .split(marker)
-        .map(|p| (!p.is_empty()).then(|| string(p)))
-        .enumerate()
-        .flat_map(|(i, p)| {
-            let name = (i > 0).then(|| name.to_owned());
-            name.into_iter().chain(p)
-        })
-        .collect();
+    if !rest.is_empty() || parts.is_empty() {
+        parts.push(string(rest));
+    }
     parts.join(" + ")
 }
 
@@ -64,14 +77,19 @@ const MAPS: [&str; 6] = [
 /// `with_name` (so `marker` stands for the CEL expression `name`). `None` for what the API
 /// server's CEL could not express as this shape (a null, a float).
 pub fn object(v: &Value, type_path: &str, marker: &str, name: &str) -> Option<String> {
+    object_with(v, type_path, &[(marker, name)])
+}
+
+/// [`object`] with several markers, each standing for its CEL string expression.
+pub fn object_with(v: &Value, type_path: &str, marks: &[(&str, &str)]) -> Option<String> {
     Some(match v {
-        Value::String(s) => with_name(s, marker, name),
+        Value::String(s) => with_names(s, marks),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => n.as_i64()?.to_string(),
         Value::Array(items) => {
             let items: Option<Vec<String>> = items
                 .iter()
-                .map(|i| object(i, type_path, marker, name))
+                .map(|i| object_with(i, type_path, marks))
                 .collect();
             format!("[{}]", items?.join(", "))
         }
@@ -82,7 +100,7 @@ pub fn object(v: &Value, type_path: &str, marker: &str, name: &str) -> Option<St
                     Some(format!(
                         "{}: {}",
                         string(k),
-                        object(v, type_path, marker, name)?
+                        object_with(v, type_path, marks)?
                     ))
                 })
                 .collect();
@@ -93,7 +111,7 @@ pub fn object(v: &Value, type_path: &str, marker: &str, name: &str) -> Option<St
                 .iter()
                 .map(|(k, v)| {
                     let identifier = k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-                    let value = object(v, &format!("{type_path}.{k}"), marker, name)?;
+                    let value = object_with(v, &format!("{type_path}.{k}"), marks)?;
                     identifier.then(|| format!("{k}: {value}"))
                 })
                 .collect();
@@ -129,6 +147,11 @@ mod tests {
         );
         assert_eq!(with_name("@", "@", "c.name"), "c.name");
         assert_eq!(with_name("@-@", "@", "n"), r#"n + "-" + n"#);
+        assert_eq!(
+            with_names("a@b%c@", &[("@", "n"), ("%", "m")]),
+            r#""a" + n + "b" + m + "c" + n"#
+        );
+        assert_eq!(with_names("", &[("@", "n")]), r#""""#);
     }
 
     #[test]

@@ -6,11 +6,13 @@
 //! is left to the webhook (mode `both`) or marked skipped ([`super::skip`]).
 
 mod attributes;
+mod init;
 
 use attributes::{
     annotation_pairs, attr_annotation, attributes_variable, candidates, merged_resource_attributes,
     pod_service_name, resource_attributes, service_name,
 };
+use init::{clone_covered, init_patches};
 use serde_json::{Value, json};
 
 use crate::agents::sdk_env::OTEL_RESOURCE_ATTRIBUTES;
@@ -220,6 +222,7 @@ fn container_covered(t: &Template) -> String {
     let names = "variables.envNames[i]";
     let literal = strings(t.refuse_literal.iter().map(String::as_str));
     let value_from = strings(t.refuse_value_from.iter().map(String::as_str));
+    let empty = strings(t.refuse_empty.iter().map(String::as_str));
     let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
     let paths: Vec<String> = t
         .mounts
@@ -228,7 +231,7 @@ fn container_covered(t: &Template) -> String {
         .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
         .collect();
     format!(
-        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom))) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
+        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom)) || (e.name in {empty} && !has(e.valueFrom) && e.?value.orValue(\"\") == \"\")) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
         paths.join(", ")
     )
 }
@@ -359,12 +362,22 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
             "{names}.size() == 0 ? [0] : {names}.map(n, lists.range(object.spec.containers.size()).filter(i, object.spec.containers[i].name == n)[0])"
         ),
     );
+    if reach.shared && t.init.clone_of_target.is_some() {
+        // The web servers write the pod's namespace into their configuration, which the
+        // template holds as its own.
+        asks.push_str(&format!(
+            " && namespaceObject.metadata.name == {}",
+            string(ns)
+        ));
+    }
     let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
+    let init_patches = init_patches(v, t, n);
     v.add(
         &format!("covered{n}"),
         format!(
-            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.distinct().size() == {names}.size() && {names}.all(n, n != \"\" && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {})",
-            container_covered(t)
+            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.distinct().size() == {names}.size() && {names}.all(n, n != \"\" && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {}) && {}",
+            container_covered(t),
+            clone_covered(t, n),
         ),
     );
     let vols: Vec<String> = t
@@ -382,52 +395,12 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
     let volume_patches = create_then("object.spec.volumes", "\"/spec/volumes\"", "[]", &adds);
     let expression = format!(
         "variables.covered{n} ? {volume_patches} + {} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
-        init_patches(t, n),
+        init_patches,
         container_patches(t),
         metadata_patches("annotations", &t.annotations),
         metadata_patches("labels", &t.labels),
     );
     json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
-}
-
-/// The init containers of template `t` (number `n`) appended after the pod's own, each with
-/// the first target's `securityContext` copied in when the engine does that and the target
-/// has one (a JSON Patch `copy`: the pod's own fields cannot be written back from CEL).
-fn init_patches(t: &Template, n: usize) -> String {
-    if t.init_containers.is_empty() {
-        return "[]".into();
-    }
-    let adds: Vec<String> = t
-        .init_containers
-        .iter()
-        .map(|c| {
-            let c = cel::object(c, "Object.spec.initContainers", template::CONTAINER, "\"\"")
-                .expect("the engine writes init containers CEL can express");
-            format!("[JSONPatch{{op: \"add\", path: \"/spec/initContainers/-\", value: {c}}}]")
-        })
-        .collect();
-    let added = create_then(
-        "object.spec.initContainers",
-        "\"/spec/initContainers\"",
-        "[]",
-        &adds,
-    );
-    if !t.init_security_from_target {
-        return added;
-    }
-    let first = format!("variables.targets{n}[0]");
-    let before = "object.spec.?initContainers.orValue([]).size()";
-    let copies: Vec<String> = (0..t.init_containers.len())
-        .map(|k| {
-            format!(
-                "JSONPatch{{op: \"copy\", from: \"/spec/containers/\" + string({first}) + \"/securityContext\", path: \"/spec/initContainers/\" + string({before} + {k}) + \"/securityContext\"}}"
-            )
-        })
-        .collect();
-    format!(
-        "{added} + (has(object.spec.containers[{first}].securityContext) ? [{}] : [])",
-        copies.join(", ")
-    )
 }
 
 /// The match condition of every injection policy: the pod (or its namespace) has an

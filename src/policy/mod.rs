@@ -37,12 +37,15 @@ pub use pod::{Path, Paths};
 pub use template::{Template, probe_config};
 
 /// The languages a policy can inject (their agent copied by an init container or mounted as
-/// an image volume; no sidecar, no per-pod configuration file).
-pub const LANGUAGES: [Language; 5] = [
+/// an image volume, the web servers' configuration cloned from the app; no sidecar, no
+/// per-pod configuration file).
+pub const LANGUAGES: [Language; 7] = [
     Language::Java,
     Language::NodeJs,
     Language::Python,
     Language::DotNet,
+    Language::ApacheHttpd,
+    Language::Nginx,
     Language::Sdk,
 ];
 

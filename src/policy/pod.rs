@@ -73,6 +73,16 @@ impl<'a> Paths<'a> {
                 .entry(key)
                 .or_insert_with(|| template::read_variant(inst, lang, variant, config));
             match t {
+                Ok(t)
+                    if t.init.clone_of_target.is_some()
+                        && inst.metadata.namespace.as_deref() != Some(ns) =>
+                {
+                    Path::Webhook(
+                        "the web server's configuration holds the Instrumentation's namespace: \
+                         its policy serves that namespace only"
+                            .into(),
+                    )
+                }
                 Ok(t) => match uncovered(t, pod, targets) {
                     Some(why) => Path::Webhook(why),
                     None => Path::Policy(inst.qualified()),
@@ -97,7 +107,7 @@ fn path(
         return webhook("several languages in one pod: the outcome annotation lists them together");
     };
     if !LANGUAGES.contains(lang) {
-        return webhook("an init container or sidecar, with per-pod files: not a template");
+        return webhook("a sidecar that shares the pod's process namespace: not a template");
     }
     let Some((_, qualified)) = injected.iter().find(|(l, _)| l == lang) else {
         return webhook("the webhook does not inject it either");
@@ -164,6 +174,30 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
     {
         return Some("the pod has a volume of the agent's name already".into());
     }
+    if t.init.clone_of_target.is_some() {
+        if targets.len() != 1 {
+            return Some(
+                "several targets of a web server: the first gets the module, the others the SDK"
+                    .into(),
+            );
+        }
+        let below = |path: &str| {
+            t.mounts
+                .iter()
+                .filter_map(|m| m["mountPath"].as_str())
+                .any(|p| path.starts_with(p.trim_end_matches('/')))
+        };
+        let first = spec.containers.iter().find(|c| c.name == targets[0]);
+        if first
+            .and_then(|c| c.volume_mounts.as_ref())
+            .is_some_and(|ms| ms.iter().any(|m| below(&m.mount_path)))
+        {
+            return Some(format!(
+                "container {} mounts something at or below the web server's paths",
+                targets[0]
+            ));
+        }
+    }
     for target in targets {
         let Some(c) = spec.containers.iter().find(|c| &c.name == target) else {
             return Some(format!("container {target} is not in the pod"));
@@ -175,6 +209,13 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
             return Some(format!("container {target} sets a variable twice"));
         }
         for e in env {
+            let empty = e.value_from.is_none() && e.value.as_deref().unwrap_or("").is_empty();
+            if empty && t.refuse_empty.contains(&e.name) {
+                return Some(format!(
+                    "container {target} sets {} empty: the agent does not extend it",
+                    e.name
+                ));
+            }
             let refused = match e.value_from {
                 None => &t.refuse_literal,
                 Some(_) => &t.refuse_value_from,

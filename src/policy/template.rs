@@ -28,16 +28,18 @@ use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
+pub use init::InitHoles;
 use user::{VariableEffect, mark_kept_out, merged_at_the_end, user_variable};
 
+mod init;
 mod user;
 
 /// The probe container's name: stands for the target's name in what the template holds.
 pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
 /// The probe pod's service name (from its annotation), so `OTEL_SERVICE_NAME` is found.
-const SERVICE: &str = "zq-otel-injector-service-zq";
+pub const SERVICE: &str = "zq-otel-injector-service-zq";
 /// The probe container's image, so that an init container that copies it is found.
-const IMAGE: &str = "zq-otel-injector-image-zq";
+pub const IMAGE: &str = "zq-otel-injector-image-zq";
 /// A user variable's value in the probes.
 const VALUE: &str = "zq-otel-injector-value-zq";
 
@@ -82,9 +84,9 @@ pub struct Template {
     /// Init containers added after the pod's own, in order (init-container delivery: the
     /// agent's, then Java's extensions').
     pub init_containers: Vec<Value>,
-    /// Each of them gets the first target's `securityContext` when it has one (the
-    /// Instrumentation sets no `initContainerSecurityContext`), as the engine does.
-    pub init_security_from_target: bool,
+    /// What of the pod they take (the first target's security context; the web servers'
+    /// clone of it).
+    pub init: InitHoles,
     /// Mounts added to each target, in order.
     pub mounts: Vec<Value>,
     /// Variables put before the container's own unless it has them, in order.
@@ -96,6 +98,8 @@ pub struct Template {
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
     pub refuse_value_from: Vec<String>,
+    /// Extended variables that leave the pod not covered when set to an empty literal.
+    pub refuse_empty: Vec<String>,
     /// A container's own `OTEL_RESOURCE_ATTRIBUTES` is kept, the attributes of keys it does
     /// not set appended to a literal value, and moved after every injected variable (what the
     /// engine does, checked on the probes).
@@ -266,9 +270,20 @@ pub fn read_variant(
         .cloned()
         .unwrap_or_default();
     only_these_changed(&bare, &injected)?;
-    let init_security_from_target = init_security(&init_containers, |security| {
+    let init = init::holes(&init_containers, |fields| {
         let mut pod = bare.clone();
-        pod["spec"]["containers"][0]["securityContext"] = security;
+        for (k, v) in fields.as_object().into_iter().flatten() {
+            pod["spec"]["containers"][0][k] = v.clone();
+        }
+        let volumes: Vec<Value> = fields["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| json!({"name": m["name"], "emptyDir": {}}))
+            .collect();
+        if !volumes.is_empty() {
+            pod["spec"]["volumes"] = Value::from(volumes);
+        }
         decide(&catalog, &config, &ns, &pod).ok()
     })?;
 
@@ -304,13 +319,14 @@ pub fn read_variant(
         instrumentation: inst.clone(),
         volumes,
         init_containers,
-        init_security_from_target,
+        init,
         mounts,
         prepended,
         appended: Vec::new(),
         extensions: Vec::new(),
         refuse_literal: Vec::new(),
         refuse_value_from: Vec::new(),
+        refuse_empty: Vec::new(),
         merges_resource_attributes: false,
         agent_refuses: Vec::new(),
         annotations,
@@ -340,11 +356,22 @@ pub fn read_variant(
             mark_kept_out(&mut appended, name, std::slice::from_ref(name));
             continue;
         }
+        let extended_empty = |with: &Value| {
+            let empty = decided(json!([{"name": name, "value": ""}])).ok();
+            let expected = with.to_string().replace(VALUE, "");
+            empty.is_some_and(|e| serde_json::from_str::<Value>(&expected).is_ok_and(|x| x == e))
+        };
+        let literal_pod = literal.as_ref().ok().cloned();
         match user_variable(&template, &appended, name, literal.ok()) {
             Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
             Some(VariableEffect::Extended(ext)) => {
                 mark_kept_out(&mut appended, name, std::slice::from_ref(name));
                 template.extensions.push(ext);
+                // An empty value is extended the same way, or such pods are not covered
+                // (nginx sets LD_LIBRARY_PATH to its libraries alone).
+                if !literal_pod.as_ref().is_some_and(extended_empty) {
+                    template.refuse_empty.push(name.clone());
+                }
             }
             None => template.refuse_literal.push(name.clone()),
         }
@@ -355,39 +382,6 @@ pub fn read_variant(
     }
     template.appended = appended;
     Ok(template)
-}
-
-/// Whether the added init containers take the target's `securityContext` (read off a
-/// probe whose container has one, `decided`): each of them gets it whole, or none does.
-/// Init containers that hold anything else of the pod's (the app's image: Apache httpd's and
-/// nginx's configuration copy; the service name) are not a template.
-fn init_security(
-    init_containers: &[Value],
-    decided: impl Fn(Value) -> Option<Value>,
-) -> Result<bool, NotCovered> {
-    if init_containers.is_empty() {
-        return Ok(false);
-    }
-    let text = Value::from(init_containers).to_string();
-    if [CONTAINER, SERVICE, IMAGE].iter().any(|m| text.contains(m)) {
-        return Err("the init containers depend on the pod's container or service name".into());
-    }
-    let security = json!({"runAsUser": 4242, "runAsNonRoot": true});
-    let with = decided(security.clone()).ok_or("a security context stops the injection")?;
-    let got = with["spec"]["initContainers"].as_array().cloned();
-    let copied: Vec<Value> = init_containers
-        .iter()
-        .map(|c| {
-            let mut c = c.clone();
-            c["securityContext"] = security.clone();
-            c
-        })
-        .collect();
-    match got {
-        Some(got) if got == init_containers => Ok(false),
-        Some(got) if got == copied => Ok(true),
-        _ => Err("the init containers depend on the container's security context".into()),
-    }
 }
 
 /// The pod-dependent variables are where the policy writes them: the service name's value

@@ -108,30 +108,6 @@ fn the_java_template_is_the_engines_injection() {
 }
 
 #[test]
-fn what_a_template_cannot_replay_is_not_covered_with_the_reason() {
-    let err =
-        template::read(&inst(JAVA), Language::ApacheHttpd, &EngineConfig::default()).unwrap_err();
-    assert_eq!(
-        err.why,
-        "the init containers depend on the pod's container or service name"
-    );
-    assert_eq!(err.reason, SkipReason::PolicyUnsupported);
-    let tls = JAVA.replace(
-        "exporter: {endpoint: \"http://collector:4318\"}",
-        "exporter: {endpoint: \"https://collector:4318\", tls: {secretName: certs, ca: ca.crt}}",
-    );
-    let err = template::read(&inst(&tls), Language::Java, &EngineConfig::default()).unwrap_err();
-    assert_eq!(
-        err.why,
-        "exporter TLS: a policy cannot check its Secret and ConfigMap"
-    );
-    let beta = JAVA.replace("  java:\n", "  nodejs: {}\n  java:\n").replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/v1beta1-fields: '{\"defaultImages\":false}'}}");
-    let err = template::read(&inst(&beta), Language::Python, &EngineConfig::default()).unwrap_err();
-    assert_eq!(err.why, "the webhook skips it: image_required");
-    assert_eq!(err.reason, SkipReason::ImageRequired);
-}
-
-#[test]
 fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let catalog = StaticCatalog::from_yaml(JAVA).unwrap();
     let config = EngineConfig::default();
@@ -372,10 +348,10 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
     assert_eq!(
         path_of(
             &app(json!([])),
-            &[(Language::ApacheHttpd, "true")],
-            &[(Language::ApacheHttpd, "shop/java")]
+            &[(Language::Go, "true")],
+            &[(Language::Go, "shop/java")]
         ),
-        webhook("an init container or sidecar, with per-pod files: not a template")
+        webhook("a sidecar that shares the pod's process namespace: not a template")
     );
 }
 

@@ -57,7 +57,9 @@ async fn the_api_server_alone_injects_a_deployments_java_agent_that_sends_a_span
     assert_eq!(r.status, 201, "{}", r.body);
     let (objects, coverage) = render(&cp.dir, &[inst], &["--agent-delivery=image-volume"]);
     assert!(
-        coverage.contains("shop/java: policy injects java, nodejs, python, dotnet, sdk"),
+        coverage.contains(
+            "shop/java: policy injects java, nodejs, python, dotnet, apache-httpd, nginx, sdk"
+        ),
         "{coverage}"
     );
     create_all(&client, &objects).await;

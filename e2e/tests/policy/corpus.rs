@@ -9,6 +9,8 @@ use serde_json::{Value, json};
 
 use super::build::{container, inst, owned, pod};
 
+mod servers;
+
 /// The Instrumentations of the corpus: `solo` alone in its namespace (so `"true"` names
 /// it), three in the other.
 pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
@@ -347,10 +349,10 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
         ),
         // `"true"` for a language no policy covers, and for a disabled one.
         (
-            "edge-nginx-true-solo",
+            "nginx-true-solo",
             "solo",
             pod(
-                "edge-nginx-true-solo",
+                "nginx-true-solo",
                 ann(&[(INJECT_NGINX, "true")]),
                 json!({}),
                 app(port.clone()),
@@ -450,6 +452,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
         }),
     ]
     .into_iter()
+    .chain(servers::cases())
     .chain(super::keys::cases())
     .collect()
 }

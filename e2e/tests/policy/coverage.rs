@@ -152,6 +152,16 @@ async fn differential(tag: &str, delivery: &str) {
         .zip(&by_webhook)
         .filter(|((_, _, sent), w)| injected_now(w, sent))
         .count();
+    let webhook_only: Vec<&str> = pods
+        .iter()
+        .zip(&by_webhook)
+        .filter(|((case, _, sent), w)| injected_now(w, sent) && !covered.contains(case))
+        .map(|((case, _, _), _)| *case)
+        .collect();
+    eprintln!(
+        "[e2e] injected by the webhook only ({}): {webhook_only:?}",
+        webhook_only.len()
+    );
     eprintln!(
         "[e2e] share of the pods the webhook injects that the policies cover: {}/{by_webhook_alone} ({:.0} %)",
         covered.len(),

@@ -93,8 +93,8 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             format!("java=skipped invalid_container_names {shop}/java"),
         ),
         (
-            "edge-nginx-true-solo",
-            format!("nginx=skipped policy_unsupported {solo}/only"),
+            "edge-nginx-two-targets",
+            format!("nginx=skipped policy_unsupported {shop}/java"),
         ),
         (
             "edge-go-true",

@@ -1,10 +1,11 @@
-//! The templates of init-container delivery: the engine's init containers, replayed.
+//! Templates beyond image volumes: the engine's init containers (init-container delivery,
+//! the web servers' clone), empty variables, and what a template cannot replay.
 
 use serde_json::json;
 
 use super::{JAVA, inst, names};
 use crate::agents::Language;
-use crate::engine::EngineConfig;
+use crate::engine::{EngineConfig, SkipReason};
 use crate::policy::template;
 
 #[test]
@@ -34,14 +35,14 @@ fn init_container_delivery_adds_the_engines_init_containers_with_the_targets_sec
         })]
     );
     // No initContainerSecurityContext: the first target's is copied in.
-    assert!(t.init_security_from_target);
+    assert!(t.init.security_from_target);
     // One of its own: written in the template, the target's is not read.
     let own = JAVA.replace(
         "  java:\n",
         "  initContainerSecurityContext: {runAsUser: 1000}\n  java:\n",
     );
     let t = template::read(&inst(&own), Language::Java, &EngineConfig::default()).unwrap();
-    assert!(!t.init_security_from_target);
+    assert!(!t.init.security_from_target);
     assert_eq!(
         t.init_containers[0]["securityContext"],
         json!({"runAsUser": 1000})
@@ -60,5 +61,74 @@ fn init_container_delivery_adds_the_engines_init_containers_with_the_targets_sec
             "opentelemetry-auto-instrumentation-extension-0"
         ]
     );
-    assert!(t.init_security_from_target);
+    assert!(t.init.security_from_target);
+}
+
+#[test]
+fn the_web_servers_clone_the_target_and_name_the_service_in_their_configuration() {
+    for (lang, attach) in [
+        (Language::ApacheHttpd, "otel-agent-attach-apache"),
+        (Language::Nginx, "otel-agent-attach-nginx"),
+    ] {
+        let t = template::read(&inst(JAVA), lang, &EngineConfig::default()).unwrap();
+        assert_eq!(
+            names(&t.init_containers),
+            ["otel-agent-source-container-clone", attach],
+            "{lang}"
+        );
+        // The clone runs the target's image, with its env, envFrom, mounts and pull policy.
+        assert_eq!(t.init.clone_of_target, Some(0), "{lang}");
+        assert_eq!(t.init_containers[0]["image"], template::IMAGE, "{lang}");
+        assert!(t.init.security_from_target, "{lang}");
+        // The module's configuration names the pod's service.
+        let conf = t.init_containers[1]["env"].to_string();
+        assert!(conf.contains(template::SERVICE), "{lang}: {conf}");
+    }
+}
+
+#[test]
+fn an_empty_variable_the_engine_does_not_extend_like_a_value_is_not_covered() {
+    let refused = |lang| {
+        template::read(&inst(JAVA), lang, &EngineConfig::default())
+            .unwrap()
+            .refuse_empty
+    };
+    // nginx sets LD_LIBRARY_PATH to its libraries alone, Python PYTHONPATH to the agent's
+    // paths alone; Java and Node.js extend an empty value as any other.
+    assert_eq!(refused(Language::Nginx), ["LD_LIBRARY_PATH"]);
+    assert_eq!(refused(Language::Python), ["PYTHONPATH"]);
+    assert!(refused(Language::Java).is_empty());
+    assert!(refused(Language::NodeJs).is_empty());
+}
+
+#[test]
+fn what_a_template_cannot_replay_is_not_covered_with_the_reason() {
+    // Go: a sidecar that reads the pod's target executable.
+    let exe = (
+        "instrumentation.opentelemetry.io/otel-go-auto-target-exe",
+        &["/app"][..],
+    );
+    let go = JAVA.replace("  java:\n", "  go: {image: \"go:1\"}\n  java:\n");
+    let err = template::read_variant(
+        &inst(&go),
+        Language::Go,
+        Some(exe),
+        &EngineConfig::default(),
+    )
+    .unwrap_err();
+    assert_eq!(err.why, "the injection adds a container");
+    assert_eq!(err.reason, SkipReason::PolicyUnsupported);
+    let tls = JAVA.replace(
+        "exporter: {endpoint: \"http://collector:4318\"}",
+        "exporter: {endpoint: \"https://collector:4318\", tls: {secretName: certs, ca: ca.crt}}",
+    );
+    let err = template::read(&inst(&tls), Language::Java, &EngineConfig::default()).unwrap_err();
+    assert_eq!(
+        err.why,
+        "exporter TLS: a policy cannot check its Secret and ConfigMap"
+    );
+    let beta = JAVA.replace("  java:\n", "  nodejs: {}\n  java:\n").replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/v1beta1-fields: '{\"defaultImages\":false}'}}");
+    let err = template::read(&inst(&beta), Language::Python, &EngineConfig::default()).unwrap_err();
+    assert_eq!(err.why, "the webhook skips it: image_required");
+    assert_eq!(err.reason, SkipReason::ImageRequired);
 }

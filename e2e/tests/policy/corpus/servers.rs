@@ -1,0 +1,76 @@
+//! The web servers' cases (Apache httpd, nginx): a policy clones the target's configuration
+//! as the webhook does, with the target's own fields and the service name quoted as the
+//! server reads it; several targets, a mount inside the server's configuration and an empty
+//! variable the agent does not extend are left to the webhook. With them, the empty
+//! `PYTHONPATH` that Python's agent does not extend either.
+
+use otel_injector::keys::{CONTAINER_NAMES, INJECT_APACHE_HTTPD, INJECT_NGINX, INJECT_PYTHON};
+use serde_json::{Value, json};
+
+use super::super::build::{container, pod};
+
+/// (case, namespace key, pod), as [`super::corpus`].
+pub fn cases() -> Vec<(&'static str, &'static str, Value)> {
+    let one = |case: &'static str, ann: Value, c: Value| {
+        (case, "shop", pod(case, ann, json!({}), json!([c])))
+    };
+    let web = |env: Value| container("web", "shop/web:2.4@sha256:89ab", env);
+    vec![
+        ("apache-cloned", "shop", {
+            let mut c = web(json!([{"name": "PORT", "value": "8080"}]));
+            c["envFrom"] = json!([{"configMapRef": {"name": "web-settings"}}]);
+            c["volumeMounts"] = json!([{"name": "static", "mountPath": "/var/www"}]);
+            c["imagePullPolicy"] = json!("Always");
+            c["securityContext"] = json!({"runAsUser": 33, "allowPrivilegeEscalation": false});
+            let mut p = pod(
+                "apache-cloned",
+                json!({INJECT_APACHE_HTTPD: "java"}),
+                json!({}),
+                json!([c]),
+            );
+            p["spec"]["volumes"] = json!([{"name": "static", "emptyDir": {}}]);
+            p["spec"]["initContainers"] = json!([{"name": "warm", "image": "shop/warm:1"}]);
+            p
+        }),
+        one(
+            "nginx-quoted-service",
+            json!({INJECT_NGINX: "langs", "resource.opentelemetry.io/service.name": "shop front;\"v2\""}),
+            web(json!([{"name": "LD_LIBRARY_PATH", "value": "/usr/lib/extra"}])),
+        ),
+        ("edge-nginx-two-targets", "shop", {
+            pod(
+                "edge-nginx-two-targets",
+                json!({INJECT_NGINX: "java", CONTAINER_NAMES: "a,b"}),
+                json!({}),
+                json!([
+                    web(json!([])),
+                    container("a", "shop/a:1", json!([])),
+                    container("b", "shop/b:1", json!([]))
+                ]),
+            )
+        }),
+        ("edge-apache-conf-mount", "shop", {
+            let mut c = web(json!([]));
+            c["volumeMounts"] =
+                json!([{"name": "extra", "mountPath": "/usr/local/apache2/conf/extra"}]);
+            let mut p = pod(
+                "edge-apache-conf-mount",
+                json!({INJECT_APACHE_HTTPD: "java"}),
+                json!({}),
+                json!([c]),
+            );
+            p["spec"]["volumes"] = json!([{"name": "extra", "emptyDir": {}}]);
+            p
+        }),
+        one(
+            "edge-nginx-empty-library-path",
+            json!({INJECT_NGINX: "java"}),
+            web(json!([{"name": "LD_LIBRARY_PATH"}])),
+        ),
+        one(
+            "edge-python-empty-pythonpath",
+            json!({INJECT_PYTHON: "langs"}),
+            web(json!([{"name": "PYTHONPATH"}])),
+        ),
+    ]
+}

@@ -1,0 +1,126 @@
+//! The init containers a template adds, and what in them comes from the pod: the first
+//! target's `securityContext` (every init container, unless the Instrumentation sets its
+//! own), and for the web servers (Apache httpd, nginx) the init container cloned from the
+//! first target (its image, env, envFrom, mounts and pull policy) and the service name written
+//! into the module's configuration. Each is read off a probe that has it; anything else of
+//! the pod's in an init container (the container's name) is not a template.
+
+use serde_json::{Value, json};
+
+use super::{CONTAINER, IMAGE, NotCovered};
+
+/// What of the pod the init containers take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InitHoles {
+    /// Each init container gets the first target's `securityContext`, when it has one.
+    pub security_from_target: bool,
+    /// The init container (its index) cloned from the first target: its `image` is the
+    /// target's ([`IMAGE`] in the template), and it takes the target's `env` (the template's
+    /// own entries appended unless the target has them), `envFrom`, `volumeMounts` (the
+    /// template's after them) and `imagePullPolicy`.
+    pub clone_of_target: Option<usize>,
+}
+
+/// What the probe container holds to show what the clone takes of it.
+pub(super) fn clone_probe() -> Value {
+    json!({
+        "env": [{"name": "ZQ_CLONED", "value": "zq"}],
+        "envFrom": [{"configMapRef": {"name": "zq-cloned"}}],
+        "volumeMounts": [{"name": "zq-cloned", "mountPath": "/zq-cloned"}],
+        "imagePullPolicy": "Always",
+    })
+}
+
+/// The holes of `init_containers` (the bare probe's), read off the engine: `decided` runs a
+/// probe whose container has the given fields added (and the volumes its mounts name).
+pub(super) fn holes(
+    init_containers: &[Value],
+    decided: impl Fn(&Value) -> Option<Value>,
+) -> Result<InitHoles, NotCovered> {
+    if init_containers.is_empty() {
+        return Ok(InitHoles::default());
+    }
+    let text = Value::from(init_containers).to_string();
+    if text.contains(CONTAINER) {
+        return Err("the init containers hold the container's name".into());
+    }
+    let clones: Vec<usize> = (0..init_containers.len())
+        .filter(|&k| init_containers[k]["image"] == IMAGE)
+        .collect();
+    let clone_of_target = match clones[..] {
+        [] => None,
+        [k] => Some(k),
+        _ => return Err("several init containers run the container's image".into()),
+    };
+    let others_hold_image = init_containers
+        .iter()
+        .enumerate()
+        .any(|(k, c)| Some(k) != clone_of_target && c.to_string().contains(IMAGE));
+    if others_hold_image {
+        return Err("an init container holds the container's image".into());
+    }
+    let inits_of = |fields: &Value| -> Option<Vec<Value>> {
+        decided(fields)?["spec"]["initContainers"]
+            .as_array()
+            .cloned()
+    };
+
+    let security = json!({"runAsUser": 4242, "runAsNonRoot": true});
+    let got = inits_of(&json!({"securityContext": security}))
+        .ok_or("a security context stops the injection")?;
+    let copied: Vec<Value> = init_containers
+        .iter()
+        .map(|c| with(c, "securityContext", security.clone()))
+        .collect();
+    let security_from_target = if got == init_containers {
+        false
+    } else if got == copied {
+        true
+    } else {
+        return Err("the init containers depend on the container's security context".into());
+    };
+
+    if let Some(k) = clone_of_target {
+        let probe = clone_probe();
+        let got = inits_of(&probe).ok_or("the container's own fields stop the injection")?;
+        let mut expected = init_containers.to_vec();
+        expected[k] = cloned(&init_containers[k], &probe);
+        if got != expected {
+            return Err("the clone of the container is not the container's as given".into());
+        }
+    }
+    Ok(InitHoles {
+        security_from_target,
+        clone_of_target,
+    })
+}
+
+/// `c` with `field` set to `value`.
+fn with(c: &Value, field: &str, value: Value) -> Value {
+    let mut c = c.clone();
+    c[field] = value;
+    c
+}
+
+/// The clone `c` of a container that has `own`'s fields: its env first, then the clone's
+/// entries it does not set; its envFrom and pull policy; its mounts, then the clone's.
+fn cloned(c: &Value, own: &Value) -> Value {
+    let own_env = own["env"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&Value> = own_env.iter().map(|e| &e["name"]).collect();
+    let mut env = own_env.clone();
+    env.extend(
+        c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| !names.contains(&&e["name"]))
+            .cloned(),
+    );
+    let mut mounts = own["volumeMounts"].as_array().cloned().unwrap_or_default();
+    mounts.extend(c["volumeMounts"].as_array().into_iter().flatten().cloned());
+    let mut out = with(c, "env", Value::from(env));
+    out["envFrom"] = own["envFrom"].clone();
+    out["imagePullPolicy"] = own["imagePullPolicy"].clone();
+    out["volumeMounts"] = Value::from(mounts);
+    out
+}
