@@ -15,7 +15,7 @@ use attributes::{
 use init::{clone_covered, init_patches};
 use serde_json::{Value, json};
 
-use crate::agents::sdk_env::OTEL_RESOURCE_ATTRIBUTES;
+use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_RESOURCE_ATTRIBUTES_NODE_NAME};
 use crate::crd::SpecHash;
 use crate::keys::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH};
 
@@ -129,6 +129,10 @@ fn added_env(t: &Template) -> (Entries, Entries) {
             let name = a.entry["name"].as_str().unwrap_or("");
             let kept_out = strings(a.kept_out_by.iter().map(String::as_str));
             let mut when = format!("!{kept_out}.exists(n, n in {names})");
+            if name == OTEL_RESOURCE_ATTRIBUTES_NODE_NAME {
+                // Only while the node is unknown: a pod that names it gets the name itself.
+                when.push_str(" && object.spec.?nodeName.orValue(\"\") == \"\"");
+            }
             let value = match a.kind {
                 Kind::Fixed => return (when, entry(&a.entry)),
                 Kind::ServiceName => {
@@ -162,8 +166,10 @@ fn env_patches(t: &Template, path: &str) -> String {
         .extensions
         .iter()
         .map(|x| {
+            let own_value = format!("{own}[j].?value.orValue(\"\")");
             let value = format!(
-                "{} + {own}[j].?value.orValue(\"\") + {}",
+                "({own_value} == \"\" ? {} : {} + {own_value} + {})",
+                cel::with_name(&x.empty, marker, &name_expr),
                 cel::with_name(&x.prefix, marker, &name_expr),
                 cel::with_name(&x.suffix, marker, &name_expr)
             );
@@ -375,7 +381,7 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
     v.add(
         &format!("covered{n}"),
         format!(
-            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && object.spec.?nodeName.orValue(\"\") == \"\" && {names}.distinct().size() == {names}.size() && {names}.all(n, n != \"\" && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {}) && {}",
+            "{asks} && object.spec.containers.size() > 0 && object.metadata.?uid.orValue(\"\") == \"\" && {names}.distinct().size() == {names}.size() && {names}.all(n, n != \"\" && object.spec.containers.exists(c, c.name == n)) && !object.spec.?volumes.orValue([]).exists(v, v.name in {volumes}) && variables.targets{n}.all(i, {}) && {}",
             container_covered(t),
             clone_covered(t, n),
         ),

@@ -8,7 +8,9 @@
 //! `otel-injector/policy=true` and named `<prefix>.…` (so installs with other prefixes, and
 //! policies rendered by hand under another prefix, are left alone). An edited Instrumentation
 //! therefore reaches the API server's injection within a watch event and a few writes, with
-//! no CLI run; a deleted one stops injecting at once anyway (the binding's `paramRef`).
+//! no CLI run (only its templates are read off the engine again: the others are kept,
+//! [`TemplateCache`]); a deleted one stops injecting at once anyway (the binding's
+//! `paramRef`).
 //!
 //! The write is a strong permission (whoever writes admission policies can mutate any object
 //! the API server admits): `manifests/components/live-policies`, in no overlay.
@@ -22,7 +24,8 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch
 use serde_json::Value;
 use tokio::sync::watch;
 
-use super::{PolicyOptions, render};
+use super::template::TemplateCache;
+use super::{PolicyOptions, render_cached};
 use crate::cluster::{KubeCatalog, Leadership};
 use crate::crd::SpecHash;
 use crate::engine::{Catalog as _, EngineConfig};
@@ -111,6 +114,8 @@ impl LivePolicies {
         mut changes: watch::Receiver<u64>,
     ) {
         let mut applied = Applied::new();
+        // The templates of the last render: an edit re-reads the edited Instrumentation's.
+        let mut cache = Some(TemplateCache::default());
         // The specs the last pass rendered, and when: a change of the cache that changes no
         // spec (a status write) renders nothing until the resync.
         let mut last: Option<(Vec<Spec>, Instant)> = None;
@@ -133,11 +138,14 @@ impl LivePolicies {
                 let (cat, config, options) =
                     (catalog.clone(), self.config.clone(), self.options.clone());
                 let started = Instant::now();
-                let objects = tokio::task::spawn_blocking(move || {
-                    render(cat.as_ref(), &config, &options).objects
+                let mut templates = cache.take().unwrap_or_default();
+                let (objects, templates) = tokio::task::spawn_blocking(move || {
+                    let objects = render_cached(cat.as_ref(), &config, &options, &mut templates);
+                    (objects.objects, templates)
                 })
                 .await
                 .unwrap_or_default();
+                cache = Some(templates);
                 let rendered = started.elapsed();
                 last = Some((specs, Instant::now()));
                 match self.apply(&client, objects, &mut applied).await {

@@ -34,7 +34,7 @@ use crate::keys::{
 };
 
 pub use pod::{Path, Paths};
-pub use template::{Template, probe_config};
+pub use template::{Template, TemplateCache, probe_config};
 
 /// The languages a policy can inject (their agent copied by an init container or mounted as
 /// an image volume, the web servers' configuration cloned from the app; no sidecar, no
@@ -197,6 +197,28 @@ pub fn render(
     config: &EngineConfig,
     options: &PolicyOptions,
 ) -> RenderedPolicies {
+    render_cached(catalog, config, options, &mut TemplateCache::default())
+}
+
+/// [`render`] reading the templates through `cache` (kept between renders with the same
+/// `config`), then pruned to what this render read.
+pub fn render_cached(
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+    options: &PolicyOptions,
+    cache: &mut TemplateCache,
+) -> RenderedPolicies {
+    let rendered = render_with(catalog, config, options, cache);
+    cache.prune();
+    rendered
+}
+
+fn render_with(
+    catalog: &dyn Catalog,
+    config: &EngineConfig,
+    options: &PolicyOptions,
+    cache: &mut TemplateCache,
+) -> RenderedPolicies {
     let all = catalog.instrumentations();
     let mut rendered = RenderedPolicies::default();
     let mut known = skip::Known {
@@ -241,7 +263,7 @@ pub fn render(
             // Each variant of the agent (Python's musl build, .NET's musl runtime) is a
             // template of its own; the first is what a pod without the variant key gets.
             for (i, variant) in vars::variants(lang).into_iter().enumerate() {
-                match template::read_variant(inst, lang, variant, config) {
+                match cache.read(inst, lang, variant, config).clone() {
                     Ok(t) => {
                         if !t.agent_refuses.is_empty() {
                             known.refused.insert(key.clone(), t.agent_refuses.clone());

@@ -3,14 +3,13 @@
 //! differential test (`e2e/tests/policy/`) compares this answer with what the API server did
 //! for every pod of its corpus, so the two cannot drift apart unnoticed.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 
 use super::LANGUAGES;
 use super::template::Template;
-use super::template::{self, CONTAINER, NotCovered};
+use super::template::{CONTAINER, TemplateCache};
 use super::vars::{VARIANTS, Variant, variants};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
@@ -32,7 +31,7 @@ pub enum Path {
 pub struct Paths<'a> {
     catalog: &'a dyn Catalog,
     config: &'a EngineConfig,
-    templates: HashMap<(String, Language, Option<Variant>), Result<Template, NotCovered>>,
+    templates: TemplateCache,
 }
 
 impl<'a> Paths<'a> {
@@ -40,7 +39,7 @@ impl<'a> Paths<'a> {
         Paths {
             catalog,
             config,
-            templates: HashMap::new(),
+            templates: TemplateCache::default(),
         }
     }
 
@@ -67,12 +66,7 @@ impl<'a> Paths<'a> {
                 Ok(variant) => variant,
                 Err(why) => return Path::Webhook(why),
             };
-            let key = (inst.qualified(), lang, variant);
-            let t = self
-                .templates
-                .entry(key)
-                .or_insert_with(|| template::read_variant(inst, lang, variant, config));
-            match t {
+            match self.templates.read(inst, lang, variant, config) {
                 Ok(t)
                     if t.init.clone_of_target.is_some()
                         && inst.metadata.namespace.as_deref() != Some(ns) =>
@@ -153,12 +147,9 @@ pub(super) fn variant_of(
 fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
     let meta = &pod.metadata;
     let spec = pod.spec.as_ref()?;
-    if meta.uid.as_deref().is_some_and(|u| !u.is_empty())
-        || spec.node_name.as_deref().is_some_and(|n| !n.is_empty())
-    {
+    if meta.uid.as_deref().is_some_and(|u| !u.is_empty()) {
         return Some(
-            "spec.nodeName or metadata.uid is set: the webhook writes their values, a policy references"
-                .into(),
+            "metadata.uid is set: the webhook writes its value, a policy references it".into(),
         );
     }
     let agent_volumes: Vec<&str> = t

@@ -28,9 +28,11 @@ use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
+pub use cache::TemplateCache;
 pub use init::InitHoles;
-use user::{VariableEffect, mark_kept_out, merged_at_the_end, user_variable};
+use user::{VariableEffect, empty_value, mark_kept_out, merged_at_the_end, user_variable};
 
+mod cache;
 mod init;
 mod user;
 
@@ -64,12 +66,14 @@ pub enum Kind {
     ResourceAttributes,
 }
 
-/// A user variable the agent extends in place: `prefix + value + suffix`.
+/// A user variable the agent extends in place: `prefix + value + suffix`, or `empty` when
+/// the value is empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExtendedVariable {
     pub name: String,
     pub prefix: String,
     pub suffix: String,
+    pub empty: String,
 }
 
 /// What the webhook does to a pod for one Instrumentation and language, as data.
@@ -356,22 +360,21 @@ pub fn read_variant(
             mark_kept_out(&mut appended, name, std::slice::from_ref(name));
             continue;
         }
-        let extended_empty = |with: &Value| {
-            let empty = decided(json!([{"name": name, "value": ""}])).ok();
-            let expected = with.to_string().replace(VALUE, "");
-            empty.is_some_and(|e| serde_json::from_str::<Value>(&expected).is_ok_and(|x| x == e))
-        };
         let literal_pod = literal.as_ref().ok().cloned();
         match user_variable(&template, &appended, name, literal.ok()) {
             Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
-            Some(VariableEffect::Extended(ext)) => {
+            Some(VariableEffect::Extended(mut ext)) => {
                 mark_kept_out(&mut appended, name, std::slice::from_ref(name));
-                template.extensions.push(ext);
-                // An empty value is extended the same way, or such pods are not covered
-                // (nginx sets LD_LIBRARY_PATH to its libraries alone).
-                if !literal_pod.as_ref().is_some_and(extended_empty) {
-                    template.refuse_empty.push(name.clone());
+                // What an empty value becomes, or such pods are not covered.
+                let empty = decided(json!([{"name": name, "value": ""}])).ok();
+                match literal_pod.zip(empty) {
+                    Some((with, empty)) => match empty_value(name, &with, &empty) {
+                        Some(written) => ext.empty = written,
+                        None => template.refuse_empty.push(name.clone()),
+                    },
+                    None => template.refuse_empty.push(name.clone()),
                 }
+                template.extensions.push(ext);
             }
             None => template.refuse_literal.push(name.clone()),
         }

@@ -79,6 +79,10 @@ fn the_java_template_is_the_engines_injection() {
                 " -javaagent:/otel-auto-instrumentation-java-{}/javaagent.jar",
                 template::CONTAINER
             ),
+            empty: format!(
+                " -javaagent:/otel-auto-instrumentation-java-{}/javaagent.jar",
+                template::CONTAINER
+            ),
         }]
     );
     assert!(
@@ -305,15 +309,20 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
         ),
         webhook("container app sets a variable twice")
     );
+    // A pod that names its node: the policy writes the name, as the webhook does.
     assert_eq!(
         path_of(
             &pod(json!({"nodeName": "n1", "containers": [{"name": "app", "image": "a"}]})),
             &asked,
             &java
         ),
-        webhook(
-            "spec.nodeName or metadata.uid is set: the webhook writes their values, a policy references"
-        )
+        Path::Policy("shop/java".into())
+    );
+    let mut with_uid = pod(json!({"containers": [{"name": "app", "image": "a"}]}));
+    with_uid.metadata.uid = Some("0f".into());
+    assert_eq!(
+        path_of(&with_uid, &asked, &java),
+        webhook("metadata.uid is set: the webhook writes its value, a policy references it")
     );
     assert_eq!(
         path_of(

@@ -440,9 +440,9 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             &[(INJECT_JAVA, "java"), (CONTAINER_NAMES, "nope")],
         ),
         simple("edge-not-found", &[(INJECT_JAVA, "missing")]),
-        ("edge-node-name", "shop", {
+        ("node-name", "shop", {
             let mut p = pod(
-                "edge-node-name",
+                "node-name",
                 ann(&[(INJECT_JAVA, "java")]),
                 json!({}),
                 app(port.clone()),

@@ -19,7 +19,9 @@ use serde_json::{Value, json};
 
 use crate::support::api;
 use crate::support::controlplane::{ControlPlane, admission_configuration};
-use otel_injector::keys::{INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION};
+use otel_injector::keys::{
+    CONTAINER_NAMES, INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION,
+};
 
 use super::build::{container, inst, pod};
 use super::{comparable, create_all, render};
@@ -175,14 +177,15 @@ async fn manifest_policies_inject_from_the_api_servers_start_as_the_api_objects_
         "the agent as an image volume: {}",
         by_file["spec"]
     );
-    // What no policy covers: marked and warned about, by the files too.
-    let nginx = create(
-        &client,
-        FILES_NS,
-        &app("web", (INJECT_NGINX, "true")),
-        false,
-    )
-    .await;
+    // What no policy covers (nginx for two containers: the module goes to the first only):
+    // marked and warned about, by the files too.
+    let mut web = app("web", (INJECT_NGINX, "true"));
+    web["metadata"]["annotations"][CONTAINER_NAMES] = json!("app,side");
+    let containers = web["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers");
+    containers.push(container("side", "registry.example/side:1", json!([])));
+    let nginx = create(&client, FILES_NS, &web, false).await;
     let skipped = format!("nginx=skipped policy_unsupported {FILES_NS}/java");
     assert_eq!(
         nginx.body["metadata"]["annotations"][STATUS_ANNOTATION],

@@ -15,7 +15,9 @@ use serde_json::{Value, json};
 use crate::harness::{Env, Options, Rbac};
 use crate::support::api::{self, instrumentation_path};
 use crate::support::identity::NAMESPACE;
-use otel_injector::keys::{INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION};
+use otel_injector::keys::{
+    CONTAINER_NAMES, INJECT_JAVA, INJECT_NGINX, INJECTED_ANNOTATION, STATUS_ANNOTATION,
+};
 
 use super::build::inst;
 use super::{POLICY_SCOPE, create_instrumentations, until};
@@ -127,13 +129,18 @@ async fn follows_edits(mode: &str) {
     );
 
     if mode == "policy" {
-        // What no policy covers: marked, and warned about by the applied warning.
+        // What no policy covers (nginx for two containers: the module goes to the first
+        // only): marked, and warned about by the applied warning.
         let skipped = format!("nginx=skipped policy_unsupported {ns}/java");
+        let mut web = asking(ns, "web", INJECT_NGINX);
+        web["metadata"]["annotations"][CONTAINER_NAMES] = json!("app,side");
+        let containers = web["spec"]["containers"]
+            .as_array_mut()
+            .expect("containers");
+        containers.push(json!({"name": "side", "image": "shop/side:1"}));
         let t0 = Instant::now();
         loop {
-            let r = api::create_pod(&client, ns, &asking(ns, "web", INJECT_NGINX), true)
-                .await
-                .unwrap();
+            let r = api::create_pod(&client, ns, &web, true).await.unwrap();
             let warned = r.warnings.iter().any(|w| {
                 w.starts_with(&format!(
                     "Validation failed for ValidatingAdmissionPolicy '{prefix}.warn-not-injected'"

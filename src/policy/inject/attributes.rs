@@ -146,7 +146,14 @@ pub(super) fn candidates(inst: &Instrumentation, c: &str) -> Vec<(String, Vec<St
         if uids {
             put("k8s.pod.uid", string(POD_UID_REFERENCE));
         }
-        put("k8s.node.name", string(NODE_NAME_REFERENCE));
+        // The node's name when the pod names it already, as the engine writes it.
+        put(
+            "k8s.node.name",
+            or_else(
+                "object.spec.?nodeName.orValue(\"\")",
+                &string(NODE_NAME_REFERENCE),
+            ),
+        );
         put("k8s.deployment.name", "variables.dep".into());
         for (kind, var) in [
             ("replicaset", "rs"),

@@ -98,7 +98,23 @@ pub(super) fn user_variable(
         name: name.to_owned(),
         prefix: prefix.to_owned(),
         suffix: suffix.to_owned(),
+        empty: format!("{prefix}{suffix}"),
     }))
+}
+
+/// The value the engine writes for `name` when the probe's own is empty (`empty`), if that is
+/// the only difference from the probe with a value (`literal`, [`VALUE`] in it): some agents
+/// write their part alone, without the separator (Python's `PYTHONPATH`, nginx's
+/// `LD_LIBRARY_PATH`).
+pub(super) fn empty_value(name: &str, literal: &Value, empty: &Value) -> Option<String> {
+    let entry =
+        |pod: &Value| -> Option<usize> { env_of(pod).iter().position(|e| name_of(e) == name) };
+    let at = entry(empty)?;
+    let written = env_of(empty)[at]["value"].as_str().unwrap_or("").to_owned();
+    let mut expected: Value = serde_json::from_str(&literal.to_string().replace(VALUE, "")).ok()?;
+    let own = entry(&expected)?;
+    expected["spec"]["containers"][0]["env"][own]["value"] = Value::from(written.clone());
+    (expected == *empty).then_some(written)
 }
 
 /// The names of `expected` kept in `got`, when `got` is `expected` with some entries left

@@ -87,18 +87,33 @@ fn the_web_servers_clone_the_target_and_name_the_service_in_their_configuration(
 }
 
 #[test]
-fn an_empty_variable_the_engine_does_not_extend_like_a_value_is_not_covered() {
-    let refused = |lang| {
-        template::read(&inst(JAVA), lang, &EngineConfig::default())
-            .unwrap()
-            .refuse_empty
+fn an_empty_variable_gets_what_the_engine_writes_for_it() {
+    let extended = |lang| {
+        let t = template::read(&inst(JAVA), lang, &EngineConfig::default()).unwrap();
+        assert!(t.refuse_empty.is_empty(), "{lang}: {:?}", t.refuse_empty);
+        t.extensions
+            .into_iter()
+            .map(|x| (x.name, x.prefix + "|" + &x.suffix, x.empty))
+            .collect::<Vec<_>>()
     };
     // nginx sets LD_LIBRARY_PATH to its libraries alone, Python PYTHONPATH to the agent's
-    // paths alone; Java and Node.js extend an empty value as any other.
-    assert_eq!(refused(Language::Nginx), ["LD_LIBRARY_PATH"]);
-    assert_eq!(refused(Language::Python), ["PYTHONPATH"]);
-    assert!(refused(Language::Java).is_empty());
-    assert!(refused(Language::NodeJs).is_empty());
+    // paths without the separators; Java and Node.js extend an empty value as any other.
+    let lib = "/opt/opentelemetry-webserver/agent/sdk_lib/lib";
+    assert_eq!(
+        extended(Language::Nginx),
+        [("LD_LIBRARY_PATH".into(), format!("|:{lib}"), lib.into())]
+    );
+    let python =
+        "/otel-auto-instrumentation-python/opentelemetry/instrumentation/auto_instrumentation";
+    let (name, parts, empty) = extended(Language::Python).remove(0);
+    assert_eq!(name, "PYTHONPATH");
+    assert_eq!(
+        parts,
+        format!("{python}:|:/otel-auto-instrumentation-python")
+    );
+    assert_eq!(empty, format!("{python}:/otel-auto-instrumentation-python"));
+    let (_, parts, empty) = extended(Language::NodeJs).remove(0);
+    assert_eq!(parts.replace('|', ""), empty);
 }
 
 #[test]

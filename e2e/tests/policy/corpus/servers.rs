@@ -1,8 +1,8 @@
 //! The web servers' cases (Apache httpd, nginx): a policy clones the target's configuration
 //! as the webhook does, with the target's own fields and the service name quoted as the
-//! server reads it; several targets, a mount inside the server's configuration and an empty
-//! variable the agent does not extend are left to the webhook. With them, the empty
-//! `PYTHONPATH` that Python's agent does not extend either.
+//! server reads it; several targets and a mount inside the server's configuration are left
+//! to the webhook. With them, the empty variables an agent does not extend as a value
+//! (nginx's `LD_LIBRARY_PATH`, Python's `PYTHONPATH`): the agent's part alone.
 
 use otel_injector::keys::{CONTAINER_NAMES, INJECT_APACHE_HTTPD, INJECT_NGINX, INJECT_PYTHON};
 use serde_json::{Value, json};
@@ -63,12 +63,12 @@ pub fn cases() -> Vec<(&'static str, &'static str, Value)> {
             p
         }),
         one(
-            "edge-nginx-empty-library-path",
+            "nginx-empty-library-path",
             json!({INJECT_NGINX: "java"}),
             web(json!([{"name": "LD_LIBRARY_PATH"}])),
         ),
         one(
-            "edge-python-empty-pythonpath",
+            "python-empty-pythonpath",
             json!({INJECT_PYTHON: "langs"}),
             web(json!([{"name": "PYTHONPATH"}])),
         ),
