@@ -45,7 +45,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
     let acceptor = cert.acceptor(client_ca.clone())?;
     let caches = args.cluster.build();
     let engine = args.engine.build();
-    let live_policies = args.policies.build(engine.clone());
+    let live_policies = args
+        .policies
+        .build(engine.clone(), args.cluster.verify_exporter_tls);
     // What needs the API server, refused with --instrumentation-file.
     for (on, flag, why) in [
         (

@@ -31,7 +31,8 @@ pub struct ClusterArgs {
     /// ConfigMap of the cluster, and a list returns whole Secrets whatever the client asks
     /// for, so a stolen token could read them all (manifests/components/verify-exporter-tls grants
     /// it). Without it, a missing object is reported by the kubelet's own event on the pod,
-    /// and only names that are not valid are refused.
+    /// and only names that are not valid are refused. Live policies (--apply-policies) then
+    /// leave Instrumentations with exporter TLS to the webhook (a policy cannot look up).
     #[arg(
         long,
         env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS",

@@ -265,6 +265,14 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "DIR")]
     pub static_manifests: Option<PathBuf>,
 
+    /// The webhook runs with --verify-exporter-tls (it leaves a language whose exporter TLS
+    /// Secret or ConfigMap is missing from the pod's namespace): leave Instrumentations with
+    /// exporter TLS to it, since a policy cannot look them up. Without it, their policies
+    /// mount the Secret and ConfigMap as the webhook does by default, and a pod whose Secret
+    /// is missing waits for it (the kubelet's FailedMount event).
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set)]
+    pub verify_exporter_tls: bool,
+
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -279,6 +287,7 @@ impl PolicyArgs {
             },
             prefix: self.name_prefix.clone(),
             namespace_labels: self.namespace_label.clone(),
+            verify_exporter_tls: self.verify_exporter_tls,
         }
     }
 }

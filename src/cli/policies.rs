@@ -55,8 +55,9 @@ pub struct LivePolicyArgs {
 }
 
 impl LivePolicyArgs {
-    /// The writer, when asked for; `config`: the engine's flags.
-    pub fn build(&self, config: EngineConfig) -> Option<LivePolicies> {
+    /// The writer, when asked for; `config`: the engine's flags; `verify_exporter_tls`:
+    /// the webhook's `--verify-exporter-tls`.
+    pub fn build(&self, config: EngineConfig, verify_exporter_tls: bool) -> Option<LivePolicies> {
         let mode = match self.apply_policies {
             Apply::Off => return None,
             Apply::Policy => Mode::Policy,
@@ -70,6 +71,7 @@ impl LivePolicyArgs {
                 form: Form::Api,
                 prefix: self.policy_name_prefix.clone(),
                 namespace_labels: self.policy_namespace_label.clone(),
+                verify_exporter_tls,
             },
         })
     }

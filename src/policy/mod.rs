@@ -86,6 +86,10 @@ pub struct PolicyOptions {
     pub prefix: String,
     /// Labels a namespace must have for any binding to apply there (a staged rollout).
     pub namespace_labels: Vec<(String, String)>,
+    /// The webhook checks that the exporter TLS Secret and ConfigMap exist
+    /// (`--verify-exporter-tls`): a policy, which cannot look them up, leaves such
+    /// Instrumentations to it.
+    pub verify_exporter_tls: bool,
 }
 
 impl Default for PolicyOptions {
@@ -95,6 +99,7 @@ impl Default for PolicyOptions {
             form: Form::Api,
             prefix: "otel-injector".into(),
             namespace_labels: Vec::new(),
+            verify_exporter_tls: false,
         }
     }
 }
@@ -172,6 +177,19 @@ fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
         "namespaceSelector": {"matchExpressions": ns},
         "objectSelector": {"matchExpressions": [not_disabled]},
     })
+}
+
+/// Why a policy leaves an Instrumentation with exporter TLS when the webhook verifies it.
+const VERIFIED_TLS: &str = "exporter TLS: the webhook checks its Secret and ConfigMap \
+     (--verify-exporter-tls); a policy cannot look them up";
+
+/// Whether `inst` sends over TLS with files from a Secret or ConfigMap.
+fn has_exporter_tls(inst: &Instrumentation) -> bool {
+    inst.spec
+        .exporter
+        .as_ref()
+        .and_then(|e| e.tls.as_ref())
+        .is_some()
 }
 
 /// What was rendered.
@@ -252,8 +270,16 @@ fn render_with(
         let only = per_namespace[ns] == 1;
         let coverage = rendered.coverage.entry(format!("{ns}/{name}")).or_default();
         let mut templates = Vec::new();
+        let verified = options.verify_exporter_tls && has_exporter_tls(inst);
         for &lang in &LANGUAGES {
             let key = format!("{ns}/{name}/{}", lang.as_str());
+            if verified && config.enabled.contains(lang) {
+                known
+                    .reasons
+                    .insert(key.clone(), SkipReason::PolicyUnsupported);
+                coverage.not_covered.push((lang, VERIFIED_TLS.into()));
+                continue;
+            }
             if !config.enabled.contains(lang) {
                 coverage
                     .not_covered

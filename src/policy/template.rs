@@ -232,17 +232,6 @@ pub fn read_variant(
     variant: Option<Variant>,
     config: &EngineConfig,
 ) -> Result<Template, NotCovered> {
-    if inst
-        .spec
-        .exporter
-        .as_ref()
-        .and_then(|e| e.tls.as_ref())
-        .is_some()
-    {
-        // The webhook can check that the Secret and ConfigMap exist (verify-exporter-tls);
-        // a policy cannot look anything up.
-        return Err("exporter TLS: a policy cannot check its Secret and ConfigMap".into());
-    }
     let ns = inst.metadata.namespace.clone().unwrap_or_default();
     // The Instrumentation alone, in a namespace that asks for nothing: the pod's own request
     // is the only one.

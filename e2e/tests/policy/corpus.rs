@@ -51,7 +51,7 @@ pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
             shop,
             "tls",
             json!({
-                "exporter": {"endpoint": "https://collector:4318", "tls": {"secretName": "certs", "ca": "ca.crt"}},
+                "exporter": {"endpoint": "https://collector:4318", "tls": {"secretName": "certs", "ca_file": "ca.crt"}},
             }),
         ),
         inst(
@@ -382,7 +382,7 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
                 app(port.clone()),
             ),
         ),
-        simple("edge-exporter-tls", &[(INJECT_JAVA, "tls")]),
+        simple("exporter-tls", &[(INJECT_JAVA, "tls")]),
         // The container's own resource attributes: kept, the others appended to a literal
         // (not the keys it sets), moved after everything injected; before and after the
         // container's other variables, with the variables put before its own.

@@ -105,10 +105,6 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
             format!("java=skipped instrumentation_not_found {shop}/missing"),
         ),
         (
-            "edge-exporter-tls",
-            format!("java=skipped policy_unsupported {shop}/tls"),
-        ),
-        (
             "edge-cross-namespace",
             format!("java=skipped policy_unsupported {shop}/java"),
         ),

@@ -5,8 +5,10 @@ use serde_json::json;
 
 use super::{JAVA, inst, names};
 use crate::agents::Language;
+use crate::cluster::StaticCatalog;
 use crate::engine::{EngineConfig, SkipReason};
 use crate::policy::template;
+use crate::policy::{PolicyOptions, render};
 
 #[test]
 fn init_container_delivery_adds_the_engines_init_containers_with_the_targets_security() {
@@ -133,17 +135,51 @@ fn what_a_template_cannot_replay_is_not_covered_with_the_reason() {
     .unwrap_err();
     assert_eq!(err.why, "the injection adds a container");
     assert_eq!(err.reason, SkipReason::PolicyUnsupported);
-    let tls = JAVA.replace(
-        "exporter: {endpoint: \"http://collector:4318\"}",
-        "exporter: {endpoint: \"https://collector:4318\", tls: {secretName: certs, ca: ca.crt}}",
-    );
-    let err = template::read(&inst(&tls), Language::Java, &EngineConfig::default()).unwrap_err();
-    assert_eq!(
-        err.why,
-        "exporter TLS: a policy cannot check its Secret and ConfigMap"
-    );
     let beta = JAVA.replace("  java:\n", "  nodejs: {}\n  java:\n").replace("metadata: {name: java, namespace: shop}", "metadata: {name: java, namespace: shop, annotations: {otel-injector/v1beta1-fields: '{\"defaultImages\":false}'}}");
     let err = template::read(&inst(&beta), Language::Python, &EngineConfig::default()).unwrap_err();
     assert_eq!(err.why, "the webhook skips it: image_required");
     assert_eq!(err.reason, SkipReason::ImageRequired);
+}
+
+#[test]
+fn exporter_tls_is_a_template_unless_the_webhook_verifies_it() {
+    let tls = JAVA.replace(
+        "exporter: {endpoint: \"http://collector:4318\"}",
+        "exporter: {endpoint: \"https://collector:4318\", tls: {secretName: certs, ca_file: ca.crt}}",
+    );
+    // The Secret's volume and mount, and the variable that points into it.
+    let t = template::read(&inst(&tls), Language::Java, &EngineConfig::default()).unwrap();
+    assert!(
+        t.volumes
+            .iter()
+            .any(|v| v["secret"]["secretName"] == "certs"),
+        "{:?}",
+        t.volumes
+    );
+    assert!(
+        t.appended
+            .iter()
+            .any(|a| a.entry["name"] == "OTEL_EXPORTER_OTLP_CERTIFICATE")
+    );
+    // With the webhook's --verify-exporter-tls, the policies leave it to the webhook.
+    let catalog = StaticCatalog::from_yaml(&tls).unwrap();
+    let coverage = |verify_exporter_tls| {
+        let options = PolicyOptions {
+            verify_exporter_tls,
+            ..PolicyOptions::default()
+        };
+        let mut rendered = render(&catalog, &EngineConfig::default(), &options);
+        rendered.coverage.remove("shop/java").unwrap()
+    };
+    assert_eq!(coverage(false).injected, crate::policy::LANGUAGES);
+    let verified = coverage(true);
+    assert!(verified.injected.is_empty());
+    assert!(
+        verified
+            .not_covered
+            .iter()
+            .all(|(_, why)| why.starts_with("exporter TLS: the webhook checks its Secret")),
+        "{:?}",
+        verified.not_covered
+    );
 }
