@@ -2,10 +2,11 @@
 //! it decides for probe pods (one container, named by a marker; no owners; no uid) and the
 //! differences are the template a policy replays. The parts that depend on the pod (the
 //! service name, the resource attributes) are marked and written in CEL by
-//! the injection policy, and so is the init containers' security context (init-container
-//! delivery: the target's, unless the Instrumentation sets one); anything else the engine did
-//! that a template cannot replay (a file annotation, a sidecar, a changed container) makes the
-//! pair not covered, with the reason.
+//! the injection policy, and so is what the init containers take of the first target
+//! (`init`: its security context; the web servers' clone of it, which runs its image with its
+//! env, envFrom and mounts, and their module configuration, which names the service);
+//! anything else the engine did that a template cannot replay (a file annotation, a sidecar,
+//! a changed container) makes the pair not covered, with the reason.
 //!
 //! How the container's own variables interact with the injected ones is probed too, one
 //! variable at a time, set as a literal and as `valueFrom`: either the user's wins (the
