@@ -139,7 +139,7 @@ fn added_env(t: &Template) -> (Entries, Entries) {
                     if !spec.service_metadata() {
                         when = format!("{when} && {} != \"\"", attr_annotation("service.name"));
                     }
-                    service_name()
+                    service_name(C)
                 }
                 Kind::ResourceAttributes => resource_attributes(),
             };

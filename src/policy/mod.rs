@@ -26,6 +26,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::agents::Language;
+use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason};
 use crate::keys::{
@@ -183,15 +184,6 @@ fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
 const VERIFIED_TLS: &str = "exporter TLS: the webhook checks its Secret and ConfigMap \
      (--verify-exporter-tls); a policy cannot look them up";
 
-/// Whether `inst` sends over TLS with files from a Secret or ConfigMap.
-fn has_exporter_tls(inst: &Instrumentation) -> bool {
-    inst.spec
-        .exporter
-        .as_ref()
-        .and_then(|e| e.tls.as_ref())
-        .is_some()
-}
-
 /// What was rendered.
 #[derive(Debug, Default)]
 pub struct RenderedPolicies {
@@ -270,7 +262,7 @@ fn render_with(
         let only = per_namespace[ns] == 1;
         let coverage = rendered.coverage.entry(format!("{ns}/{name}")).or_default();
         let mut templates = Vec::new();
-        let verified = options.verify_exporter_tls && has_exporter_tls(inst);
+        let verified = options.verify_exporter_tls && ExporterTlsFiles::of(&inst.spec).is_some();
         for &lang in &LANGUAGES {
             let key = format!("{ns}/{name}/{}", lang.as_str());
             if verified && config.enabled.contains(lang) {

@@ -10,8 +10,6 @@ use crate::keys::{
 };
 use crate::policy::cel::{string, strings};
 
-use super::C;
-
 /// `resource.opentelemetry.io/<attr>` of the pod, `""` when absent.
 pub(super) fn attr_annotation(attr: &str) -> String {
     let key = string(&format!("{RESOURCE_ANNOTATION_PREFIX}{attr}"));
@@ -46,9 +44,9 @@ pub(super) fn pod_service_name(spec: &InstrumentationSpec) -> String {
     chain.iter().rev().fold(last, |acc, e| or_else(e, &acc))
 }
 
-/// The service name of target `C`.
-pub(super) fn service_name() -> String {
-    or_else("variables.service", &format!("{C}.name"))
+/// The service name of container `c` (a CEL expression; `C` for the current target).
+pub(super) fn service_name(c: &str) -> String {
+    or_else("variables.service", &format!("{c}.name"))
 }
 
 /// The version part of target `C`'s image (`pod::info::image_version`), `""` for none: the

@@ -4,7 +4,7 @@
 //! service name written into their module configuration as the engine quotes it
 //! (`agents::webserver::ConfSyntax::arg`).
 
-use super::attributes::or_else;
+use super::attributes::service_name;
 use super::create_then;
 use crate::agents::Language;
 use crate::policy::cel::{self, string, strings};
@@ -27,10 +27,7 @@ fn special(lang: Language) -> String {
 /// the server reads it back as one word, else quoted with `\` and `"` escaped.
 fn conf_service(v: &mut Vars, t: &Template, n: usize) -> String {
     let service = format!("variables.service{n}");
-    v.add(
-        &format!("service{n}"),
-        or_else("variables.service", &format!("{}.name", first(n))),
-    );
+    v.add(&format!("service{n}"), service_name(&first(n)));
     let word = format!("{service}.trim()");
     format!(
         "({word} != \"\" && !{word}.matches({}) ? {service} : \"\\\"\" + {service}.replace(\"\\\\\", \"\\\\\\\\\").replace(\"\\\"\", \"\\\\\\\"\") + \"\\\"\")",

@@ -46,12 +46,9 @@ impl TemplateCache {
         self.entries.retain(|k, _| used.contains(k));
     }
 
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    fn len(&self) -> usize {
         self.entries.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
     }
 }
 

@@ -7,7 +7,7 @@
 use otel_injector::keys::{CONTAINER_NAMES, INJECT_APACHE_HTTPD, INJECT_NGINX, INJECT_PYTHON};
 use serde_json::{Value, json};
 
-use super::super::build::{container, pod};
+use super::super::build::{container, owned, pod};
 
 /// (case, namespace key, pod), as [`super::corpus`].
 pub fn cases() -> Vec<(&'static str, &'static str, Value)> {
@@ -32,6 +32,23 @@ pub fn cases() -> Vec<(&'static str, &'static str, Value)> {
             p["spec"]["initContainers"] = json!([{"name": "warm", "image": "shop/warm:1"}]);
             p
         }),
+        // A Deployment's pod: the service name in the module configuration is the
+        // Deployment's, as in OTEL_SERVICE_NAME.
+        (
+            "apache-deployment",
+            "shop",
+            owned(
+                pod(
+                    "apache-deployment",
+                    json!({INJECT_APACHE_HTTPD: "java"}),
+                    json!({}),
+                    json!([web(json!([]))]),
+                ),
+                "ReplicaSet",
+                "storefront-5d8f7c9b6",
+                Some("5d8f7c9b6"),
+            ),
+        ),
         one(
             "nginx-quoted-service",
             json!({INJECT_NGINX: "langs", "resource.opentelemetry.io/service.name": "shop front;\"v2\""}),
