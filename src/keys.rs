@@ -81,6 +81,9 @@ pub const OPT_OUT: &str = "disabled";
 /// On an Instrumentation: lets pods of other namespaces use it
 /// (`--cross-namespace-references=opt-in`).
 pub const CROSS_NAMESPACE_ANNOTATION: &str = "otel-injector/cross-namespace";
+/// On an Instrumentation: the Instrumentation whose spec it is laid over (`name`, or
+/// `namespace/name`), a shared base (`crd::base` has the merge rule).
+pub const BASE_ANNOTATION: &str = "otel-injector/base";
 /// On a pod: how its agents are delivered (`copy`, `image-volume`).
 pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 /// On an Instrumentation ([`AUTOMATIC`]) or a workload ([`OPT_OUT`]): the rollout.

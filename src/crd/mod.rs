@@ -12,6 +12,7 @@
 //! Instrumentation files. Everything is re-exported here, so callers
 //! write `crd::X` whatever file `X` lives in.
 
+pub mod base;
 mod carried;
 pub mod convert;
 pub mod declarative;

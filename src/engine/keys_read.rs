@@ -6,10 +6,10 @@
 
 use crate::agents::Language;
 use crate::keys::{
-    APP_INSTANCE, APP_NAME, APP_VERSION, CONTAINER_NAMES, CROSS_NAMESPACE_ANNOTATION,
-    DELIVERY_ANNOTATION, DOTNET_RUNTIME, GO_TARGET_EXE, INJECTED_ANNOTATION, MIRROR_ANNOTATION,
-    POD_SECURITY_ENFORCE, POD_TEMPLATE_HASH, PYTHON_PLATFORM, RESOURCE_ANNOTATION_PREFIX,
-    ROLLED_BACK_ANNOTATION,
+    APP_INSTANCE, APP_NAME, APP_VERSION, BASE_ANNOTATION, CONTAINER_NAMES,
+    CROSS_NAMESPACE_ANNOTATION, DELIVERY_ANNOTATION, DOTNET_RUNTIME, GO_TARGET_EXE,
+    INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_SECURITY_ENFORCE, POD_TEMPLATE_HASH,
+    PYTHON_PLATFORM, RESOURCE_ANNOTATION_PREFIX, ROLLED_BACK_ANNOTATION,
 };
 
 /// Where a key is read.
@@ -60,6 +60,8 @@ pub enum KeyUse {
     Delivery,
     /// Whether an Instrumentation may be named from other namespaces.
     CrossNamespace,
+    /// The Instrumentation's shared base, whose spec it is laid over.
+    Base,
 }
 
 /// One key the engine reads.
@@ -138,6 +140,7 @@ pub fn keys_read() -> Vec<KeyRead> {
             ReadOn::Instrumentation,
             KeyUse::CrossNamespace,
         ),
+        key(BASE_ANNOTATION, ReadOn::Instrumentation, KeyUse::Base),
     ]);
     all
 }
@@ -160,6 +163,6 @@ mod tests {
                 "{lang}"
             );
         }
-        assert_eq!(n, 2 * Language::ALL.len() + 15);
+        assert_eq!(n, 2 * Language::ALL.len() + 16);
     }
 }

@@ -29,8 +29,10 @@ pub use decision::{Decision, InjectedLanguage, Report, Skip};
 pub use keys_read::{KeyRead, KeyUse, ReadOn, keys_read};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use reason::SkipReason;
+pub use references::unshared_base;
 pub use snapshot::{
-    Catalog, IndexEntry, Instrumentations, NamespaceInfo, ObjectKind, ObjectLookup, Snapshot,
+    Based, Catalog, IndexEntry, Instrumentations, MAX_BASES, NamespaceInfo, ObjectKind,
+    ObjectLookup, Snapshot,
 };
 
 /// Decides what to inject into `pod`, created in the snapshot's namespace, short of the

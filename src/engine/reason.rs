@@ -43,10 +43,13 @@ pub enum SkipReason {
     /// A declarative Instrumentation and an agent image whose tag predates the agent's
     /// reading of `OTEL_CONFIG_FILE` (Java before 2.26.0).
     AgentPredatesConfigFile,
+    /// The Instrumentation names a base (`otel-injector/base`) that is missing, unreadable,
+    /// too deep, part of a cycle or not shared with its namespace.
+    BaseUnresolved,
 }
 
 impl SkipReason {
-    pub const ALL: [SkipReason; 21] = [
+    pub const ALL: [SkipReason; 22] = [
         SkipReason::CacheNotReady,
         SkipReason::NoInstrumentation,
         SkipReason::MultipleInstrumentations,
@@ -68,6 +71,7 @@ impl SkipReason {
         SkipReason::RolledBack,
         SkipReason::DeclarativeConfigTooLarge,
         SkipReason::AgentPredatesConfigFile,
+        SkipReason::BaseUnresolved,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -93,6 +97,7 @@ impl SkipReason {
             SkipReason::RolledBack => "rolled_back",
             SkipReason::DeclarativeConfigTooLarge => "declarative_config_too_large",
             SkipReason::AgentPredatesConfigFile => "agent_predates_config_file",
+            SkipReason::BaseUnresolved => "base_unresolved",
         }
     }
 

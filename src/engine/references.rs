@@ -4,13 +4,14 @@
 
 use std::sync::Arc;
 
-use super::config::CrossNamespace;
+use super::config::{CrossNamespace, EngineConfig};
 use super::decision::Skip;
 use super::reason::SkipReason;
-use super::snapshot::{ObjectKind, Snapshot};
+use super::snapshot::{Instrumentations, ObjectKind, Snapshot};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::Instrumentation;
+use crate::crd::base::is_object_name;
 use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 use crate::pod::select::Request;
 
@@ -31,21 +32,20 @@ pub(super) fn wanted(snapshot: &Snapshot<'_>, request: &Request<'_>) -> Option<S
     (is_object_name(ns) && (name == "*" || is_object_name(name))).then(|| format!("{ns}/{name}"))
 }
 
-/// RFC 1123 subdomain characters (what Kubernetes accepts as a namespace or object name).
-fn is_object_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 253
-        && s.bytes()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'-' || c == b'.')
-}
-
 fn by_name(
     snapshot: &Snapshot<'_>,
     key: &str,
     ns: &str,
     name: &str,
 ) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
-    match snapshot.instrumentations.get(ns, name) {
+    let index = &snapshot.instrumentations;
+    if let Some(error) = index.based(ns, name).and_then(|b| b.error.as_deref()) {
+        return Err((
+            SkipReason::BaseUnresolved,
+            format!("{key}: Instrumentation \"{ns}/{name}\": {error}; not injected"),
+        ));
+    }
+    match index.get(ns, name) {
         Some(Ok(i)) => Ok(i.clone()),
         Some(Err(e)) => Err((
             SkipReason::InstrumentationInvalid,
@@ -100,10 +100,21 @@ pub(super) fn cross_namespace_denied(
     lang: Language,
 ) -> Option<String> {
     let home = inst.metadata.namespace.as_deref().unwrap_or("");
-    if home == snapshot.namespace {
-        return None;
-    }
-    let allowed = match snapshot.config.cross_namespace {
+    (home != snapshot.namespace && !shared(snapshot, inst)).then(|| {
+        format!(
+            "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
+            inst.metadata.name.as_deref().unwrap_or("")
+        )
+    })
+}
+
+/// Whether `--cross-namespace-references` lets other namespaces use `inst`.
+fn shared(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> bool {
+    shared_by(snapshot.config, inst)
+}
+
+fn shared_by(config: &EngineConfig, inst: &Instrumentation) -> bool {
+    match config.cross_namespace {
         CrossNamespace::All => true,
         CrossNamespace::Deny => false,
         CrossNamespace::OptIn => inst
@@ -112,13 +123,44 @@ pub(super) fn cross_namespace_denied(
             .as_ref()
             .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
             .is_some_and(|v| v == "allowed"),
-    };
-    (!allowed).then(|| {
-        format!(
-            "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
-            inst.metadata.name.as_deref().unwrap_or("")
-        )
-    })
+    }
+}
+
+/// Why `inst` may not stand on one of its bases: a base in another namespace than the
+/// Instrumentation that names it is shared by the rule pods follow.
+pub(super) fn base_denied(
+    snapshot: &Snapshot<'_>,
+    inst: &Instrumentation,
+    lang: Language,
+) -> Option<String> {
+    let key = unshared_base(&snapshot.instrumentations, snapshot.config, inst)?;
+    Some(format!(
+        "inject-{lang}: Instrumentation \"{}\": base \"{key}\" not shared with other namespaces; not injected",
+        inst.qualified()
+    ))
+}
+
+/// The first of `inst`'s bases (`namespace/name`) that `--cross-namespace-references` does
+/// not let the Instrumentation naming it use: in another namespace, and not shared.
+pub fn unshared_base(
+    index: &Instrumentations,
+    config: &EngineConfig,
+    inst: &Instrumentation,
+) -> Option<String> {
+    let home = inst.metadata.namespace.as_deref().unwrap_or("");
+    let based = index.based(home, inst.metadata.name.as_deref().unwrap_or(""))?;
+    let mut naming = home;
+    for key in &based.chain {
+        let (ns, base) = key.split_once('/')?;
+        if ns != naming
+            && let Some(Ok(b)) = index.own(ns, base)
+            && !shared_by(config, b)
+        {
+            return Some(key.clone());
+        }
+        naming = ns;
+    }
+    None
 }
 
 /// A Secret or ConfigMap name in `spec.exporter.tls` that cannot be used: its volume would be

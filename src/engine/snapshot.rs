@@ -10,6 +10,10 @@ use crate::crd::{Instrumentation, SpecHash};
 use crate::keys::{ANNOTATION_PREFIX, DELIVERY_ANNOTATION, POD_SECURITY_ENFORCE};
 use crate::pod::select::Keys;
 
+mod bases;
+
+pub use bases::{Based, MAX_BASES};
+
 use super::config::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};
 
 /// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
@@ -58,17 +62,23 @@ pub trait ObjectLookup: Send + Sync {
 /// One Instrumentation in the index: the object, or why it cannot be read.
 pub type IndexEntry = Result<Arc<Instrumentation>, String>;
 
-/// An entry and, when readable, its spec's digest (computed once, when it enters the index).
+/// An entry as read, what the engine uses of it (laid over its bases when it names one:
+/// `bases`) and, when readable, that one's digest: computed once, when it enters the index
+/// or one of its bases changes.
 #[derive(Clone, Debug)]
 struct Indexed {
+    own: IndexEntry,
     entry: IndexEntry,
     spec_hash: Option<SpecHash>,
+    based: Option<Arc<Based>>,
 }
 
 /// Every Instrumentation by namespace and name (sorted, so `true` sees a stable order).
 #[derive(Clone, Debug, Default)]
 pub struct Instrumentations {
     by_namespace: BTreeMap<String, BTreeMap<String, Indexed>>,
+    /// How many name a base (none: a change re-resolves nothing).
+    based: usize,
 }
 
 impl Instrumentations {
@@ -89,13 +99,20 @@ impl Instrumentations {
         self.insert_entry(namespace.to_owned(), name.to_owned(), Err(error))
     }
 
-    fn insert_entry(&mut self, namespace: String, name: String, entry: IndexEntry) -> bool {
-        let spec_hash = entry.as_ref().ok().map(|i| SpecHash::of(&i.spec));
-        self.by_namespace
+    fn insert_entry(&mut self, namespace: String, name: String, own: IndexEntry) -> bool {
+        let key = format!("{namespace}/{name}");
+        let indexed = self.indexed(&namespace, &name, own);
+        self.based += usize::from(indexed.based.is_some());
+        let replaced = self
+            .by_namespace
             .entry(namespace)
             .or_default()
-            .insert(name, Indexed { entry, spec_hash })
-            .is_some()
+            .insert(name, indexed);
+        self.based -= replaced
+            .as_ref()
+            .map_or(0, |r| usize::from(r.based.is_some()));
+        self.resolve_dependents(&key);
+        replaced.is_some()
     }
 
     /// Removes one, readable or not; returns whether it was there.
@@ -103,15 +120,33 @@ impl Instrumentations {
         let Some(names) = self.by_namespace.get_mut(namespace) else {
             return false;
         };
-        let removed = names.remove(name).is_some();
+        let Some(removed) = names.remove(name) else {
+            return false;
+        };
         if names.is_empty() {
             self.by_namespace.remove(namespace);
         }
-        removed
+        self.based -= usize::from(removed.based.is_some());
+        self.resolve_dependents(&format!("{namespace}/{name}"));
+        true
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<&IndexEntry> {
         Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
+    }
+
+    /// The object as read, before it is laid over its bases.
+    pub fn own(&self, namespace: &str, name: &str) -> Option<&IndexEntry> {
+        Some(&self.by_namespace.get(namespace)?.get(name)?.own)
+    }
+
+    /// Its bases and what it takes from them, when it names one.
+    pub fn based(&self, namespace: &str, name: &str) -> Option<&Based> {
+        self.by_namespace
+            .get(namespace)?
+            .get(name)?
+            .based
+            .as_deref()
     }
 
     /// The digest of a readable one's spec (what the pods it injects record).

@@ -9,6 +9,7 @@
 mod common;
 
 mod architecture;
+mod bases;
 mod build_info;
 mod crd;
 mod delivery;

@@ -59,6 +59,18 @@ pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
             "copied",
             json!({"exporter": {"endpoint": "http://collector:4318"}}),
         ),
+        // Laid over `java` (its `otel-injector/base`): its own endpoint, sampler and one
+        // variable; the rest is `java`'s.
+        inst(
+            shop,
+            "based",
+            json!({
+                "exporter": {"endpoint": "http://team-collector:4318"},
+                "sampler": {"type": "always_on"},
+                "env": [{"name": "OTEL_LOGS_EXPORTER", "value": "none"}],
+                "resource": {"resourceAttributes": {"team": "checkout"}},
+            }),
+        ),
     ]
     .into_iter()
     .map(|mut i| {

@@ -219,6 +219,13 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
             "shop",
             one(map(&[(java, "SOLO/only")]), json!({})),
         )],
+        // `based` stands on `java`: its policy holds the merge, as the webhook injects it.
+        KeyUse::Base => vec![case(
+            true,
+            "base",
+            "shop",
+            one(map(&[(java, "based")]), json!({})),
+        )],
     }
 }
 
@@ -243,7 +250,8 @@ pub fn namespace_labels() -> Vec<(String, String)> {
 }
 
 /// The annotations of the corpus' Instrumentations the generated cases need, by name
-/// (`only` in `solo`, `copied` in `shop`, a copy of `java` delivered by init container).
+/// (`only` in `solo`, `copied` in `shop`, a copy of `java` delivered by init container,
+/// `based` in `shop`, laid over `java`).
 pub fn instrumentation_annotations(inst: &str) -> Value {
     let mut out = Map::new();
     for k in keys_read()
@@ -257,7 +265,10 @@ pub fn instrumentation_annotations(inst: &str) -> Value {
             (KeyUse::CrossNamespace, "only") => {
                 out.insert(k.key, json!("allowed"));
             }
-            (KeyUse::Delivery | KeyUse::CrossNamespace, _) => {}
+            (KeyUse::Base, "based") => {
+                out.insert(k.key, json!("java"));
+            }
+            (KeyUse::Delivery | KeyUse::CrossNamespace | KeyUse::Base, _) => {}
             (other, _) => panic!(
                 "a new Instrumentation key {} ({other:?}): its value here",
                 k.key

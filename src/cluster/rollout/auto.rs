@@ -23,7 +23,7 @@ use serde_json::json;
 use super::run::{self, Ended, FIELD_MANAGER, Settings, Step, Stop};
 use crate::census::Workload;
 use crate::cluster::lease::Leadership;
-use crate::cluster::watch::{key_of, to_typed};
+use crate::cluster::watch::{index_of, key_of};
 use crate::crd::{API_VERSION, Instrumentation, KIND, RolloutStatus, SpecHash};
 use crate::keys::{AUTOMATIC, ROLLOUT_ANNOTATION};
 
@@ -206,6 +206,7 @@ impl AutoRollout {
         trigger: &mut MissedTrigger,
     ) -> kube::Result<Option<(Instrumentation, SpecHash)>> {
         let list = api.list(&ListParams::default()).await?;
+        let index = index_of(list.items.iter().cloned());
         let mut present = BTreeSet::new();
         let mut ready = None;
         let mut missed = None;
@@ -218,10 +219,12 @@ impl AutoRollout {
                 .as_ref()
                 .and_then(|a| a.get(ROLLOUT_ANNOTATION))
                 .is_some_and(|v| v == AUTOMATIC);
-            let Ok(inst) = to_typed(o.clone()) else {
+            // The spec laid over its bases: a base's change is a new spec to roll out.
+            let (Some(Ok(inst)), Some(spec)) = (index.get(&ns, &name), index.spec_hash(&ns, &name))
+            else {
                 continue;
             };
-            let spec = SpecHash::of(&inst.spec);
+            let inst = Instrumentation::clone(inst);
             match due(automatic, spec, rollout_of(o).as_ref()) {
                 Due::Nothing => {}
                 Due::Done => {

@@ -42,6 +42,20 @@ pub(crate) fn to_typed(o: DynamicObject) -> Result<Instrumentation, String> {
     Ok(inst)
 }
 
+/// The index of listed objects, each typed or recorded as unreadable, with their bases
+/// resolved as in the watched index (for the writers that list: the rollout).
+pub(crate) fn index_of(objects: impl IntoIterator<Item = DynamicObject>) -> Instrumentations {
+    let mut index = Instrumentations::default();
+    for o in objects {
+        let (namespace, name) = key_of(&o);
+        match to_typed(o) {
+            Ok(inst) => index.insert(inst),
+            Err(e) => index.insert_unreadable(&namespace, &name, e),
+        };
+    }
+    index
+}
+
 /// The engine's index kept current by the Instrumentation watch: each event is decoded into
 /// the typed object and goes into the index, readable or not. A change makes a new index
 /// from the current one (a request keeps the index it took); the objects of a list go into a

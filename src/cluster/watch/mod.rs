@@ -23,7 +23,7 @@ mod namespaces;
 mod tests;
 
 use instrumentations::{InstrumentationCache, trim_instrumentation};
-pub(crate) use instrumentations::{key_of, to_typed};
+pub(crate) use instrumentations::{index_of, key_of, to_typed};
 use metrics::Metrics;
 use namespaces::{NAMESPACE_CHANGES, NamespaceCache};
 pub use namespaces::{NamespaceChange, NamespaceEntry, NamespaceStore};

@@ -55,6 +55,9 @@ pub fn fix(reason: SkipReason) -> &'static str {
         SkipReason::DeclarativeConfigUnsupported => {
             "use an envConfig Instrumentation for this language, or add it to --declarative-config-languages if its agent reads OTEL_CONFIG_FILE"
         }
+        SkipReason::BaseUnresolved => {
+            "create the base the message names, or correct (or remove) the Instrumentation's otel-injector/base annotation; a base in another namespace must be shared with it (otel-injector/cross-namespace)"
+        }
         SkipReason::AgentPredatesConfigFile => {
             "use an agent image that reads OTEL_CONFIG_FILE (Java 2.26.0 or later: spec.java.image, or --agent-image when the Instrumentation names none), or an envConfig Instrumentation"
         }

@@ -21,7 +21,8 @@ use super::workload::{self, ManifestWorkload, Mutation};
 use super::{Context, items};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
-use crate::engine::{Catalog, Report};
+use crate::crd::base::path_within;
+use crate::engine::{Based, Catalog, Report};
 use crate::keys::CONFIG_FILE_ANNOTATION;
 use crate::policy;
 
@@ -29,8 +30,33 @@ pub use fix::fix;
 pub use text::text;
 
 /// The Instrumentation each injected language used (`ns/name`, and the object when the
-/// catalog still has it).
-type Chosen<'a> = BTreeMap<Language, (&'a str, Option<&'a Instrumentation>)>;
+/// catalog still has it, laid over its bases, and what it took from them when it names one).
+type Chosen<'a> = BTreeMap<Language, Used<'a>>;
+
+/// An Instrumentation a language was injected with.
+#[derive(Clone, Copy)]
+struct Used<'a> {
+    name: &'a str,
+    inst: Option<&'a Instrumentation>,
+    based: Option<&'a Based>,
+}
+
+impl Used<'_> {
+    /// `spec.<path> of ns/name`, and the base that set it when one did.
+    fn field(&self, path: &str) -> String {
+        self.field_as(path, path)
+    }
+
+    /// `spec.<shown> of ns/name`, and the base that set `path` (its place in the merge).
+    fn field_as(&self, shown: &str, path: &str) -> String {
+        let from = self
+            .based
+            .and_then(|b| b.inherited.iter().find(|(p, _)| path_within(path, p)))
+            .map(|(_, base)| format!(" (from its base {base})"))
+            .unwrap_or_default();
+        format!("spec.{shown} of {}{from}", self.name)
+    }
+}
 
 /// The explanation of one object.
 #[derive(Debug, Serialize)]
@@ -107,10 +133,25 @@ pub struct RequestExplained {
     pub instrumentation: Option<String>,
     /// Why that one.
     pub why: Option<String>,
+    /// Its bases (`otel-injector/base`), nearest first, when it names one.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub bases: Vec<String>,
+    /// What it took from its bases: each field's path in the spec and the base that set it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherited: Vec<InheritedExplained>,
     /// The containers it targets.
     pub targets: Vec<String>,
     /// Why those.
     pub targets_why: String,
+}
+
+/// A field an Instrumentation took from one of its bases.
+#[derive(Debug, Serialize)]
+pub struct InheritedExplained {
+    /// Its path in the spec: `java.image`, `env[OTEL_LOGS_EXPORTER]`.
+    pub field: String,
+    /// The base (`ns/name`) that set it.
+    pub from: String,
 }
 
 /// What the injection sets in one container.
@@ -191,7 +232,15 @@ fn explain_one(
                 Some(Ok(inst)) => Some(inst.as_ref()),
                 _ => None,
             };
-            (i.language, (q, inst))
+            let based = index.based(ns, name);
+            (
+                i.language,
+                Used {
+                    name: q,
+                    inst,
+                    based,
+                },
+            )
         })
         .collect();
 
@@ -199,7 +248,7 @@ fn explain_one(
         .requests
         .iter()
         .map(|a| {
-            let used = chosen.get(&a.language).map(|(q, _)| *q);
+            let used = chosen.get(&a.language).copied();
             requests::explained(a, pod, used, &m.workload.namespace)
         })
         .collect();

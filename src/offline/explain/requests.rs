@@ -4,19 +4,20 @@
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::RequestExplained;
+use super::{InheritedExplained, RequestExplained, Used};
 use crate::engine::{Asked, Naming, Targets};
 use crate::keys::CONTAINER_NAMES;
 use crate::pod::plan::Slot;
 
-/// `asked` explained; `chosen` is the Instrumentation (`ns/name`) it was injected with, if it
-/// was, and `namespace` the pod's.
+/// `asked` explained; `chosen` is the Instrumentation it was injected with, if it was, and
+/// `namespace` the pod's.
 pub(super) fn explained(
     asked: &Asked,
     pod: &Pod,
-    chosen: Option<&str>,
+    chosen: Option<Used<'_>>,
     namespace: &str,
 ) -> RequestExplained {
+    let based = chosen.and_then(|u| u.based);
     let why = chosen.map(|_| match asked.naming {
         Naming::Only => format!(
             "the only Instrumentation in namespace {namespace:?} (the annotation says \"true\")"
@@ -30,8 +31,17 @@ pub(super) fn explained(
         annotation: asked.key.to_owned(),
         value: asked.value.clone(),
         from: asked.from.as_str(),
-        instrumentation: chosen.map(str::to_owned),
+        instrumentation: chosen.map(|u| u.name.to_owned()),
         why,
+        bases: based.map(|b| b.chain.clone()).unwrap_or_default(),
+        inherited: based
+            .into_iter()
+            .flat_map(|b| &b.inherited)
+            .map(|(field, from)| InheritedExplained {
+                field: field.clone(),
+                from: from.clone(),
+            })
+            .collect(),
         targets,
         targets_why,
     }

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::{Chosen, ContainerExplained, EnvExplained};
+use super::{Chosen, ContainerExplained, EnvExplained, Used};
 use crate::agents::Language;
 use crate::keys::RESOURCE_ANNOTATION_PREFIX;
 use crate::offline::workload::Mutation;
@@ -110,7 +110,12 @@ fn origin(
     }
     let value = spec.get("value").and_then(Value::as_str).unwrap_or("");
     for l in langs {
-        let Some((q, Some(inst))) = chosen.get(l) else {
+        let Some(
+            used @ Used {
+                inst: Some(inst), ..
+            },
+        ) = chosen.get(l)
+        else {
             continue;
         };
         let same = |e: &k8s_openapi::api::core::v1::EnvVar| {
@@ -120,20 +125,22 @@ fn origin(
             .section(&inst.spec)
             .is_some_and(|s| s.env().iter().any(same))
         {
-            return ("language section", format!("spec.{l}.env of {q}"));
+            let section = section_field(*l);
+            return (
+                "language section",
+                used.field_as(&format!("{section}.env"), &format!("{section}.env[{var}]")),
+            );
         }
         if inst.spec.env.iter().any(same) {
-            return ("common env", format!("spec.env of {q}"));
+            return ("common env", used.field_as("env", &format!("env[{var}]")));
         }
         if let Some(beta) = inst.spec.v1beta1.as_deref() {
+            let beta_field = |shown: &str| used.field_as(shown, "v1beta1");
             if beta.env.iter().any(same) {
-                return ("common env", format!("spec.envConfig.env of {q}"));
+                return ("common env", beta_field("envConfig.env"));
             }
             if var == "OTEL_EXPORTER_OTLP_PROTOCOL" && beta.protocol.is_some() {
-                return (
-                    "instrumentation",
-                    format!("spec.envConfig.exporter.protocol of {q}"),
-                );
+                return ("instrumentation", beta_field("envConfig.exporter.protocol"));
             }
             if var == crate::agents::declarative::OTEL_CONFIG_FILE
                 || var.starts_with(crate::agents::declarative::PER_CONTAINER_PREFIX)
@@ -141,25 +148,24 @@ fn origin(
                 return (
                     "instrumentation",
                     format!(
-                        "spec.declarativeConfig of {q}, rendered into the pod's otel-injector/sdk-config"
+                        "{}, rendered into the pod's otel-injector/sdk-config",
+                        beta_field("declarativeConfig")
                     ),
                 );
             }
         }
     }
-    let of = || {
+    let of = |path: &str| {
         langs
             .iter()
-            .filter_map(|l| chosen.get(l).map(|(q, _)| *q))
+            .filter_map(|l| chosen.get(l).map(|u| u.field(path)))
             .collect::<Vec<_>>()
             .join(", ")
     };
     match var {
-        "OTEL_EXPORTER_OTLP_ENDPOINT" => ("instrumentation", format!("spec.exporter.endpoint of {}", of())),
-        "OTEL_PROPAGATORS" => ("instrumentation", format!("spec.propagators of {}", of())),
-        "OTEL_TRACES_SAMPLER" | "OTEL_TRACES_SAMPLER_ARG" => {
-            ("instrumentation", format!("spec.sampler of {}", of()))
-        }
+        "OTEL_EXPORTER_OTLP_ENDPOINT" => ("instrumentation", of("exporter.endpoint")),
+        "OTEL_PROPAGATORS" => ("instrumentation", of("propagators")),
+        "OTEL_TRACES_SAMPLER" | "OTEL_TRACES_SAMPLER_ARG" => ("instrumentation", of("sampler")),
         "OTEL_SERVICE_NAME" => ("derived", service_name_origin(value, owners, m)),
         "OTEL_RESOURCE_ATTRIBUTES" => (
             "derived",
@@ -198,4 +204,17 @@ fn service_name_origin(value: &str, owners: &Owners<'_>, m: &Mutation) -> String
         return "the pod's name".into();
     }
     "the container's name (no annotation, owner or pod name)".into()
+}
+
+/// A language's section as the spec's JSON names it (`apache-httpd`: `apacheHttpd`).
+fn section_field(l: Language) -> String {
+    let mut out = String::new();
+    for (i, part) in l.as_str().split('-').enumerate() {
+        let mut chars = part.chars();
+        match chars.next() {
+            Some(c) if i > 0 => out.extend(c.to_uppercase().chain(chars)),
+            _ => out.push_str(part),
+        }
+    }
+    out
 }

@@ -33,6 +33,16 @@ pub fn text(explanations: &[Explanation]) -> String {
             match (&r.instrumentation, &r.why) {
                 (Some(q), Some(why)) => {
                     let _ = writeln!(out, "    Instrumentation {q}: {why}");
+                    if !r.bases.is_empty() {
+                        let _ = writeln!(
+                            out,
+                            "    laid over its bases (otel-injector/base): {}",
+                            r.bases.join(" -> ")
+                        );
+                    }
+                    for i in &r.inherited {
+                        let _ = writeln!(out, "      {} from {}", i.field, i.from);
+                    }
                 }
                 _ => {
                     let _ = writeln!(out, "    not injected (see skipped)");

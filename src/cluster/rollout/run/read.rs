@@ -13,7 +13,7 @@ use super::{GET_WORKLOADS, LIST_INSTRUMENTATIONS, LIST_NAMESPACES, LIST_PODS};
 use crate::census::{self, PodRecord, Tally};
 use crate::cluster::missed;
 use crate::cluster::rollout::plan::{self, Exclusions, Plan};
-use crate::cluster::watch::{NamespaceEntry, key_of, to_typed};
+use crate::cluster::watch::{NamespaceEntry, index_of};
 use crate::cluster::workloads::get;
 use crate::crd::{Instrumentation, SpecHash};
 use crate::keys::INJECTED_LABEL;
@@ -72,21 +72,21 @@ pub async fn read_plan(
             "list Instrumentations".into(),
             LIST_INSTRUMENTATIONS,
         ))?;
+    // The specs laid over their bases, as the webhook injects them.
+    let index = index_of(listed.items);
     let mut existing = BTreeMap::new();
     let mut target = None;
-    for o in &listed.items {
-        let (ns, n) = key_of(o);
+    for (ns, n, entry, hash) in index.iter() {
         let this = ns == namespace && n == name;
-        match to_typed(o.clone()) {
-            Ok(i) => {
-                let hash = SpecHash::of(&i.spec);
+        match (entry, hash) {
+            (Ok(_), Some(hash)) => {
                 if this {
                     target = Some(Ok(hash));
                 }
                 existing.insert(format!("{ns}/{n}"), hash);
             }
-            Err(e) if this => target = Some(Err(e)),
-            Err(_) => {}
+            (Err(e), _) if this => target = Some(Err(e.clone())),
+            _ => {}
         }
     }
     let spec = match target {
