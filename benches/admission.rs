@@ -8,7 +8,9 @@
 //! decoded from it afterwards, `admission::review_two_pass`: what the one-pass envelope
 //! saves), `pod_noop` (a Pod CREATE asking for nothing) and `non_pod` (a Deployment CREATE:
 //! the envelope is read, the object never decoded). Group `<size>_parts` times the
-//! pieces of the inject path alone, to show where it goes.
+//! pieces of the inject path alone, to show where it goes. Group `bases`: the medium inject
+//! path with 1,000 Instrumentations standing on a shared base against today's one
+//! Instrumentation, and the resolution of the bases (off the request path).
 
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
@@ -21,10 +23,77 @@ use k8s_openapi::api::core::v1::Pod;
 use medians::{criterion_home, median_ns};
 use otel_injector::admission;
 use otel_injector::cluster::StaticCatalog;
-use otel_injector::engine::{EngineConfig, Snapshot, decide};
+use otel_injector::engine::{Catalog as _, EngineConfig, Snapshot, decide};
 use serde_json::{Value, json};
 
 const INSTRUMENTATION: &str = include_str!("../tests/data/instrumentations/java-load.yaml");
+
+/// The group of the shared-base paths.
+const BASES: &str = "bases";
+
+/// `ns/java`, standing on `platform/java` (the benchmark's Instrumentation, moved there).
+fn based(ns: &str) -> String {
+    format!(
+        "---\napiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\nmetadata:\n  name: java\n  namespace: {ns}\n  annotations: {{otel-injector/base: platform/java}}\nspec:\n  exporter: {{endpoint: \"http://collector.{ns}:4318\"}}\n  resource: {{resourceAttributes: {{team: {ns}}}}}\n"
+    )
+}
+
+/// The medium Java review, decided with today's catalog (one Instrumentation) and with
+/// 1,000 namespaces' Instrumentations standing on one base (the pod's among them); and what
+/// the bases cost off the request path: the index of the 1,000 built, and one base change
+/// (its 1,000 dependents resolved again).
+fn bases(c: &mut Criterion, config: &EngineConfig) {
+    let (_, containers, env) = SIZES[1];
+    let inject = review(containers, env, true, false);
+    let today = StaticCatalog::from_yaml(INSTRUMENTATION).expect("Instrumentation YAML");
+    let platform = INSTRUMENTATION.replace("namespace: shop", "namespace: platform");
+    let mut yaml = platform.clone();
+    yaml.push_str(&based("shop"));
+    for i in 1..1000 {
+        yaml.push_str(&based(&format!("team-{i:04}")));
+    }
+    let objects = otel_injector::crd::parse_instrumentations(&yaml).expect("YAML");
+    let with_bases = StaticCatalog::new(objects.clone());
+    let (_, s) = admission::review(&inject, &with_bases, config).expect("review");
+    assert_eq!(s.report.injected.len(), 1, "{:?}", s.report);
+    let index = with_bases.instrumentations();
+    assert_eq!(index.readable_len(), 1001);
+    assert!(
+        index
+            .based("team-0999", "java")
+            .is_some_and(|b| b.error.is_none())
+    );
+    let changed = otel_injector::crd::parse_instrumentations(&platform.replace("2.30.0", "2.31.0"))
+        .expect("YAML")
+        .remove(0);
+
+    let mut g = c.benchmark_group(BASES);
+    g.bench_function("today_one_instrumentation", |b| {
+        b.iter(|| admission::review(black_box(&inject), &today, config).unwrap())
+    });
+    g.bench_function("with_1000_bases", |b| {
+        b.iter(|| admission::review(black_box(&inject), &with_bases, config).unwrap())
+    });
+    g.bench_function("index_1000_based", |b| {
+        b.iter(|| {
+            objects
+                .iter()
+                .cloned()
+                .collect::<otel_injector::engine::Instrumentations>()
+        })
+    });
+    g.bench_function("base_change_1000_dependents", |b| {
+        b.iter_batched(
+            || otel_injector::engine::Instrumentations::clone(&index),
+            |mut next| {
+                next.insert(changed.clone());
+                next
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
 
 /// (name, containers, env entries per container)
 const SIZES: [(&str, usize, usize); 3] = [("small", 1, 2), ("medium", 3, 20), ("large", 10, 50)];
@@ -294,6 +363,7 @@ fn main() {
         });
         g.finish();
     }
+    bases(&mut c, &config);
     c.final_summary();
 
     // Ratios of this invocation's medians to the baseline of the same size.
@@ -312,6 +382,20 @@ fn main() {
                     m / base
                 ));
             }
+        }
+    }
+    let bases_base = median_ns(&home, BASES, "today_one_instrumentation", started);
+    for path in [
+        "with_1000_bases",
+        "index_1000_based",
+        "base_change_1000_dependents",
+    ] {
+        if let (Some(base), Some(m)) = (bases_base, median_ns(&home, BASES, path, started)) {
+            lines.push(format!(
+                "{BASES:<7} {path:<29} {:>10.2} µs {:>7.2}x (of today_one_instrumentation)",
+                m / 1e3,
+                m / base
+            ));
         }
     }
     if !lines.is_empty() {

@@ -7,6 +7,7 @@
 //! a workload whose new pods crash-loop (kwok's `pod-restarted-held` stage) stops it.
 
 mod automatic;
+mod base;
 
 pub use automatic::until_rollout;
 
