@@ -2,7 +2,7 @@
 //! the pod's namespace, and (when tracked) which exporter TLS objects exist. Catalogs are
 //! in-memory caches; nothing here ever calls the API server.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use crate::agents::Delivery;
@@ -77,8 +77,9 @@ struct Indexed {
 #[derive(Clone, Debug, Default)]
 pub struct Instrumentations {
     by_namespace: BTreeMap<String, BTreeMap<String, Indexed>>,
-    /// How many name a base (none: a change re-resolves nothing).
-    based: usize,
+    /// For each Instrumentation some stand on (`namespace/name`, present or not): those that
+    /// do, at any depth, so that its change resolves them again and no other.
+    dependents: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Instrumentations {
@@ -102,15 +103,15 @@ impl Instrumentations {
     fn insert_entry(&mut self, namespace: String, name: String, own: IndexEntry) -> bool {
         let key = format!("{namespace}/{name}");
         let indexed = self.indexed(&namespace, &name, own);
-        self.based += usize::from(indexed.based.is_some());
+        self.link(&key, indexed.based.as_deref());
         let replaced = self
             .by_namespace
             .entry(namespace)
             .or_default()
             .insert(name, indexed);
-        self.based -= replaced
-            .as_ref()
-            .map_or(0, |r| usize::from(r.based.is_some()));
+        if let Some(old) = &replaced {
+            self.unlink_stale(&key, old.based.as_deref());
+        }
         self.resolve_dependents(&key);
         replaced.is_some()
     }
@@ -126,8 +127,9 @@ impl Instrumentations {
         if names.is_empty() {
             self.by_namespace.remove(namespace);
         }
-        self.based -= usize::from(removed.based.is_some());
-        self.resolve_dependents(&format!("{namespace}/{name}"));
+        let key = format!("{namespace}/{name}");
+        self.unlink(&key, removed.based.as_deref());
+        self.resolve_dependents(&key);
         true
     }
 

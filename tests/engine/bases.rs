@@ -229,3 +229,44 @@ fn a_base_in_another_namespace_is_shared_by_the_rule_pods_follow() {
     let (_, d) = run_with(&cat, &config, &java_pod());
     assert_eq!(d.injected, [Language::Java]);
 }
+
+#[test]
+fn a_chain_learnt_from_the_top_down_or_rebased_follows_its_current_bases() {
+    let middle = inst(
+        "platform",
+        "java-eu",
+        Some("java"),
+        "  java: {env: [{name: EU, value: \"1\"}]}\n",
+    );
+    let mut index = index(&team("platform/java-eu"));
+    assert_eq!(
+        index.based("shop", "java").unwrap().error.as_deref(),
+        Some("base \"platform/java-eu\" not found")
+    );
+    index.insert(parse_instrumentations(&middle).unwrap().remove(0));
+    assert_eq!(
+        index.based("shop", "java").unwrap().error.as_deref(),
+        Some("base \"platform/java\" not found")
+    );
+    index.insert(parse_instrumentations(&platform()).unwrap().remove(0));
+    let based = index.based("shop", "java").unwrap();
+    assert_eq!((based.chain.len(), based.error.as_deref()), (2, None));
+
+    // Rebased straight onto the platform: the middle one's changes no longer reach it.
+    index.insert(
+        parse_instrumentations(&team("platform/java"))
+            .unwrap()
+            .remove(0),
+    );
+    let hash = index.spec_hash("shop", "java");
+    let edited = middle.replace("value: \"1\"", "value: \"2\"");
+    index.insert(parse_instrumentations(&edited).unwrap().remove(0));
+    assert_eq!(index.spec_hash("shop", "java"), hash);
+    index.insert(
+        parse_instrumentations(&platform().replace("2.20.0", "2.22.0"))
+            .unwrap()
+            .remove(0),
+    );
+    assert_ne!(index.spec_hash("shop", "java"), hash);
+    assert!(index.based("platform", "java-eu").unwrap().error.is_none());
+}

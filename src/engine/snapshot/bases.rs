@@ -56,39 +56,66 @@ impl Instrumentations {
 
     /// Resolves again every entry that stands on `key` (after it changed or left).
     pub(super) fn resolve_dependents(&mut self, key: &str) {
-        if self.based == 0 {
+        let Some(dependents) = self.dependents.get(key).cloned() else {
             return;
-        }
-        let dependents: Vec<(String, String)> = self
-            .iter_indexed()
-            .filter(|(_, _, i)| {
-                i.based
-                    .as_ref()
-                    .is_some_and(|b| b.chain.iter().any(|c| c == key))
-            })
-            .map(|(ns, name, _)| (ns.to_owned(), name.to_owned()))
-            .collect();
-        for (ns, name) in dependents {
-            let Some(own) = self.own(&ns, &name).cloned() else {
+        };
+        for dependent in dependents {
+            let Some((ns, name)) = dependent.split_once('/') else {
                 continue;
             };
-            let indexed = self.indexed(&ns, &name, own);
-            if let Some(slot) = self
-                .by_namespace
-                .get_mut(&ns)
-                .and_then(|m| m.get_mut(&name))
-            {
-                *slot = indexed;
+            let Some(own) = self.own(ns, name).cloned() else {
+                continue;
+            };
+            let indexed = self.indexed(ns, name, own);
+            self.link(&dependent, indexed.based.as_deref());
+            let slot = self.by_namespace.get_mut(ns).and_then(|m| m.get_mut(name));
+            if let Some(old) = slot.map(|slot| std::mem::replace(slot, indexed)) {
+                self.unlink_stale(&dependent, old.based.as_deref());
             }
         }
     }
 
-    fn iter_indexed(&self) -> impl Iterator<Item = (&str, &str, &Indexed)> {
-        self.by_namespace.iter().flat_map(|(ns, by_name)| {
-            by_name
+    /// Records `key` as a dependent of every base in its chain.
+    pub(super) fn link(&mut self, key: &str, based: Option<&Based>) {
+        for base in based.into_iter().flat_map(|b| &b.chain) {
+            self.dependents
+                .entry(base.clone())
+                .or_default()
+                .insert(key.to_owned());
+        }
+    }
+
+    /// Forgets `key` as a dependent of the bases of its chain.
+    pub(super) fn unlink(&mut self, key: &str, based: Option<&Based>) {
+        for base in based.into_iter().flat_map(|b| &b.chain) {
+            if let Some(set) = self.dependents.get_mut(base) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.dependents.remove(base);
+                }
+            }
+        }
+    }
+
+    /// [`Self::unlink`] for a replaced entry: the bases its new chain still names stay.
+    pub(super) fn unlink_stale(&mut self, key: &str, old: Option<&Based>) {
+        let current: Vec<String> = self
+            .based(
+                key.split_once('/').map_or("", |k| k.0),
+                key.split_once('/').map_or("", |k| k.1),
+            )
+            .map(|b| b.chain.clone())
+            .unwrap_or_default();
+        let stale = old.map(|b| Based {
+            chain: b
+                .chain
                 .iter()
-                .map(move |(name, i)| (ns.as_str(), name.as_str(), i))
-        })
+                .filter(|c| !current.contains(c))
+                .cloned()
+                .collect(),
+            ..Based::default()
+        });
+        self.unlink(key, stale.as_ref());
     }
 
     /// `inst` laid over the chain of bases that starts at `reference`.
