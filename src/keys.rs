@@ -84,6 +84,9 @@ pub const CROSS_NAMESPACE_ANNOTATION: &str = "otel-injector/cross-namespace";
 /// On an Instrumentation: the Instrumentation whose spec it is laid over (`name`, or
 /// `namespace/name`), a shared base (`crd::base` has the merge rule).
 pub const BASE_ANNOTATION: &str = "otel-injector/base";
+/// On an Instrumentation: the pods it injects with no annotation of theirs (languages,
+/// namespace and pod label selectors, containers; `crd::selector` has the form).
+pub const SELECTOR_ANNOTATION: &str = "otel-injector/selector";
 /// On a pod: how its agents are delivered (`copy`, `image-volume`).
 pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 /// On an Instrumentation ([`AUTOMATIC`]) or a workload ([`OPT_OUT`]): the rollout.

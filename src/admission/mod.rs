@@ -4,12 +4,16 @@
 //! in the fields the engine reads ([`decode_pod`]). The response always echoes the request's
 //! `uid`.
 
+use std::collections::BTreeMap;
+
 use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use serde::Deserialize;
 
-use crate::engine::{self, Catalog, EngineConfig, NamespaceInfo, Report, Snapshot};
+use crate::engine::{
+    self, Catalog, EngineConfig, Instrumentations, NamespaceInfo, Report, Snapshot,
+};
 use crate::pod::info::controller;
 use crate::warnings::shorten;
 
@@ -122,9 +126,21 @@ pub fn review_two_pass(
     answer(read, catalog, config)
 }
 
-/// Whether the namespace's annotations ask for injection.
+/// Whether the namespace's annotations ask for injection, or a selector selects it.
 fn namespace_asks(catalog: &dyn Catalog, namespace: &str) -> bool {
-    catalog.namespace(namespace).is_some_and(|n| info_asks(&n))
+    let info = catalog.namespace(namespace);
+    info.as_deref().is_some_and(info_asks)
+        || selected(&catalog.instrumentations(), namespace, info.as_deref())
+}
+
+/// Whether an Instrumentation's selector selects the namespace (its pods may be injected
+/// with no annotation of theirs).
+fn selected(index: &Instrumentations, namespace: &str, info: Option<&NamespaceInfo>) -> bool {
+    index.has_selectors() && {
+        let empty = BTreeMap::new();
+        let labels = info.map_or(&empty, |n| &n.all_labels);
+        !index.selecting(namespace, labels).is_empty()
+    }
 }
 
 fn info_asks(namespace: &NamespaceInfo) -> bool {
@@ -240,7 +256,10 @@ impl Created<'_> {
         // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
         // is answered without decoding it (most pods, with the default configuration that
         // sends every pod).
-        let asks = self.prefixed || snapshot.namespace_info.as_deref().is_some_and(info_asks);
+        let info = snapshot.namespace_info.as_deref();
+        let asks = self.prefixed
+            || info.is_some_and(info_asks)
+            || selected(&snapshot.instrumentations, snapshot.namespace, info);
         if !asks {
             return answer;
         }

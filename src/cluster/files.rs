@@ -125,7 +125,8 @@ impl StaticCatalog {
     /// Adds these labels to a namespace.
     pub fn with_namespace_labels(mut self, namespace: &str, labels: &[(&str, &str)]) -> Self {
         let info = self.namespace_entry(namespace);
-        info.labels.extend(
+        info.merge(
+            [],
             labels
                 .iter()
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned())),

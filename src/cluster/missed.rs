@@ -177,8 +177,19 @@ pub async fn list(
 
 /// What a namespace adds to its pods' requests, when anything: compared to tell whether
 /// its pods must be read again.
+/// Its other labels do not count: the finder looks for pods that asked by key, and
+/// selectors (which read them) are not among what it finds.
 fn significant(entry: Option<NamespaceEntry>) -> Option<NamespaceEntry> {
-    entry.filter(|e| e.label.is_some() || *e.info != NamespaceInfo::default())
+    entry
+        .map(|mut e| {
+            if !e.info.all_labels.is_empty() {
+                let mut info = NamespaceInfo::clone(&e.info);
+                info.all_labels.clear();
+                e.info = std::sync::Arc::new(info);
+            }
+            e
+        })
+        .filter(|e| e.label.is_some() || *e.info != NamespaceInfo::default())
 }
 
 /// The namespaces as the records were made: those that add anything.

@@ -30,6 +30,8 @@ pub struct Asked {
 pub enum AskedBy {
     Pod,
     Namespace,
+    /// An Instrumentation's `otel-injector/selector` (the value names it).
+    Selector,
 }
 
 impl AskedBy {
@@ -37,6 +39,7 @@ impl AskedBy {
         match self {
             AskedBy::Pod => "pod",
             AskedBy::Namespace => "namespace",
+            AskedBy::Selector => "selector",
         }
     }
 }

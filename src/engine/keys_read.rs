@@ -9,7 +9,7 @@ use crate::keys::{
     APP_INSTANCE, APP_NAME, APP_VERSION, BASE_ANNOTATION, CONTAINER_NAMES,
     CROSS_NAMESPACE_ANNOTATION, DELIVERY_ANNOTATION, DOTNET_RUNTIME, GO_TARGET_EXE,
     INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_SECURITY_ENFORCE, POD_TEMPLATE_HASH,
-    PYTHON_PLATFORM, RESOURCE_ANNOTATION_PREFIX, ROLLED_BACK_ANNOTATION,
+    PYTHON_PLATFORM, RESOURCE_ANNOTATION_PREFIX, ROLLED_BACK_ANNOTATION, SELECTOR_ANNOTATION,
 };
 
 /// Where a key is read.
@@ -62,6 +62,8 @@ pub enum KeyUse {
     CrossNamespace,
     /// The Instrumentation's shared base, whose spec it is laid over.
     Base,
+    /// The Instrumentation's selector: the pods it injects with no key of theirs.
+    Selector,
 }
 
 /// One key the engine reads.
@@ -141,6 +143,11 @@ pub fn keys_read() -> Vec<KeyRead> {
             KeyUse::CrossNamespace,
         ),
         key(BASE_ANNOTATION, ReadOn::Instrumentation, KeyUse::Base),
+        key(
+            SELECTOR_ANNOTATION,
+            ReadOn::Instrumentation,
+            KeyUse::Selector,
+        ),
     ]);
     all
 }
@@ -163,6 +170,6 @@ mod tests {
                 "{lang}"
             );
         }
-        assert_eq!(n, 2 * Language::ALL.len() + 16);
+        assert_eq!(n, 2 * Language::ALL.len() + 17);
     }
 }

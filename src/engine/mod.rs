@@ -12,6 +12,7 @@ pub mod outcome;
 mod plan;
 mod reason;
 mod references;
+mod selector;
 mod snapshot;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -30,6 +31,7 @@ pub use keys_read::{KeyRead, KeyUse, ReadOn, keys_read};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use reason::SkipReason;
 pub use references::unshared_base;
+pub use selector::{NAMESPACE_NAME_LABEL, Selector};
 pub use snapshot::{
     Based, Catalog, IndexEntry, Instrumentations, MAX_BASES, NamespaceInfo, ObjectKind,
     ObjectLookup, Snapshot,

@@ -43,7 +43,8 @@ pub(super) fn plan<'p>(
         .map(|n| n.keys())
         .unwrap_or_default();
     let annotations = Annotations::new(pod, namespace_keys);
-    let requests = requests::requests(&annotations, d);
+    let mut requests = requests::requests(&annotations, d);
+    requests::selected(snapshot, pod, &annotations, &mut requests, d);
     // Before the namespace store has synced, only the pod's own annotations are seen.
     if requests.is_empty() || pod_annotations.is_some_and(|a| a.contains_key(MIRROR_ANNOTATION)) {
         return None;

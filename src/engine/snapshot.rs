@@ -11,10 +11,13 @@ use crate::keys::{ANNOTATION_PREFIX, DELIVERY_ANNOTATION, POD_SECURITY_ENFORCE};
 use crate::pod::select::Keys;
 
 mod bases;
+mod selectors;
 
 pub use bases::{Based, MAX_BASES};
+use selectors::Selectors;
 
 use super::config::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};
+use super::selector::NAMESPACE_NAME_LABEL;
 
 /// A source of snapshots: a cache kept current by watches, or a fixed set read from files.
 pub trait Catalog: Send + Sync {
@@ -80,6 +83,8 @@ pub struct Instrumentations {
     /// For each Instrumentation some stand on (`namespace/name`, present or not): those that
     /// do, at any depth, so that its change resolves them again and no other.
     dependents: BTreeMap<String, BTreeSet<String>>,
+    /// The selectors (`otel-injector/selector`), for lookup by namespace.
+    selectors: Selectors,
 }
 
 impl Instrumentations {
@@ -112,6 +117,8 @@ impl Instrumentations {
         if let Some(old) = &replaced {
             self.unlink_stale(&key, old.based.as_deref());
         }
+        let own = self.own_of(&key).cloned();
+        self.selectors.update(&key, own.as_ref());
         self.resolve_dependents(&key);
         replaced.is_some()
     }
@@ -129,12 +136,18 @@ impl Instrumentations {
         }
         let key = format!("{namespace}/{name}");
         self.unlink(&key, removed.based.as_deref());
+        self.selectors.update(&key, None);
         self.resolve_dependents(&key);
         true
     }
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<&IndexEntry> {
         Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
+    }
+
+    fn own_of(&self, key: &str) -> Option<&IndexEntry> {
+        let (namespace, name) = key.split_once('/')?;
+        self.own(namespace, name)
     }
 
     /// The object as read, before it is laid over its bases.
@@ -213,6 +226,8 @@ pub struct NamespaceInfo {
     pub labels: BTreeMap<String, String>,
     /// The Pod Security Admission level it enforces (`pod-security.kubernetes.io/enforce`).
     pub pod_security_enforce: Option<String>,
+    /// Every label, for the selectors' `namespaceSelector` (`otel-injector/selector`).
+    pub all_labels: BTreeMap<String, String>,
 }
 
 impl NamespaceInfo {
@@ -226,6 +241,10 @@ impl NamespaceInfo {
     ) {
         self.annotations.extend(annotations);
         for (k, v) in labels {
+            // Every namespace has its name label: kept, none would share the empty entry.
+            if k != NAMESPACE_NAME_LABEL {
+                self.all_labels.insert(k.clone(), v.clone());
+            }
             if k == POD_SECURITY_ENFORCE {
                 self.pod_security_enforce = Some(v);
             } else if k.starts_with(ANNOTATION_PREFIX) {

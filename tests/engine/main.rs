@@ -32,4 +32,5 @@ mod layout_doc;
 mod names;
 mod offline;
 mod outcome;
+mod selectors;
 mod v1beta1;

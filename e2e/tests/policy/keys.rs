@@ -219,6 +219,14 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
             "shop",
             one(map(&[(java, "SOLO/only")]), json!({})),
         )],
+        // `copied`'s selector selects the pods labeled `e2e-selected` in its namespace, with
+        // no key of theirs: the webhook injects them; no policy reads selectors.
+        KeyUse::Selector => vec![case(
+            false,
+            "selector",
+            "shop",
+            one(json!({}), json!({"e2e-selected": "true"})),
+        )],
         // `based` stands on `java`: its policy holds the merge, as the webhook injects it.
         KeyUse::Base => vec![case(
             true,
@@ -251,7 +259,8 @@ pub fn namespace_labels() -> Vec<(String, String)> {
 
 /// The annotations of the corpus' Instrumentations the generated cases need, by name
 /// (`only` in `solo`, `copied` in `shop`, a copy of `java` delivered by init container,
-/// `based` in `shop`, laid over `java`).
+/// with the selector of the generated `edge-key-selector`, `based` in `shop`, laid over
+/// `java`).
 pub fn instrumentation_annotations(inst: &str) -> Value {
     let mut out = Map::new();
     for k in keys_read()
@@ -268,7 +277,13 @@ pub fn instrumentation_annotations(inst: &str) -> Value {
             (KeyUse::Base, "based") => {
                 out.insert(k.key, json!("java"));
             }
-            (KeyUse::Delivery | KeyUse::CrossNamespace | KeyUse::Base, _) => {}
+            (KeyUse::Selector, "copied") => {
+                out.insert(
+                    k.key,
+                    json!(r#"{"languages": ["java"], "podSelector": {"matchLabels": {"e2e-selected": "true"}}}"#),
+                );
+            }
+            (KeyUse::Delivery | KeyUse::CrossNamespace | KeyUse::Base | KeyUse::Selector, _) => {}
             (other, _) => panic!(
                 "a new Instrumentation key {} ({other:?}): its value here",
                 k.key

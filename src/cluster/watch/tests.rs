@@ -57,6 +57,13 @@ fn the_namespace_cache_keeps_only_what_the_engine_and_the_labeler_read() {
                 ]),
                 labels: text(&[("instrumentation.opentelemetry.io/inject-python", "true")]),
                 pod_security_enforce: Some("baseline".to_owned()),
+                // Every label a selector may read, but the name's (always there).
+                all_labels: text(&[
+                    ("team", "payments"),
+                    ("instrumentation.opentelemetry.io/inject-python", "true"),
+                    ("pod-security.kubernetes.io/enforce", "baseline"),
+                    ("pod-security.kubernetes.io/warn", "restricted"),
+                ]),
             }),
             label: Some("true".to_owned()),
         }

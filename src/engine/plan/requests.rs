@@ -2,6 +2,8 @@
 //! read), whether it can be injected at all, the languages this webhook injects, the
 //! containers each targets, and the size budget.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{Requested, Target};
@@ -11,8 +13,10 @@ use crate::engine::bound;
 use crate::engine::decision::{Report, Skip};
 use crate::engine::reason::SkipReason;
 use crate::engine::references::wanted;
+use crate::engine::selector::Selector;
+use crate::engine::snapshot::Instrumentations;
 use crate::engine::snapshot::Snapshot;
-use crate::keys::{ANNOTATION_PREFIX, CONTAINER_NAMES};
+use crate::keys::{ANNOTATION_PREFIX, CONTAINER_NAMES, SELECTOR_ANNOTATION};
 use crate::pod::select::{self, Annotations, Request, TargetError};
 
 /// The languages the pod (or its namespace) asks for, in the registry's order.
@@ -50,6 +54,76 @@ pub(super) fn requests<'a>(annotations: &Annotations<'a>, d: &mut Report) -> Vec
         out.push((lang, request));
     }
     out
+}
+
+/// The languages selectors ask for (`otel-injector/selector`), of those the pod and its
+/// namespace leave unset: an explicit key, `"false"` included, always wins. Of several
+/// selectors for one language, the first of [`Instrumentations::selecting`]'s order (the
+/// pod's namespace first, then by name), with a warning that names both. Recorded in `d`.
+pub(super) fn selected<'a>(
+    snapshot: &'a Snapshot<'_>,
+    pod: &Pod,
+    annotations: &Annotations<'_>,
+    requests: &mut Vec<Requested<'a>>,
+    d: &mut Report,
+) {
+    let index: &'a Instrumentations = &snapshot.instrumentations;
+    if !index.has_selectors() {
+        return;
+    }
+    let no_labels = BTreeMap::new();
+    let ns_labels = snapshot
+        .namespace_info
+        .as_deref()
+        .map_or(&no_labels, |n| &n.all_labels);
+    let labels = pod.metadata.labels.as_ref();
+    let selecting: Vec<(&'a str, &'a Selector)> = index
+        .selecting(snapshot.namespace, ns_labels)
+        .into_iter()
+        .filter(|(_, s)| s.selects_pod(labels))
+        .collect();
+    for &lang in Language::ALL {
+        let unset = annotations
+            .get(lang.inject_annotation())
+            .is_none_or(|v| v.trim().is_empty());
+        let mut matching = selecting
+            .iter()
+            .filter(|(_, s)| s.languages.contains(&lang));
+        let (Some((key, selector)), true) = (matching.next(), unset) else {
+            continue;
+        };
+        let Some((namespace, name)) = key.split_once('/') else {
+            continue;
+        };
+        let mut warnings = Vec::new();
+        if let Some((other, _)) = matching.next() {
+            warnings.push(format!(
+                "inject-{lang}: the selectors of \"{key}\" and \"{other}\" both select this pod; using \"{key}\""
+            ));
+        }
+        d.warnings.extend(warnings.iter().cloned());
+        let own = annotations
+            .get(lang.container_names_annotation())
+            .map(str::to_owned);
+        let listed = (!selector.containers.is_empty()).then(|| selector.containers.join(","));
+        d.requests.push(Asked {
+            language: lang,
+            key: SELECTOR_ANNOTATION,
+            value: (*key).to_owned(),
+            from: AskedBy::Selector,
+            naming: Naming::Qualified,
+            targets: Targets {
+                common: annotations.get(CONTAINER_NAMES).map(str::to_owned),
+                own: own.or(listed),
+                resolved: None,
+            },
+            warnings,
+        });
+        requests.push((lang, Request::Qualified { namespace, name }));
+    }
+    requests.sort_by_key(|(l, _)| Language::ALL.iter().position(|x| x == l));
+    d.requests
+        .sort_by_key(|a| Language::ALL.iter().position(|x| *x == a.language));
 }
 
 /// Whether the pod can be injected at all: the caches have synced and it has containers.
@@ -108,13 +182,20 @@ pub(super) fn targets<'a>(
     d: &mut Report,
 ) -> Result<Vec<Target<'a>>, Skip> {
     let common = select::split_names(annotations.get(CONTAINER_NAMES));
+    // Each language's own list as recorded: its annotation's, or its selector's.
+    let owns: Vec<Option<String>> = requests
+        .iter()
+        .map(|(l, _)| {
+            let asked = d.requests.iter().find(|a| a.language == *l);
+            asked.and_then(|a| a.targets.own.clone())
+        })
+        .collect();
     let lists: Vec<(Language, Request<'a>, Vec<&str>)> = requests
         .into_iter()
-        .map(|(l, r)| {
+        .zip(&owns)
+        .map(|((l, r), own)| {
             let mut names = common.clone();
-            names.extend(select::split_names(
-                annotations.get(l.container_names_annotation()),
-            ));
+            names.extend(select::split_names(own.as_deref()));
             (l, r, names)
         })
         .collect();

@@ -1,0 +1,132 @@
+//! The selectors in the index (`otel-injector/selector`), kept for lookup by a namespace's
+//! labels: a request reads the few whose namespace side can match (those at home in the pod's
+//! namespace, those keyed by one of its labels, the few with no label to key on), never all.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use super::super::selector::{NAMESPACE_NAME_LABEL, Selector};
+use super::{IndexEntry, Instrumentations};
+use crate::keys::SELECTOR_ANNOTATION;
+
+/// Every readable Instrumentation's selector, and the lookups.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Selectors {
+    /// By `namespace/name`: checked, or why it cannot be read.
+    by_key: BTreeMap<String, Result<Arc<Selector>, String>>,
+    /// Those with no `namespaceSelector`, by their own namespace.
+    home: BTreeMap<String, BTreeSet<String>>,
+    /// Those whose `namespaceSelector` has `matchLabels`, by its first pair.
+    by_label: BTreeMap<(String, String), BTreeSet<String>>,
+    /// The others (`matchExpressions` only, or `{}`): read for every namespace.
+    unkeyed: BTreeSet<String>,
+}
+
+/// Where a selector is found by lookup.
+fn slot(key: &str, s: &Selector) -> (Option<String>, Option<(String, String)>) {
+    match &s.namespace_selector {
+        None => (
+            Some(key.split_once('/').map_or("", |k| k.0).to_owned()),
+            None,
+        ),
+        Some(n) => (
+            None,
+            n.match_labels
+                .iter()
+                .flatten()
+                .next()
+                .map(|(k, v)| (k.clone(), v.clone())),
+        ),
+    }
+}
+
+impl Selectors {
+    /// Records (or forgets) the selector of `key` as `own` carries it.
+    pub(super) fn update(&mut self, key: &str, own: Option<&IndexEntry>) {
+        self.forget(key);
+        let text = own
+            .and_then(|o| o.as_ref().ok())
+            .and_then(|i| i.metadata.annotations.as_ref()?.get(SELECTOR_ANNOTATION));
+        let Some(text) = text else { return };
+        let parsed = Selector::parse(text).map(Arc::new);
+        if let Ok(s) = &parsed {
+            let set = match slot(key, s) {
+                (Some(home), _) => self.home.entry(home).or_default(),
+                (None, Some(pair)) => self.by_label.entry(pair).or_default(),
+                (None, None) => &mut self.unkeyed,
+            };
+            set.insert(key.to_owned());
+        }
+        self.by_key.insert(key.to_owned(), parsed);
+    }
+
+    fn forget(&mut self, key: &str) {
+        let Some(Ok(old)) = self.by_key.remove(key) else {
+            return;
+        };
+        match slot(key, &old) {
+            (Some(home), _) => remove(&mut self.home, &home, key),
+            (None, Some(pair)) => remove(&mut self.by_label, &pair, key),
+            (None, None) => {
+                self.unkeyed.remove(key);
+            }
+        }
+    }
+}
+
+fn remove<K: Ord>(map: &mut BTreeMap<K, BTreeSet<String>>, at: &K, key: &str) {
+    if let Some(set) = map.get_mut(at) {
+        set.remove(key);
+        if set.is_empty() {
+            map.remove(at);
+        }
+    }
+}
+
+impl Instrumentations {
+    /// The selector of one, when it has one: checked, or why it cannot be read.
+    pub fn selector(&self, namespace: &str, name: &str) -> Option<&Result<Arc<Selector>, String>> {
+        self.selectors.by_key.get(&format!("{namespace}/{name}"))
+    }
+
+    /// Whether any Instrumentation has a selector.
+    pub fn has_selectors(&self) -> bool {
+        !self.selectors.by_key.is_empty()
+    }
+
+    /// The selectors that select namespace `namespace` with `labels` (`namespace/name` and
+    /// the selector): those of its own Instrumentations first, then by namespace and name.
+    pub fn selecting<'s>(
+        &'s self,
+        namespace: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Vec<(&'s str, &'s Selector)> {
+        let s = &self.selectors;
+        if s.by_key.is_empty() {
+            return Vec::new();
+        }
+        let name_pair = (NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned());
+        let mut keys: BTreeSet<&'s String> = s.unkeyed.iter().collect();
+        keys.extend(s.home.get(namespace).into_iter().flatten());
+        for pair in labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .chain([name_pair])
+        {
+            keys.extend(s.by_label.get(&pair).into_iter().flatten());
+        }
+        let mut out: Vec<(&'s str, &'s Selector)> = keys
+            .into_iter()
+            .filter_map(|k| match s.by_key.get(k) {
+                Some(Ok(sel)) => Some((k.as_str(), sel.as_ref())),
+                _ => None,
+            })
+            .filter(|(k, sel)| {
+                let home = k.split_once('/').map_or("", |p| p.0);
+                sel.selects_namespace(home, namespace, labels)
+            })
+            .collect();
+        out.sort_by_key(|(k, _)| (!k.starts_with(&format!("{namespace}/")), *k));
+        out
+    }
+}
