@@ -10,7 +10,9 @@
 //! the envelope is read, the object never decoded). Group `<size>_parts` times the
 //! pieces of the inject path alone, to show where it goes. Group `bases`: the medium inject
 //! path with 1,000 Instrumentations standing on a shared base against today's one
-//! Instrumentation, and the resolution of the bases (off the request path).
+//! Instrumentation, the same with 1,000 selectors of other namespaces, a pod that asks for
+//! nothing injected by a selector among them, and the resolution of the bases (off the
+//! request path).
 
 use std::hint::black_box;
 use std::time::{Duration, SystemTime};
@@ -67,12 +69,25 @@ fn bases(c: &mut Criterion, config: &EngineConfig) {
         .expect("YAML")
         .remove(0);
 
+    let (selecting, selected) = selectors();
+    let noop = review(containers, env, false, false);
+    let (_, s) = admission::review(&inject, &selecting, config).expect("review");
+    assert_eq!(s.report.injected.len(), 1, "{:?}", s.report);
+    let (_, s) = admission::review(&noop, &selected, config).expect("review");
+    assert_eq!(s.report.injected.len(), 1, "selected: {:?}", s.report);
+
     let mut g = c.benchmark_group(BASES);
     g.bench_function("today_one_instrumentation", |b| {
         b.iter(|| admission::review(black_box(&inject), &today, config).unwrap())
     });
     g.bench_function("with_1000_bases", |b| {
         b.iter(|| admission::review(black_box(&inject), &with_bases, config).unwrap())
+    });
+    g.bench_function("with_1000_selectors", |b| {
+        b.iter(|| admission::review(black_box(&inject), &selecting, config).unwrap())
+    });
+    g.bench_function("selected_among_1000", |b| {
+        b.iter(|| admission::review(black_box(&noop), &selected, config).unwrap())
     });
     g.bench_function("index_1000_based", |b| {
         b.iter(|| {
@@ -93,6 +108,46 @@ fn bases(c: &mut Criterion, config: &EngineConfig) {
         )
     });
     g.finish();
+}
+
+/// `ns/name` annotated with `selector`.
+fn selecting(ns: &str, name: &str, selector: &str) -> String {
+    format!(
+        "---\napiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations:\n    otel-injector/selector: '{selector}'\nspec:\n  exporter: {{endpoint: \"http://collector.{ns}:4318\"}}\n"
+    )
+}
+
+/// Two catalogs of 1,000 selectors in other namespaces (half at home, half selecting
+/// namespaces by a label `shop` does not carry) besides `shop`'s Instrumentation: plain
+/// (the annotated pod names it), then itself a selector of the pod's labels (the pod that
+/// asks for nothing is injected by it).
+fn selectors() -> (StaticCatalog, StaticCatalog) {
+    let mut others = Vec::new();
+    for i in 0..1000 {
+        let ns = format!("team-{i:04}");
+        let selector = if i % 2 == 0 {
+            r#"{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "backend"}}}"#
+                .to_owned()
+        } else {
+            format!(
+                r#"{{"languages": ["java"], "namespaceSelector": {{"matchLabels": {{"team": "{ns}"}}}}}}"#
+            )
+        };
+        others.push(selecting(&ns, "java", &selector));
+    }
+    let labels = [("env", "prod"), ("team", "shop")];
+    let plain = INSTRUMENTATION.to_owned() + &others.concat();
+    let own = r#"{"languages": ["java"], "podSelector": {"matchLabels": {"app.kubernetes.io/name": "checkout"}}}"#;
+    let by_selector = selecting("shop", "java", own) + &others.concat();
+    let parse = |yaml: &str| {
+        let items: Vec<_> = yaml
+            .split("---\n")
+            .filter(|d| !d.trim().is_empty())
+            .flat_map(|d| otel_injector::crd::parse_instrumentations(d).expect("YAML"))
+            .collect();
+        StaticCatalog::new(items).with_namespace_labels("shop", &labels)
+    };
+    (parse(&plain), parse(&by_selector))
 }
 
 /// (name, containers, env entries per container)

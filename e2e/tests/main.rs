@@ -34,6 +34,7 @@ mod rollout;
 mod routing;
 mod safety;
 mod scale;
+mod selectors;
 mod selfcert;
 mod soak;
 mod static_registration;

@@ -72,8 +72,11 @@ impl Naming {
 pub struct Targets {
     /// The common list's value (`container-names`), when set.
     pub common: Option<String>,
-    /// The language's own list's value (`<lang>-container-names`), when set.
+    /// The language's own list's value (`<lang>-container-names`, or a selector's
+    /// `containers`), when set.
     pub own: Option<String>,
+    /// Whether `own` is a selector's `containers` (not the pod's annotation).
+    pub own_by_selector: bool,
     /// The containers the lists resolved to, or why they could not; `None` when the engine
     /// stopped before targeting (the pod, or this language, was skipped first).
     pub resolved: Option<Result<Vec<Slot>, TargetError>>,

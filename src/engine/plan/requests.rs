@@ -47,6 +47,7 @@ pub(super) fn requests<'a>(annotations: &Annotations<'a>, d: &mut Report) -> Vec
                 own: annotations
                     .get(lang.container_names_annotation())
                     .map(str::to_owned),
+                own_by_selector: false,
                 resolved: None,
             },
             warnings: Vec::new(),
@@ -114,6 +115,7 @@ pub(super) fn selected<'a>(
             naming: Naming::Qualified,
             targets: Targets {
                 common: annotations.get(CONTAINER_NAMES).map(str::to_owned),
+                own_by_selector: own.is_none() && listed.is_some(),
                 own: own.or(listed),
                 resolved: None,
             },
@@ -332,6 +334,7 @@ mod tests {
             Targets {
                 common: None,
                 own: Some("b".into()),
+                own_by_selector: false,
                 resolved: Some(Ok(vec![Slot::App(1)])),
             }
         );

@@ -16,8 +16,8 @@ pub(super) struct Selectors {
     by_key: BTreeMap<String, Result<Arc<Selector>, String>>,
     /// Those with no `namespaceSelector`, by their own namespace.
     home: BTreeMap<String, BTreeSet<String>>,
-    /// Those whose `namespaceSelector` has `matchLabels`, by its first pair.
-    by_label: BTreeMap<(String, String), BTreeSet<String>>,
+    /// Those whose `namespaceSelector` has `matchLabels`, by its first pair (key, value).
+    by_label: BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
     /// The others (`matchExpressions` only, or `{}`): read for every namespace.
     unkeyed: BTreeSet<String>,
 }
@@ -52,7 +52,7 @@ impl Selectors {
         if let Ok(s) = &parsed {
             let set = match slot(key, s) {
                 (Some(home), _) => self.home.entry(home).or_default(),
-                (None, Some(pair)) => self.by_label.entry(pair).or_default(),
+                (None, Some((k, v))) => self.by_label.entry(k).or_default().entry(v).or_default(),
                 (None, None) => &mut self.unkeyed,
             };
             set.insert(key.to_owned());
@@ -66,7 +66,14 @@ impl Selectors {
         };
         match slot(key, &old) {
             (Some(home), _) => remove(&mut self.home, &home, key),
-            (None, Some(pair)) => remove(&mut self.by_label, &pair, key),
+            (None, Some((k, v))) => {
+                if let Some(values) = self.by_label.get_mut(&k) {
+                    remove(values, &v, key);
+                    if values.is_empty() {
+                        self.by_label.remove(&k);
+                    }
+                }
+            }
             (None, None) => {
                 self.unkeyed.remove(key);
             }
@@ -105,15 +112,17 @@ impl Instrumentations {
         if s.by_key.is_empty() {
             return Vec::new();
         }
-        let name_pair = (NAMESPACE_NAME_LABEL.to_owned(), namespace.to_owned());
         let mut keys: BTreeSet<&'s String> = s.unkeyed.iter().collect();
         keys.extend(s.home.get(namespace).into_iter().flatten());
-        for pair in labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .chain([name_pair])
-        {
-            keys.extend(s.by_label.get(&pair).into_iter().flatten());
+        let pairs = labels.iter().map(|(k, v)| (k.as_str(), v.as_str()));
+        for (k, v) in pairs.chain([(NAMESPACE_NAME_LABEL, namespace)]) {
+            keys.extend(
+                s.by_label
+                    .get(k)
+                    .and_then(|m| m.get(v))
+                    .into_iter()
+                    .flatten(),
+            );
         }
         let mut out: Vec<(&'s str, &'s Selector)> = keys
             .into_iter()
@@ -126,7 +135,8 @@ impl Instrumentations {
                 sel.selects_namespace(home, namespace, labels)
             })
             .collect();
-        out.sort_by_key(|(k, _)| (!k.starts_with(&format!("{namespace}/")), *k));
+        let home = format!("{namespace}/");
+        out.sort_by_key(|(k, _)| (!k.starts_with(&home), *k));
         out
     }
 }

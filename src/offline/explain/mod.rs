@@ -22,7 +22,7 @@ use super::{Context, items};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
 use crate::crd::base::path_within;
-use crate::engine::{Based, Catalog, Report};
+use crate::engine::{AskedBy, Based, Catalog, Report};
 use crate::keys::CONFIG_FILE_ANNOTATION;
 use crate::policy;
 
@@ -278,7 +278,14 @@ fn explain_one(
             [(_, t)] => t.as_slice(),
             _ => &[],
         };
-        PathExplained::of(paths.of(&m.workload.namespace, pod, &asked, &injected, targets))
+        let by_selector = report.requests.iter().any(|a| a.from == AskedBy::Selector);
+        PathExplained::of(if by_selector {
+            policy::Path::Webhook(
+                "a selector (otel-injector/selector) asks for it, which no policy reads".into(),
+            )
+        } else {
+            paths.of(&m.workload.namespace, pod, &asked, &injected, targets)
+        })
     });
     Explanation {
         object: m.workload.describe(),

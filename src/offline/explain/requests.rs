@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use super::{InheritedExplained, RequestExplained, Used};
-use crate::engine::{Asked, Naming, Targets};
+use crate::engine::{Asked, AskedBy, Naming, Targets};
 use crate::keys::CONTAINER_NAMES;
 use crate::pod::plan::Slot;
 
@@ -19,6 +19,9 @@ pub(super) fn explained(
 ) -> RequestExplained {
     let based = chosen.and_then(|u| u.based);
     let why = chosen.map(|_| match asked.naming {
+        _ if asked.from == AskedBy::Selector => {
+            "its selector selects the pod's namespace and labels; the pod and its namespace set no inject key for the language".to_owned()
+        }
         Naming::Only => format!(
             "the only Instrumentation in namespace {namespace:?} (the annotation says \"true\")"
         ),
@@ -52,9 +55,14 @@ pub(super) fn targets(asked: &Asked, pod: &Pod) -> (Vec<String>, String) {
     let Targets {
         common,
         own,
+        own_by_selector,
         resolved,
     } = &asked.targets;
-    let own_key = asked.language.container_names_annotation();
+    let own_key = if *own_by_selector {
+        "the selector's containers"
+    } else {
+        asked.language.container_names_annotation()
+    };
     let why = match (common, own) {
         (None, None) => "the first container: no container-names annotation".to_owned(),
         (Some(c), None) => format!("{CONTAINER_NAMES}: {c:?}"),

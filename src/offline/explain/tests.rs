@@ -233,3 +233,74 @@ fn a_declarative_file_too_large_says_what_to_shrink() {
     );
     assert!(!fix.contains("--max-pod-bytes"), "{fix}");
 }
+
+const SELECTED: &str = r#"apiVersion: v1
+kind: Namespace
+metadata: {name: shop, labels: {env: prod}}
+---
+apiVersion: opentelemetry.io/v1alpha1
+kind: Instrumentation
+metadata:
+  name: python
+  namespace: platform
+  annotations:
+    otel-injector/selector: '{"languages": ["python"], "namespaceSelector": {"matchLabels": {"env": "prod"}}, "containers": ["app"]}'
+    otel-injector/base: base
+spec:
+  exporter: {endpoint: "http://platform:4318"}
+---
+apiVersion: opentelemetry.io/v1alpha1
+kind: Instrumentation
+metadata: {name: base, namespace: platform}
+spec:
+  propagators: [b3]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: cart}
+spec:
+  template:
+    spec:
+      containers:
+      - {name: sidecar, image: envoy:1}
+      - {name: app, image: cart:1.0}
+"#;
+
+#[test]
+fn explains_a_selector_and_the_base_of_what_it_injects() {
+    let e = &explain_text(SELECTED)[0];
+    assert_eq!(e.injected, ["python"]);
+    let r = &e.requests[0];
+    assert_eq!(
+        (r.from, r.annotation.as_str(), r.value.as_str()),
+        ("selector", "otel-injector/selector", "platform/python")
+    );
+    assert_eq!(r.targets, ["app"]);
+    assert_eq!(r.targets_why, "the selector's containers: \"app\"");
+    assert_eq!(r.bases, ["platform/base"]);
+    let inherited: Vec<(&str, &str)> = r
+        .inherited
+        .iter()
+        .map(|i| (i.field.as_str(), i.from.as_str()))
+        .collect();
+    assert_eq!(inherited, [("propagators", "platform/base")]);
+    let app = e.containers.iter().find(|c| c.name == "app").unwrap();
+    let propagators = app
+        .env
+        .iter()
+        .find(|v| v.name == "OTEL_PROPAGATORS")
+        .unwrap();
+    assert_eq!(
+        propagators.detail,
+        "spec.propagators of platform/python (from its base platform/base)"
+    );
+    let out = text(std::slice::from_ref(e));
+    for line in [
+        "  python: asked by the selector of platform/python (otel-injector/selector)\n",
+        "    laid over its bases (otel-injector/base): platform/base\n",
+        "      propagators from platform/base\n",
+        "  path: the webhook only; a policy would not inject it: a selector (otel-injector/selector) asks for it, which no policy reads\n",
+    ] {
+        assert!(out.contains(line), "{line:?} in\n{out}");
+    }
+}

@@ -25,11 +25,19 @@ pub fn text(explanations: &[Explanation]) -> String {
             );
         }
         for r in &e.requests {
-            let _ = writeln!(
-                out,
-                "  {}: asked by the {} annotation {}: {:?}",
-                r.language, r.from, r.annotation, r.value
-            );
+            let _ = if r.from == "selector" {
+                writeln!(
+                    out,
+                    "  {}: asked by the selector of {} ({})",
+                    r.language, r.value, r.annotation
+                )
+            } else {
+                writeln!(
+                    out,
+                    "  {}: asked by the {} annotation {}: {:?}",
+                    r.language, r.from, r.annotation, r.value
+                )
+            };
             match (&r.instrumentation, &r.why) {
                 (Some(q), Some(why)) => {
                     let _ = writeln!(out, "    Instrumentation {q}: {why}");
