@@ -442,6 +442,8 @@ fn main() {
     let bases_base = median_ns(&home, BASES, "today_one_instrumentation", started);
     for path in [
         "with_1000_bases",
+        "with_1000_selectors",
+        "selected_among_1000",
         "index_1000_based",
         "base_change_1000_dependents",
     ] {
@@ -454,7 +456,9 @@ fn main() {
         }
     }
     if !lines.is_empty() {
-        println!("\nmedians and ratio to baseline_parse of the same size (this run):");
+        println!(
+            "\nmedians and ratio to baseline_parse of the same size, bases to today's one Instrumentation (this run):"
+        );
         println!("{}", lines.join("\n"));
     }
 }
