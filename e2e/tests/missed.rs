@@ -6,9 +6,11 @@
 //! restarted by the automatic rollout so that they come back injected: pods that ask by label,
 //! pods of a namespace that asks, and pods that ask only by annotation in a namespace that
 //! asks for nothing (how users of the Operator ask). `restart.rs`: the Operator's #1329, a
-//! webhook down while Deployments' pods are recreated.
+//! webhook down while Deployments' pods are recreated. `selector.rs`: a selector added while
+//! the pods it asks for run.
 
 mod restart;
+mod selector;
 
 use otel_injector::keys::INJECT_JAVA;
 use std::time::{Duration, Instant};

@@ -157,12 +157,14 @@ impl PodRecord {
     }
 
     /// The record of a pod that asked for injection (by its labels and annotations, and its
-    /// namespace's `namespace` keys, with the webhook's precedence) and carries no outcome;
-    /// `None` when it carries one, asks for nothing, or opted out by the label
+    /// namespace's `namespace` keys, with the webhook's precedence, or, when neither sets a
+    /// key, by the selectors: `selected` gives the Instrumentations they name) and carries no
+    /// outcome; `None` when it carries one, asks for nothing, or opted out by the label
     /// `otel-injector/inject=disabled`. One entry per language asked for.
     pub fn missed_from_meta(
         meta: &ObjectMeta,
         namespace: Keys<'_>,
+        selected: impl FnOnce() -> Vec<String>,
         names: &mut Interner,
     ) -> Option<PodRecord> {
         let has = |m: &Option<BTreeMap<String, String>>, k: &str, v: Option<&str>| {
@@ -195,6 +197,20 @@ impl PodRecord {
                 })
             })
             .collect();
+        let keyed = Language::ALL.iter().any(|l| {
+            let key = l.inject_annotation();
+            effective(namespace.get(key), pod.get(key)).is_some_and(|v| !v.trim().is_empty())
+        });
+        let entries = if keyed {
+            entries
+        } else {
+            selected()
+                .iter()
+                .map(|target| CountedEntry::Missed {
+                    instrumentation: names.str(target),
+                })
+                .collect()
+        };
         if entries.is_empty() {
             return None;
         }

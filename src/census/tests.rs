@@ -282,7 +282,7 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
         annotations: None,
     };
     let missed = |m: &ObjectMeta, ns: Keys<'_>, names: &mut Interner| {
-        PodRecord::missed_from_meta(m, ns, names).map(|r| {
+        PodRecord::missed_from_meta(m, ns, Vec::new, names).map(|r| {
             r.entries
                 .iter()
                 .map(|e| match e {
@@ -307,8 +307,13 @@ fn a_pod_that_asks_without_an_outcome_is_missed_for_what_it_asks() {
         Some(vec!["shop/java".to_owned()])
     );
     // The workload is the pod's controller, as for the counted pods.
-    let r =
-        PodRecord::missed_from_meta(&pod(&[(INJECT_JAVA, "true")], &[]), no_keys, names).unwrap();
+    let r = PodRecord::missed_from_meta(
+        &pod(&[(INJECT_JAVA, "true")], &[]),
+        no_keys,
+        Vec::new,
+        names,
+    )
+    .unwrap();
     assert_eq!(
         r.workload.as_deref(),
         Some(&workload("ReplicaSet", "web-h1"))

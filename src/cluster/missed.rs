@@ -6,7 +6,8 @@
 //! One metadata-only watch, in all namespaces, of the pods without that label (and not
 //! labeled `otel-injector/inject=disabled`): the API server filters it in its watch cache,
 //! and it sees every way a pod asks: an `inject-*` annotation or label on the pod, or its
-//! namespace's. The watch count does not grow with the namespaces that ask; its cost is
+//! namespace's, or an Instrumentation's selector (`otel-injector/selector`; a change of the
+//! selectors reads every pod again, as pods admitted before a selector are missed by it). The watch count does not grow with the namespaces that ask; its cost is
 //! the metadata of the pods the webhook did not answer, read as they pass and dropped, of
 //! which only a [`PodRecord`] (one `Missed` entry per language asked for) is kept for those
 //! that asked, normally none. A namespace whose keys change has its pods read again (one
@@ -32,7 +33,7 @@ use tokio::sync::{Notify, broadcast};
 use super::watch::{KubeCatalog, NamespaceChange};
 use super::watch::{NamespaceEntry, NamespaceStore};
 use crate::census::{Interner, PodRecord};
-use crate::engine::NamespaceInfo;
+use crate::engine::{Catalog as _, Instrumentations, NamespaceInfo};
 use crate::keys::INJECTED_LABEL;
 use crate::keys::{OPT_OUT, OPT_OUT_LABEL};
 use crate::metrics::registered;
@@ -123,11 +124,12 @@ pub fn selector() -> String {
 
 /// The record of one pod, if it counts as missed: not terminating, not in a namespace
 /// `excluded` by name or labeled `otel-injector/inject=disabled`, and asking for injection
-/// (with `namespace`'s keys) without an outcome.
+/// (with `namespace`'s keys, or by a selector of `index`) without an outcome.
 pub fn record(
     meta: &ObjectMeta,
     namespace: Option<&NamespaceEntry>,
     excluded: &BTreeSet<String>,
+    index: &Instrumentations,
     names: &mut Interner,
 ) -> Option<PodRecord> {
     if meta.deletion_timestamp.is_some()
@@ -138,7 +140,12 @@ pub fn record(
     }
     let empty = NamespaceInfo::default();
     let info = namespace.map_or(&empty, |e| &*e.info);
-    PodRecord::missed_from_meta(meta, info.keys(), names)
+    let selected = || {
+        let ns = meta.namespace.as_deref().unwrap_or_default();
+        let by = index.selected_for(ns, &info.all_labels, meta.labels.as_ref());
+        by.iter().map(|s| s.key.to_owned()).collect()
+    };
+    PodRecord::missed_from_meta(meta, info.keys(), selected, names)
 }
 
 /// Lists the pods without an outcome, page by page, through `found` (metadata only).
@@ -164,12 +171,13 @@ pub async fn list(
     client: &Client,
     namespaces: &HashMap<String, NamespaceEntry>,
     excluded: &BTreeSet<String>,
+    index: &Instrumentations,
     names: &mut Interner,
 ) -> kube::Result<Vec<PodRecord>> {
     let mut found = Vec::new();
     list_pages(&Api::all(client.clone()), |meta| {
         let ns = meta.namespace.as_deref().unwrap_or_default();
-        found.extend(record(meta, namespaces.get(ns), excluded, names));
+        found.extend(record(meta, namespaces.get(ns), excluded, index, names));
     })
     .await?;
     Ok(found)
@@ -252,17 +260,19 @@ pub struct Finder {
 #[derive(Default)]
 struct Watching {
     listing: HashMap<u128, (Arc<str>, PodRecord)>,
+    /// The Instrumentations, for their selectors.
+    index: Arc<Instrumentations>,
     names: Interner,
     logged: bool,
     failed: bool,
 }
 
 impl Finder {
-    fn found(&self, meta: &ObjectMeta, names: &mut Interner) -> Option<(Arc<str>, PodRecord)> {
+    fn found(&self, meta: &ObjectMeta, w: &mut Watching) -> Option<(Arc<str>, PodRecord)> {
         let ns = meta.namespace.as_deref().unwrap_or_default();
         let entry = self.namespaces.get(ns);
-        let r = record(meta, entry.as_ref(), &self.excluded, names)?;
-        Some((names.str(ns), r))
+        let r = record(meta, entry.as_ref(), &self.excluded, &w.index, &mut w.names)?;
+        Some((w.names.str(ns), r))
     }
 
     fn changed(&self, update: impl FnOnce(&mut Missed) -> bool) {
@@ -283,7 +293,7 @@ impl Finder {
         match ev {
             Ok(Event::Init) => w.listing.clear(),
             Ok(Event::InitApply(o)) => {
-                if let Some(f) = self.found(&o.metadata, &mut w.names) {
+                if let Some(f) = self.found(&o.metadata, w) {
                     w.listing.insert(PodRecord::key(&o.metadata), f);
                 }
             }
@@ -300,7 +310,7 @@ impl Finder {
                 w.names.compact();
             }
             Ok(Event::Apply(o)) => {
-                let found = self.found(&o.metadata, &mut w.names);
+                let found = self.found(&o.metadata, w);
                 if let Some((ns, r)) = &found
                     && !w.logged
                 {
@@ -323,7 +333,7 @@ impl Finder {
     async fn reread(&self, client: &Client, ns: &str, w: &mut Watching) {
         let mut found = HashMap::new();
         let listed = list_pages(&Api::namespaced(client.clone(), ns), |meta| {
-            if let Some(f) = self.found(meta, &mut w.names) {
+            if let Some(f) = self.found(meta, w) {
                 found.insert(PodRecord::key(meta), f);
             }
         })
@@ -346,6 +356,7 @@ impl Finder {
     /// Runs the watch until dropped, reading a namespace's pods again when its keys change.
     pub async fn run(self, client: Client, catalog: &KubeCatalog) {
         let mut changes = catalog.namespace_changes();
+        let mut instrumentations = catalog.instrumentation_changes();
         // Records made before the namespaces are known would all be read again. (The flag is
         // set just after the cache's first `Resynced`, so it is polled.)
         while !catalog.namespaces_synced() {
@@ -360,16 +371,34 @@ impl Finder {
             let stream =
                 watcher::watcher(api, config).backoff(crate::retry::WatchBackoff::default());
             let mut stream = std::pin::pin!(stream);
-            let mut w = Watching::default();
+            let mut w = Watching {
+                index: catalog.instrumentations(),
+                ..Watching::default()
+            };
             loop {
                 tokio::select! {
                     ev = stream.next() => match ev {
                         Some(ev) => self.event(ev, &mut w),
                         None => break,
                     },
+                    changed = instrumentations.changed() => {
+                        if changed.is_err() {
+                            return std::future::pending().await;
+                        }
+                        let index = catalog.instrumentations();
+                        let selectors_changed = !index.same_selectors(&w.index);
+                        w.index = index;
+                        // A selector added or changed may ask for pods admitted long ago.
+                        if selectors_changed {
+                            tracing::info!("a selector changed: reading every pod without an outcome again");
+                            break;
+                        }
+                    }
                     change = changes.recv() => {
+                        // With selectors, any label of a namespace may change what asks.
+                        let labels_count = w.index.has_selectors();
                         let changed = match change {
-                            Ok(NamespaceChange::Applied(n)) => match seen.update(&self.namespaces, &n) {
+                            Ok(NamespaceChange::Applied(n)) => match seen.update(&self.namespaces, &n) || labels_count {
                                 true => vec![n],
                                 false => vec![],
                             },

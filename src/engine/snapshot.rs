@@ -14,6 +14,7 @@ mod bases;
 mod selectors;
 
 pub use bases::{Based, MAX_BASES};
+pub use selectors::SelectedBy;
 use selectors::Selectors;
 
 use super::config::{AgentDelivery, EngineConfig, GoSidecar, auto_image_volumes};

@@ -1,6 +1,6 @@
 //! Targeting by selector (`otel-injector/selector`): a pod with no annotation is injected
-//! when an Instrumentation's selector selects its namespace and labels; an explicit key,
-//! `"false"` included, always wins; of two selectors the pod's namespace's comes first,
+//! when an Instrumentation's selector selects its namespace and labels; an explicit key on
+//! the pod or namespace, for any language, `"false"` included, decides for the whole pod; of two selectors the pod's namespace's comes first,
 //! then by name, with a warning that names both; the real review (fixture) is not taken
 //! for a pod that asks for nothing.
 
@@ -82,6 +82,7 @@ fn what_a_selector_does_not_select_asks_for_nothing() {
 #[rstest::rstest]
 #[case::pod_false(json!({"instrumentation.opentelemetry.io/inject-java": "false"}), None)]
 #[case::pod_names_another(json!({"instrumentation.opentelemetry.io/inject-java": "own"}), Some("shop/own"))]
+#[case::pod_asks_another_language(json!({"instrumentation.opentelemetry.io/inject-python": "own"}), Some("shop/own"))]
 fn an_explicit_key_wins_over_a_selector(#[case] annotations: Value, #[case] used: Option<&str>) {
     let cat = catalog(&(inst("platform", "java", Some(PROD_BACKEND)) + &inst("shop", "own", None)));
     let (_, d) = run(&cat, &pod(json!({"tier": "backend"}), annotations));

@@ -68,22 +68,85 @@ fn pods_of_excluded_or_opted_out_namespaces_and_terminating_pods_are_not_missed(
     };
     let excluded: BTreeSet<String> = ["kube-system".to_owned()].into();
     let plain = namespace(&[], &[]);
-    assert!(record(&pod("shop"), Some(&plain), &excluded, names).is_some());
-    assert!(record(&pod("shop"), None, &excluded, names).is_some());
-    assert!(record(&pod("kube-system"), Some(&plain), &excluded, names).is_none());
+    assert!(
+        record(
+            &pod("shop"),
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_some()
+    );
+    assert!(
+        record(
+            &pod("shop"),
+            None,
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_some()
+    );
+    assert!(
+        record(
+            &pod("kube-system"),
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
     let opted_out = namespace(&[], &[(OPT_OUT_LABEL, OPT_OUT)]);
-    assert!(record(&pod("shop"), Some(&opted_out), &excluded, names).is_none());
+    assert!(
+        record(
+            &pod("shop"),
+            Some(&opted_out),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
     let mut terminating = pod("shop");
     terminating.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-    assert!(record(&terminating, Some(&plain), &excluded, names).is_none());
+    assert!(
+        record(
+            &terminating,
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
     // The namespace's keys count: a pod that says nothing in a namespace that asks.
     let asking = namespace(&[(INJECT_JAVA, "true")], &[]);
     let bare = ObjectMeta {
         namespace: Some("shop".into()),
         ..Default::default()
     };
-    assert!(record(&bare, Some(&asking), &excluded, names).is_some());
-    assert!(record(&bare, Some(&plain), &excluded, names).is_none());
+    assert!(
+        record(
+            &bare,
+            Some(&asking),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_some()
+    );
+    assert!(
+        record(
+            &bare,
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
 }
 
 #[test]
@@ -105,6 +168,7 @@ fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_mi
         &pod(&[(INJECT_JAVA, "true")]),
         Some(&plain),
         &excluded,
+        &Instrumentations::default(),
         names,
     )
     .expect("asks by annotation");
@@ -114,6 +178,7 @@ fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_mi
             &pod(&[(INJECT_JAVA, "false")]),
             Some(&plain),
             &excluded,
+            &Instrumentations::default(),
             names
         )
         .is_none()
@@ -123,8 +188,26 @@ fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_mi
         (INJECT_JAVA, "true"),
         (crate::keys::STATUS_ANNOTATION, "java=skipped"),
     ]);
-    assert!(record(&answered, Some(&plain), &excluded, names).is_none());
-    assert!(record(&pod(&[]), Some(&plain), &excluded, names).is_none());
+    assert!(
+        record(
+            &answered,
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
+    assert!(
+        record(
+            &pod(&[]),
+            Some(&plain),
+            &excluded,
+            &Instrumentations::default(),
+            names
+        )
+        .is_none()
+    );
 }
 
 #[test]
@@ -138,7 +221,14 @@ fn a_namespace_read_again_replaces_only_its_own_records() {
         };
         (
             Arc::<str>::from(ns),
-            record(&meta, None, &BTreeSet::new(), names).unwrap(),
+            record(
+                &meta,
+                None,
+                &BTreeSet::new(),
+                &Instrumentations::default(),
+                names,
+            )
+            .unwrap(),
         )
     };
     let mut m = Missed::default();
@@ -172,5 +262,60 @@ fn the_watch_selects_the_pods_the_webhook_did_not_answer() {
     assert_eq!(
         selector(),
         "!otel-injector/injected,otel-injector/inject!=disabled"
+    );
+}
+
+#[test]
+fn a_pod_a_selector_asks_for_is_missed_unless_a_key_decides() {
+    let names = &mut Interner::default();
+    let excluded = BTreeSet::new();
+    let index: Instrumentations = crate::crd::parse_instrumentations(
+        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\nmetadata:\n  name: java\n  namespace: platform\n  annotations:\n    otel-injector/selector: '{\"languages\": [\"java\"], \"namespaceSelector\": {\"matchLabels\": {\"env\": \"prod\"}}, \"podSelector\": {\"matchLabels\": {\"tier\": \"backend\"}}}'\nspec: {}\n",
+    )
+    .unwrap()
+    .into_iter()
+    .collect();
+    let pod = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| ObjectMeta {
+        namespace: Some("shop".into()),
+        labels: Some(
+            labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        annotations: Some(
+            annotations
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        ),
+        ..Default::default()
+    };
+    let prod = namespace(&[], &[("env", "prod")]);
+    let dev = namespace(&[], &[("env", "dev")]);
+    let backend = pod(&[("tier", "backend")], &[]);
+    let r = record(&backend, Some(&prod), &excluded, &index, names).expect("selected");
+    assert_eq!(r.entries.len(), 1);
+    assert_eq!(
+        r.entries[0],
+        crate::census::CountedEntry::Missed {
+            instrumentation: names.str("platform/java")
+        }
+    );
+    assert!(record(&backend, Some(&dev), &excluded, &index, names).is_none());
+    assert!(
+        record(
+            &pod(&[("tier", "web")], &[]),
+            Some(&prod),
+            &excluded,
+            &index,
+            names
+        )
+        .is_none()
+    );
+    let off = pod(&[("tier", "backend")], &[(INJECT_JAVA, "false")]);
+    assert!(
+        record(&off, Some(&prod), &excluded, &index, names).is_none(),
+        "a key decides"
     );
 }

@@ -13,9 +13,8 @@ use crate::engine::bound;
 use crate::engine::decision::{Report, Skip};
 use crate::engine::reason::SkipReason;
 use crate::engine::references::wanted;
-use crate::engine::selector::Selector;
-use crate::engine::snapshot::Instrumentations;
 use crate::engine::snapshot::Snapshot;
+use crate::engine::snapshot::{Instrumentations, SelectedBy};
 use crate::keys::{ANNOTATION_PREFIX, CONTAINER_NAMES, SELECTOR_ANNOTATION};
 use crate::pod::select::{self, Annotations, Request, TargetError};
 
@@ -57,10 +56,12 @@ pub(super) fn requests<'a>(annotations: &Annotations<'a>, d: &mut Report) -> Vec
     out
 }
 
-/// The languages selectors ask for (`otel-injector/selector`), of those the pod and its
-/// namespace leave unset: an explicit key, `"false"` included, always wins. Of several
-/// selectors for one language, the first of [`Instrumentations::selecting`]'s order (the
-/// pod's namespace first, then by name), with a warning that names both. Recorded in `d`.
+/// The languages selectors ask for (`otel-injector/selector`) when the pod and its namespace
+/// set no `inject-*` key at all: an explicit key, `"false"` included, decides for the whole
+/// pod (a selector's language added beside an annotated one could change its targets). Of
+/// several selectors for one language, the first of [`Instrumentations::selecting`]'s order
+/// (the pod's namespace first, then by name), with a warning that names both. Recorded in
+/// `d`.
 pub(super) fn selected<'a>(
     snapshot: &'a Snapshot<'_>,
     pod: &Pod,
@@ -69,7 +70,12 @@ pub(super) fn selected<'a>(
     d: &mut Report,
 ) {
     let index: &'a Instrumentations = &snapshot.instrumentations;
-    if !index.has_selectors() {
+    let keyed = Language::ALL.iter().any(|l| {
+        annotations
+            .get(l.inject_annotation())
+            .is_some_and(|v| !v.trim().is_empty())
+    });
+    if keyed || !index.has_selectors() {
         return;
     }
     let no_labels = BTreeMap::new();
@@ -77,27 +83,19 @@ pub(super) fn selected<'a>(
         .namespace_info
         .as_deref()
         .map_or(&no_labels, |n| &n.all_labels);
-    let labels = pod.metadata.labels.as_ref();
-    let selecting: Vec<(&'a str, &'a Selector)> = index
-        .selecting(snapshot.namespace, ns_labels)
-        .into_iter()
-        .filter(|(_, s)| s.selects_pod(labels))
-        .collect();
-    for &lang in Language::ALL {
-        let unset = annotations
-            .get(lang.inject_annotation())
-            .is_none_or(|v| v.trim().is_empty());
-        let mut matching = selecting
-            .iter()
-            .filter(|(_, s)| s.languages.contains(&lang));
-        let (Some((key, selector)), true) = (matching.next(), unset) else {
-            continue;
-        };
+    let selected = index.selected_for(snapshot.namespace, ns_labels, pod.metadata.labels.as_ref());
+    for SelectedBy {
+        language: lang,
+        key,
+        selector,
+        also,
+    } in selected
+    {
         let Some((namespace, name)) = key.split_once('/') else {
             continue;
         };
         let mut warnings = Vec::new();
-        if let Some((other, _)) = matching.next() {
+        if let Some(other) = also {
             warnings.push(format!(
                 "inject-{lang}: the selectors of \"{key}\" and \"{other}\" both select this pod; using \"{key}\""
             ));
@@ -110,7 +108,7 @@ pub(super) fn selected<'a>(
         d.requests.push(Asked {
             language: lang,
             key: SELECTOR_ANNOTATION,
-            value: (*key).to_owned(),
+            value: key.to_owned(),
             from: AskedBy::Selector,
             naming: Naming::Qualified,
             targets: Targets {
@@ -123,9 +121,6 @@ pub(super) fn selected<'a>(
         });
         requests.push((lang, Request::Qualified { namespace, name }));
     }
-    requests.sort_by_key(|(l, _)| Language::ALL.iter().position(|x| x == l));
-    d.requests
-        .sort_by_key(|a| Language::ALL.iter().position(|x| *x == a.language));
 }
 
 /// Whether the pod can be injected at all: the caches have synced and it has containers.

@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::super::selector::{NAMESPACE_NAME_LABEL, Selector};
 use super::{IndexEntry, Instrumentations};
+use crate::agents::Language;
 use crate::keys::SELECTOR_ANNOTATION;
 
 /// Every readable Instrumentation's selector, and the lookups.
@@ -96,6 +97,11 @@ impl Instrumentations {
         self.selectors.by_key.get(&format!("{namespace}/{name}"))
     }
 
+    /// Whether `other` holds the same selectors (what they select may differ otherwise).
+    pub fn same_selectors(&self, other: &Instrumentations) -> bool {
+        self.selectors.by_key == other.selectors.by_key
+    }
+
     /// Whether any Instrumentation has a selector.
     pub fn has_selectors(&self) -> bool {
         !self.selectors.by_key.is_empty()
@@ -137,6 +143,50 @@ impl Instrumentations {
             .collect();
         let home = format!("{namespace}/");
         out.sort_by_key(|(k, _)| (!k.starts_with(&home), *k));
+        out
+    }
+}
+
+/// The selector that asks for one language in a pod, and the next one that would have.
+pub struct SelectedBy<'s> {
+    pub language: Language,
+    /// `namespace/name` of its Instrumentation.
+    pub key: &'s str,
+    pub selector: &'s Selector,
+    /// The next selector that selects the pod for the language, when one does.
+    pub also: Option<&'s str>,
+}
+
+impl Instrumentations {
+    /// Per language, in the registry's order, the selector that asks for it in a pod of
+    /// `namespace` (with `namespace_labels`) labeled `pod_labels`: the first of
+    /// [`Self::selecting`]'s order. Whether the pod's keys let selectors ask at all is the
+    /// caller's to decide (an explicit key decides for the whole pod).
+    pub fn selected_for<'s>(
+        &'s self,
+        namespace: &str,
+        namespace_labels: &BTreeMap<String, String>,
+        pod_labels: Option<&BTreeMap<String, String>>,
+    ) -> Vec<SelectedBy<'s>> {
+        let selecting: Vec<(&'s str, &'s Selector)> = self
+            .selecting(namespace, namespace_labels)
+            .into_iter()
+            .filter(|(_, s)| s.selects_pod(pod_labels))
+            .collect();
+        let mut out = Vec::new();
+        for &language in Language::ALL {
+            let mut matching = selecting
+                .iter()
+                .filter(|(_, s)| s.languages.contains(&language));
+            if let Some(&(key, selector)) = matching.next() {
+                out.push(SelectedBy {
+                    language,
+                    key,
+                    selector,
+                    also: matching.next().map(|(k, _)| *k),
+                });
+            }
+        }
         out
     }
 }

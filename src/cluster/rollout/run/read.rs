@@ -128,7 +128,7 @@ pub async fn read_plan(
         .map(|n| NamespaceEntry::of(n.metadata, &empty))
         .collect();
     records.extend(
-        missed::list(client, &entries, excluded, &mut names)
+        missed::list(client, &entries, excluded, &index, &mut names)
             .await
             .map_err(api_error(
                 "list the pods that asked for injection by label or namespace".into(),
