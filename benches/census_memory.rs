@@ -17,16 +17,9 @@ use std::collections::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use otel_injector::census::{Interner, PodRecord};
 
-/// Resident set of this process, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::rss;
 
 fn pod(i: usize) -> ObjectMeta {
     let ns = format!("team-{:04}", i % 1000);

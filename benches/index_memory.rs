@@ -23,16 +23,9 @@ use otel_injector::engine::{Instrumentations, NAMESPACE_NAME_LABEL, NamespaceInf
 
 const INSTRUMENTATION: &str = include_str!("../tests/data/instrumentations/java-load.yaml");
 
-/// Resident set of this process, in bytes.
-fn rss() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .unwrap_or(0)
-        * 1024
-}
+#[path = "support/rss.rs"]
+mod rss;
+use rss::rss;
 
 /// The YAML of `n` namespaces' Instrumentations, one document each: whole copies, or each on
 /// the shared base.

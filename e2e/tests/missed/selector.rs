@@ -20,10 +20,19 @@ async fn pods_a_new_selector_asks_for_are_found_missed_and_restarted_injected() 
     let limit = Duration::from_secs(90);
 
     // Asks for nothing: the webhook leaves it, unmarked.
-    create_workload(&env, &ns, "deployments", &deployment("web", 2, &template("web", None))).await;
+    create_workload(
+        &env,
+        &ns,
+        "deployments",
+        &deployment("web", 2, &template("web", None)),
+    )
+    .await;
     until_stored(&env, &ns, "app=web", 2, limit).await;
     let pods = crate::workloads::running_pods(&env, &ns, "app=web", 2, limit).await;
-    assert!(pods.iter().all(|p| p["metadata"]["annotations"]["otel-injector/status"].is_null()));
+    assert!(
+        pods.iter()
+            .all(|p| p["metadata"]["annotations"]["otel-injector/status"].is_null())
+    );
 
     let selector = json!({"languages": ["java"], "podSelector": {"matchLabels": {"app": "web"}}});
     let inst = json!({
@@ -41,6 +50,14 @@ async fn pods_a_new_selector_asks_for_are_found_missed_and_restarted_injected() 
     // Counted missed, then restarted: the new pods are injected by the selector.
     until_missed(&env, &ns, &(2, vec![w("Deployment", "web", 2)]), limit).await;
     let h = spec_hash(&env, &ns, "java").await;
-    until_pods_say(&env, &ns, "app=web", 2, &format!("java=injected {ns}/java {h}"), limit).await;
+    until_pods_say(
+        &env,
+        &ns,
+        "app=web",
+        2,
+        &format!("java=injected {ns}/java {h}"),
+        limit,
+    )
+    .await;
     until_missed(&env, &ns, &(0, vec![]), limit).await;
 }

@@ -4,6 +4,22 @@ use super::*;
 use crate::keys::INJECT_JAVA;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+/// [`record`] with no selector anywhere.
+fn unselected(
+    meta: &ObjectMeta,
+    namespace: Option<&NamespaceEntry>,
+    excluded: &BTreeSet<String>,
+    names: &mut Interner,
+) -> Option<PodRecord> {
+    record(
+        meta,
+        namespace,
+        excluded,
+        &Instrumentations::default(),
+        names,
+    )
+}
+
 fn namespace(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> NamespaceEntry {
     let text = |kv: &[(&str, &str)]| {
         Some(
@@ -68,85 +84,22 @@ fn pods_of_excluded_or_opted_out_namespaces_and_terminating_pods_are_not_missed(
     };
     let excluded: BTreeSet<String> = ["kube-system".to_owned()].into();
     let plain = namespace(&[], &[]);
-    assert!(
-        record(
-            &pod("shop"),
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_some()
-    );
-    assert!(
-        record(
-            &pod("shop"),
-            None,
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_some()
-    );
-    assert!(
-        record(
-            &pod("kube-system"),
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
+    assert!(unselected(&pod("shop"), Some(&plain), &excluded, names).is_some());
+    assert!(unselected(&pod("shop"), None, &excluded, names).is_some());
+    assert!(unselected(&pod("kube-system"), Some(&plain), &excluded, names).is_none());
     let opted_out = namespace(&[], &[(OPT_OUT_LABEL, OPT_OUT)]);
-    assert!(
-        record(
-            &pod("shop"),
-            Some(&opted_out),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
+    assert!(unselected(&pod("shop"), Some(&opted_out), &excluded, names).is_none());
     let mut terminating = pod("shop");
     terminating.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
-    assert!(
-        record(
-            &terminating,
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
+    assert!(unselected(&terminating, Some(&plain), &excluded, names).is_none());
     // The namespace's keys count: a pod that says nothing in a namespace that asks.
     let asking = namespace(&[(INJECT_JAVA, "true")], &[]);
     let bare = ObjectMeta {
         namespace: Some("shop".into()),
         ..Default::default()
     };
-    assert!(
-        record(
-            &bare,
-            Some(&asking),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_some()
-    );
-    assert!(
-        record(
-            &bare,
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
+    assert!(unselected(&bare, Some(&asking), &excluded, names).is_some());
+    assert!(unselected(&bare, Some(&plain), &excluded, names).is_none());
 }
 
 #[test]
@@ -174,11 +127,10 @@ fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_mi
     .expect("asks by annotation");
     assert_eq!(r.entries.len(), 1);
     assert!(
-        record(
+        unselected(
             &pod(&[(INJECT_JAVA, "false")]),
             Some(&plain),
             &excluded,
-            &Instrumentations::default(),
             names
         )
         .is_none()
@@ -188,26 +140,8 @@ fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_mi
         (INJECT_JAVA, "true"),
         (crate::keys::STATUS_ANNOTATION, "java=skipped"),
     ]);
-    assert!(
-        record(
-            &answered,
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
-    assert!(
-        record(
-            &pod(&[]),
-            Some(&plain),
-            &excluded,
-            &Instrumentations::default(),
-            names
-        )
-        .is_none()
-    );
+    assert!(unselected(&answered, Some(&plain), &excluded, names).is_none());
+    assert!(unselected(&pod(&[]), Some(&plain), &excluded, names).is_none());
 }
 
 #[test]
