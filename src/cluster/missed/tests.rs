@@ -20,14 +20,25 @@ fn unselected(
     )
 }
 
+fn text(kv: &[(&str, &str)]) -> Option<std::collections::BTreeMap<String, String>> {
+    Some(
+        kv.iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    )
+}
+
+/// A pod of `shop` with these labels and annotations.
+fn pod_in_shop(labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> ObjectMeta {
+    ObjectMeta {
+        namespace: Some("shop".into()),
+        labels: text(labels),
+        annotations: text(annotations),
+        ..Default::default()
+    }
+}
+
 fn namespace(annotations: &[(&str, &str)], labels: &[(&str, &str)]) -> NamespaceEntry {
-    let text = |kv: &[(&str, &str)]| {
-        Some(
-            kv.iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        )
-    };
     let meta = ObjectMeta {
         name: Some("x".into()),
         annotations: text(annotations),
@@ -106,16 +117,7 @@ fn pods_of_excluded_or_opted_out_namespaces_and_terminating_pods_are_not_missed(
 fn a_pod_that_asks_only_by_annotation_in_a_namespace_that_asks_for_nothing_is_missed() {
     let names = &mut Interner::default();
     let excluded = BTreeSet::new();
-    let pod = |annotations: &[(&str, &str)]| ObjectMeta {
-        namespace: Some("shop".into()),
-        annotations: Some(
-            annotations
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..Default::default()
-    };
+    let pod = |annotations: &[(&str, &str)]| pod_in_shop(&[], annotations);
     let plain = namespace(&[], &[]);
     let r = record(
         &pod(&[(INJECT_JAVA, "true")]),
@@ -209,22 +211,7 @@ fn a_pod_a_selector_asks_for_is_missed_unless_a_key_decides() {
     .unwrap()
     .into_iter()
     .collect();
-    let pod = |labels: &[(&str, &str)], annotations: &[(&str, &str)]| ObjectMeta {
-        namespace: Some("shop".into()),
-        labels: Some(
-            labels
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        annotations: Some(
-            annotations
-                .iter()
-                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-                .collect(),
-        ),
-        ..Default::default()
-    };
+    let pod = pod_in_shop;
     let prod = namespace(&[], &[("env", "prod")]);
     let dev = namespace(&[], &[("env", "dev")]);
     let backend = pod(&[("tier", "backend")], &[]);
