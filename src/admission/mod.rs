@@ -256,8 +256,10 @@ impl Created<'_> {
         // The fast path: a pod that asks for nothing, in a namespace that asks for nothing,
         // is answered without decoding it (most pods, with the default configuration that
         // sends every pod).
+        // A pod decoded as the envelope was read asks already (`namespace_asks`).
         let info = snapshot.namespace_info.as_deref();
         let asks = self.prefixed
+            || self.decoded.is_some()
             || info.is_some_and(info_asks)
             || selected(&snapshot.instrumentations, snapshot.namespace, info);
         if !asks {

@@ -39,23 +39,75 @@ fn by_name(
     name: &str,
 ) -> Result<Arc<Instrumentation>, (SkipReason, String)> {
     let index = &snapshot.instrumentations;
-    if let Some(error) = index.based(ns, name).and_then(|b| b.error.as_deref()) {
-        return Err((
-            SkipReason::BaseUnresolved,
-            format!("{key}: Instrumentation \"{ns}/{name}\": {error}; not injected"),
-        ));
+    if let Some(why) = unusable(index, snapshot.config, ns, name) {
+        let msg = match &why {
+            Unusable::Unreadable(e) => {
+                format!("{key}: Instrumentation \"{ns}/{name}\" cannot be read ({e}); not injected")
+            }
+            Unusable::Base(b) => {
+                format!("{key}: Instrumentation \"{ns}/{name}\": {b}; not injected")
+            }
+        };
+        return Err((why.reason(), msg));
     }
     match index.get(ns, name) {
         Some(Ok(i)) => Ok(i.clone()),
-        Some(Err(e)) => Err((
-            SkipReason::InstrumentationInvalid,
-            format!("{key}: Instrumentation \"{ns}/{name}\" cannot be read ({e}); not injected"),
-        )),
-        None => Err((
+        _ => Err((
             SkipReason::InstrumentationNotFound,
             format!("{key}: Instrumentation \"{ns}/{name}\" not found; not injected"),
         )),
     }
+}
+
+/// Why an Instrumentation of the index cannot be used, whoever asks for it.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Unusable<'a> {
+    /// It cannot be read: why.
+    Unreadable(&'a str),
+    /// It stands on a base it cannot use (missing, unreadable, too deep, in a cycle, or not
+    /// shared with it): why.
+    Base(String),
+}
+
+impl Unusable<'_> {
+    pub fn reason(&self) -> SkipReason {
+        match self {
+            Unusable::Unreadable(_) => SkipReason::InstrumentationInvalid,
+            Unusable::Base(_) => SkipReason::BaseUnresolved,
+        }
+    }
+}
+
+/// Why `ns/name` cannot be used, if it is in the index and cannot: the one judgement the
+/// engine skips a request by and a policy leaves an Instrumentation to the webhook by. A
+/// base in another namespace than the Instrumentation that names it is shared by the rule
+/// pods follow (`--cross-namespace-references`).
+pub fn unusable<'a>(
+    index: &'a Instrumentations,
+    config: &EngineConfig,
+    ns: &str,
+    name: &str,
+) -> Option<Unusable<'a>> {
+    if let Some(error) = index.based(ns, name).and_then(|b| b.error.as_deref()) {
+        return Some(Unusable::Base(error.to_owned()));
+    }
+    if let Err(e) = index.get(ns, name)? {
+        return Some(Unusable::Unreadable(e));
+    }
+    let mut naming = ns;
+    for key in &index.based(ns, name)?.chain {
+        let (base_ns, base) = key.split_once('/')?;
+        if base_ns != naming
+            && let Some(Ok(b)) = index.own(base_ns, base)
+            && !shared(config, b)
+        {
+            return Some(Unusable::Base(format!(
+                "base \"{key}\" not shared with other namespaces"
+            )));
+        }
+        naming = base_ns;
+    }
+    None
 }
 
 /// Finds the Instrumentation a request names.
@@ -69,9 +121,11 @@ pub(super) fn resolve(
     match *request {
         Request::No => Err((SkipReason::NoInstrumentation, String::new())),
         Request::Default => {
-            let all = snapshot.instrumentations.readable_in(namespace);
+            // Readable or not, as the Operator's `true` counts the objects (and the policies
+            // do): an unusable only one is skipped for what is wrong with it.
+            let all = snapshot.instrumentations.names_in(namespace);
             match all.as_slice() {
-                [one] => Ok((*one).clone()),
+                [one] => by_name(snapshot, &key, namespace, one),
                 [] => Err((
                     SkipReason::NoInstrumentation,
                     format!("{key}: no Instrumentation in namespace {namespace:?}; not injected"),
@@ -100,7 +154,7 @@ pub(super) fn cross_namespace_denied(
     lang: Language,
 ) -> Option<String> {
     let home = inst.metadata.namespace.as_deref().unwrap_or("");
-    (home != snapshot.namespace && !shared(snapshot, inst)).then(|| {
+    (home != snapshot.namespace && !shared(snapshot.config, inst)).then(|| {
         format!(
             "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
             inst.metadata.name.as_deref().unwrap_or("")
@@ -109,11 +163,7 @@ pub(super) fn cross_namespace_denied(
 }
 
 /// Whether `--cross-namespace-references` lets other namespaces use `inst`.
-fn shared(snapshot: &Snapshot<'_>, inst: &Instrumentation) -> bool {
-    shared_by(snapshot.config, inst)
-}
-
-fn shared_by(config: &EngineConfig, inst: &Instrumentation) -> bool {
+fn shared(config: &EngineConfig, inst: &Instrumentation) -> bool {
     match config.cross_namespace {
         CrossNamespace::All => true,
         CrossNamespace::Deny => false,
@@ -124,43 +174,6 @@ fn shared_by(config: &EngineConfig, inst: &Instrumentation) -> bool {
             .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
             .is_some_and(|v| v == "allowed"),
     }
-}
-
-/// Why `inst` may not stand on one of its bases: a base in another namespace than the
-/// Instrumentation that names it is shared by the rule pods follow.
-pub(super) fn base_denied(
-    snapshot: &Snapshot<'_>,
-    inst: &Instrumentation,
-    lang: Language,
-) -> Option<String> {
-    let key = unshared_base(&snapshot.instrumentations, snapshot.config, inst)?;
-    Some(format!(
-        "inject-{lang}: Instrumentation \"{}\": base \"{key}\" not shared with other namespaces; not injected",
-        inst.qualified()
-    ))
-}
-
-/// The first of `inst`'s bases (`namespace/name`) that `--cross-namespace-references` does
-/// not let the Instrumentation naming it use: in another namespace, and not shared.
-pub fn unshared_base(
-    index: &Instrumentations,
-    config: &EngineConfig,
-    inst: &Instrumentation,
-) -> Option<String> {
-    let home = inst.metadata.namespace.as_deref().unwrap_or("");
-    let based = index.based(home, inst.metadata.name.as_deref().unwrap_or(""))?;
-    let mut naming = home;
-    for key in &based.chain {
-        let (ns, base) = key.split_once('/')?;
-        if ns != naming
-            && let Some(Ok(b)) = index.own(ns, base)
-            && !shared_by(config, b)
-        {
-            return Some(key.clone());
-        }
-        naming = ns;
-    }
-    None
 }
 
 /// A Secret or ConfigMap name in `spec.exporter.tls` that cannot be used: its volume would be

@@ -108,18 +108,16 @@ impl Instrumentations {
 
     fn insert_entry(&mut self, namespace: String, name: String, own: IndexEntry) -> bool {
         let key = format!("{namespace}/{name}");
+        self.selectors.update(&key, Some(&own));
         let indexed = self.indexed(&namespace, &name, own);
-        self.link(&key, indexed.based.as_deref());
+        let based = indexed.based.clone();
         let replaced = self
             .by_namespace
             .entry(namespace)
             .or_default()
             .insert(name, indexed);
-        if let Some(old) = &replaced {
-            self.unlink_stale(&key, old.based.as_deref());
-        }
-        let own = self.own_of(&key).cloned();
-        self.selectors.update(&key, own.as_ref());
+        let old = replaced.as_ref().and_then(|r| r.based.as_deref());
+        self.relink(&key, old, based.as_deref());
         self.resolve_dependents(&key);
         replaced.is_some()
     }
@@ -136,7 +134,7 @@ impl Instrumentations {
             self.by_namespace.remove(namespace);
         }
         let key = format!("{namespace}/{name}");
-        self.unlink(&key, removed.based.as_deref());
+        self.relink(&key, removed.based.as_deref(), None);
         self.selectors.update(&key, None);
         self.resolve_dependents(&key);
         true
@@ -144,11 +142,6 @@ impl Instrumentations {
 
     pub fn get(&self, namespace: &str, name: &str) -> Option<&IndexEntry> {
         Some(&self.by_namespace.get(namespace)?.get(name)?.entry)
-    }
-
-    fn own_of(&self, key: &str) -> Option<&IndexEntry> {
-        let (namespace, name) = key.split_once('/')?;
-        self.own(namespace, name)
     }
 
     /// The object as read, before it is laid over its bases.
@@ -170,13 +163,13 @@ impl Instrumentations {
         self.by_namespace.get(namespace)?.get(name)?.spec_hash
     }
 
-    /// The readable Instrumentations of a namespace, by name.
-    pub fn readable_in(&self, namespace: &str) -> Vec<&Arc<Instrumentation>> {
+    /// The names of a namespace's Instrumentations, readable or not, in order.
+    pub fn names_in(&self, namespace: &str) -> Vec<&str> {
         self.by_namespace
             .get(namespace)
             .into_iter()
-            .flat_map(BTreeMap::values)
-            .filter_map(|i| i.entry.as_ref().ok())
+            .flat_map(BTreeMap::keys)
+            .map(String::as_str)
             .collect()
     }
 

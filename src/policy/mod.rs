@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason, unshared_base};
+use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason, unusable};
 use crate::keys::{
     CROSS_NAMESPACE_ANNOTATION, INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY,
     NOT_COVERED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
@@ -249,20 +249,13 @@ fn render_with(
             .entry(ns.to_owned())
             .or_default()
             .push(name.to_owned());
-        // What the webhook says of it: unreadable, or standing on a base it cannot use.
-        let unusable = match entry {
-            Err(_) if all.based(ns, name).is_some_and(|b| b.error.is_some()) => {
-                Some(SkipReason::BaseUnresolved)
-            }
-            Err(_) => Some(SkipReason::InstrumentationInvalid),
-            Ok(inst) => unshared_base(&all, config, inst).map(|_| SkipReason::BaseUnresolved),
-        };
+        // What the webhook skips a request for it by, when it cannot be used.
+        let unusable = unusable(&all, config, ns, name).map(|u| u.reason());
         let (Ok(inst), None) = (entry, unusable) else {
+            let reason = unusable.unwrap_or(SkipReason::InstrumentationInvalid);
             for &lang in &LANGUAGES {
                 let key = format!("{ns}/{name}/{}", lang.as_str());
-                known
-                    .reasons
-                    .insert(key, unusable.unwrap_or(SkipReason::InstrumentationInvalid));
+                known.reasons.insert(key, reason);
             }
             continue;
         };

@@ -27,8 +27,7 @@ use crate::cluster::StaticCatalog;
 use crate::crd::Instrumentation;
 use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
-    BASE_ANNOTATION, INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION,
-    STATUS_ANNOTATION,
+    INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
 pub use cache::TemplateCache;
 pub use init::InitHoles;
@@ -236,13 +235,8 @@ pub fn read_variant(
 ) -> Result<Template, NotCovered> {
     let ns = inst.metadata.namespace.clone().unwrap_or_default();
     // The Instrumentation alone, in a namespace that asks for nothing: the pod's own request
-    // is the only one. It comes laid over its bases already: the probes' catalog, which
-    // holds none of them, must not look for them again.
-    let mut alone = Instrumentation::clone(inst);
-    if let Some(a) = alone.metadata.annotations.as_mut() {
-        a.remove(BASE_ANNOTATION);
-    }
-    let catalog = StaticCatalog::new([alone]).with_namespace(&ns, &[]);
+    // is the only one.
+    let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
     let config = probe_config(config);
     let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, variant, env));
     let run = |env: Value| decided(env).ok();

@@ -270,3 +270,61 @@ fn a_chain_learnt_from_the_top_down_or_rebased_follows_its_current_bases() {
     assert_ne!(index.spec_hash("shop", "java"), hash);
     assert!(index.based("platform", "java-eu").unwrap().error.is_none());
 }
+
+/// A pod of `shop` with these labels and annotations.
+fn pod_with(labels: Value, annotations: Value) -> Value {
+    json!({"metadata": {"name": "p", "labels": labels, "annotations": annotations},
+           "spec": {"containers": [{"name": "app", "image": "app:1"}]}})
+}
+
+#[rstest::rstest]
+#[case::pod_annotation_true(json!({}), json!({"instrumentation.opentelemetry.io/inject-java": "true"}), &[])]
+#[case::pod_label(json!({"instrumentation.opentelemetry.io/inject-java": "java"}), json!({}), &[])]
+#[case::namespace_annotation(json!({}), json!({}), &[("instrumentation.opentelemetry.io/inject-java", "java")])]
+fn every_form_of_request_gets_the_merge_or_the_skip(
+    #[case] labels: Value,
+    #[case] annotations: Value,
+    #[case] namespace: &[(&str, &str)],
+) {
+    let cat = catalog(&(platform() + &team("platform/java"))).with_namespace("shop", namespace);
+    let (out, d) = run(&cat, &pod_with(labels.clone(), annotations.clone()));
+    assert_eq!(d.injected, [Language::Java], "{:?}", d.warnings);
+    let app = &out["spec"]["containers"][0];
+    assert_eq!(
+        env_value(app, "OTEL_METRICS_EXPORTER"),
+        Some(&json!("none")),
+        "the base's"
+    );
+    assert_eq!(
+        env_value(app, "OTEL_LOGS_EXPORTER"),
+        Some(&json!("otlp")),
+        "its own"
+    );
+
+    let orphan = catalog(&team("platform/java")).with_namespace("shop", namespace);
+    let (_, d) = run(&orphan, &pod_with(labels, annotations));
+    assert_eq!(d.skipped.len(), 1);
+    assert_eq!(d.skipped[0].reason, SkipReason::BaseUnresolved);
+}
+
+#[test]
+fn the_merge_no_longer_names_its_base() {
+    let all = index(&(platform() + &team("platform/java")));
+    let merged = all.get("shop", "java").unwrap().as_ref().unwrap();
+    let named = |i: &otel_injector::crd::Instrumentation| {
+        i.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("otel-injector/base"))
+    };
+    assert!(!named(merged), "laid over it already");
+    assert!(named(all.own("shop", "java").unwrap().as_ref().unwrap()));
+    // Put into another index alone (the policies' probes), it stands as it is.
+    let alone: Instrumentations = [otel_injector::crd::Instrumentation::clone(merged)]
+        .into_iter()
+        .collect();
+    assert_eq!(
+        alone.spec_hash("shop", "java"),
+        all.spec_hash("shop", "java")
+    );
+}

@@ -389,6 +389,22 @@ fn an_unreadable_instrumentation_is_named_in_the_warning() {
 }
 
 #[test]
+fn true_counts_an_unreadable_instrumentation_too() {
+    // As the policies count them: two objects in the namespace, whatever their state.
+    let cat = catalog(INST).with_unreadable("shop", "broken", "unknown variant `bogus`");
+    let (out, d) = run(&cat, &java_pod());
+    assert_eq!(out, java_pod());
+    assert_eq!(d.skipped[0].reason, SkipReason::MultipleInstrumentations);
+    let alone = StaticCatalog::new([]).with_unreadable("shop", "broken", "unknown variant `bogus`");
+    let (_, d) = run(&alone, &java_pod());
+    assert_eq!(
+        d.skipped[0].reason,
+        SkipReason::InstrumentationInvalid,
+        "named by its flaw"
+    );
+}
+
+#[test]
 fn a_disabled_language_is_reported_and_does_not_block_the_others() {
     let p = pod(
         json!({"instrumentation.opentelemetry.io/inject-java": "true",

@@ -9,8 +9,8 @@ use crate::crd::Instrumentation;
 use crate::engine::decision::Skip;
 use crate::engine::reason::SkipReason;
 use crate::engine::references::{
-    base_denied, cross_namespace_denied, invalid_tls_reference, missing_tls_reference, resolve,
-    v1beta1_refusal, wanted,
+    cross_namespace_denied, invalid_tls_reference, missing_tls_reference, resolve, v1beta1_refusal,
+    wanted,
 };
 use crate::engine::snapshot::Snapshot;
 use crate::pod::select::Request;
@@ -57,14 +57,6 @@ pub(super) fn instrumentation(
         return Err(Skip::new(
             Some(lang),
             SkipReason::CrossNamespaceDenied,
-            found(),
-            msg,
-        ));
-    }
-    if let Some(msg) = base_denied(snapshot, &inst, lang) {
-        return Err(Skip::new(
-            Some(lang),
-            SkipReason::BaseUnresolved,
             found(),
             msg,
         ));

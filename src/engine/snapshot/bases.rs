@@ -67,27 +67,20 @@ impl Instrumentations {
                 continue;
             };
             let indexed = self.indexed(ns, name, own);
-            self.link(&dependent, indexed.based.as_deref());
+            let based = indexed.based.clone();
             let slot = self.by_namespace.get_mut(ns).and_then(|m| m.get_mut(name));
             if let Some(old) = slot.map(|slot| std::mem::replace(slot, indexed)) {
-                self.unlink_stale(&dependent, old.based.as_deref());
+                self.relink(&dependent, old.based.as_deref(), based.as_deref());
             }
         }
     }
 
-    /// Records `key` as a dependent of every base in its chain.
-    pub(super) fn link(&mut self, key: &str, based: Option<&Based>) {
-        for base in based.into_iter().flat_map(|b| &b.chain) {
-            self.dependents
-                .entry(base.clone())
-                .or_default()
-                .insert(key.to_owned());
-        }
-    }
-
-    /// Forgets `key` as a dependent of the bases of its chain.
-    pub(super) fn unlink(&mut self, key: &str, based: Option<&Based>) {
-        for base in based.into_iter().flat_map(|b| &b.chain) {
+    /// Moves `key` from the dependents of the bases of its `old` chain to those of its `new`
+    /// one.
+    pub(super) fn relink(&mut self, key: &str, old: Option<&Based>, new: Option<&Based>) {
+        let chain = |b: Option<&Based>| b.map(|b| b.chain.clone()).unwrap_or_default();
+        let (old, new) = (chain(old), chain(new));
+        for base in old.iter().filter(|b| !new.contains(b)) {
             if let Some(set) = self.dependents.get_mut(base) {
                 set.remove(key);
                 if set.is_empty() {
@@ -95,27 +88,12 @@ impl Instrumentations {
                 }
             }
         }
-    }
-
-    /// [`Self::unlink`] for a replaced entry: the bases its new chain still names stay.
-    pub(super) fn unlink_stale(&mut self, key: &str, old: Option<&Based>) {
-        let current: Vec<String> = self
-            .based(
-                key.split_once('/').map_or("", |k| k.0),
-                key.split_once('/').map_or("", |k| k.1),
-            )
-            .map(|b| b.chain.clone())
-            .unwrap_or_default();
-        let stale = old.map(|b| Based {
-            chain: b
-                .chain
-                .iter()
-                .filter(|c| !current.contains(c))
-                .cloned()
-                .collect(),
-            ..Based::default()
-        });
-        self.unlink(key, stale.as_ref());
+        for base in new {
+            self.dependents
+                .entry(base)
+                .or_default()
+                .insert(key.to_owned());
+        }
     }
 
     /// `inst` laid over the chain of bases that starts at `reference`.
@@ -179,8 +157,14 @@ impl Instrumentations {
             based.inherited = attribute(merged.inherited, &based.inherited, source);
             spec = merged.spec;
         }
+        // Laid over its bases already: it no longer names one (an index it is put into, the
+        // policies' probes', does not look for them again).
+        let mut metadata = inst.metadata.clone();
+        if let Some(a) = metadata.annotations.as_mut() {
+            a.remove(BASE_ANNOTATION);
+        }
         let entry = Instrumentation {
-            metadata: inst.metadata.clone(),
+            metadata,
             spec,
             status: inst.status.clone(),
         };

@@ -24,69 +24,76 @@ pub(super) struct Selectors {
 }
 
 /// Where a selector is found by lookup.
-fn slot(key: &str, s: &Selector) -> (Option<String>, Option<(String, String)>) {
+enum Lookup<'s> {
+    /// No `namespaceSelector`: at home, in its own namespace.
+    Home(&'s str),
+    /// By the first pair of its `namespaceSelector`'s `matchLabels`.
+    Label(&'s str, &'s str),
+    /// Read for every namespace.
+    Everywhere,
+}
+
+fn lookup<'s>(key: &'s str, s: &'s Selector) -> Lookup<'s> {
     match &s.namespace_selector {
-        None => (
-            Some(key.split_once('/').map_or("", |k| k.0).to_owned()),
-            None,
-        ),
-        Some(n) => (
-            None,
-            n.match_labels
-                .iter()
-                .flatten()
-                .next()
-                .map(|(k, v)| (k.clone(), v.clone())),
-        ),
+        None => Lookup::Home(key.split_once('/').map_or("", |k| k.0)),
+        Some(n) => match n.match_labels.iter().flatten().next() {
+            Some((k, v)) => Lookup::Label(k, v),
+            None => Lookup::Everywhere,
+        },
     }
 }
 
 impl Selectors {
     /// Records (or forgets) the selector of `key` as `own` carries it.
     pub(super) fn update(&mut self, key: &str, own: Option<&IndexEntry>) {
-        self.forget(key);
+        if let Some(Ok(old)) = self.by_key.remove(key) {
+            self.set(&lookup(key, &old)).remove(key);
+            self.prune(&lookup(key, &old));
+        }
         let text = own
             .and_then(|o| o.as_ref().ok())
             .and_then(|i| i.metadata.annotations.as_ref()?.get(SELECTOR_ANNOTATION));
         let Some(text) = text else { return };
         let parsed = Selector::parse(text).map(Arc::new);
         if let Ok(s) = &parsed {
-            let set = match slot(key, s) {
-                (Some(home), _) => self.home.entry(home).or_default(),
-                (None, Some((k, v))) => self.by_label.entry(k).or_default().entry(v).or_default(),
-                (None, None) => &mut self.unkeyed,
-            };
-            set.insert(key.to_owned());
+            self.set(&lookup(key, s)).insert(key.to_owned());
         }
         self.by_key.insert(key.to_owned(), parsed);
     }
 
-    fn forget(&mut self, key: &str) {
-        let Some(Ok(old)) = self.by_key.remove(key) else {
-            return;
-        };
-        match slot(key, &old) {
-            (Some(home), _) => remove(&mut self.home, &home, key),
-            (None, Some((k, v))) => {
-                if let Some(values) = self.by_label.get_mut(&k) {
-                    remove(values, &v, key);
+    /// The keys found at `at`.
+    fn set(&mut self, at: &Lookup<'_>) -> &mut BTreeSet<String> {
+        match *at {
+            Lookup::Home(ns) => self.home.entry(ns.to_owned()).or_default(),
+            Lookup::Label(k, v) => self
+                .by_label
+                .entry(k.to_owned())
+                .or_default()
+                .entry(v.to_owned())
+                .or_default(),
+            Lookup::Everywhere => &mut self.unkeyed,
+        }
+    }
+
+    /// Drops the set at `at` once empty.
+    fn prune(&mut self, at: &Lookup<'_>) {
+        match *at {
+            Lookup::Home(ns) => {
+                if self.home.get(ns).is_some_and(BTreeSet::is_empty) {
+                    self.home.remove(ns);
+                }
+            }
+            Lookup::Label(k, v) => {
+                if let Some(values) = self.by_label.get_mut(k) {
+                    if values.get(v).is_some_and(BTreeSet::is_empty) {
+                        values.remove(v);
+                    }
                     if values.is_empty() {
-                        self.by_label.remove(&k);
+                        self.by_label.remove(k);
                     }
                 }
             }
-            (None, None) => {
-                self.unkeyed.remove(key);
-            }
-        }
-    }
-}
-
-fn remove<K: Ord>(map: &mut BTreeMap<K, BTreeSet<String>>, at: &K, key: &str) {
-    if let Some(set) = map.get_mut(at) {
-        set.remove(key);
-        if set.is_empty() {
-            map.remove(at);
+            Lookup::Everywhere => {}
         }
     }
 }
