@@ -99,7 +99,7 @@ pub fn unusable<'a>(
         let (base_ns, base) = key.split_once('/')?;
         if base_ns != naming
             && let Some(Ok(b)) = index.own(base_ns, base)
-            && !shared(config, b)
+            && !shared_with_others(config, b)
         {
             return Some(Unusable::Base(format!(
                 "base \"{key}\" not shared with other namespaces"
@@ -154,7 +154,7 @@ pub(super) fn cross_namespace_denied(
     lang: Language,
 ) -> Option<String> {
     let home = inst.metadata.namespace.as_deref().unwrap_or("");
-    (home != snapshot.namespace && !shared(snapshot.config, inst)).then(|| {
+    (home != snapshot.namespace && !shared_with_others(snapshot.config, inst)).then(|| {
         format!(
             "inject-{lang}: Instrumentation \"{home}/{}\" is not shared with other namespaces; not injected",
             inst.metadata.name.as_deref().unwrap_or("")
@@ -163,7 +163,7 @@ pub(super) fn cross_namespace_denied(
 }
 
 /// Whether `--cross-namespace-references` lets other namespaces use `inst`.
-fn shared(config: &EngineConfig, inst: &Instrumentation) -> bool {
+pub fn shared_with_others(config: &EngineConfig, inst: &Instrumentation) -> bool {
     match config.cross_namespace {
         CrossNamespace::All => true,
         CrossNamespace::Deny => false,

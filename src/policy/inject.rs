@@ -310,15 +310,32 @@ fn metadata_patches(field: &str, entries: &std::collections::BTreeMap<String, St
 pub struct Reach {
     /// `"true"` in its namespace: it is the namespace's only Instrumentation.
     pub only_in_namespace: bool,
-    /// `ns/name` from any namespace (`super::shared`): the binding spans every namespace.
+    /// `ns/name` from any namespace (`super::shared`).
     pub shared: bool,
+    /// The binding spans every namespace: shared, or its selector has a `namespaceSelector`.
+    pub everywhere: bool,
+}
+
+/// The selector path of one language of the policy's Instrumentation.
+pub struct BySelector {
+    /// The condition that its selector asks for the language alone ([`super::selected`]).
+    pub asks: String,
+    /// The containers its selector lists.
+    pub containers: Vec<String>,
 }
 
 /// The whole mutation for template `t` (number `n` of the policy): empty unless the pod asks
 /// for this Instrumentation's language, is covered, and its workload was not rolled back
 /// from this language with the spec `hash` (the safety net's marker: the webhook then skips
 /// the language with reason `rolled_back`, or in mode `policy` the status policy records it).
-pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHash) -> Value {
+pub fn mutation(
+    v: &mut Vars,
+    n: usize,
+    t: &Template,
+    reach: Reach,
+    hash: SpecHash,
+    by_selector: Option<&BySelector>,
+) -> Value {
     let inst = &t.instrumentation;
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
@@ -329,18 +346,23 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
     if reach.only_in_namespace {
         home.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
     }
-    if reach.shared {
-        // Bound in every namespace: a bare name or `"true"` counts only in its own.
-        home = format!(
-            "(namespaceObject.metadata.name == {} && ({home}))",
-            string(ns)
-        );
+    let in_home = format!("namespaceObject.metadata.name == {}", string(ns));
+    let mut qualified = format!("{request} == {}", string(&format!("{ns}/{name}")));
+    if reach.everywhere {
+        // Bound in every namespace: a bare name or `"true"` counts only in its own, and
+        // `ns/name` elsewhere only when shared.
+        home = format!("({in_home} && ({home}))");
+        if !reach.shared {
+            qualified = format!("({in_home} && {qualified})");
+        }
     }
     let mut asks = format!(
-        "variables.want == {} && ({request} == {} || {home})",
+        "variables.want == {} && ({qualified} || {home})",
         string(lang.as_str()),
-        string(&format!("{ns}/{name}"))
     );
+    if let Some(s) = by_selector {
+        asks = format!("(({asks}) || ({}))", s.asks);
+    }
     asks.push_str(&format!(
         " && !{}",
         vars::names_rolled_back(lang, &string(&hash.to_string()))
@@ -361,14 +383,23 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
         ),
     );
     v.add("attrs", attributes_variable(inst));
-    let names = vars::container_names(v, lang);
+    let mut names = vars::container_names(v, lang);
+    if let Some(s) = by_selector {
+        let listed = strings(s.containers.iter().map(String::as_str));
+        let selected = vars::selector_names(v, lang, &format!("selectedNames{n}"), &listed);
+        v.add(
+            &format!("names{n}Used"),
+            format!("variables.keyed ? {names} : {selected}"),
+        );
+        names = format!("variables.names{n}Used");
+    }
     v.add(
         &format!("targets{n}"),
         format!(
             "{names}.size() == 0 ? [0] : {names}.map(n, lists.range(object.spec.containers.size()).filter(i, object.spec.containers[i].name == n)[0])"
         ),
     );
-    if reach.shared && t.init.clone_of_target.is_some() {
+    if reach.everywhere && t.init.clone_of_target.is_some() {
         // The web servers write the pod's namespace into their configuration, which the
         // template holds as its own.
         asks.push_str(&format!(
@@ -409,14 +440,13 @@ pub fn mutation(v: &mut Vars, n: usize, t: &Template, reach: Reach, hash: SpecHa
     json!({"patchType": "JSONPatch", "jsonPatch": {"expression": expression}})
 }
 
-/// The match condition of every injection policy: the pod (or its namespace) has an
-/// injection key at all, and is not one the webhook leaves alone (mirror pods, pods injected
-/// before).
+/// The match condition of every injection policy: the pod is not one the webhook leaves
+/// alone (mirror pods, pods injected before). Whether it asks is the mutation's to decide:
+/// the API server evaluates match conditions without the namespace (`namespaceObject` is
+/// null there), so a condition that read the namespace's keys or a selector's namespace side
+/// would fail, and skip, every pod that asks by its namespace alone.
 pub fn match_conditions() -> Value {
     json!([{
-        "name": "asks-for-injection",
-        "expression": vars::asks_for_any(),
-    }, {
         "name": "not-injected-before",
         "expression": format!(
             "!(has(object.metadata.annotations) && ({} in object.metadata.annotations || {} in object.metadata.annotations)) && !object.spec.?initContainers.orValue([]).exists(c, c.name in {}) && !object.spec.containers.exists(c, c.name == {})",

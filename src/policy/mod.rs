@@ -16,6 +16,7 @@ mod cel;
 mod inject;
 pub mod live;
 mod pod;
+mod selected;
 mod skip;
 mod template;
 mod vars;
@@ -34,7 +35,7 @@ use crate::keys::{
     NOT_COVERED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
 };
 
-pub use pod::{Path, Paths};
+pub use pod::{AskedFor, Path, Paths};
 pub use template::{Template, TemplateCache, probe_config};
 
 /// The languages a policy can inject (their agent copied by an init container or mounted as
@@ -239,6 +240,7 @@ fn render_with(
             .collect(),
         ..Default::default()
     };
+    let rules = selected::Rules::of(&all, config);
     let mut per_namespace: BTreeMap<&str, usize> = BTreeMap::new();
     for (ns, ..) in all.iter() {
         *per_namespace.entry(ns).or_default() += 1;
@@ -313,16 +315,22 @@ fn render_with(
         // Readable entries always carry their hash.
         let hash = hash.unwrap_or_else(|| SpecHash::of(&inst.spec));
         known.hashes.insert(format!("{ns}/{name}"), hash);
+        let shared = shared(inst, config);
+        // A selector that reads other namespaces' labels, and may serve them.
+        let selects_elsewhere = rules
+            .get(&format!("{ns}/{name}"))
+            .is_some_and(|r| r.shared && r.selector.namespace_selector.is_some());
         let reach = inject::Reach {
             only_in_namespace: only,
-            shared: shared(inst, config),
+            shared,
+            everywhere: shared || selects_elsewhere,
         };
         rendered.objects.extend(injection_policy(
-            options, inst, &templates, reach, hash, coverage,
+            options, inst, &templates, reach, hash, coverage, &rules,
         ));
     }
     if options.mode == Mode::Policy {
-        let (mutation, v) = skip::status_policy(&known);
+        let (mutation, v) = skip::status_policy(&known, &rules);
         let name = &options.name("not-injected");
         let policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -361,6 +369,26 @@ fn render_with(
             "metadata": metadata(warn),
             "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(options, None)},
         }));
+        if let Some((validations, v)) = skip::selector_warnings(&rules) {
+            let warn = &options.name("warn-selectors");
+            rendered.objects.push(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicy",
+                "metadata": metadata(warn),
+                "spec": {
+                    "matchConstraints": pod_creates(),
+                    "failurePolicy": "Ignore",
+                    "variables": v.to_json(),
+                    "validations": validations,
+                },
+            }));
+            rendered.objects.push(json!({
+                "apiVersion": "admissionregistration.k8s.io/v1",
+                "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": metadata(warn),
+                "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(options, None)},
+            }));
+        }
     }
     rendered
 }
@@ -387,16 +415,28 @@ fn injection_policy(
     reach: inject::Reach,
     hash: SpecHash,
     coverage: &Coverage,
+    rules: &selected::Rules,
 ) -> [Value; 2] {
     let ns = inst.metadata.namespace.as_deref().unwrap_or("");
     let name = inst.metadata.name.as_deref().unwrap_or("");
     let object = object_name(options, ns, name);
+    let key = format!("{ns}/{name}");
+    let rule = rules.get(&key);
     let mut v = vars::Vars::default();
     inject::pod_variables(&mut v);
+    if rule.is_some() {
+        rules.add_variables(&mut v);
+    }
     let mutations: Vec<Value> = templates
         .iter()
         .enumerate()
-        .map(|(n, t)| inject::mutation(&mut v, n, t, reach, hash))
+        .map(|(n, t)| {
+            let by_selector = rules.asks(&key, t.language).map(|asks| inject::BySelector {
+                asks,
+                containers: rule.map_or_else(Vec::new, |r| r.selector.containers.clone()),
+            });
+            inject::mutation(&mut v, n, t, reach, hash, by_selector.as_ref())
+        })
         .collect();
     let mut meta = metadata(&object);
     let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
@@ -433,7 +473,7 @@ fn injection_policy(
         "metadata": meta,
         "spec": {
             "policyName": object,
-            "matchResources": opted_in(options, (!reach.shared).then_some(ns)),
+            "matchResources": opted_in(options, (!reach.everywhere).then_some(ns)),
         },
     });
     if options.form == Form::Api {

@@ -13,7 +13,7 @@ use super::template::{CONTAINER, TemplateCache};
 use super::vars::{VARIANTS, Variant, variants};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
-use crate::engine::{Catalog, EngineConfig};
+use crate::engine::{Catalog, EngineConfig, shared_with_others};
 use crate::pod::select::{Annotations, Keys};
 
 /// The path that injects a pod the webhook injects.
@@ -44,13 +44,14 @@ impl<'a> Paths<'a> {
     }
 
     /// The path of a pod in namespace `ns` that asked for `requested` (language and
-    /// effective value, as the engine read them) and that the webhook injects with
-    /// `injected` (language and Instrumentation `ns/name`) on containers `targets`.
+    /// effective value, as the engine read them; `by_selector`: selectors asked, each value
+    /// the Instrumentation `ns/name`) and that the webhook injects with `injected` (language
+    /// and Instrumentation `ns/name`) on containers `targets`.
     pub fn of(
         &mut self,
         ns: &str,
         pod: &Pod,
-        requested: &[(Language, &str)],
+        asked: AskedFor<'_>,
         injected: &[(Language, &str)],
         targets: &[String],
     ) -> Path {
@@ -61,7 +62,7 @@ impl<'a> Paths<'a> {
             annotations: Some(&n.annotations),
         });
         let annotations = Annotations::new(pod, keys);
-        path(catalog, ns, requested, injected, config, |inst, lang| {
+        path(catalog, ns, asked, injected, config, |inst, lang| {
             let variant = match variant_of(lang, &annotations) {
                 Ok(variant) => variant,
                 Err(why) => return Path::Webhook(why),
@@ -87,17 +88,36 @@ impl<'a> Paths<'a> {
     }
 }
 
+/// What a pod asked for, as the engine read it.
+#[derive(Clone, Copy)]
+pub struct AskedFor<'a> {
+    /// Language and effective value of each request.
+    pub requested: &'a [(Language, &'a str)],
+    /// Selectors asked (`otel-injector/selector`), each value the Instrumentation `ns/name`.
+    pub by_selector: bool,
+}
+
+impl<'a> AskedFor<'a> {
+    /// Requests by key.
+    pub fn keys(requested: &'a [(Language, &'a str)]) -> Self {
+        AskedFor {
+            requested,
+            by_selector: false,
+        }
+    }
+}
+
 /// The request's checks, then `covered` for the Instrumentation and language it names.
 fn path(
     catalog: &dyn Catalog,
     ns: &str,
-    requested: &[(Language, &str)],
+    asked: AskedFor<'_>,
     injected: &[(Language, &str)],
     config: &EngineConfig,
     covered: impl FnOnce(&Arc<Instrumentation>, Language) -> Path,
 ) -> Path {
     let webhook = |why: &str| Path::Webhook(why.to_owned());
-    let [(lang, value)] = requested else {
+    let [(lang, value)] = asked.requested else {
         return webhook("several languages in one pod: the outcome annotation lists them together");
     };
     if !LANGUAGES.contains(lang) {
@@ -113,7 +133,10 @@ fn path(
     let Some(Ok(inst)) = all.get(inst_ns, name) else {
         return webhook("the Instrumentation cannot be read");
     };
-    let names_it = if inst_ns == ns {
+    let names_it = if asked.by_selector {
+        // The selector's policy serves every namespace the webhook lets use it.
+        inst_ns == ns || shared_with_others(config, inst)
+    } else if inst_ns == ns {
         value == name || value == *qualified || (only && value.eq_ignore_ascii_case("true"))
     } else {
         value == *qualified && super::shared(inst, config)

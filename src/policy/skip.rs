@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::cel::{self, string, strings};
+use super::selected::Rules;
 use super::vars::{self, Vars};
 use crate::agents::Language;
 use crate::crd::SpecHash;
@@ -87,23 +88,7 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     let unsupported = SkipReason::PolicyUnsupported.as_str();
     let (targets, invalid) = vars::targets(v, lang);
     let variant_refused = vars::variant_refused(v, lang);
-    // The reason of a found Instrumentation `i`, as the webhook gives it: `rolled_back` for a
-    // workload rolled back from the language with its current spec, the webhook's reason when
-    // the policy cannot serve the language for it, a container list it cannot use, every
-    // target refused by the agent, else the policy's.
-    let found = |i: &str| {
-        let key = format!("{i} + \"/{}\"", lang.as_str());
-        let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));
-        let refused = format!(
-            "{variant_refused} || {targets}.size() > 0 && {targets}.all(c, c.?env.orValue([]).exists(e, e.name in (has(e.valueFrom) ? variables.refusedFrom : variables.refusedLiteral)[?{key}].orValue([])))"
-        );
-        format!(
-            "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : {invalid} ? \"{}\" : {refused} ? \"{}\" : \"{unsupported}\") + \" \" + {i}",
-            SkipReason::RolledBack.as_str(),
-            SkipReason::InvalidContainerNames.as_str(),
-            SkipReason::NothingInstrumented.as_str(),
-        )
-    };
+    let found = |i: &str| found(lang, i, &targets, &invalid, &variant_refused);
     // A language no policy covers gets the same reading of its request as the others, so the
     // entry names the Instrumentation the webhook would use (a `"true"` request: the
     // namespace's only one, or `ns/*`), never `ns/true`.
@@ -129,14 +114,77 @@ fn entry(v: &mut Vars, known: &Known, lang: Language) -> String {
     )
 }
 
-/// The MutatingAdmissionPolicy that records the skip.
-pub fn status_policy(known: &Known) -> (Value, Vars) {
+/// The reason of a found Instrumentation `i` (a CEL string expression), as the webhook
+/// gives it, followed by `i`: `rolled_back` for a workload rolled back from `lang` with its
+/// current spec, the webhook's reason when the policy cannot serve the language for it, a
+/// container list it cannot use (`invalid`, of the pod's `targets`), every target refused by
+/// the agent, else the policy's.
+fn found(lang: Language, i: &str, targets: &str, invalid: &str, variant_refused: &str) -> String {
+    let key = format!("{i} + \"/{}\"", lang.as_str());
+    let rolled_back = vars::names_rolled_back(lang, &format!("variables.hashes[{i}]"));
+    let refused = format!(
+        "{variant_refused} || {targets}.size() > 0 && {targets}.all(c, c.?env.orValue([]).exists(e, e.name in (has(e.valueFrom) ? variables.refusedFrom : variables.refusedLiteral)[?{key}].orValue([])))"
+    );
+    format!(
+        "({i} in variables.hashes && {rolled_back} ? \"{}\" : {key} in variables.reasons ? variables.reasons[{key}] : {invalid} ? \"{}\" : {refused} ? \"{}\" : \"{}\") + \" \" + {i}",
+        SkipReason::RolledBack.as_str(),
+        SkipReason::InvalidContainerNames.as_str(),
+        SkipReason::NothingInstrumented.as_str(),
+        SkipReason::PolicyUnsupported.as_str(),
+    )
+}
+
+/// The status entry of `lang` when a selector asks for it and no policy injected it: the
+/// first selector's Instrumentation, with the webhook's reason (`cross_namespace_denied` for
+/// one the pod's namespace may not use), its targets the selector's.
+fn selected_entry(v: &mut Vars, known: &Known, rules: &Rules, lang: Language) -> Option<String> {
+    let picked = rules.picked(lang)?;
+    let i = vars::index(lang);
+    v.add(
+        &format!("winner{i}"),
+        format!("{picked}.size() > 0 ? {picked}[0] : \"\""),
+    );
+    let w = format!("variables.winner{i}");
+    let reason = if known.disabled.contains(&lang) {
+        format!("\"{} \" + {w}", SkipReason::LanguageDisabled.as_str())
+    } else {
+        let listed = format!("variables.selectorContainers[?{w}].orValue([])");
+        let names = vars::selector_names(v, lang, &format!("selectedNames{i}"), &listed);
+        let (targets, invalid) = vars::targets_of(v, &format!("selectedTargets{i}"), &names);
+        let variant_refused = vars::variant_refused(v, lang);
+        let denied = format!(
+            "!({w} + \"/{}\" in variables.reasons) && !{w}.startsWith(variables.ns + \"/\") && {w} in variables.unshared",
+            lang.as_str()
+        );
+        format!(
+            "{denied} ? \"{} \" + {w} : {}",
+            SkipReason::CrossNamespaceDenied.as_str(),
+            found(lang, &w, &targets, &invalid, &variant_refused)
+        )
+    };
+    Some(format!(
+        "(!variables.keyed && {picked}.size() > 0 ? [{} + \"=skipped \" + ({reason})] : [])",
+        string(lang.as_str())
+    ))
+}
+
+/// The MutatingAdmissionPolicy that records the skip, of keys and of selectors (`rules`).
+pub fn status_policy(known: &Known, rules: &Rules) -> (Value, Vars) {
     let mut v = Vars::default();
     vars::injection_keys(&mut v);
     known_variables(&mut v, known);
+    if !rules.is_empty() {
+        rules.add_variables(&mut v);
+        v.add("selectorContainers", rules.containers());
+        v.add("unshared", rules.unshared());
+    }
     let entries: Vec<String> = Language::ALL
         .iter()
-        .map(|&l| entry(&mut v, known, l))
+        .flat_map(|&l| {
+            let keyed = entry(&mut v, known, l);
+            [Some(keyed), selected_entry(&mut v, known, rules, l)]
+        })
+        .flatten()
         .collect();
     v.add("entries", entries.join(" + "));
     // A reference that is not `ns/name` of valid names is left out, as the webhook does, so
@@ -170,4 +218,41 @@ pub fn warning() -> Value {
             "\"otel-injector policy: not injected: \" + object.metadata.annotations[{key}]"
         ),
     }])
+}
+
+/// The validations (in `Warn` mode) that tell `kubectl` two selectors select a pod for one
+/// language, in the webhook's words; `None` when no two selectors share a language.
+pub fn selector_warnings(rules: &Rules) -> Option<(Value, Vars)> {
+    let shared: Vec<Language> = rules
+        .languages()
+        .into_iter()
+        .filter(|l| {
+            rules
+                .iter()
+                .filter(|r| r.selector.languages.contains(l))
+                .count()
+                > 1
+        })
+        .collect();
+    if shared.is_empty() {
+        return None;
+    }
+    let mut v = Vars::default();
+    vars::injection_keys(&mut v);
+    rules.add_variables(&mut v);
+    let validations: Vec<Value> = shared
+        .into_iter()
+        .map(|lang| {
+            let p = rules.picked(lang).expect("a language some selector asks for");
+            let q = |i: usize| format!("\"\\\"\" + {p}[{i}] + \"\\\"\"");
+            json!({
+                "expression": format!("variables.keyed || {p}.size() < 2"),
+                "messageExpression": format!(
+                    "\"inject-{lang}: the selectors of \" + {} + \" and \" + {} + \" both select this pod; using \" + {}",
+                    q(0), q(1), q(0)
+                ),
+            })
+        })
+        .collect();
+    Some((Value::Array(validations), v))
 }

@@ -2,6 +2,7 @@ use super::*;
 use crate::engine::AgentDelivery;
 
 mod delivery;
+mod selected;
 use crate::cluster::StaticCatalog;
 use crate::crd::parse_instrumentations;
 use k8s_openapi::api::core::v1::Pod;
@@ -257,7 +258,9 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
     let targets = ["app".to_owned()];
     let paths = std::cell::RefCell::new(Paths::new(&catalog, &config));
     let path_in = |ns: &str, p: &Pod, asked: &[(Language, &str)], injected: &[(Language, &str)]| {
-        paths.borrow_mut().of(ns, p, asked, injected, &targets)
+        paths
+            .borrow_mut()
+            .of(ns, p, AskedFor::keys(asked), injected, &targets)
     };
     let path_of = |p: &Pod, asked: &[(Language, &str)], injected: &[(Language, &str)]| {
         path_in("shop", p, asked, injected)
@@ -473,12 +476,12 @@ fn a_shared_instrumentation_is_bound_everywhere_and_named_by_ns_name() {
     let java = [(Language::Java, "shop/java")];
     let targets = ["app".to_owned()];
     assert_eq!(
-        paths.of("web", &pod, &java, &java, &targets),
+        paths.of("web", &pod, AskedFor::keys(&java), &java, &targets),
         Path::Policy("shop/java".into())
     );
     let mut denied = Paths::new(&catalog, &deny);
     assert!(matches!(
-        denied.of("web", &pod, &java, &java, &targets),
+        denied.of("web", &pod, AskedFor::keys(&java), &java, &targets),
         Path::Webhook(_)
     ));
 }

@@ -6,9 +6,7 @@ use serde_json::{Value, json};
 
 use super::cel::{string, strings};
 use crate::agents::Language;
-use crate::keys::{
-    CONTAINER_NAMES, DOTNET_RUNTIME, INJECT_PREFIX, PYTHON_PLATFORM, ROLLED_BACK_ANNOTATION,
-};
+use crate::keys::{CONTAINER_NAMES, DOTNET_RUNTIME, PYTHON_PLATFORM, ROLLED_BACK_ANNOTATION};
 
 /// A policy's `variables`, in order (a variable may use the ones before it).
 #[derive(Default)]
@@ -32,7 +30,8 @@ impl Vars {
     }
 }
 
-fn index(lang: Language) -> usize {
+/// The language's place in the registry, which numbers its variables.
+pub(super) fn index(lang: Language) -> usize {
     Language::ALL
         .iter()
         .position(|l| *l == lang)
@@ -91,14 +90,16 @@ pub fn request(lang: Language) -> String {
     format!("variables.req{}", index(lang))
 }
 
+/// A container list variable split as `select::split_names` splits it.
+fn split(var: &str) -> String {
+    format!(
+        "(variables.{var} == \"\" ? [\"\"].filter(s, false) : variables.{var}.split(\",\").map(s, s.trim()))"
+    )
+}
+
 /// Adds the container list of `lang` (the common list, then the language's own, as
 /// `select::split_names` splits them) and returns its variable.
 pub fn container_names(v: &mut Vars, lang: Language) -> String {
-    let split = |var: &str| {
-        format!(
-            "(variables.{var} == \"\" ? [\"\"].filter(s, false) : variables.{var}.split(\",\").map(s, s.trim()))"
-        )
-    };
     effective(v, "cn", CONTAINER_NAMES);
     let own = format!("cn{}", index(lang));
     effective(v, &own, lang.container_names_annotation());
@@ -107,15 +108,40 @@ pub fn container_names(v: &mut Vars, lang: Language) -> String {
     format!("variables.{var}")
 }
 
+/// Adds the container list of `lang` when a selector asks for it (the engine's
+/// `Targets`): the common list, then the language's own key when the pod or its namespace
+/// sets it, else `listed` (the selector's `containers`, a CEL list); `var` names it.
+pub fn selector_names(v: &mut Vars, lang: Language, var: &str, listed: &str) -> String {
+    container_names(v, lang);
+    let i = index(lang);
+    let key = string(lang.container_names_annotation());
+    // `select::effective`: the namespace's value when it has one, else the pod's, if set.
+    let own_set =
+        format!("variables.cn{i}Ns != \"\" || {key} in variables.lab || {key} in variables.ann");
+    v.add(
+        var,
+        format!(
+            "{} + ({own_set} ? {} : {listed})",
+            split("cn"),
+            split(&format!("cn{i}"))
+        ),
+    );
+    format!("variables.{var}")
+}
+
 /// Adds the containers the webhook targets for `lang` (`select::resolve_targets`: the named
 /// init and app containers, or the first app container) and returns the variable and the
 /// condition that the list cannot be used (the webhook's `invalid_container_names`).
 pub fn targets(v: &mut Vars, lang: Language) -> (String, String) {
     let names = container_names(v, lang);
+    targets_of(v, &format!("targets{}", index(lang)), &names)
+}
+
+/// [`targets`] of the container list `names`, in variable `var`.
+pub fn targets_of(v: &mut Vars, var: &str, names: &str) -> (String, String) {
     let inits = "object.spec.?initContainers.orValue([])";
-    let var = format!("targets{}", index(lang));
     v.add(
-        &var,
+        var,
         format!(
             "{names}.size() == 0 ? (object.spec.containers.size() > 0 ? [object.spec.containers[0]] : []) : {inits}.filter(c, c.name in {names}) + object.spec.containers.filter(c, c.name in {names})"
         ),
@@ -124,21 +150,6 @@ pub fn targets(v: &mut Vars, lang: Language) -> (String, String) {
         "{names}.size() > 0 && ({names}.exists(n, n == \"\") || {names}.distinct().size() != {names}.size() || !{names}.all(n, object.spec.containers.exists(c, c.name == n) || {inits}.exists(c, c.name == n)))"
     );
     (format!("variables.{var}"), invalid)
-}
-
-/// Whether the pod or its namespace has any injection key at all (labels or annotations).
-pub fn asks_for_any() -> String {
-    let prefix = string(INJECT_PREFIX);
-    let maps = [
-        "object.metadata.?annotations.orValue({})",
-        "object.metadata.?labels.orValue({})",
-        "namespaceObject.metadata.?annotations.orValue({})",
-        "namespaceObject.metadata.?labels.orValue({})",
-    ];
-    maps.iter()
-        .map(|m| format!("{m}.exists(k, k.startsWith({prefix}))"))
-        .collect::<Vec<_>>()
-        .join(" || ")
 }
 
 /// Adds `rolledBack`: the entries of the pod's rolled-back marker

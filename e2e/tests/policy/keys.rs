@@ -220,9 +220,9 @@ fn cases_of(k: &KeyRead) -> Vec<Case> {
             one(map(&[(java, "SOLO/only")]), json!({})),
         )],
         // `copied`'s selector selects the pods labeled `e2e-selected` in its namespace, with
-        // no key of theirs: the webhook injects them; no policy reads selectors.
+        // no key of theirs: its policy injects them as the webhook does.
         KeyUse::Selector => vec![case(
-            false,
+            true,
             "selector",
             "shop",
             one(json!({}), json!({"e2e-selected": "true"})),
@@ -259,7 +259,7 @@ pub fn namespace_labels() -> Vec<(String, String)> {
 
 /// The annotations of the corpus' Instrumentations the generated cases need, by name
 /// (`only` in `solo`, `copied` in `shop`, a copy of `java` delivered by init container,
-/// with the selector of the generated `edge-key-selector`, `based` in `shop`, laid over
+/// with the selector of the generated `key-selector`, `based` in `shop`, laid over
 /// `java`).
 pub fn instrumentation_annotations(inst: &str) -> Value {
     let mut out = Map::new();

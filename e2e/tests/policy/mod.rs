@@ -24,6 +24,7 @@ mod from_start;
 mod keys;
 mod live;
 mod rolled_back;
+mod selected;
 mod unserved;
 
 use std::path::Path;

@@ -109,6 +109,14 @@ impl Instrumentations {
         self.selectors.by_key == other.selectors.by_key
     }
 
+    /// Every readable selector (`namespace/name` and the selector), by key.
+    pub fn selectors(&self) -> impl Iterator<Item = (&str, &Selector)> {
+        self.selectors
+            .by_key
+            .iter()
+            .filter_map(|(k, s)| Some((k.as_str(), s.as_deref().ok()?)))
+    }
+
     /// Whether any Instrumentation has a selector.
     pub fn has_selectors(&self) -> bool {
         !self.selectors.by_key.is_empty()

@@ -278,14 +278,11 @@ fn explain_one(
             [(_, t)] => t.as_slice(),
             _ => &[],
         };
-        let by_selector = report.requests.iter().any(|a| a.from == AskedBy::Selector);
-        PathExplained::of(if by_selector {
-            policy::Path::Webhook(
-                "a selector (otel-injector/selector) asks for it, which no policy reads".into(),
-            )
-        } else {
-            paths.of(&m.workload.namespace, pod, &asked, &injected, targets)
-        })
+        let asked = policy::AskedFor {
+            requested: &asked,
+            by_selector: report.requests.iter().any(|a| a.from == AskedBy::Selector),
+        };
+        PathExplained::of(paths.of(&m.workload.namespace, pod, asked, &injected, targets))
     });
     Explanation {
         object: m.workload.describe(),

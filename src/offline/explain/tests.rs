@@ -299,7 +299,7 @@ fn explains_a_selector_and_the_base_of_what_it_injects() {
         "  python: asked by the selector of platform/python (otel-injector/selector)\n",
         "    laid over its bases (otel-injector/base): platform/base\n",
         "      propagators from platform/base\n",
-        "  path: the webhook only; a policy would not inject it: a selector (otel-injector/selector) asks for it, which no policy reads\n",
+        "  path: the policy of platform/python, once applied (otel-injector policy); the webhook then leaves the pod alone\n",
     ] {
         assert!(out.contains(line), "{line:?} in\n{out}");
     }
