@@ -11,9 +11,19 @@ use super::build::{container, inst, owned, pod};
 
 mod servers;
 
+/// The namespace beside `shop` annotated `inject-java: "true"`: its pods ask by it alone.
+pub fn asked_namespace(shop: &str) -> String {
+    format!("{shop}-asked")
+}
+
 /// The Instrumentations of the corpus: `solo` alone in its namespace (so `"true"` names
-/// it), three in the other.
+/// it), several in `shop`, one in the namespace that asks.
 pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
+    let asked = inst(
+        &asked_namespace(shop),
+        "java",
+        json!({"exporter": {"endpoint": "http://collector:4318"}}),
+    );
     vec![
         inst(
             solo,
@@ -81,10 +91,11 @@ pub fn instrumentations(solo: &str, shop: &str) -> Vec<Value> {
         }
         i
     })
+    .chain([asked])
     .collect()
 }
 
-/// The corpus: (case, namespace key `solo` or `shop`, pod). Every case of the engine's
+/// The corpus: (case, namespace key `solo`, `shop` or `asked`, pod). Every case of the engine's
 /// semantics a policy must get right, and the edges it must leave to the webhook.
 fn corpus() -> Vec<(&'static str, &'static str, Value)> {
     let app = |env: Value| json!([container("app", "shop/checkout:1.4.2", env)]);
@@ -452,6 +463,8 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             &[(INJECT_JAVA, "java"), (CONTAINER_NAMES, "nope")],
         ),
         simple("edge-not-found", &[(INJECT_JAVA, "missing")]),
+        // Asked for by the namespace's annotation alone.
+        ("namespace-annotation", "asked", pod("namespace-annotation", json!({}), json!({}), app(json!([])))),
         ("node-name", "shop", {
             let mut p = pod(
                 "node-name",
@@ -475,12 +488,12 @@ pub fn corpus_in(solo: &str, shop: &str) -> Vec<(&'static str, String, Value)> {
         .into_iter()
         .map(|(case, key, p)| {
             let text = p.to_string().replace("SOLO", solo).replace("SHOP", shop);
-            let ns = if key == "solo" { solo } else { shop };
-            (
-                case,
-                ns.to_owned(),
-                serde_json::from_str(&text).expect("JSON"),
-            )
+            let ns = match key {
+                "solo" => solo.to_owned(),
+                "asked" => asked_namespace(shop),
+                _ => shop.to_owned(),
+            };
+            (case, ns, serde_json::from_str(&text).expect("JSON"))
         })
         .collect()
 }

@@ -8,8 +8,8 @@ use crate::support::api;
 
 use super::corpus::{corpus_in, instrumentations};
 use super::{
-    POLICY_SCOPE, create_all, create_each, create_instrumentations, delete_all, delete_each,
-    explained_paths, injected_java, namespaces, render, until,
+    POLICY_SCOPE, corpus_namespaces, create_all, create_each, create_instrumentations, delete_all,
+    delete_each, explained_paths, injected_java, render, until,
 };
 use otel_injector::engine::SkipReason;
 use otel_injector::engine::outcome::{Outcome, PodStatus};
@@ -51,12 +51,15 @@ async fn differential(tag: &str, delivery: &str) {
         format!("e2e-policy-{tag}-shop"),
     );
     let (solo, shop) = (solo.as_str(), shop.as_str());
-    namespaces(
+    corpus_namespaces(
         &client,
-        &[solo, shop],
+        solo,
+        shop,
         &[(POLICY_SCOPE, tag), (SCOPE_LABEL, &env.id)],
     )
     .await;
+    let asked = super::corpus::asked_namespace(shop);
+    let asked = asked.as_str();
     label_solo(&client, solo).await;
     let insts = instrumentations(solo, shop);
     create_instrumentations(&client, &insts).await;
@@ -79,7 +82,7 @@ async fn differential(tag: &str, delivery: &str) {
     let set_scope = |value: Option<String>| {
         let client = client.clone();
         async move {
-            for ns in [solo, shop] {
+            for ns in [solo, shop, asked] {
                 let patch = json!({"metadata": {"labels": {SCOPE_LABEL: value}}});
                 let r = api::merge_patch(&client, &format!("/api/v1/namespaces/{ns}"), &patch)
                     .await

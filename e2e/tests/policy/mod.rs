@@ -183,6 +183,21 @@ async fn namespaces(client: &Client, names: &[&str], labels: &[(&str, &str)]) {
     }
 }
 
+/// Creates the corpus' namespaces, each with `labels`: `solo`, `shop`, and beside `shop` the
+/// one that asks for Java by its annotation ([`corpus::asked_namespace`]).
+async fn corpus_namespaces(client: &Client, solo: &str, shop: &str, labels: &[(&str, &str)]) {
+    namespaces(client, &[solo, shop], labels).await;
+    let asked = corpus::asked_namespace(shop);
+    api::create_namespace(
+        client,
+        &asked,
+        labels,
+        &[(otel_injector::keys::INJECT_JAVA, "true")],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+}
+
 /// Creates the Instrumentations; each must be accepted.
 async fn create_instrumentations(client: &Client, insts: &[Value]) {
     for i in insts {

@@ -11,8 +11,8 @@ use crate::support::api;
 
 use super::corpus::{corpus_in, instrumentations};
 use super::{
-    POLICY_SCOPE, comparable, create_all, create_instrumentations, delete_all, injected_java,
-    namespaces, render, until,
+    POLICY_SCOPE, comparable, corpus_namespaces, create_all, create_instrumentations, delete_all,
+    injected_java, render, until,
 };
 use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 
@@ -25,7 +25,7 @@ async fn alone_the_policies_mark_and_warn_what_they_do_not_cover() {
     let client = cp.client();
     let solo = "e2e-policy-alone-solo";
     let shop = "e2e-policy-alone-shop";
-    namespaces(&client, &[solo, shop], &[(POLICY_SCOPE, "alone")]).await;
+    corpus_namespaces(&client, solo, shop, &[(POLICY_SCOPE, "alone")]).await;
     let insts = instrumentations(solo, shop);
     create_instrumentations(&client, &insts).await;
     let (objects, _) = render(
