@@ -304,3 +304,36 @@ fn explains_a_selector_and_the_base_of_what_it_injects() {
         assert!(out.contains(line), "{line:?} in\n{out}");
     }
 }
+
+#[test]
+fn explains_two_selectors_with_the_webhooks_warning_and_a_false_that_keeps_them_out() {
+    let two = format!(
+        "{SELECTED}---\n\
+         apiVersion: opentelemetry.io/v1alpha1\n\
+         kind: Instrumentation\n\
+         metadata:\n  name: team\n  namespace: shop\n  annotations:\n    \
+         otel-injector/selector: '{{\"languages\": [\"python\"]}}'\n\
+         spec: {{exporter: {{endpoint: \"http://team:4318\"}}}}\n\
+         ---\n\
+         apiVersion: apps/v1\n\
+         kind: Deployment\n\
+         metadata: {{name: legacy}}\n\
+         spec:\n  template:\n    metadata:\n      annotations: {{instrumentation.opentelemetry.io/inject-python: \"false\"}}\n    \
+         spec:\n      containers:\n      - {{name: app, image: legacy:1.0}}\n"
+    );
+    let all = explain_text(&two);
+    let cart = &all[0];
+    assert_eq!(
+        cart.requests[0].value, "shop/team",
+        "its own namespace's first"
+    );
+    let out = text(std::slice::from_ref(cart));
+    let warning = "  warning: inject-python: the selectors of \"shop/team\" and \"platform/python\" both select this pod; using \"shop/team\"\n";
+    assert!(out.contains(warning), "{out}");
+    let legacy = text(std::slice::from_ref(&all[1]));
+    assert!(
+        legacy.contains("(one set to \"false\" also keeps the selectors out)"),
+        "{legacy}"
+    );
+    assert!(all[1].requests.is_empty());
+}

@@ -15,7 +15,7 @@ pub fn text(explanations: &[Explanation]) -> String {
         if e.requests.is_empty() {
             let _ = writeln!(
                 out,
-                "  nothing asked for injection: no instrumentation.opentelemetry.io/inject-* annotation on the pod or its namespace"
+                "  nothing asked for injection: no instrumentation.opentelemetry.io/inject-* key on the pod or its namespace asks for a language (one set to \"false\" also keeps the selectors out), and no selector (otel-injector/selector) selects the pod"
             );
         }
         if e.already_injected {
@@ -79,6 +79,14 @@ pub fn text(explanations: &[Explanation]) -> String {
                     why.as_deref().unwrap_or("")
                 ),
             };
+        }
+        // The warnings of what was injected (a skip lists its own below).
+        for w in e
+            .warnings
+            .iter()
+            .filter(|w| !e.skipped.iter().any(|s| s.messages.contains(w)))
+        {
+            let _ = writeln!(out, "  warning: {w}");
         }
         for c in &e.containers {
             let added = if c.added { " (added)" } else { "" };
