@@ -87,6 +87,9 @@ pub const BASE_ANNOTATION: &str = "otel-injector/base";
 /// On an Instrumentation: the pods it injects with no annotation of theirs (languages,
 /// namespace and pod label selectors, containers; `crd::selector` has the form).
 pub const SELECTOR_ANNOTATION: &str = "otel-injector/selector";
+/// On a pod a selector asked for: per injected language, the Instrumentation whose selector
+/// asked (`java=platform/java`, comma-separated, in the outcome's order).
+pub const SELECTED_BY_ANNOTATION: &str = "otel-injector/selected-by";
 /// On a pod: how its agents are delivered (`copy`, `image-volume`).
 pub const DELIVERY_ANNOTATION: &str = "otel-injector/agent-delivery";
 /// On an Instrumentation ([`AUTOMATIC`]) or a workload ([`OPT_OUT`]): the rollout.

@@ -125,6 +125,33 @@ fn name(o: &Value) -> String {
 /// Waits (at most `limit`) until `selector` in `ns` has exactly `count` pods, all Running and
 /// all with this status annotation; returns their uids (a StatefulSet's new pod keeps the
 /// name).
+/// `otel-injector rollout --instrumentation <inst> --dry-run`, which must succeed and say
+/// nothing on stderr: the plan it prints.
+pub async fn rollout_plan(inst: &str) -> String {
+    let (code, out, err) =
+        otel_injector(&["rollout", "--instrumentation", inst, "--dry-run"]).await;
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    out
+}
+
+/// The pods of `selector` in `ns`, each asserted to send to `endpoint` (its first
+/// container's `OTEL_EXPORTER_OTLP_ENDPOINT`).
+pub async fn pods_sending_to(env: &Env, ns: &str, selector: &str, endpoint: &str) -> Vec<Value> {
+    let pods = list(
+        env,
+        &format!("/api/v1/namespaces/{ns}/pods?labelSelector={selector}"),
+    )
+    .await;
+    for p in &pods {
+        assert_eq!(
+            env_value(p, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
+            endpoint,
+            "{p}"
+        );
+    }
+    pods
+}
+
 pub async fn until_pods_say(
     env: &Env,
     ns: &str,
@@ -248,9 +275,7 @@ async fn rollout_command_lists_the_outdated_workloads_then_restarts_them_to_the_
     assert_ne!(h1, h2);
     let inst = format!("{ns}/java");
 
-    let (code, out, err) =
-        otel_injector(&["rollout", "--instrumentation", &inst, "--dry-run"]).await;
-    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let out = rollout_plan(&inst).await;
     assert_eq!(
         out,
         format!(
@@ -336,16 +361,7 @@ async fn rollout_command_lists_the_outdated_workloads_then_restarts_them_to_the_
             names.is_disjoint(&before),
             "{sel}: {names:?} were there before"
         );
-        for pod in list(
-            &env,
-            &format!("/api/v1/namespaces/{ns}/pods?labelSelector={sel}"),
-        )
-        .await
-        {
-            assert_eq!(
-                env_value(&pod, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
-                "http://collector-b:4318"
-            );
+        for pod in pods_sending_to(&env, &ns, sel, "http://collector-b:4318").await {
             assert!(annotation(&pod, RESTARTED_AT).is_some(), "{pod}");
         }
     }

@@ -10,7 +10,7 @@ use otel_injector::keys::{INJECT_JAVA, SELECTOR_ANNOTATION, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
 use crate::harness::{Env, SCOPE_LABEL, env_value, is_injected};
-use crate::rollout::{create_workload, deployment, spec_hash, until_pods_say};
+use crate::rollout::{create_workload, deployment, pods_sending_to, spec_hash, until_pods_say};
 use crate::support::api;
 use crate::workloads::{list, template};
 
@@ -78,17 +78,7 @@ async fn a_selector_instruments_deployments_with_no_annotation_and_an_explicit_f
     create_workload(&env, &prod, "deployments", &deployment("front", 1, &front)).await;
 
     until_pods_say(&env, &prod, "app=web", 2, &injected, limit).await;
-    for p in list(
-        &env,
-        &format!("/api/v1/namespaces/{prod}/pods?labelSelector=app=web"),
-    )
-    .await
-    {
-        assert_eq!(
-            env_value(&p, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            "http://platform:4318"
-        );
-    }
+    pods_sending_to(&env, &prod, "app=web", "http://platform:4318").await;
     // Left alone: opted out by "false", a namespace not selected, a pod not selected.
     for (ns, app) in [(&prod, "off"), (&dev, "elsewhere"), (&prod, "front")] {
         let pods = until_running(&env, ns, app, limit).await;

@@ -13,7 +13,7 @@ use crate::agents::Language;
 use crate::crd::SpecHash;
 use crate::engine::SkipReason;
 use crate::engine::outcome::{Outcome, PodStatus};
-use crate::keys::{OPT_OUT, OPT_OUT_LABEL, STATUS_ANNOTATION};
+use crate::keys::{OPT_OUT, OPT_OUT_LABEL, SELECTED_BY_ANNOTATION, STATUS_ANNOTATION};
 use crate::pod::info::controller;
 use crate::pod::select::{Keys, Request, effective};
 
@@ -44,6 +44,9 @@ pub struct PodRecord {
     /// `None` for a pod without a controller owner.
     pub workload: Option<Arc<Workload>>,
     pub entries: Box<[CountedEntry]>,
+    /// The Instrumentations whose selector asked for the pod (`otel-injector/selected-by`,
+    /// or the selectors that select a pod admitted without an outcome); usually none.
+    pub selected_by: Box<[Arc<str>]>,
     /// Why the pod is failing, when its container statuses say so (a watch of whole pods,
     /// `--detect-failures`; a metadata watch never knows).
     pub failure: Option<Box<PodFailure>>,
@@ -120,12 +123,21 @@ impl PodRecord {
     /// The record of a pod from its metadata; `None` when it has no readable status
     /// annotation (it did not go through this webhook, or the text was changed by hand).
     pub fn from_meta(meta: &ObjectMeta, names: &mut Interner) -> Option<PodRecord> {
-        let status: PodStatus = meta
-            .annotations
-            .as_ref()?
-            .get(STATUS_ANNOTATION)?
-            .parse()
-            .ok()?;
+        let annotations = meta.annotations.as_ref()?;
+        let status: PodStatus = annotations.get(STATUS_ANNOTATION)?.parse().ok()?;
+        // `java=platform/java,…`: the Instrumentations, once each.
+        let mut selected_by: Vec<Arc<str>> = Vec::new();
+        for entry in annotations
+            .get(SELECTED_BY_ANNOTATION)
+            .into_iter()
+            .flat_map(|v| v.split(','))
+        {
+            if let Some((_, inst)) = entry.split_once('=')
+                && !selected_by.iter().any(|s| **s == *inst.trim())
+            {
+                selected_by.push(names.str(inst.trim()));
+            }
+        }
         let workload = workload_of(meta, names);
         let entries = status
             .entries
@@ -152,6 +164,7 @@ impl PodRecord {
         Some(PodRecord {
             workload,
             entries,
+            selected_by: selected_by.into(),
             failure: None,
         })
     }
@@ -201,15 +214,17 @@ impl PodRecord {
             let key = l.inject_annotation();
             effective(namespace.get(key), pod.get(key)).is_some_and(|v| !v.trim().is_empty())
         });
-        let entries = if keyed {
-            entries
+        let (entries, selected_by) = if keyed {
+            (entries, Box::default())
         } else {
-            selected()
+            let by: Box<[Arc<str>]> = selected().iter().map(|t| names.str(t)).collect();
+            let entries = by
                 .iter()
                 .map(|target| CountedEntry::Missed {
-                    instrumentation: names.str(target),
+                    instrumentation: target.clone(),
                 })
-                .collect()
+                .collect();
+            (entries, by)
         };
         if entries.is_empty() {
             return None;
@@ -217,6 +232,7 @@ impl PodRecord {
         Some(PodRecord {
             workload: workload_of(meta, names),
             entries,
+            selected_by,
             failure: None,
         })
     }

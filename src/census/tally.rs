@@ -24,6 +24,9 @@ pub struct Counts {
     pub missed: u32,
     /// Of `current`, those failing ([`PodFailure`]).
     pub failing: u32,
+    /// Of the injected and missed, those its selector (`otel-injector/selector`) asked for,
+    /// not a key.
+    pub selected: u32,
 }
 
 impl Counts {
@@ -168,10 +171,17 @@ pub fn census<'a>(
                     continue;
                 }
             };
+            let selected = pod.selected_by.iter().any(|s| **s == *key);
+            let count = |c: &mut Counts| {
+                apply(c);
+                if selected {
+                    c.selected += 1;
+                }
+            };
             let tally = out.entry(key.to_owned()).or_default();
-            apply(&mut tally.pods);
+            count(&mut tally.pods);
             if let Some(w) = &pod.workload {
-                apply(tally.workloads.entry(Workload::clone(w)).or_default());
+                count(tally.workloads.entry(Workload::clone(w)).or_default());
             }
         }
     }

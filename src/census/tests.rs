@@ -235,6 +235,7 @@ fn pods_are_counted_as_current_outdated_or_skipped_per_instrumentation_and_workl
             skipped: [(SkipReason::InstrumentationNotFound, 1)].into(),
             missed: 0,
             failing: 0,
+            selected: 0,
         }
     );
     assert_eq!(
@@ -245,6 +246,7 @@ fn pods_are_counted_as_current_outdated_or_skipped_per_instrumentation_and_workl
             skipped: BTreeMap::new(),
             missed: 0,
             failing: 0,
+            selected: 0,
         }
     );
     let stale: Vec<_> = java.stale_workloads().map(|(w, _)| w.to_string()).collect();
@@ -383,6 +385,7 @@ fn missed_pods_count_for_the_instrumentation_they_asked_for_and_make_a_workload_
             instrumentation: names.str(target),
         }]
         .into(),
+        selected_by: Box::default(),
     };
     let pods = [
         record(&deployment, "shop/*", names),
@@ -420,3 +423,54 @@ fn a_namespace_wildcard_counts_only_when_one_instrumentation_is_there() {
 }
 
 mod failures;
+
+#[test]
+fn pods_a_selector_asked_for_are_counted_as_selected_for_its_instrumentation() {
+    let h = SpecHash([0; 4]);
+    let existing: BTreeMap<String, SpecHash> = [
+        ("platform/java".to_owned(), h),
+        ("shop/python".to_owned(), h),
+    ]
+    .into();
+    let names = &mut Interner::default();
+    let status = format!("java=injected platform/java {h}; python=injected shop/python {h}");
+    let mut selected = meta("a", Some(("StatefulSet", "db")), None, &status);
+    selected.annotations.as_mut().unwrap().insert(
+        crate::keys::SELECTED_BY_ANNOTATION.into(),
+        "java=platform/java".into(),
+    );
+    let keyed = meta("b", Some(("StatefulSet", "db")), None, &status);
+    let records: Vec<PodRecord> = [selected, keyed]
+        .iter()
+        .map(|m| PodRecord::from_meta(m, names).unwrap())
+        .collect();
+    assert_eq!(
+        records[0]
+            .selected_by
+            .iter()
+            .map(|s| &**s)
+            .collect::<Vec<_>>(),
+        ["platform/java"]
+    );
+    let tallies = census(&records, &existing);
+    let db = workload("StatefulSet", "db");
+    let java = &tallies["platform/java"];
+    assert_eq!((java.pods.current, java.pods.selected), (2, 1));
+    assert_eq!(java.workloads[&db].selected, 1);
+    // The other language of the same pod was asked for by a key.
+    assert_eq!(tallies["shop/python"].workloads[&db].selected, 0);
+
+    // A pod admitted without an outcome that a selector selects: missed, and selected.
+    let mut bare = meta("c", Some(("StatefulSet", "db")), None, "");
+    bare.annotations = None;
+    let missed = PodRecord::missed_from_meta(
+        &bare,
+        Keys::default(),
+        || vec!["platform/java".to_owned()],
+        names,
+    )
+    .unwrap();
+    let tallies = census(std::slice::from_ref(&missed), &existing);
+    let c = &tallies["platform/java"].workloads[&db];
+    assert_eq!((c.missed, c.selected), (1, 1));
+}

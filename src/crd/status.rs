@@ -143,6 +143,10 @@ pub struct WorkloadStatus {
     /// Of `injected`, the pods failing (`--detect-failures`).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub failing: i64,
+    /// Of `injected`, `outdated` and `missed`, the pods this Instrumentation's selector
+    /// (`otel-injector/selector`) asked for, not an `inject-*` key.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub selected: i64,
     /// When these counts last changed.
     pub last_change_time: Option<Time>,
 }

@@ -25,7 +25,9 @@ use super::outcome::PodStatus;
 use super::reason::SkipReason;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
-use crate::keys::{CONFIG_FILE_ANNOTATION, INJECTED_ANNOTATION, STATUS_ANNOTATION};
+use crate::keys::{
+    CONFIG_FILE_ANNOTATION, INJECTED_ANNOTATION, SELECTED_BY_ANNOTATION, STATUS_ANNOTATION,
+};
 use crate::pod::plan::PodPlan;
 
 /// The largest rendered SDK configuration file: its annotation is part of the
@@ -164,7 +166,8 @@ pub(super) fn sdk_config(
 
 /// The most the annotations the patch adds after the agents can take for a pod that asked
 /// for `asked`: the outcome (`otel-injector/status`, one entry per language asked for, each at
-/// its longest) and the `otel-injector/injected` list of every one of them.
+/// its longest), the `otel-injector/injected` list of every one of them, and the selectors
+/// that asked (`otel-injector/selected-by`, each language with the longest reference).
 pub(super) fn outcome_room(asked: &[Language]) -> usize {
     let longest_reason = SkipReason::ALL
         .iter()
@@ -178,7 +181,13 @@ pub(super) fn outcome_room(asked: &[Language]) -> usize {
     let separators = asked.len().saturating_sub(1);
     let status = names + asked.len() * ("=".len() + outcome) + separators * "; ".len();
     let injected = names + separators * ",".len();
-    STATUS_ANNOTATION.len() + status + INJECTED_ANNOTATION.len() + injected
+    let selected = names + asked.len() * ("=".len() + MAX_REFERENCE_BYTES) + separators;
+    STATUS_ANNOTATION.len()
+        + status
+        + INJECTED_ANNOTATION.len()
+        + injected
+        + SELECTED_BY_ANNOTATION.len()
+        + selected
 }
 
 /// The answer for a pod that asks for injection but has too many containers for its size to
@@ -387,16 +396,19 @@ mod tests {
                 .collect(),
         };
         let injected = "java,apache-httpd";
+        let selected = format!("java={reference},apache-httpd={reference}");
         assert_eq!(
             outcome_room(&asked),
             STATUS_ANNOTATION.len()
                 + status.to_string().len()
                 + INJECTED_ANNOTATION.len()
                 + injected.len()
+                + SELECTED_BY_ANNOTATION.len()
+                + selected.len()
         );
         assert_eq!(
             outcome_room(&[]),
-            STATUS_ANNOTATION.len() + INJECTED_ANNOTATION.len()
+            STATUS_ANNOTATION.len() + INJECTED_ANNOTATION.len() + SELECTED_BY_ANNOTATION.len()
         );
     }
 }

@@ -12,13 +12,16 @@ mod requests;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::asked::AskedBy;
 use super::decision::{Report, Skip};
 use super::outcome::RolledBack;
 use super::reason::SkipReason;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::keys::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, ROLLED_BACK_ANNOTATION};
+use crate::keys::{
+    INJECTED_ANNOTATION, MIRROR_ANNOTATION, ROLLED_BACK_ANNOTATION, SELECTED_BY_ANNOTATION,
+};
 use crate::pod::info::PodInfo;
 use crate::pod::plan::{PodPlan, Slot};
 use crate::pod::select::{Annotations, Request};
@@ -99,6 +102,21 @@ pub(super) fn plan<'p>(
     let names: Vec<&str> = d.injected.iter().map(|i| i.language.as_str()).collect();
     plan.new_annotations
         .insert(INJECTED_ANNOTATION.to_owned(), names.join(","));
+    // Which selectors asked for what was injected (the status counts their pods).
+    let selected: Vec<String> = d
+        .injected
+        .iter()
+        .filter(|i| {
+            d.requests
+                .iter()
+                .any(|a| a.language == i.language && a.from == AskedBy::Selector)
+        })
+        .map(|i| format!("{}={}", i.language, i.instrumentation))
+        .collect();
+    if !selected.is_empty() {
+        plan.new_annotations
+            .insert(SELECTED_BY_ANNOTATION.to_owned(), selected.join(","));
+    }
     Some(plan)
 }
 

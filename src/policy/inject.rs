@@ -17,7 +17,9 @@ use serde_json::{Value, json};
 
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_RESOURCE_ATTRIBUTES_NODE_NAME};
 use crate::crd::SpecHash;
-use crate::keys::{INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH};
+use crate::keys::{
+    INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH, SELECTED_BY_ANNOTATION,
+};
 
 use super::cel::{self, string, strings};
 use super::template::{self, Kind, Template};
@@ -430,8 +432,20 @@ pub fn mutation(
         .map(|v| format!("[JSONPatch{{op: \"add\", path: \"/spec/volumes/-\", value: {v}}}]"))
         .collect();
     let volume_patches = create_then("object.spec.volumes", "\"/spec/volumes\"", "[]", &adds);
+    // A selector's pod says so, as the webhook's (the map exists once the outcome is in).
+    let selected_by = match by_selector {
+        Some(_) => format!(
+            " + (variables.keyed ? [] : [JSONPatch{{op: \"add\", path: {}, value: {}}}])",
+            string(&format!(
+                "/metadata/annotations/{}",
+                cel::pointer_segment(SELECTED_BY_ANNOTATION)
+            )),
+            string(&format!("{lang}={ns}/{name}"))
+        ),
+        None => String::new(),
+    };
     let expression = format!(
-        "variables.covered{n} ? {volume_patches} + {} + variables.targets{n}.map(i, {}).flatten() + {} + {} : []",
+        "variables.covered{n} ? {volume_patches} + {} + variables.targets{n}.map(i, {}).flatten() + {}{selected_by} + {} : []",
         init_patches,
         container_patches(t),
         metadata_patches("annotations", &t.annotations),

@@ -352,42 +352,19 @@ fn render_with(
             "metadata": metadata(name),
             "spec": {"policyName": name, "matchResources": opted_in(options, None)},
         }));
-        let warn = &options.name("warn-not-injected");
-        rendered.objects.push(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": metadata(warn),
-            "spec": {
-                "matchConstraints": pod_creates(),
-                "failurePolicy": "Ignore",
-                "validations": skip::warning(),
-            },
-        }));
-        rendered.objects.push(json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": metadata(warn),
-            "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(options, None)},
-        }));
+        rendered.objects.extend(skip::warning_policy(
+            options,
+            "warn-not-injected",
+            skip::warning(),
+            None,
+        ));
         if let Some((validations, v)) = skip::selector_warnings(&rules) {
-            let warn = &options.name("warn-selectors");
-            rendered.objects.push(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicy",
-                "metadata": metadata(warn),
-                "spec": {
-                    "matchConstraints": pod_creates(),
-                    "failurePolicy": "Ignore",
-                    "variables": v.to_json(),
-                    "validations": validations,
-                },
-            }));
-            rendered.objects.push(json!({
-                "apiVersion": "admissionregistration.k8s.io/v1",
-                "kind": "ValidatingAdmissionPolicyBinding",
-                "metadata": metadata(warn),
-                "spec": {"policyName": warn, "validationActions": ["Warn"], "matchResources": opted_in(options, None)},
-            }));
+            rendered.objects.extend(skip::warning_policy(
+                options,
+                "warn-selectors",
+                validations,
+                Some(&v),
+            ));
         }
     }
     rendered

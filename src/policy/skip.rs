@@ -256,3 +256,37 @@ pub fn selector_warnings(rules: &Rules) -> Option<(Value, Vars)> {
         .collect();
     Some((Value::Array(validations), v))
 }
+
+/// A ValidatingAdmissionPolicy `<prefix>.<rest>` of pod creates that tells `kubectl` what
+/// its `validations` find (in `Warn` mode: nothing is refused), and its binding in every
+/// namespace the webhook serves.
+pub(super) fn warning_policy(
+    options: &super::PolicyOptions,
+    rest: &str,
+    validations: Value,
+    variables: Option<&Vars>,
+) -> [Value; 2] {
+    let name = &options.name(rest);
+    let mut spec = json!({
+        "matchConstraints": super::pod_creates(),
+        "failurePolicy": "Ignore",
+        "validations": validations,
+    });
+    if let Some(v) = variables {
+        spec["variables"] = v.to_json();
+    }
+    [
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": super::metadata(name),
+            "spec": spec,
+        }),
+        json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": super::metadata(name),
+            "spec": {"policyName": name, "validationActions": ["Warn"], "matchResources": super::opted_in(options, None)},
+        }),
+    ]
+}

@@ -61,6 +61,11 @@ fn a_pod_with_no_annotation_is_injected_by_a_selector_in_its_containers() {
         names(&out["spec"]["initContainers"]),
         ["opentelemetry-auto-instrumentation-java"]
     );
+    // The pod says which selector asked, for the status to count.
+    assert_eq!(
+        out["metadata"]["annotations"]["otel-injector/selected-by"],
+        "java=platform/java"
+    );
 }
 
 #[test]
@@ -85,7 +90,8 @@ fn what_a_selector_does_not_select_asks_for_nothing() {
 #[case::pod_asks_another_language(json!({"instrumentation.opentelemetry.io/inject-python": "own"}), Some("shop/own"))]
 fn an_explicit_key_wins_over_a_selector(#[case] annotations: Value, #[case] used: Option<&str>) {
     let cat = catalog(&(inst("platform", "java", Some(PROD_BACKEND)) + &inst("shop", "own", None)));
-    let (_, d) = run(&cat, &pod(json!({"tier": "backend"}), annotations));
+    let (out, d) = run(&cat, &pod(json!({"tier": "backend"}), annotations));
+    assert!(out["metadata"]["annotations"]["otel-injector/selected-by"].is_null());
     let injected: Vec<&str> = d
         .injected
         .iter()

@@ -10,11 +10,15 @@
 
 use std::time::{Duration, Instant};
 
-use otel_injector::keys::{BASE_ANNOTATION, INJECT_JAVA, SELECTOR_ANNOTATION, STATUS_ANNOTATION};
+use otel_injector::keys::{
+    BASE_ANNOTATION, INJECT_JAVA, SELECTED_BY_ANNOTATION, SELECTOR_ANNOTATION, STATUS_ANNOTATION,
+};
 use serde_json::{Value, json};
 
 use crate::harness::{Env, env_value, is_injected};
-use crate::rollout::{create_workload, deployment, otel_injector, until_pods_say};
+use crate::rollout::{
+    create_workload, deployment, otel_injector, pods_sending_to, rollout_plan, until_pods_say,
+};
 use crate::support::api;
 use crate::workloads::{list, template};
 
@@ -213,6 +217,13 @@ async fn in_mode_policy_a_selector_instruments_deployments_and_a_base_change_rol
     )
     .await;
     let first = until_pods_say(&env, prod, "app=web", 2, &v1, limit).await;
+    for p in pods_sending_to(&env, prod, "app=web", "http://platform-a:4318").await {
+        assert_eq!(
+            p["metadata"]["annotations"][SELECTED_BY_ANNOTATION],
+            format!("java={platform}/java").as_str(),
+            "the pod says which selector asked"
+        );
+    }
     // Left alone, with no status: opted out by "false", a namespace not selected.
     for (ns, app) in [(prod, "off"), (dev, "elsewhere")] {
         let t0 = Instant::now();
@@ -280,9 +291,7 @@ async fn in_mode_policy_a_selector_instruments_deployments_and_a_base_change_rol
     assert_eq!(r.status, 200, "{}", r.body);
     insts[0] = base("http://platform-b:4318");
     let inst = format!("{platform}/java");
-    let (code, out, err) =
-        otel_injector(&["rollout", "--instrumentation", &inst, "--dry-run"]).await;
-    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let out = rollout_plan(&inst).await;
     assert_eq!(
         out,
         format!(
@@ -306,16 +315,6 @@ async fn in_mode_policy_a_selector_instruments_deployments_and_a_base_change_rol
     let v2 = format!("java=injected {platform}/java {h2}");
     let second = until_pods_say(&env, prod, "app=web", 2, &v2, limit).await;
     assert!(first.is_disjoint(&second), "every pod replaced");
-    for p in list(
-        &env,
-        &format!("/api/v1/namespaces/{prod}/pods?labelSelector=app=web"),
-    )
-    .await
-    {
-        assert_eq!(
-            env_value(&p, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            "http://platform-b:4318"
-        );
-    }
+    pods_sending_to(&env, prod, "app=web", "http://platform-b:4318").await;
     delete_all(&client, &objects).await;
 }

@@ -11,10 +11,12 @@ use otel_injector::engine::Instrumentations;
 use otel_injector::keys::{BASE_ANNOTATION, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
-use super::{create_workload, deployment, java_template, otel_injector, until_pods_say};
+use super::{
+    create_workload, deployment, java_template, otel_injector, pods_sending_to, rollout_plan,
+    until_pods_say,
+};
 use crate::harness::{Env, env_value, is_injected};
 use crate::support::api;
-use crate::workloads::list;
 
 /// The digest the webhook records for `ns/name`: of its spec laid over its bases, read from
 /// the stored objects as the webhook's index reads them.
@@ -106,9 +108,7 @@ async fn a_base_change_makes_its_dependents_outdated_and_the_rollout_restarts_th
     assert_ne!(h1, h2, "a base's change is a new spec of its dependents");
 
     let inst = format!("{ns}/java");
-    let (code, out, err) =
-        otel_injector(&["rollout", "--instrumentation", &inst, "--dry-run"]).await;
-    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let out = rollout_plan(&inst).await;
     assert_eq!(
         out,
         format!(
@@ -124,17 +124,7 @@ async fn a_base_change_makes_its_dependents_outdated_and_the_rollout_restarts_th
     let v2 = format!("java=injected {ns}/java {h2}");
     let second = until_pods_say(&env, &ns, "app=web", 2, &v2, limit).await;
     assert!(first.is_disjoint(&second), "every pod replaced");
-    for p in list(
-        &env,
-        &format!("/api/v1/namespaces/{ns}/pods?labelSelector=app=web"),
-    )
-    .await
-    {
-        assert_eq!(
-            env_value(&p, 0, "OTEL_EXPORTER_OTLP_ENDPOINT"),
-            "http://platform-b:4318"
-        );
-    }
+    pods_sending_to(&env, &ns, "app=web", "http://platform-b:4318").await;
 
     // The base deleted: the team's Instrumentation cannot be used, and says why.
     let r = api::send(

@@ -165,6 +165,7 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                     skipped: count(c.skipped_total()),
                     missed: count(c.missed),
                     failing: count(c.failing),
+                    selected: count(c.selected),
                     last_change_time: None,
                 };
                 let before = previous.and_then(|p| {
@@ -174,8 +175,16 @@ pub fn desired(inputs: &Inputs<'_>) -> InstrumentationStatus {
                 });
                 ws.last_change_time = match before {
                     Some(o)
-                        if (o.injected, o.outdated, o.skipped, o.missed, o.failing)
-                            == (ws.injected, ws.outdated, ws.skipped, ws.missed, ws.failing) =>
+                        if (
+                            o.injected, o.outdated, o.skipped, o.missed, o.failing, o.selected,
+                        ) == (
+                            ws.injected,
+                            ws.outdated,
+                            ws.skipped,
+                            ws.missed,
+                            ws.failing,
+                            ws.selected,
+                        ) =>
                     {
                         o.last_change_time.clone().or_else(|| Some(now.clone()))
                     }

@@ -39,6 +39,7 @@ fn counts(current: u32, outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts 
         skipped: skipped.iter().copied().collect(),
         missed: 0,
         failing: 0,
+        selected: 0,
     }
 }
 

@@ -24,6 +24,7 @@ fn counts(outdated: u32, skipped: &[(SkipReason, u32)]) -> Counts {
         skipped: skipped.iter().copied().collect(),
         missed: 0,
         failing: 0,
+        selected: 0,
     }
 }
 
@@ -170,6 +171,7 @@ fn the_plan_is_described_one_line_per_workload() {
             .into(),
             missed: 2,
             failing: 0,
+            selected: 0,
         },
         workloads: BTreeMap::new(),
     };
