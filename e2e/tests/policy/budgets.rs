@@ -97,7 +97,8 @@ async fn a_huge_pod_is_injected_within_the_cel_budgets() {
 
 /// Measurement (ignored): pod-create latency through the real API server, p50 and p99 of
 /// `E2E_POLICY_PODS` (default 300) creates each, in one run: no injection, the webhook
-/// (image volumes) and the policy (docs/performance.md).
+/// (image volumes), the policy, and a pod that asks for nothing where the policy is bound
+/// (what its evaluation costs the pods it leaves; docs/performance.md).
 #[tokio::test]
 #[ignore = "measurement: just policy-latency"]
 async fn policy_latency() {
@@ -171,6 +172,7 @@ async fn policy_latency() {
         ("none", none, false),
         ("webhook", hook, true),
         ("policy", policy, true),
+        ("policy bound, nothing asked", policy, false),
     ];
     let mut times = vec![Vec::with_capacity(count); paths.len()];
     let before = admission_seconds(&client).await;
