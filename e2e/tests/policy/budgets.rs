@@ -178,7 +178,7 @@ async fn policy_latency() {
     let before = admission_seconds(&client).await;
     for k in 0..count {
         for (i, (what, ns, ask)) in paths.iter().enumerate() {
-            let mut p = asking(&format!("p{k}"));
+            let mut p = asking(&format!("p{i}-{k}"));
             if !ask {
                 p["metadata"]["annotations"] = json!({});
             }
