@@ -404,7 +404,7 @@ fn injection_policy(
     if rule.is_some() {
         rules.add_variables(&mut v);
     }
-    let mutations: Vec<Value> = templates
+    let branches: Vec<(Language, inject::Branch)> = templates
         .iter()
         .enumerate()
         .map(|(n, t)| {
@@ -412,8 +412,14 @@ fn injection_policy(
                 asks,
                 containers: rule.map_or_else(Vec::new, |r| r.selector.containers.clone()),
             });
-            inject::mutation(&mut v, n, t, reach, hash, by_selector.as_ref())
+            let b = inject::branch(&mut v, n, t, reach, hash, by_selector.as_ref());
+            (t.language, b)
         })
+        .collect();
+    // One mutation per language: its agent's variants are branches of it.
+    let mutations: Vec<Value> = branches
+        .chunk_by(|a, b| a.0 == b.0)
+        .map(|group| inject::mutation_of(group.iter().map(|(_, b)| b)))
         .collect();
     let mut meta = metadata(&object);
     let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();

@@ -155,9 +155,13 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     let rendered = render(&catalog, &config, &PolicyOptions::default());
     let coverage = &rendered.coverage["shop/java"];
     assert_eq!(coverage.injected, LANGUAGES);
-    // One mutation per language, Python and .NET one per variant (glibc and musl).
+    // One mutation per language; Python's and .NET's hold a branch per variant (glibc, musl).
     let mutations = rendered.objects[0]["spec"]["mutations"].as_array().unwrap();
-    assert_eq!(mutations.len(), LANGUAGES.len() + 2);
+    assert_eq!(mutations.len(), LANGUAGES.len());
+    let python = mutations[2]["jsonPatch"]["expression"].as_str().unwrap();
+    assert!(python.starts_with("variables.covered2 ? ("), "{python}");
+    assert!(python.contains(" : variables.covered3 ? ("), "{python}");
+    assert!(python.ends_with(") : []"), "{python}");
     let binding = &rendered.objects[1];
     assert_eq!(binding["spec"]["paramRef"]["name"], "java");
     assert_eq!(
