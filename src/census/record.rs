@@ -12,7 +12,7 @@ use super::workload::Workload;
 use crate::agents::Language;
 use crate::crd::SpecHash;
 use crate::engine::SkipReason;
-use crate::engine::outcome::{Outcome, PodStatus};
+use crate::engine::outcome::{Outcome, PodStatus, SelectorMark};
 use crate::keys::{OPT_OUT, OPT_OUT_LABEL, SELECTED_BY_ANNOTATION, STATUS_ANNOTATION};
 use crate::pod::info::controller;
 use crate::pod::select::{Keys, Request, effective};
@@ -125,19 +125,14 @@ impl PodRecord {
     pub fn from_meta(meta: &ObjectMeta, names: &mut Interner) -> Option<PodRecord> {
         let annotations = meta.annotations.as_ref()?;
         let status: PodStatus = annotations.get(STATUS_ANNOTATION)?.parse().ok()?;
-        // `java=platform/java,…`: the Instrumentations, once each.
-        let mut selected_by: Vec<Arc<str>> = Vec::new();
-        for entry in annotations
+        let selected_by: Box<[Arc<str>]> = annotations
             .get(SELECTED_BY_ANNOTATION)
+            .map(|v| SelectorMark::parse(v))
+            .unwrap_or_default()
+            .instrumentations()
             .into_iter()
-            .flat_map(|v| v.split(','))
-        {
-            if let Some((_, inst)) = entry.split_once('=')
-                && !selected_by.iter().any(|s| **s == *inst.trim())
-            {
-                selected_by.push(names.str(inst.trim()));
-            }
-        }
+            .map(|i| names.str(i))
+            .collect();
         let workload = workload_of(meta, names);
         let entries = status
             .entries
@@ -164,7 +159,7 @@ impl PodRecord {
         Some(PodRecord {
             workload,
             entries,
-            selected_by: selected_by.into(),
+            selected_by,
             failure: None,
         })
     }

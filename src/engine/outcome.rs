@@ -211,6 +211,63 @@ impl fmt::Display for RolledBack {
     }
 }
 
+/// The pod annotation `otel-injector/selected-by`: per injected language, in the outcome's
+/// order, the Instrumentation (`ns/name`) whose selector asked for it, `java=platform/java`
+/// comma-separated. Written with the injection (the webhook's and the selector's policy),
+/// read by the census to count a workload's selected pods.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SelectorMark {
+    entries: Vec<(String, String)>,
+}
+
+impl SelectorMark {
+    /// The annotation's entries; one that does not read as `<language>=<ns/name>` is ignored.
+    pub fn parse(value: &str) -> SelectorMark {
+        let entries = value
+            .split(',')
+            .filter_map(|e| {
+                let (lang, inst) = e.trim().split_once('=')?;
+                let (lang, inst) = (lang.trim(), inst.trim());
+                (!lang.is_empty() && inst.contains('/')).then(|| (lang.to_owned(), inst.to_owned()))
+            })
+            .collect();
+        SelectorMark { entries }
+    }
+
+    /// Records that the selector of `instrumentation` asked for `lang`.
+    pub fn push(&mut self, lang: Language, instrumentation: &str) {
+        self.entries
+            .push((lang.as_str().to_owned(), instrumentation.to_owned()));
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The Instrumentations named, each once.
+    pub fn instrumentations(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = Vec::new();
+        for (_, inst) in &self.entries {
+            if !out.contains(&inst.as_str()) {
+                out.push(inst);
+            }
+        }
+        out
+    }
+}
+
+impl fmt::Display for SelectorMark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (lang, inst)) in self.entries.iter().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            write!(f, "{lang}={inst}")?;
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,5 +391,23 @@ mod tests {
             let kept = RolledBack::parse(&format!("{bad},python=01020304"));
             assert_eq!(kept.to_string(), "python=01020304", "{bad:?}");
         }
+    }
+
+    #[test]
+    fn the_selector_mark_reads_back_what_it_writes_and_names_each_instrumentation_once() {
+        let mut by = SelectorMark::default();
+        by.push(Language::Java, "platform/java");
+        by.push(Language::Python, "platform/java");
+        by.push(Language::NodeJs, "shop/team");
+        let text = by.to_string();
+        assert_eq!(
+            text,
+            "java=platform/java,python=platform/java,nodejs=shop/team"
+        );
+        assert_eq!(SelectorMark::parse(&text), by);
+        assert_eq!(by.instrumentations(), ["platform/java", "shop/team"]);
+        // Entries that do not read are ignored; spaces are tolerated.
+        let edited = SelectorMark::parse(" java = platform/java ,junk,=a/b,go=nons");
+        assert_eq!(edited.instrumentations(), ["platform/java"]);
     }
 }

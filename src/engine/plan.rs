@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use super::asked::AskedBy;
 use super::decision::{Report, Skip};
-use super::outcome::RolledBack;
+use super::outcome::{RolledBack, SelectorMark};
 use super::reason::SkipReason;
 use super::snapshot::Snapshot;
 use crate::agents::Language;
@@ -103,19 +103,18 @@ pub(super) fn plan<'p>(
     plan.new_annotations
         .insert(INJECTED_ANNOTATION.to_owned(), names.join(","));
     // Which selectors asked for what was injected (the status counts their pods).
-    let selected: Vec<String> = d
-        .injected
-        .iter()
-        .filter(|i| {
-            d.requests
-                .iter()
-                .any(|a| a.language == i.language && a.from == AskedBy::Selector)
-        })
-        .map(|i| format!("{}={}", i.language, i.instrumentation))
-        .collect();
+    let mut selected = SelectorMark::default();
+    for i in &d.injected {
+        if d.requests
+            .iter()
+            .any(|a| a.language == i.language && a.from == AskedBy::Selector)
+        {
+            selected.push(i.language, &i.instrumentation);
+        }
+    }
     if !selected.is_empty() {
         plan.new_annotations
-            .insert(SELECTED_BY_ANNOTATION.to_owned(), selected.join(","));
+            .insert(SELECTED_BY_ANNOTATION.to_owned(), selected.to_string());
     }
     Some(plan)
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_RESOURCE_ATTRIBUTES_NODE_NAME};
 use crate::crd::SpecHash;
+use crate::engine::outcome::SelectorMark;
 use crate::keys::{
     INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH, SELECTED_BY_ANNOTATION,
 };
@@ -458,7 +459,11 @@ pub fn branch(
                 "/metadata/annotations/{}",
                 cel::pointer_segment(SELECTED_BY_ANNOTATION)
             )),
-            string(&format!("{lang}={ns}/{name}"))
+            string(&{
+                let mut by = SelectorMark::default();
+                by.push(lang, &format!("{ns}/{name}"));
+                by.to_string()
+            })
         ),
         None => String::new(),
     };

@@ -62,8 +62,10 @@ impl Rules {
         self.0.is_empty()
     }
 
+    /// The rule of `key` (the rules are in key order, as the index keeps them).
     pub fn get(&self, key: &str) -> Option<&Rule> {
-        self.0.iter().find(|r| r.key == key)
+        let i = self.0.binary_search_by(|r| r.key.as_str().cmp(key)).ok()?;
+        Some(&self.0[i])
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Rule> {

@@ -190,8 +190,8 @@ impl Env {
                 let manifest = std::fs::read_to_string(&manifest_path);
                 let mut hint = if manifest.is_ok_and(|m| m.contains("namespaceObject")) {
                     " The manifest's matchConditions use namespaceObject, which kube-apiserver \
-                     binds only for admission policies: in webhook matchConditions it is \
-                     always null, so a namespace's annotations cannot be seen there."
+                     leaves null in every matchCondition (of webhooks and admission policies \
+                     alike), so a namespace's annotations cannot be seen there."
                         .to_owned()
                 } else {
                     String::new()

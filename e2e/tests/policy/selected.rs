@@ -22,7 +22,7 @@ use crate::rollout::{
 use crate::support::api;
 use crate::workloads::{list, template};
 
-use super::{POLICY_SCOPE, create_all, delete_all, render};
+use super::{POLICY_SCOPE, create_all, create_instrumentations, delete_all, render};
 
 const SCOPE: &str = "selected";
 const PREFIX: &str = "e2e-selected";
@@ -154,13 +154,7 @@ async fn in_mode_policy_a_selector_instruments_deployments_and_a_base_change_rol
         json!({"exporter": {"endpoint": "http://asked:4318"}}),
     );
     let mut insts = vec![base("http://platform-a:4318"), java, own];
-    for i in &insts {
-        let ns = i["metadata"]["namespace"].as_str().unwrap();
-        let r = api::create_instrumentation(&client, ns, i)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 201, "{}", r.body);
-    }
+    create_instrumentations(&client, &insts).await;
     let mut objects = apply(&env, &insts, &[]).await;
 
     let web = labeled("web", &[("tier", "backend")], &[]);
@@ -252,10 +246,7 @@ async fn in_mode_policy_a_selector_instruments_deployments_and_a_base_change_rol
         json!({SELECTOR_ANNOTATION: own.to_string()}),
         json!({"exporter": {"endpoint": "http://team:4318"}}),
     );
-    let r = api::create_instrumentation(&client, prod, &team)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(r.status, 201, "{}", r.body);
+    create_instrumentations(&client, std::slice::from_ref(&team)).await;
     insts.push(team);
     objects = apply(&env, &insts, &objects).await;
     let both = labeled("both", &[("tier", "both")], &[]);

@@ -143,6 +143,10 @@ pub struct RequestExplained {
     pub targets: Vec<String>,
     /// Why those.
     pub targets_why: String,
+    /// What the webhook warned about the request when it was injected (two selectors); a
+    /// skipped request's warnings are its skip's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// A field an Instrumentation took from one of its bases.

@@ -47,6 +47,10 @@ pub(super) fn explained(
             .collect(),
         targets,
         targets_why,
+        warnings: match chosen {
+            Some(_) => asked.warnings.clone(),
+            None => Vec::new(),
+        },
     }
 }
 

@@ -328,7 +328,13 @@ fn explains_two_selectors_with_the_webhooks_warning_and_a_false_that_keeps_them_
         "its own namespace's first"
     );
     let out = text(std::slice::from_ref(cart));
-    let warning = "  warning: inject-python: the selectors of \"shop/team\" and \"platform/python\" both select this pod; using \"shop/team\"\n";
+    assert_eq!(
+        cart.requests[0].warnings,
+        [
+            "inject-python: the selectors of \"shop/team\" and \"platform/python\" both select this pod; using \"shop/team\""
+        ]
+    );
+    let warning = "    warning: inject-python: the selectors of \"shop/team\" and \"platform/python\" both select this pod; using \"shop/team\"\n";
     assert!(out.contains(warning), "{out}");
     let legacy = text(std::slice::from_ref(&all[1]));
     assert!(

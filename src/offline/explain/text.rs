@@ -56,6 +56,9 @@ pub fn text(explanations: &[Explanation]) -> String {
                     let _ = writeln!(out, "    not injected (see skipped)");
                 }
             }
+            for w in &r.warnings {
+                let _ = writeln!(out, "    warning: {w}");
+            }
             let _ = writeln!(
                 out,
                 "    targets: {} ({})",
@@ -79,14 +82,6 @@ pub fn text(explanations: &[Explanation]) -> String {
                     why.as_deref().unwrap_or("")
                 ),
             };
-        }
-        // The warnings of what was injected (a skip lists its own below).
-        for w in e
-            .warnings
-            .iter()
-            .filter(|w| !e.skipped.iter().any(|s| s.messages.contains(w)))
-        {
-            let _ = writeln!(out, "  warning: {w}");
         }
         for c in &e.containers {
             let added = if c.added { " (added)" } else { "" };
