@@ -199,15 +199,23 @@ impl RolledBack {
     }
 }
 
+/// The markers' form: `<language>=<value>`, comma-separated.
+fn write_pairs<V: fmt::Display>(
+    f: &mut fmt::Formatter<'_>,
+    pairs: impl Iterator<Item = (impl fmt::Display, V)>,
+) -> fmt::Result {
+    for (i, (lang, value)) in pairs.enumerate() {
+        if i > 0 {
+            f.write_str(",")?;
+        }
+        write!(f, "{lang}={value}")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for RolledBack {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (lang, spec)) in self.entries.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{lang}={spec}")?;
-        }
-        Ok(())
+        write_pairs(f, self.entries.iter())
     }
 }
 
@@ -258,13 +266,7 @@ impl SelectorMark {
 
 impl fmt::Display for SelectorMark {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (i, (lang, inst)) in self.entries.iter().enumerate() {
-            if i > 0 {
-                f.write_str(",")?;
-            }
-            write!(f, "{lang}={inst}")?;
-        }
-        Ok(())
+        write_pairs(f, self.entries.iter().map(|(l, i)| (l, i)))
     }
 }
 
