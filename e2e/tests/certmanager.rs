@@ -288,7 +288,7 @@ async fn cert_manager_issues_injects_the_ca_and_rotates_without_a_failed_admissi
     let t3 = Instant::now();
     let before = env.requests().await.total();
     loop {
-        let marker = pod("marker", &[(INJECT_JAVA, "e2e-marker")]);
+        let marker = pod("marker", &[(INJECT_JAVA, "false")]);
         let r = api::create_pod(&client, &ns, &marker, true)
             .await
             .unwrap_or_else(|e| panic!("{e}"));

@@ -1,6 +1,6 @@
 //! Pods that get injected, asserted as stored by the apiserver (read back with a GET).
 
-use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
+use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION, STATUS_ANNOTATION};
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -369,4 +369,56 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
             .len(),
         1
     );
+}
+
+/// `kubectl apply -f dir/` (or a GitOps sync) sends a workload and its Instrumentation
+/// together; a replica's watch may also lag a moment. The pod's create is answered once the
+/// Instrumentation reaches the webhook's cache (`--instrumentation-wait`, 2 s by default),
+/// not with a skip; with the wait off, the same order gives the skip.
+#[tokio::test]
+async fn a_pod_created_just_before_its_instrumentation_waits_for_it_and_is_injected() {
+    // (the webhook's id, its flags, the outcome's head, the waits counted as found)
+    let table = [
+        ("late", vec![], "java=injected {ns}/default ", 1),
+        (
+            "late-off",
+            vec!["--instrumentation-wait=0s".to_owned()],
+            "java=skipped no_instrumentation {ns}/*",
+            0,
+        ),
+    ];
+    for (id, args, outcome, found) in table {
+        let options = Options {
+            args: args.clone(),
+            ..Options::default()
+        };
+        let env = Env::start_with(id, options).await;
+        let ns = env.namespace("late", &[]).await;
+        env.await_webhook(&ns).await;
+        let p = pod("early", &[(INJECT_JAVA, "true")]);
+        let (created, ()) = tokio::join!(env.create(&ns, &p), async {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            env.instrumentation(&ns, "default", shop_spec()).await;
+        });
+        let stored = env.stored(&ns, "early").await;
+        let status = stored["metadata"]["annotations"][STATUS_ANNOTATION]
+            .as_str()
+            .unwrap_or_default();
+        let outcome = outcome.replace("{ns}", &ns);
+        assert!(status.starts_with(&outcome), "{args:?}: {status}");
+        assert_eq!(is_injected(&stored), found == 1, "{args:?}: {stored}");
+        assert_eq!(created.warnings.len(), 1 - found, "{:?}", created.warnings);
+        let metrics = env.webhook.metrics().await;
+        let series =
+            format!("otel_injector_instrumentation_waits_total{{outcome=\"found\"}} {found}\n");
+        assert!(
+            metrics.contains(&series),
+            "{args:?}: {}",
+            metrics
+                .lines()
+                .filter(|l| l.contains("instrumentation_waits"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
 }

@@ -99,6 +99,13 @@ pub async fn serve(args: ServeArgs) -> Result<(), Failure> {
         events: events.clone(),
         conversions: server::ConversionBudget::default(),
         auth: auth.clone(),
+        instrumentation_wait: match &caches {
+            Caches::Watched(catalog, _) => server::InstrumentationWait::new(
+                catalog.instrumentation_changes(),
+                args.server.instrumentation_wait,
+            ),
+            Caches::Files(_) => None,
+        },
     }));
     let webhook = tokio::spawn(server::serve_tls(
         webhook_listener,

@@ -66,6 +66,16 @@ pub struct ServerArgs {
     #[arg(long, env = "OTEL_INJECTOR_MAX_CONNECTION_AGE", default_value = "60s", value_parser = duration)]
     pub max_connection_age: Duration,
 
+    /// A pod that asks for an Instrumentation the cache does not hold (none in its
+    /// namespace for "true", or not the one it names) waits up to this, within the API
+    /// server's deadline, for the watch to bring it: an Instrumentation applied together
+    /// with its workload, or a watch catching up, then injects the pod. It reads the
+    /// cache's change notifications, never the API server; a pod that finds its
+    /// Instrumentation never waits. 0s: skip at once. Cluster mode only (files are read
+    /// once).
+    #[arg(long, env = "OTEL_INJECTOR_INSTRUMENTATION_WAIT", default_value = "2s", value_parser = duration)]
+    pub instrumentation_wait: Duration,
+
     /// Authenticate callers by client certificate: a PEM CA (bundle) that the API server's
     /// client certificate must chain to (its admission configuration's kubeconfig names the
     /// certificate). A caller that presents a certificate this CA did not sign is refused in

@@ -53,6 +53,17 @@ label_enum! {
 }
 
 label_enum! {
+    /// How a review's wait for an Instrumentation its cache did not hold ended
+    /// (`--instrumentation-wait`, [`super::late`]).
+    Waited {
+        /// The cache came to hold what the pod asked for.
+        Found => "found",
+        /// The wait ended (its length, or the caller's deadline) with the skip unchanged.
+        Expired => "expired",
+    }
+}
+
+label_enum! {
     /// What became of one language a pod asked for.
     InjectionOutcome {
         Injected => "injected",
@@ -140,6 +151,7 @@ pub struct Metrics {
     pub converted_objects: Counter,
     injections: Family<InjectionLabels, Counter>,
     not_injected: Counted<SkipReason>,
+    instrumentation_waits: Counted<Waited>,
     refused: Counted<Refusal>,
     connections_open: Family<ListenerLabels, Gauge>,
     connections_dropped: Family<ReasonLabels, Counter>,
@@ -178,6 +190,13 @@ impl Metrics {
             "Pods or languages that asked for injection and did not get it, by reason",
             "reason",
         );
+        let instrumentation_waits = Counted::register(
+            registry,
+            "instrumentation_waits",
+            "Reviews that waited for an Instrumentation the cache did not hold yet \
+             (--instrumentation-wait), by outcome: found, or expired with the skip",
+            "outcome",
+        );
         let refused = Counted::register(
             registry,
             "callers_refused",
@@ -194,6 +213,7 @@ impl Metrics {
             converted_objects,
             injections,
             not_injected,
+            instrumentation_waits,
             refused,
             connections_open: registered(conns, "open", "Connections open on each listener"),
             connections_dropped: registered(
@@ -229,6 +249,10 @@ impl Metrics {
                 outcome: outcome.as_str(),
             })
             .inc();
+    }
+
+    pub fn instrumentation_wait(&self, outcome: Waited) {
+        self.instrumentation_waits.inc(outcome);
     }
 
     pub fn refused(&self, reason: Refusal) {

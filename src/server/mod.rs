@@ -8,6 +8,7 @@ pub mod auth;
 pub mod budget;
 pub mod conns;
 pub mod fds;
+pub mod late;
 pub mod listener;
 pub mod metrics;
 pub mod shutdown;
@@ -15,6 +16,7 @@ pub mod webhook;
 
 pub use budget::{CONVERSION_BUDGET_BYTES, ConversionBudget};
 pub use conns::ConnLimits;
+pub use late::InstrumentationWait;
 pub use listener::{serve_plain, serve_tls};
 pub use metrics::Metrics;
 pub use shutdown::{Aborted, Drain, Shutdown};

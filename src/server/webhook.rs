@@ -15,7 +15,8 @@ use axum::routing::post;
 use tracing::Span;
 use tracing::field::Empty;
 
-use super::metrics::{ConversionOutcome, InjectionOutcome, Metrics, RequestOutcome};
+use super::late::{self, InstrumentationWait};
+use super::metrics::{ConversionOutcome, InjectionOutcome, Metrics, RequestOutcome, Waited};
 use crate::admission::{self, Summary};
 use crate::cluster::events::{EventSink, Notice, Reason};
 use crate::crd::{CONVERSION_PATH, review};
@@ -43,6 +44,9 @@ pub struct Webhook {
     pub conversions: super::budget::ConversionBudget,
     /// Who may call the routes (everyone unless configured).
     pub auth: Arc<super::auth::Auth>,
+    /// How a review waits for an Instrumentation its cache does not hold yet
+    /// ([`super::late`]); `None`: never (Instrumentation files, or a wait of zero).
+    pub instrumentation_wait: Option<InstrumentationWait>,
 }
 
 /// The webhook's routes.
@@ -101,17 +105,15 @@ fn text(status: StatusCode, msg: String) -> Response {
     fields(uid = Empty, namespace = Empty, name = Empty, operation = Empty, outcome = Empty)
 )]
 async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
+    let arrived = tokio::time::Instant::now();
     let deadline = deadline_of(&req);
     let refused = |outcome| answered(&wh.metrics, outcome);
     let bytes = match read_body(req, deadline, MAX_BODY_BYTES, "AdmissionReview", refused).await {
         Ok(bytes) => bytes,
         Err(refused) => return refused.answer,
     };
-    // Timed from the complete body: how fast the client uploads is not ours to measure.
-    let started = Instant::now();
-    let result = admission::review(&bytes, wh.catalog.as_ref(), &wh.config);
-    let elapsed = started.elapsed();
-    wh.metrics.duration.observe(elapsed.as_secs_f64());
+    let reviewed = review_waiting(&wh, &bytes, arrived + budget(deadline)).await;
+    let Reviewed { result, elapsed } = reviewed;
     match result {
         Err(e) => {
             answered(&wh.metrics, RequestOutcome::Invalid);
@@ -137,6 +139,50 @@ async fn mutate(State(wh): State<Arc<Webhook>>, req: Request) -> Response {
             resp
         }
     }
+}
+
+/// A review's answer and the time its reviews took (the waits between them left out).
+struct Reviewed {
+    result: Result<(Vec<u8>, Summary), admission::ReviewError>,
+    elapsed: Duration,
+}
+
+/// Reviews `bytes`; when the answer skips a language for want of an Instrumentation the
+/// cache does not hold, reviews again at each change of the Instrumentations until the skip
+/// is gone or the wait ends (`--instrumentation-wait`, at the latest by `deadline`).
+/// Each review is timed from its complete body (how fast the client uploads is not ours to
+/// measure) and observed in the duration histogram; the waits are counted by outcome.
+async fn review_waiting(wh: &Webhook, bytes: &[u8], deadline: tokio::time::Instant) -> Reviewed {
+    let mut follower = wh.instrumentation_wait.as_ref().map(|w| w.follow());
+    let review = || {
+        let started = Instant::now();
+        let result = admission::review(bytes, wh.catalog.as_ref(), &wh.config);
+        (result, started.elapsed())
+    };
+    let (mut result, mut elapsed) = review();
+    let waits =
+        |r: &Result<(Vec<u8>, Summary), _>| r.as_ref().is_ok_and(|(_, s)| late::missing(&s.report));
+    if let Some(follower) = follower.as_mut().filter(|_| waits(&result)) {
+        let started = tokio::time::Instant::now();
+        let until = follower.until(started, deadline);
+        let mut waited = Waited::Expired;
+        while follower.changed(until).await {
+            let (again, took) = review();
+            (result, elapsed) = (again, elapsed + took);
+            if !waits(&result) {
+                waited = Waited::Found;
+                break;
+            }
+        }
+        wh.metrics.instrumentation_wait(waited);
+        tracing::debug!(
+            outcome = waited.as_str(),
+            millis = started.elapsed().as_millis() as u64,
+            "waited for an Instrumentation"
+        );
+    }
+    wh.metrics.duration.observe(elapsed.as_secs_f64());
+    Reviewed { result, elapsed }
 }
 
 /// Why a body was not read: the answer.

@@ -10,6 +10,7 @@ mod auth;
 mod auth_cost;
 mod conversion_memory;
 mod hostile;
+mod late;
 mod process;
 mod router;
 mod router_logs;

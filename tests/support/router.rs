@@ -7,9 +7,9 @@ use axum::body::Body;
 use axum::http::{Request, header};
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::cluster::events::{EventSink, Notice, queue};
-use otel_injector::engine::EngineConfig;
+use otel_injector::engine::{Catalog, EngineConfig};
 use otel_injector::metrics::{self, Exposition};
-use otel_injector::server::{ConversionBudget, Webhook, router};
+use otel_injector::server::{ConversionBudget, InstrumentationWait, Webhook, router};
 use tokio::sync::mpsc::Receiver;
 use tower::ServiceExt as _;
 
@@ -28,6 +28,24 @@ pub fn webhook_with_events(capacity: usize) -> (Router, Arc<Exposition>, Receive
 }
 
 fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Receiver<Notice>>) {
+    let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
+    over(Arc::new(catalog), None, capacity)
+}
+
+/// The router over `catalog`, waiting for missing Instrumentations as `wait` says.
+pub fn webhook_over(
+    catalog: Arc<dyn Catalog + Send + Sync>,
+    wait: Option<InstrumentationWait>,
+) -> (Router, Arc<Exposition>) {
+    let (router, exposition, _) = over(catalog, wait, None);
+    (router, exposition)
+}
+
+fn over(
+    catalog: Arc<dyn Catalog + Send + Sync>,
+    instrumentation_wait: Option<InstrumentationWait>,
+    capacity: Option<usize>,
+) -> (Router, Arc<Exposition>, Option<Receiver<Notice>>) {
     let mut registry = metrics::root();
     let server = Arc::new(otel_injector::server::Metrics::register(&mut registry));
     let cluster = otel_injector::cluster::Metrics::register(&mut registry).events;
@@ -38,14 +56,14 @@ fn with_events(capacity: Option<usize>) -> (Router, Arc<Exposition>, Option<Rece
         }
         None => (EventSink::disabled(cluster), None),
     };
-    let catalog = StaticCatalog::from_yaml(INSTRUMENTATIONS).expect("test Instrumentations");
     let state = Webhook {
-        catalog: Arc::new(catalog),
+        catalog,
         config: EngineConfig::default(),
         metrics: server,
         events,
         conversions: ConversionBudget::default(),
         auth: Default::default(),
+        instrumentation_wait,
     };
     let exposition = Arc::new(Exposition::new(registry));
     (router(Arc::new(state)), exposition, rx)

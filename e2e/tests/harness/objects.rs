@@ -99,10 +99,11 @@ impl Env {
     }
 
     /// Webhook configurations take effect asynchronously: creates (dry run) a marker pod
-    /// that asks for injection until the webhook's request counter moves.
+    /// with an `inject-java: "false"` annotation (sent by every configuration, answered at once)
+    /// until the webhook's request counter moves.
     pub async fn await_webhook(&self, ns: &str) {
         let before = self.webhook.requests().await.total();
-        let marker = pod("marker", &[(INJECT_JAVA, "e2e-marker")]);
+        let marker = pod("marker", &[(INJECT_JAVA, "false")]);
         let t0 = Instant::now();
         loop {
             let r = api::create_pod(&self.client, ns, &marker, true)
