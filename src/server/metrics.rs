@@ -56,7 +56,7 @@ label_enum! {
     /// How a review's wait for an Instrumentation its cache did not hold ended
     /// (`--instrumentation-wait`, [`super::late`]).
     Waited {
-        /// The cache came to hold what the pod asked for.
+        /// The cache came to hold what the pod asked for; the review then decided as usual.
         Found => "found",
         /// The wait ended (its length, or the caller's deadline) with the skip unchanged.
         Expired => "expired",

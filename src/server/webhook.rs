@@ -153,27 +153,30 @@ struct Reviewed {
 /// Each review is timed from its complete body (how fast the client uploads is not ours to
 /// measure) and observed in the duration histogram; the waits are counted by outcome.
 async fn review_waiting(wh: &Webhook, bytes: &[u8], deadline: tokio::time::Instant) -> Reviewed {
-    let mut follower = wh.instrumentation_wait.as_ref().map(|w| w.follow());
     let review = || {
         let started = Instant::now();
         let result = admission::review(bytes, wh.catalog.as_ref(), &wh.config);
         (result, started.elapsed())
     };
-    let (mut result, mut elapsed) = review();
     let waits =
         |r: &Result<(Vec<u8>, Summary), _>| r.as_ref().is_ok_and(|(_, s)| late::missing(&s.report));
-    if let Some(follower) = follower.as_mut().filter(|_| waits(&result)) {
+    let (mut result, mut elapsed) = review();
+    if let Some(wait) = wh.instrumentation_wait.as_ref().filter(|_| waits(&result)) {
+        // Followed from here (every other review pays nothing for it); a change made since
+        // the first review is seen by the review that starts the loop.
+        let mut follower = wait.follow();
         let started = tokio::time::Instant::now();
         let until = follower.until(started, deadline);
-        let mut waited = Waited::Expired;
-        while follower.changed(until).await {
+        let waited = loop {
             let (again, took) = review();
             (result, elapsed) = (again, elapsed + took);
             if !waits(&result) {
-                waited = Waited::Found;
-                break;
+                break Waited::Found;
             }
-        }
+            if !follower.changed(until).await {
+                break Waited::Expired;
+            }
+        };
         wh.metrics.instrumentation_wait(waited);
         tracing::debug!(
             outcome = waited.as_str(),
