@@ -374,12 +374,20 @@ async fn reinvocation_by_a_second_webhook_injects_once() {
 /// `kubectl apply -f dir/` (or a GitOps sync) sends a workload and its Instrumentation
 /// together; a replica's watch may also lag a moment. The pod's create is answered once the
 /// Instrumentation reaches the webhook's cache (`--instrumentation-wait`, 2 s by default),
-/// not with a skip; with the wait off, the same order gives the skip.
+/// not with a skip; with the wait off, the same order gives the skip. The Instrumentation
+/// comes 1.5 s after the pod's create was sent (the API server calls the webhook well before
+/// that, however loaded the machine), and the wait is 4 s (within the configuration's 5 s
+/// `timeoutSeconds`), so that neither side of the race depends on the machine's speed.
 #[tokio::test]
 async fn a_pod_created_just_before_its_instrumentation_waits_for_it_and_is_injected() {
     // (the webhook's id, its flags, the outcome's head, the waits counted as found)
     let table = [
-        ("late", vec![], "java=injected {ns}/default ", 1),
+        (
+            "late",
+            vec!["--instrumentation-wait=4s".to_owned()],
+            "java=injected {ns}/default ",
+            1,
+        ),
         (
             "late-off",
             vec!["--instrumentation-wait=0s".to_owned()],
@@ -397,7 +405,7 @@ async fn a_pod_created_just_before_its_instrumentation_waits_for_it_and_is_injec
         env.await_webhook(&ns).await;
         let p = pod("early", &[(INJECT_JAVA, "true")]);
         let (created, ()) = tokio::join!(env.create(&ns, &p), async {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
             env.instrumentation(&ns, "default", shop_spec()).await;
         });
         let stored = env.stored(&ns, "early").await;
