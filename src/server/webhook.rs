@@ -178,7 +178,7 @@ async fn review_waiting(wh: &Webhook, bytes: &[u8], deadline: tokio::time::Insta
             }
         };
         wh.metrics.instrumentation_wait(waited);
-        tracing::debug!(
+        tracing::info!(
             outcome = waited.as_str(),
             millis = started.elapsed().as_millis() as u64,
             "waited for an Instrumentation"
