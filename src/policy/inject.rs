@@ -6,16 +6,14 @@
 //! is left to the webhook (mode `both`) or marked skipped ([`super::skip`]).
 
 mod attributes;
+mod container;
 mod init;
 
-use attributes::{
-    annotation_pairs, attr_annotation, attributes_variable, candidates, merged_resource_attributes,
-    pod_service_name, resource_attributes, service_name,
-};
+use attributes::{annotation_pairs, attributes_variable, candidates, pod_service_name};
+use container::{container_covered, container_patches};
 use init::{clone_covered, init_patches};
 use serde_json::{Value, json};
 
-use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_RESOURCE_ATTRIBUTES_NODE_NAME};
 use crate::crd::SpecHash;
 use crate::engine::outcome::SelectorMark;
 use crate::keys::{
@@ -23,7 +21,7 @@ use crate::keys::{
 };
 
 use super::cel::{self, string, strings};
-use super::template::{self, Kind, Template};
+use super::template::{self, Template};
 use super::vars::{self, Vars};
 
 /// The CEL of one target container (inside `targets.map(i, ...)`).
@@ -99,178 +97,6 @@ pub fn pod_variables(v: &mut Vars) {
         "envNames",
         "object.spec.containers.map(c, c.?env.orValue([]).map(e, e.name))",
     );
-}
-
-const ENV: &str = "Object.spec.containers.env";
-
-/// An env entry of the template as a CEL literal.
-fn entry(e: &Value) -> String {
-    cel::object(e, ENV, template::CONTAINER, &format!("{C}.name"))
-        .expect("the engine writes env entries CEL can express")
-}
-
-/// Entries of an env list, each `(condition, entry)` in CEL.
-type Entries = Vec<(String, String)>;
-
-/// The variables target `C` gets, each `(condition, entry)`: the ones put before its own and
-/// the ones appended, in order.
-fn added_env(t: &Template) -> (Entries, Entries) {
-    let names = "variables.envNames[i]";
-    let prepended = t
-        .prepended
-        .iter()
-        .map(|e| {
-            let name = string(e["name"].as_str().unwrap_or(""));
-            (format!("!({name} in {names})"), entry(e))
-        })
-        .collect();
-    let spec = &t.instrumentation.spec;
-    let appended = t
-        .appended
-        .iter()
-        .map(|a| {
-            let name = a.entry["name"].as_str().unwrap_or("");
-            let kept_out = strings(a.kept_out_by.iter().map(String::as_str));
-            let mut when = format!("!{kept_out}.exists(n, n in {names})");
-            if name == OTEL_RESOURCE_ATTRIBUTES_NODE_NAME {
-                // Only while the node is unknown: a pod that names it gets the name itself.
-                when.push_str(" && object.spec.?nodeName.orValue(\"\") == \"\"");
-            }
-            let value = match a.kind {
-                Kind::Fixed => return (when, entry(&a.entry)),
-                Kind::ServiceName => {
-                    if !spec.service_metadata() {
-                        when = format!("{when} && {} != \"\"", attr_annotation("service.name"));
-                    }
-                    service_name(C)
-                }
-                Kind::ResourceAttributes => resource_attributes(),
-            };
-            (
-                when,
-                format!("{ENV}{{name: {}, value: string({value})}}", string(name)),
-            )
-        })
-        .collect();
-    (prepended, appended)
-}
-
-/// The env patches of target `C` (`path` its env's JSON pointer): a new list when it has
-/// none; else the extensions in place, the prepended at the front (last first), the
-/// appended at the end, and the container's own `OTEL_RESOURCE_ATTRIBUTES` merged and moved
-/// after them. (The container's own entries cannot be written back from CEL: the API server
-/// does not convert them to JSON; they are patched in place or moved.)
-fn env_patches(t: &Template, path: &str) -> String {
-    let (prepended, appended) = added_env(t);
-    let own = format!("{C}.?env.orValue([])");
-    let marker = template::CONTAINER;
-    let name_expr = format!("{C}.name");
-    let mut ops: Vec<String> = t
-        .extensions
-        .iter()
-        .map(|x| {
-            let own_value = format!("{own}[j].?value.orValue(\"\")");
-            let value = format!(
-                "({own_value} == \"\" ? {} : {} + {own_value} + {})",
-                cel::with_name(&x.empty, marker, &name_expr),
-                cel::with_name(&x.prefix, marker, &name_expr),
-                cel::with_name(&x.suffix, marker, &name_expr)
-            );
-            format!(
-                "lists.range({own}.size()).filter(j, {own}[j].name == {} && !has({own}[j].valueFrom)).map(j, JSONPatch{{op: \"add\", path: {path} + \"/\" + string(j) + \"/value\", value: {value}}})",
-                string(&x.name)
-            )
-        })
-        .collect();
-    // The container's own OTEL_RESOURCE_ATTRIBUTES (`literal`: unless set with valueFrom),
-    // each patched with `then` (`j` its index in the container's list as sent).
-    let own_attributes = |literal: bool, then: String| {
-        let literal = if literal {
-            format!(" && !has({own}[j].valueFrom)")
-        } else {
-            String::new()
-        };
-        format!(
-            "lists.range({own}.size()).filter(j, {own}[j].name == {}{literal}).map(j, {then})",
-            string(OTEL_RESOURCE_ATTRIBUTES)
-        )
-    };
-    if t.merges_resource_attributes {
-        // A literal gets the attributes of the keys it does not set.
-        let value = format!("{own}[j].?value.orValue(\"\")");
-        let merged = merged_resource_attributes(&value);
-        ops.push(own_attributes(
-            true,
-            format!(
-                "JSONPatch{{op: \"add\", path: {path} + \"/\" + string(j) + \"/value\", value: {merged}}}"
-            ),
-        ));
-    }
-    let add = |at: &str, (when, e): &(String, String)| {
-        format!("({when} ? [JSONPatch{{op: \"add\", path: {path} + \"{at}\", value: {e}}}] : [])")
-    };
-    ops.extend(prepended.iter().rev().map(|p| add("/0", p)));
-    ops.extend(appended.iter().map(|a| add("/-", a)));
-    if t.merges_resource_attributes {
-        // Then moved after everything injected, from where it is once the prepended are in.
-        let added_before: Vec<&str> = prepended.iter().map(|(when, _)| when.as_str()).collect();
-        let shift = format!("[{}].filter(b, b).size()", added_before.join(", "));
-        ops.push(own_attributes(
-            false,
-            format!(
-                "JSONPatch{{op: \"move\", from: {path} + \"/\" + string(j + {shift}), path: {path} + \"/-\"}}"
-            ),
-        ));
-    }
-    create_then(&format!("{C}.env"), path, "[]", &ops)
-}
-
-/// Whether target `C` is one the template covers.
-fn container_covered(t: &Template) -> String {
-    let own = format!("{C}.?env.orValue([])");
-    let names = "variables.envNames[i]";
-    let literal = strings(t.refuse_literal.iter().map(String::as_str));
-    let value_from = strings(t.refuse_value_from.iter().map(String::as_str));
-    let empty = strings(t.refuse_empty.iter().map(String::as_str));
-    let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
-    let paths: Vec<String> = t
-        .mounts
-        .iter()
-        .filter_map(|m| m["mountPath"].as_str())
-        .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
-        .collect();
-    format!(
-        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom)) || (e.name in {empty} && !has(e.valueFrom) && e.?value.orValue(\"\") == \"\")) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
-        paths.join(", ")
-    )
-}
-
-/// The patches of target `C`: its mounts, then its env.
-fn container_patches(t: &Template) -> String {
-    let mounts: Vec<String> = t
-        .mounts
-        .iter()
-        .map(|m| {
-            cel::object(
-                m,
-                "Object.spec.containers.volumeMounts",
-                template::CONTAINER,
-                &format!("{C}.name"),
-            )
-            .expect("the engine writes mounts CEL can express")
-        })
-        .collect();
-    let path = |field: &str| format!("\"/spec/containers/\" + string(i) + \"/{field}\"");
-    let mounts_path = path("volumeMounts");
-    let add_each: Vec<String> = mounts
-        .iter()
-        .map(|m| format!("[JSONPatch{{op: \"add\", path: {mounts_path} + \"/-\", value: {m}}}]"))
-        .collect();
-    format!(
-        "{} + {}",
-        create_then(&format!("{C}.volumeMounts"), &mounts_path, "[]", &add_each),
-        env_patches(t, &path("env"))
-    )
 }
 
 /// `(has(field) ? [] : [the empty field added]) + adds`: a list or map the adds go into,

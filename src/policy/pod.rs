@@ -195,11 +195,14 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
                     .into(),
             );
         }
+        // Mounts the engine moves to the clone are removed by the policy too.
         let below = |path: &str| {
             t.mounts
                 .iter()
                 .filter_map(|m| m["mountPath"].as_str())
-                .any(|p| path.starts_with(p.trim_end_matches('/')))
+                .map(|p| p.trim_end_matches('/'))
+                .filter(|p| !hidden(t, p))
+                .any(|p| path.starts_with(p))
         };
         let first = spec.containers.iter().find(|c| c.name == targets[0]);
         if first
@@ -250,6 +253,7 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
             .mounts
             .iter()
             .filter_map(|m| m["mountPath"].as_str())
+            .filter(|p| !hidden(t, p.trim_end_matches('/')))
             .map(|p| p.replace(CONTAINER, target))
             .collect();
         if c.volume_mounts
@@ -263,4 +267,10 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
         }
     }
     None
+}
+
+/// Whether `dir` is one at or below which the template's target mounts are moved to the
+/// clone (`Template::hidden_below`).
+fn hidden(t: &Template, dir: &str) -> bool {
+    t.hidden_below.iter().any(|h| h == dir)
 }

@@ -94,6 +94,10 @@ pub struct Template {
     pub init: InitHoles,
     /// Mounts added to each target, in order.
     pub mounts: Vec<Value>,
+    /// Directories (of `mounts`) below or at which the first target's own mounts are removed
+    /// from it and kept by the web server's clone (they would hide the edited configuration):
+    /// read off a probe that mounts something at and below each.
+    pub hidden_below: Vec<String>,
     /// Variables put before the container's own unless it has them, in order.
     pub prepended: Vec<Value>,
     /// Variables appended after the container's own, in order.
@@ -264,7 +268,8 @@ pub fn read_variant(
         .cloned()
         .unwrap_or_default();
     only_these_changed(&bare, &injected)?;
-    let init = init::holes(&init_containers, |fields| {
+    // The bare probe with the container's `fields` added (and the volumes its mounts name).
+    let with_fields = |fields: &Value| {
         let mut pod = bare.clone();
         for (k, v) in fields.as_object().into_iter().flatten() {
             pod["spec"]["containers"][0][k] = v.clone();
@@ -279,7 +284,12 @@ pub fn read_variant(
             pod["spec"]["volumes"] = Value::from(volumes);
         }
         decide(&catalog, &config, &ns, &pod).ok()
-    })?;
+    };
+    let init = init::holes(&init_containers, with_fields)?;
+    let hidden_below = match init.clone_of_target {
+        Some(k) => init::hidden_below(&mounts, k, with_fields),
+        None => Vec::new(),
+    };
 
     // A user variable splits the list into what is put before it and after it.
     let with_user = run(json!([{"name": "ZQ_USER", "value": VALUE}]))
@@ -315,6 +325,7 @@ pub fn read_variant(
         init_containers,
         init,
         mounts,
+        hidden_below,
         prepended,
         appended: Vec::new(),
         extensions: Vec::new(),

@@ -11,6 +11,15 @@ use crate::policy::cel::{self, string, strings};
 use crate::policy::template::{IMAGE, SERVICE, Template};
 use crate::policy::vars::Vars;
 
+/// Whether mount `m` (a CEL expression) is at or below one of `dirs` (as the engine's
+/// `webserver::within` reads a path: trailing `/` aside).
+pub(super) fn within(m: &str, dirs: &[String]) -> String {
+    format!(
+        "{}.exists(d, {m}.mountPath == d || {m}.mountPath.startsWith(d + \"/\"))",
+        strings(dirs.iter().map(String::as_str))
+    )
+}
+
 /// The first target of template `n`.
 fn first(n: usize) -> String {
     format!("object.spec.containers[variables.targets{n}[0]]")
@@ -37,8 +46,9 @@ fn conf_service(v: &mut Vars, t: &Template, n: usize) -> String {
 
 /// Whether the pod is one a template with a clone of its first target covers: one target
 /// (the engine gives the module to the first and the SDK env to the others), none of its
-/// mounts at or below the agent's paths (the engine moves those to the clone), and a service
-/// name without control characters (the engine refuses those: `invalid_value`).
+/// mounts at or below the agent's other paths (those the engine moves to the clone,
+/// `hidden_below`, are removed by [`super::container_patches`]), and a service name without
+/// control characters (the engine refuses those: `invalid_value`).
 pub(super) fn clone_covered(t: &Template, n: usize) -> String {
     if t.init.clone_of_target.is_none() {
         return "true".into();
@@ -47,7 +57,8 @@ pub(super) fn clone_covered(t: &Template, n: usize) -> String {
         t.mounts
             .iter()
             .filter_map(|m| m["mountPath"].as_str())
-            .map(|p| p.trim_end_matches('/')),
+            .map(|p| p.trim_end_matches('/'))
+            .filter(|p| !t.hidden_below.iter().any(|h| h == p)),
     );
     format!(
         "variables.targets{n}.size() == 1 && !{}.?volumeMounts.orValue([]).exists(m, {paths}.exists(p, m.mountPath.startsWith(p))) && !variables.service{n}.matches(\"\\\\p{{Cc}}\")",

@@ -95,6 +95,40 @@ pub(super) fn holes(
     })
 }
 
+/// The paths of the template's `mounts` at or below which the engine removes the first
+/// target's own mounts and keeps them in the clone (number `clone`): a probe whose container
+/// mounts something at the path and below it gets exactly the template's mounts, and its
+/// clone both of them, first. Any other result leaves such pods not covered (the injection
+/// policy refuses a target mount at or below a template path).
+pub(super) fn hidden_below(
+    mounts: &[Value],
+    clone: usize,
+    decided: impl Fn(&Value) -> Option<Value>,
+) -> Vec<String> {
+    mounts
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str())
+        .map(|p| p.trim_end_matches('/'))
+        .filter(|dir| !dir.is_empty() && !dir.contains(CONTAINER))
+        .filter(|dir| {
+            let own = json!([
+                {"name": "zq-hidden", "mountPath": dir},
+                {"name": "zq-hidden-below", "mountPath": format!("{dir}/zq-below")},
+            ]);
+            let Some(pod) = decided(&json!({ "volumeMounts": own })) else {
+                return false;
+            };
+            let target = &pod["spec"]["containers"][0]["volumeMounts"];
+            let cloned = pod["spec"]["initContainers"][clone]["volumeMounts"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            *target == Value::from(mounts.to_vec()) && cloned.starts_with(own.as_array().unwrap())
+        })
+        .map(str::to_owned)
+        .collect()
+}
+
 /// `c` with `field` set to `value`.
 fn with(c: &Value, field: &str, value: Value) -> Value {
     let mut c = c.clone();

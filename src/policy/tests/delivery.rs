@@ -7,8 +7,10 @@ use super::{JAVA, inst, names};
 use crate::agents::Language;
 use crate::cluster::StaticCatalog;
 use crate::engine::{EngineConfig, SkipReason};
+use crate::policy::pod::{AskedFor, Path, Paths};
 use crate::policy::template;
 use crate::policy::{PolicyOptions, render};
+use k8s_openapi::api::core::v1::Pod;
 
 #[test]
 fn init_container_delivery_adds_the_engines_init_containers_with_the_targets_security() {
@@ -64,15 +66,24 @@ fn init_container_delivery_adds_the_engines_init_containers_with_the_targets_sec
         ]
     );
     assert!(t.init.security_from_target);
+    assert!(t.hidden_below.is_empty(), "no clone, nothing moved to it");
 }
 
 #[test]
 fn the_web_servers_clone_the_target_and_name_the_service_in_their_configuration() {
-    for (lang, attach) in [
-        (Language::ApacheHttpd, "otel-agent-attach-apache"),
-        (Language::Nginx, "otel-agent-attach-nginx"),
+    // (language, its attach container, the directory whose mounts the clone takes over)
+    for (lang, attach, hidden) in [
+        (
+            Language::ApacheHttpd,
+            "otel-agent-attach-apache",
+            "/usr/local/apache2/conf",
+        ),
+        (Language::Nginx, "otel-agent-attach-nginx", "/etc/nginx"),
     ] {
         let t = template::read(&inst(JAVA), lang, &EngineConfig::default()).unwrap();
+        // The target's own mounts at or below the configuration directory move to the clone
+        // (they would hide the edited copy); the agent's directory is not one of them.
+        assert_eq!(t.hidden_below, [hidden], "{lang}");
         assert_eq!(
             names(&t.init_containers),
             ["otel-agent-source-container-clone", attach],
@@ -85,6 +96,18 @@ fn the_web_servers_clone_the_target_and_name_the_service_in_their_configuration(
         // The module's configuration names the pod's service.
         let conf = t.init_containers[1]["env"].to_string();
         assert!(conf.contains(template::SERVICE), "{lang}: {conf}");
+    }
+    // The Instrumentation's own configuration directory, read off the engine as well.
+    let moved = JAVA.replace(
+        "  java:\n",
+        "  apacheHttpd: {configPath: /srv/httpd/conf/}\n  nginx: {configFile: /srv/nginx/main.conf}\n  java:\n",
+    );
+    for (lang, hidden) in [
+        (Language::ApacheHttpd, "/srv/httpd/conf"),
+        (Language::Nginx, "/srv/nginx"),
+    ] {
+        let t = template::read(&inst(&moved), lang, &EngineConfig::default()).unwrap();
+        assert_eq!(t.hidden_below, [hidden], "{lang}");
     }
 }
 
@@ -181,5 +204,45 @@ fn exporter_tls_is_a_template_unless_the_webhook_verifies_it() {
             .all(|(_, why)| why.starts_with("exporter TLS: the webhook checks its Secret")),
         "{:?}",
         verified.not_covered
+    );
+}
+
+/// A web server's target that mounts its own configuration: the clone takes the mount over,
+/// as the webhook does (`Template::hidden_below`); one that mounts into the agent's
+/// directory is left to the webhook.
+#[test]
+fn a_web_servers_own_configuration_mount_is_covered_and_one_in_the_agents_directory_is_not() {
+    let catalog = StaticCatalog::new([crate::crd::Instrumentation::clone(&inst(JAVA))]);
+    let config = EngineConfig::default();
+    let mut paths = Paths::new(&catalog, &config);
+    let targets = ["app".to_owned()];
+    let mut path_of = |mount: &str| {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {
+                "containers": [{"name": "app", "image": "a", "volumeMounts": [{"name": "x", "mountPath": mount}]}],
+                "volumes": [{"name": "x", "emptyDir": {}}],
+            },
+        }))
+        .unwrap();
+        paths.of(
+            "shop",
+            &pod,
+            AskedFor::keys(&[(Language::ApacheHttpd, "true")]),
+            &[(Language::ApacheHttpd, "shop/java")],
+            &targets,
+        )
+    };
+    for mount in [
+        "/usr/local/apache2/conf",
+        "/usr/local/apache2/conf/",
+        "/usr/local/apache2/conf/extra",
+        "/usr/local/apache2",
+    ] {
+        assert_eq!(path_of(mount), Path::Policy("shop/java".into()), "{mount}");
+    }
+    assert_eq!(
+        path_of("/opt/opentelemetry-webserver/agent/x"),
+        Path::Webhook("container app mounts something at or below the web server's paths".into())
     );
 }

@@ -66,17 +66,40 @@ pub fn cases() -> Vec<(&'static str, &'static str, Value)> {
                 ]),
             )
         }),
-        ("edge-apache-conf-mount", "shop", {
+        // The target's own mounts of the server's configuration: taken over by the clone
+        // (the engine's and the policy's), the others kept in their order.
+        ("apache-conf-mount", "shop", {
             let mut c = web(json!([]));
             c["volumeMounts"] =
                 json!([{"name": "extra", "mountPath": "/usr/local/apache2/conf/extra"}]);
             let mut p = pod(
-                "edge-apache-conf-mount",
+                "apache-conf-mount",
                 json!({INJECT_APACHE_HTTPD: "java"}),
                 json!({}),
                 json!([c]),
             );
             p["spec"]["volumes"] = json!([{"name": "extra", "emptyDir": {}}]);
+            p
+        }),
+        ("nginx-conf-mount", "shop", {
+            let mut c = web(json!([]));
+            c["volumeMounts"] = json!([
+                {"name": "data", "mountPath": "/data"},
+                {"name": "conf", "mountPath": "/etc/nginx/"},
+                {"name": "sites", "mountPath": "/etc/nginx/sites-enabled"},
+                {"name": "data", "mountPath": "/var/log/nginx", "subPath": "logs"},
+            ]);
+            let mut p = pod(
+                "nginx-conf-mount",
+                json!({INJECT_NGINX: "java"}),
+                json!({}),
+                json!([c]),
+            );
+            p["spec"]["volumes"] = json!([
+                {"name": "data", "emptyDir": {}},
+                {"name": "conf", "emptyDir": {}},
+                {"name": "sites", "emptyDir": {}},
+            ]);
             p
         }),
         one(
