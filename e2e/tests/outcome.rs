@@ -391,7 +391,12 @@ async fn reviews_are_answered_with_the_api_server_stopped_and_events_are_dropped
     let mut webhook = Webhook::start_with(
         std::path::Path::new(env!("CARGO_BIN_EXE_e2e-otel-injector")),
         &id.kubeconfig,
-        &["--event-queue-size=2".into()],
+        // Without the wait for a missing Instrumentation (`injection.rs` proves it), which
+        // would hold each of these reviews 2 s: here only the Events' queue is on trial.
+        &[
+            "--event-queue-size=2".into(),
+            "--instrumentation-wait=0s".into(),
+        ],
     )
     .await
     .unwrap_or_else(|e| panic!("{e}"));
