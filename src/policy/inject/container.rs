@@ -184,9 +184,13 @@ pub(super) fn container_patches(t: &Template) -> String {
     let unmounted = match &t.hidden_below[..] {
         [] => "[]".to_owned(),
         dirs => {
-            let hidden = init::within("m", dirs);
+            // Removed by index, the last first, so that each index holds until it is used. (A
+            // `replace` with the filtered list left such pods uninjected on the 1.37 API
+            // server when any mount remained: the corpus case `nginx-conf-mount`.)
+            let mounts = format!("{C}.?volumeMounts.orValue([])");
+            let hidden = init::within(&format!("{mounts}[j]"), dirs);
             format!(
-                "({C}.?volumeMounts.orValue([]).exists(m, {hidden}) ? [JSONPatch{{op: \"replace\", path: {mounts_path}, value: {C}.volumeMounts.filter(m, !({hidden}))}}] : [])"
+                "lists.range({mounts}.size()).map(k, {mounts}.size() - 1 - k).filter(j, {hidden}).map(j, JSONPatch{{op: \"remove\", path: {mounts_path} + \"/\" + string(j)}})"
             )
         }
     };

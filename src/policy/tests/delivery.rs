@@ -245,4 +245,27 @@ fn a_web_servers_own_configuration_mount_is_covered_and_one_in_the_agents_direct
         path_of("/opt/opentelemetry-webserver/agent/x"),
         Path::Webhook("container app mounts something at or below the web server's paths".into())
     );
+    let nginx: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {
+            "containers": [{"name": "app", "image": "a", "volumeMounts": [
+                {"name": "data", "mountPath": "/data"},
+                {"name": "conf", "mountPath": "/etc/nginx/"},
+                {"name": "sites", "mountPath": "/etc/nginx/sites-enabled"},
+                {"name": "data", "mountPath": "/var/log/nginx", "subPath": "logs"},
+            ]}],
+            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "conf", "emptyDir": {}}, {"name": "sites", "emptyDir": {}}],
+        },
+    }))
+    .unwrap();
+    assert_eq!(
+        paths.of(
+            "shop",
+            &nginx,
+            AskedFor::keys(&[(Language::Nginx, "true")]),
+            &[(Language::Nginx, "shop/java")],
+            &targets,
+        ),
+        Path::Policy("shop/java".into())
+    );
 }
