@@ -216,56 +216,49 @@ fn a_web_servers_own_configuration_mount_is_covered_and_one_in_the_agents_direct
     let config = EngineConfig::default();
     let mut paths = Paths::new(&catalog, &config);
     let targets = ["app".to_owned()];
-    let mut path_of = |mount: &str| {
+    // The path of a pod asking for `lang` whose container mounts `mounts` (each `(volume,
+    // path)`), each volume an emptyDir.
+    let mut path_of = |lang: Language, mounts: &[(&str, &str)]| {
+        let mut volumes: Vec<&str> = mounts.iter().map(|(v, _)| *v).collect();
+        volumes.dedup();
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p"},
             "spec": {
-                "containers": [{"name": "app", "image": "a", "volumeMounts": [{"name": "x", "mountPath": mount}]}],
-                "volumes": [{"name": "x", "emptyDir": {}}],
+                "containers": [{"name": "app", "image": "a", "volumeMounts": mounts.iter().map(|(v, p)| json!({"name": v, "mountPath": p})).collect::<Vec<_>>()}],
+                "volumes": volumes.iter().map(|v| json!({"name": v, "emptyDir": {}})).collect::<Vec<_>>(),
             },
         }))
         .unwrap();
         paths.of(
             "shop",
             &pod,
-            AskedFor::keys(&[(Language::ApacheHttpd, "true")]),
-            &[(Language::ApacheHttpd, "shop/java")],
+            AskedFor::keys(&[(lang, "true")]),
+            &[(lang, "shop/java")],
             &targets,
         )
     };
+    let policy = Path::Policy("shop/java".into());
     for mount in [
         "/usr/local/apache2/conf",
         "/usr/local/apache2/conf/",
         "/usr/local/apache2/conf/extra",
         "/usr/local/apache2",
     ] {
-        assert_eq!(path_of(mount), Path::Policy("shop/java".into()), "{mount}");
+        let got = path_of(Language::ApacheHttpd, &[("x", mount)]);
+        assert_eq!(got, policy, "{mount}");
     }
     assert_eq!(
-        path_of("/opt/opentelemetry-webserver/agent/x"),
+        path_of(
+            Language::ApacheHttpd,
+            &[("x", "/opt/opentelemetry-webserver/agent/x")]
+        ),
         Path::Webhook("container app mounts something at or below the web server's paths".into())
     );
-    let nginx: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p"},
-        "spec": {
-            "containers": [{"name": "app", "image": "a", "volumeMounts": [
-                {"name": "data", "mountPath": "/data"},
-                {"name": "conf", "mountPath": "/etc/nginx/"},
-                {"name": "sites", "mountPath": "/etc/nginx/sites-enabled"},
-                {"name": "data", "mountPath": "/var/log/nginx", "subPath": "logs"},
-            ]}],
-            "volumes": [{"name": "data", "emptyDir": {}}, {"name": "conf", "emptyDir": {}}, {"name": "sites", "emptyDir": {}}],
-        },
-    }))
-    .unwrap();
-    assert_eq!(
-        paths.of(
-            "shop",
-            &nginx,
-            AskedFor::keys(&[(Language::Nginx, "true")]),
-            &[(Language::Nginx, "shop/java")],
-            &targets,
-        ),
-        Path::Policy("shop/java".into())
-    );
+    let nginx = [
+        ("data", "/data"),
+        ("conf", "/etc/nginx/"),
+        ("sites", "/etc/nginx/sites-enabled"),
+        ("logs", "/var/log/nginx"),
+    ];
+    assert_eq!(path_of(Language::Nginx, &nginx), policy);
 }
