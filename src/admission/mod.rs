@@ -129,7 +129,7 @@ pub fn review_two_pass(
 /// Whether the namespace's annotations ask for injection, or a selector selects it.
 fn namespace_asks(catalog: &dyn Catalog, namespace: &str) -> bool {
     let info = catalog.namespace(namespace);
-    info.as_deref().is_some_and(info_asks)
+    info.as_deref().is_some_and(NamespaceInfo::asks)
         || selected(&catalog.instrumentations(), namespace, info.as_deref())
 }
 
@@ -141,13 +141,6 @@ fn selected(index: &Instrumentations, namespace: &str, info: Option<&NamespaceIn
         let labels = info.map_or(&empty, |n| &n.all_labels);
         !index.selecting(namespace, labels).is_empty()
     }
-}
-
-fn info_asks(namespace: &NamespaceInfo) -> bool {
-    namespace
-        .annotations
-        .keys()
-        .any(|k| k.starts_with(INJECT_PREFIX))
 }
 
 fn answer(
@@ -260,7 +253,7 @@ impl Created<'_> {
         let info = snapshot.namespace_info.as_deref();
         let asks = self.prefixed
             || self.decoded.is_some()
-            || info.is_some_and(info_asks)
+            || info.is_some_and(NamespaceInfo::asks)
             || selected(&snapshot.instrumentations, snapshot.namespace, info);
         if !asks {
             return answer;

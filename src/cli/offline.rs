@@ -288,6 +288,9 @@ impl PolicyArgs {
             prefix: self.name_prefix.clone(),
             namespace_labels: self.namespace_label.clone(),
             verify_exporter_tls: self.verify_exporter_tls,
+            // A render is kept: a namespace that comes to ask later must find its policies
+            // open to every pod.
+            namespaces_read: false,
         }
     }
 }

@@ -72,6 +72,8 @@ impl LivePolicyArgs {
                 prefix: self.policy_name_prefix.clone(),
                 namespace_labels: self.policy_namespace_label.clone(),
                 verify_exporter_tls,
+                // The watched namespaces, and a change of one renders again.
+                namespaces_read: true,
             },
         })
     }

@@ -248,6 +248,14 @@ impl NamespaceInfo {
     }
 
     /// Its injection keys, labels winning over annotations.
+    /// Whether its own keys may ask for injection: an `inject-*` annotation or label (`"false"`
+    /// included; what it asks is the engine's to read). A namespace without one asks for
+    /// nothing, so its pods that have no key of their own need not be read.
+    pub fn asks(&self) -> bool {
+        (self.annotations.keys().chain(self.labels.keys()))
+            .any(|k| k.starts_with(crate::keys::INJECT_PREFIX))
+    }
+
     pub fn keys(&self) -> Keys<'_> {
         Keys {
             labels: Some(&self.labels),

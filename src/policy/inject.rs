@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use crate::crd::SpecHash;
 use crate::engine::outcome::SelectorMark;
 use crate::keys::{
-    INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH, SELECTED_BY_ANNOTATION,
+    INJECT_PREFIX, INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH,
+    SELECTED_BY_ANNOTATION,
 };
 
 use super::cel::{self, string, strings};
@@ -306,13 +307,14 @@ pub fn branch(
     }
 }
 
-/// The match condition of every injection policy: the pod is not one the webhook leaves
-/// alone (mirror pods, pods injected before). Whether it asks is the mutation's to decide:
-/// the API server evaluates match conditions without the namespace (`namespaceObject` is
-/// null there), so a condition that read the namespace's keys or a selector's namespace side
-/// would fail, and skip, every pod that asks by its namespace alone.
-pub fn match_conditions() -> Value {
-    json!([{
+/// The match conditions of an injection policy: the pod is not one the webhook leaves alone
+/// (mirror pods, pods injected before), and with `keyed_only` it has an `inject-*` key of its
+/// own (annotation or label). Whether it asks is otherwise the mutation's to decide: the API
+/// server evaluates match conditions without the namespace (`namespaceObject` is null
+/// there), so only the renderer, which reads the namespaces, can tell that a namespace asks
+/// for nothing (`PolicyOptions::namespaces_read`).
+pub fn match_conditions(keyed_only: bool) -> Value {
+    let mut conditions = vec![json!({
         "name": "not-injected-before",
         "expression": format!(
             "!(has(object.metadata.annotations) && ({} in object.metadata.annotations || {} in object.metadata.annotations)) && !object.spec.?initContainers.orValue([]).exists(c, c.name in {}) && !object.spec.containers.exists(c, c.name == {})",
@@ -321,5 +323,15 @@ pub fn match_conditions() -> Value {
             strings(crate::engine::OPERATOR_INIT_CONTAINERS),
             string(crate::engine::OPERATOR_SIDECAR),
         ),
-    }])
+    })];
+    if keyed_only {
+        let prefix = string(INJECT_PREFIX);
+        conditions.push(json!({
+            "name": "asks-by-its-own-keys",
+            "expression": format!(
+                "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith({prefix}))) || (has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith({prefix})))"
+            ),
+        }));
+    }
+    Value::from(conditions)
 }

@@ -22,11 +22,11 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use super::template::TemplateCache;
 use super::{PolicyOptions, render_cached};
-use crate::cluster::{KubeCatalog, Leadership};
+use crate::cluster::{KubeCatalog, Leadership, NamespaceChange};
 use crate::crd::SpecHash;
 use crate::engine::{Catalog as _, EngineConfig};
 use crate::keys::POLICY_LABEL;
@@ -69,31 +69,61 @@ fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
 /// anyone else).
 type Applied = BTreeMap<(String, String), (Value, String)>;
 
-/// One Instrumentation as a render sees it: namespace, name, its spec's digest (`None`:
-/// unreadable) and its annotations (the render reads some: `otel-injector/cross-namespace`
-/// widens the binding, `otel-injector/agent-delivery` changes the template). Its status is
-/// not part of it.
-type Spec = (String, String, Option<SpecHash>, BTreeMap<String, String>);
+/// One Instrumentation as a render sees it. Its status is not part of it.
+#[derive(Clone, Debug, PartialEq)]
+struct Spec {
+    namespace: String,
+    name: String,
+    /// Its spec's digest; `None`: unreadable.
+    hash: Option<SpecHash>,
+    /// The render reads some: `otel-injector/cross-namespace` widens the binding,
+    /// `otel-injector/agent-delivery` changes the template, `otel-injector/selector` selects.
+    annotations: BTreeMap<String, String>,
+    /// Whether its namespace's own keys ask ([`crate::engine::NamespaceInfo::asks`]): they
+    /// decide which pods reach its policy ([`PolicyOptions::namespaces_read`]).
+    namespace_asks: bool,
+}
 
 /// Every Instrumentation of the cache as a render sees it.
 fn specs(catalog: &KubeCatalog) -> Vec<Spec> {
     catalog
         .instrumentations()
         .iter()
-        .map(|(ns, name, entry, hash)| {
-            let annotations = entry
+        .map(|(ns, name, entry, hash)| Spec {
+            namespace: ns.to_owned(),
+            name: name.to_owned(),
+            hash: hash.filter(|_| entry.is_ok()),
+            annotations: entry
                 .as_ref()
                 .ok()
                 .and_then(|i| i.metadata.annotations.clone())
-                .unwrap_or_default();
-            (
-                ns.to_owned(),
-                name.to_owned(),
-                hash.filter(|_| entry.is_ok()),
-                annotations,
-            )
+                .unwrap_or_default(),
+            namespace_asks: catalog.namespace(ns).is_some_and(|n| n.asks()),
         })
         .collect()
+}
+
+/// `changes` of the Instrumentations, moved also by every change of the namespace cache
+/// (`namespaces`): a namespace that comes to ask, or stops, renders again (when a spec
+/// says so: [`due`]). The forwarding ends with either source.
+fn with_namespaces(
+    mut changes: watch::Receiver<u64>,
+    mut namespaces: broadcast::Receiver<NamespaceChange>,
+) -> watch::Receiver<u64> {
+    let (tx, rx) = watch::channel(0u64);
+    tokio::spawn(async move {
+        loop {
+            let moved = tokio::select! {
+                changed = changes.changed() => changed.is_ok(),
+                got = namespaces.recv() => !matches!(got, Err(broadcast::error::RecvError::Closed)),
+            };
+            if !moved || tx.is_closed() {
+                return;
+            }
+            tx.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    });
+    rx
 }
 
 /// The writer of the live policies.
@@ -111,8 +141,9 @@ impl LivePolicies {
         client: Client,
         catalog: Arc<KubeCatalog>,
         mut leadership: Leadership,
-        mut changes: watch::Receiver<u64>,
+        changes: watch::Receiver<u64>,
     ) {
+        let mut changes = with_namespaces(changes, catalog.namespace_changes());
         let mut applied = Applied::new();
         // The templates of the last render: an edit re-reads the edited Instrumentation's.
         let mut cache = Some(TemplateCache::default());
@@ -128,7 +159,7 @@ impl LivePolicies {
             }
             let specs = specs(catalog.as_ref());
             let due = due(last.as_ref(), &specs);
-            let wait = if !catalog.instrumentations_synced() {
+            let wait = if !catalog.instrumentations_synced() || !catalog.namespaces_synced() {
                 Duration::from_secs(1)
             } else if !due {
                 RESYNC.saturating_sub(last.as_ref().map_or(RESYNC, |(_, at)| at.elapsed()))

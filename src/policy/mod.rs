@@ -92,6 +92,11 @@ pub struct PolicyOptions {
     /// (`--verify-exporter-tls`): a policy, which cannot look them up, leaves such
     /// Instrumentations to it.
     pub verify_exporter_tls: bool,
+    /// The catalog holds every namespace, kept current, and a change of one renders again
+    /// (live policies): a policy bound in one namespace whose own keys ask for nothing, of an
+    /// Instrumentation without a selector, lets only the pods with a key of their own reach
+    /// its mutations ([`inject::match_conditions`]).
+    pub namespaces_read: bool,
 }
 
 impl Default for PolicyOptions {
@@ -102,6 +107,7 @@ impl Default for PolicyOptions {
             prefix: "otel-injector".into(),
             namespace_labels: Vec::new(),
             verify_exporter_tls: false,
+            namespaces_read: false,
         }
     }
 }
@@ -325,8 +331,15 @@ fn render_with(
             shared,
             everywhere: shared || selects_elsewhere,
         };
+        // A pod with no key of its own cannot ask where the namespace asks for nothing and
+        // no selector of this Instrumentation selects.
+        let keyed_only = options.namespaces_read
+            && !reach.everywhere
+            && rules.get(&format!("{ns}/{name}")).is_none()
+            && !catalog.namespace(ns).is_some_and(|n| n.asks());
+        let admitted = Admitted { reach, keyed_only };
         rendered.objects.extend(injection_policy(
-            options, inst, &templates, reach, hash, coverage, &rules,
+            options, inst, &templates, admitted, hash, coverage, &rules,
         ));
     }
     if options.mode == Mode::Policy {
@@ -340,7 +353,7 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": inject::match_conditions(),
+                "matchConditions": inject::match_conditions(false),
                 "variables": v.to_json(),
                 "mutations": [mutation],
             },
@@ -384,12 +397,19 @@ pub(crate) fn shared(inst: &Instrumentation, config: &EngineConfig) -> bool {
             .is_some_and(|v| v == "allowed")
 }
 
+/// Where an injection policy is bound, and which pods reach its mutations.
+struct Admitted {
+    reach: inject::Reach,
+    /// Only the pods with an `inject-*` key of their own ([`PolicyOptions::namespaces_read`]).
+    keyed_only: bool,
+}
+
 /// The policy and binding of one Instrumentation.
 fn injection_policy(
     options: &PolicyOptions,
     inst: &Arc<Instrumentation>,
     templates: &[Template],
-    reach: inject::Reach,
+    Admitted { reach, keyed_only }: Admitted,
     hash: SpecHash,
     coverage: &Coverage,
     rules: &selected::Rules,
@@ -445,7 +465,7 @@ fn injection_policy(
             // As the webhook's: an error admits the pod unchanged, never blocks it.
             "failurePolicy": "Ignore",
             "reinvocationPolicy": "Never",
-            "matchConditions": inject::match_conditions(),
+            "matchConditions": inject::match_conditions(keyed_only),
             "variables": v.to_json(),
             "mutations": mutations,
         },

@@ -2,6 +2,7 @@ use super::*;
 use crate::engine::AgentDelivery;
 
 mod delivery;
+mod keyless;
 mod selected;
 use crate::cluster::StaticCatalog;
 use crate::crd::parse_instrumentations;

@@ -78,3 +78,30 @@ fn a_pod_label_false_overrides_a_namespace_label_true() {
     assert!(got.is_empty());
     assert!(report.injected.is_empty());
 }
+
+/// A namespace that asks by a label alone gets its keyless pods injected through the whole
+/// review, whose fast path answers a pod that asks for nothing without decoding it (one
+/// pass and two: the envelope read with the pod, and the pod decoded after).
+#[test]
+fn a_namespace_that_asks_by_label_alone_is_not_passed_over_by_the_reviews_fast_path() {
+    use otel_injector::admission::{review, review_two_pass};
+    let catalog = catalog().with_namespace_labels("shop", &[(INJECT_JAVA, "true")]);
+    let sent = json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "namespace": "shop", "operation": "CREATE",
+            "object": {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "app", "image": "a"}]}},
+        },
+    });
+    let body = serde_json::to_vec(&sent).unwrap();
+    let config = EngineConfig::default();
+    for (how, answer) in [
+        ("one pass", review(&body, &catalog, &config)),
+        ("two passes", review_two_pass(&body, &catalog, &config)),
+    ] {
+        let (_, s) = answer.unwrap();
+        let injected: Vec<Language> = s.report.injected.iter().map(|i| i.language).collect();
+        assert_eq!(injected, [Language::Java], "{how}: {:?}", s.report);
+    }
+}

@@ -119,16 +119,20 @@ async fn policy_latency() {
     let none = "e2e-policy-lat-none";
     let hook = "e2e-policy-lat-webhook";
     let policy = "e2e-policy-lat-policy";
+    let keyed = "e2e-policy-lat-keyed";
     namespaces(&client, &[none], &[]).await;
     namespaces(&client, &[hook], &[(SCOPE_LABEL, &env.id)]).await;
-    namespaces(&client, &[policy], &[(POLICY_SCOPE, "lat")]).await;
-    let all: Vec<Value> = [none, hook, policy]
+    namespaces(&client, &[policy, keyed], &[(POLICY_SCOPE, "lat")]).await;
+    let all: Vec<Value> = [none, hook, policy, keyed]
         .iter()
         .map(|ns| instrumentations(ns, ns).remove(1))
         .collect();
     create_instrumentations(&client, &all).await;
-    let insts = &all[2..];
-    let (objects, _) = render(
+    let insts = &all[2..3];
+    // `keyed`'s as live policies render it, reading the namespaces: it asks for nothing, so
+    // only pods with a key of their own reach the policy.
+    let mut keyed_objects = keyed_only(&all[3], keyed);
+    let (mut objects, _) = render(
         &cp.dir,
         insts,
         &[
@@ -140,6 +144,7 @@ async fn policy_latency() {
             "--agent-delivery=image-volume",
         ],
     );
+    objects.append(&mut keyed_objects);
     create_all(&client, &objects).await;
     let asking = |name: &str| {
         pod(
@@ -162,6 +167,14 @@ async fn policy_latency() {
         injected_java,
     )
     .await;
+    until(
+        &client,
+        keyed,
+        &asking("warm"),
+        "the keyed-only policy",
+        injected_java,
+    )
+    .await;
     env.until_dry_run(hook, &asking("warm"), "the webhook", |r| {
         injected_java(&r.body)
     })
@@ -173,6 +186,8 @@ async fn policy_latency() {
         ("webhook", hook, true),
         ("policy", policy, true),
         ("policy bound, nothing asked", policy, false),
+        ("policy, namespaces read", keyed, true),
+        ("policy bound, namespaces read, nothing asked", keyed, false),
     ];
     let mut times = vec![Vec::with_capacity(count); paths.len()];
     let before = admission_seconds(&client).await;
@@ -244,4 +259,30 @@ async fn admission_seconds(client: &kube::Client) -> [(f64, f64); 2] {
         (total(policy, "_sum"), total(policy, "_count")),
         (total(webhook, "_sum"), total(webhook, "_count")),
     ]
+}
+
+/// The policy and binding of `inst` (in namespace `ns`, which asks for nothing) as live
+/// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), image
+/// volumes, mode both, bound where [`POLICY_SCOPE`] is `lat`.
+fn keyed_only(inst: &Value, ns: &str) -> Vec<Value> {
+    use otel_injector::cluster::StaticCatalog;
+    use otel_injector::engine::{AgentDelivery, EngineConfig};
+    use otel_injector::policy::{Mode, PolicyOptions};
+    let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
+    let catalog = StaticCatalog::new([typed]).with_namespace(ns, &[]);
+    let config = EngineConfig {
+        delivery: AgentDelivery::ImageVolume,
+        ..EngineConfig::default()
+    };
+    let options = PolicyOptions {
+        mode: Mode::Both,
+        prefix: "e2e-lat-keyed".into(),
+        namespace_labels: vec![(POLICY_SCOPE.into(), "lat".into())],
+        namespaces_read: true,
+        ..PolicyOptions::default()
+    };
+    let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
+    let conditions = objects[0]["spec"]["matchConditions"].to_string();
+    assert!(conditions.contains("asks-by-its-own-keys"), "{conditions}");
+    objects
 }

@@ -2,8 +2,10 @@
 //! webhook's Lease holder applies the policies of an Instrumentation as soon as it exists, an
 //! edit of its spec reaches the pods the API server injects with no `otel-injector policy` run
 //! (a pod created 5 s after the edit gets the new spec), and a deleted Instrumentation's
-//! objects go. In mode `policy` it also applies the status policy and the warning: a pod the
-//! policies do not cover is marked and warned about. The namespace is in the policies' scope
+//! objects go. Where the namespace asks for nothing, only pods with a key of their own reach
+//! the policy; a namespace annotated to ask is served as soon as the writer sees it. In mode
+//! `policy` it also applies the status policy and the warning: a pod the policies do not
+//! cover is marked and warned about. The namespace is in the policies' scope
 //! and not the webhook's: only the API server injects there. The objects carry the field
 //! manager `otel-injector-policies`.
 
@@ -127,6 +129,38 @@ async fn follows_edits(mode: &str) {
         stored.body["metadata"]["managedFields"][0]["manager"],
         "otel-injector-policies"
     );
+    // The namespace asks for nothing: only the pods with a key of their own reach the
+    // policy's mutations. Once the namespace asks (its annotation, no CLI run), every pod
+    // does, and a pod without a key is injected for the namespace.
+    let conditions = |policy: &Value| -> Vec<String> {
+        policy["spec"]["matchConditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        conditions(&stored.body),
+        ["not-injected-before", "asks-by-its-own-keys"]
+    );
+    env.annotate_namespace(ns, INJECT_JAVA, Some("java")).await;
+    let annotated = Instant::now();
+    let mut keyless = asking(ns, "keyless", INJECT_JAVA);
+    keyless["metadata"]["annotations"] = json!({});
+    until(&client, ns, &keyless, "the namespace's request", |p| {
+        endpoint(p) == Some("http://collector-a:4318")
+    })
+    .await;
+    eprintln!(
+        "[e2e] live policies ({mode}): a pod asked for by its namespace injected {:?} after the namespace's annotation",
+        annotated.elapsed()
+    );
+    let stored = api::send(&client, Method::GET, &format!("{POLICIES}/{policy}"), None)
+        .await
+        .unwrap();
+    assert_eq!(conditions(&stored.body), ["not-injected-before"]);
+    env.annotate_namespace(ns, INJECT_JAVA, None).await;
 
     if mode == "policy" {
         // What no policy covers (nginx for two containers: the module goes to the first

@@ -86,15 +86,16 @@ fn a_pass_deletes_its_own_leftovers_bindings_first_and_nobody_elses() {
 #[test]
 fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
     let annotated = |hash: Option<&str>, annotations: &[(&str, &str)]| -> Vec<Spec> {
-        vec![(
-            "shop".into(),
-            "java".into(),
-            hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
-            annotations
+        vec![Spec {
+            namespace: "shop".into(),
+            name: "java".into(),
+            hash: hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
+            annotations: annotations
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
-        )]
+            namespace_asks: false,
+        }]
     };
     let spec = |hash: Option<&str>| annotated(hash, &[]);
     let now = Instant::now();
@@ -108,8 +109,40 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
     // Shared with other namespaces from now on: the binding widens, so the render is due.
     let shared = [(crate::keys::CROSS_NAMESPACE_ANNOTATION, "allowed")];
     assert!(due(Some(&last), &annotated(Some("0a1b2c3d"), &shared)));
+    // Its namespace comes to ask: every pod reaches the policy from now on.
+    let mut asks = spec(Some("0a1b2c3d"));
+    asks[0].namespace_asks = true;
+    assert!(due(Some(&last), &asks));
     if let Some(then) = now.checked_sub(RESYNC) {
         let old = (spec(Some("0a1b2c3d")), then);
         assert!(due(Some(&old), &spec(Some("0a1b2c3d"))));
     }
+}
+
+#[tokio::test]
+async fn a_namespace_change_wakes_the_writer_as_an_instrumentation_change_does() {
+    use crate::cluster::NamespaceChange;
+    use tokio::sync::{broadcast, watch};
+    let (inst, inst_rx) = watch::channel(0u64);
+    let (ns, ns_rx) = broadcast::channel(4);
+    let mut merged = with_namespaces(inst_rx, ns_rx);
+    let moved = |merged: &mut watch::Receiver<u64>| {
+        let mut merged = merged.clone();
+        async move {
+            tokio::time::timeout(std::time::Duration::from_secs(5), merged.changed())
+                .await
+                .is_ok()
+        }
+    };
+    merged.borrow_and_update();
+    ns.send(NamespaceChange::Applied("shop".into())).unwrap();
+    assert!(moved(&mut merged).await, "a namespace change");
+    merged.borrow_and_update();
+    inst.send_replace(1);
+    assert!(moved(&mut merged).await, "an Instrumentation change");
+    merged.borrow_and_update();
+    drop(ns);
+    // The namespaces' end ends the forwarding: the merged channel closes.
+    let closed = tokio::time::timeout(std::time::Duration::from_secs(5), merged.changed()).await;
+    assert!(matches!(closed, Ok(Err(_))), "{closed:?}");
 }
