@@ -47,18 +47,17 @@ fn only_pods_with_keys_of_their_own_reach_a_policy_where_nothing_else_can_ask() 
         .with_namespace_labels("shop", &[(java, "true")]);
     assert_eq!(conditions(&labeled, true), all);
     // Bound in every namespace (shared), or with a selector: every pod.
-    let shared = StaticCatalog::from_yaml(&JAVA.replace(
-        "metadata: {name: java, namespace: shop}",
-        "metadata: {name: java, namespace: shop, annotations: {otel-injector/cross-namespace: allowed}}",
-    ))
-    .unwrap()
-    .with_namespace("shop", &[]);
-    assert_eq!(conditions(&shared, true), all);
-    let selecting = StaticCatalog::from_yaml(&JAVA.replace(
-        "metadata: {name: java, namespace: shop}",
-        "metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{\"languages\": [\"java\"], \"podSelector\": {\"matchLabels\": {\"tier\": \"web\"}}}'}}",
-    ))
-    .unwrap()
-    .with_namespace("shop", &[]);
-    assert_eq!(conditions(&selecting, true), all);
+    for annotation in [
+        "otel-injector/cross-namespace: allowed",
+        r#"otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'"#,
+    ] {
+        let yaml = JAVA.replace(
+            "metadata: {name: java, namespace: shop}",
+            &format!("metadata: {{name: java, namespace: shop, annotations: {{{annotation}}}}}"),
+        );
+        let catalog = StaticCatalog::from_yaml(&yaml)
+            .unwrap()
+            .with_namespace("shop", &[]);
+        assert_eq!(conditions(&catalog, true), all, "{annotation}");
+    }
 }
