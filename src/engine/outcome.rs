@@ -171,14 +171,8 @@ impl RolledBack {
     /// The marker's entries; those that do not read as `<language>=<spec-hash>` are ignored
     /// (a hand-edited marker keeps its other entries in force).
     pub fn parse(value: &str) -> RolledBack {
-        let entries = value
-            .split(',')
-            .filter_map(|e| {
-                let (lang, hash) = e.trim().split_once('=')?;
-                let lang = lang.trim();
-                let valid = !lang.is_empty() && !lang.contains(char::is_whitespace);
-                Some((lang.to_owned(), hash.trim().parse().ok()?)).filter(|_| valid)
-            })
+        let entries = read_pairs(value)
+            .filter_map(|(lang, hash)| Some((lang.to_owned(), hash.parse().ok()?)))
             .collect();
         RolledBack { entries }
     }
@@ -197,6 +191,16 @@ impl RolledBack {
     pub fn mark(&mut self, lang: Language, spec: SpecHash) {
         self.entries.insert(lang.as_str().to_owned(), spec);
     }
+}
+
+/// The markers' entries, `<language>=<value>` comma-separated, trimmed; an entry without `=`
+/// or whose language is empty or holds white space is left out.
+fn read_pairs(value: &str) -> impl Iterator<Item = (&str, &str)> {
+    value.split(',').filter_map(|e| {
+        let (lang, value) = e.split_once('=')?;
+        let (lang, value) = (lang.trim(), value.trim());
+        (!lang.is_empty() && !lang.contains(char::is_whitespace)).then_some((lang, value))
+    })
 }
 
 /// The markers' form: `<language>=<value>`, comma-separated.
@@ -231,13 +235,9 @@ pub struct SelectorMark {
 impl SelectorMark {
     /// The annotation's entries; one that does not read as `<language>=<ns/name>` is ignored.
     pub fn parse(value: &str) -> SelectorMark {
-        let entries = value
-            .split(',')
-            .filter_map(|e| {
-                let (lang, inst) = e.trim().split_once('=')?;
-                let (lang, inst) = (lang.trim(), inst.trim());
-                (!lang.is_empty() && inst.contains('/')).then(|| (lang.to_owned(), inst.to_owned()))
-            })
+        let entries = read_pairs(value)
+            .filter(|(_, inst)| inst.contains('/'))
+            .map(|(lang, inst)| (lang.to_owned(), inst.to_owned()))
             .collect();
         SelectorMark { entries }
     }
@@ -409,7 +409,8 @@ mod tests {
         assert_eq!(SelectorMark::parse(&text), by);
         assert_eq!(by.instrumentations(), ["platform/java", "shop/team"]);
         // Entries that do not read are ignored; spaces are tolerated.
-        let edited = SelectorMark::parse(" java = platform/java ,junk,=a/b,go=nons");
+        // (A language with white space inside is not one, as in the rolled-back marker.)
+        let edited = SelectorMark::parse(" java = platform/java ,junk,=a/b,go=nons,no de=x/y");
         assert_eq!(edited.instrumentations(), ["platform/java"]);
     }
 }

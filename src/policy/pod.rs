@@ -201,7 +201,7 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
                 .iter()
                 .filter_map(|m| m["mountPath"].as_str())
                 .map(|p| p.trim_end_matches('/'))
-                .filter(|p| !hidden(t, p))
+                .filter(|p| !t.hides(p))
                 .any(|p| path.starts_with(p))
         };
         let first = spec.containers.iter().find(|c| c.name == targets[0]);
@@ -253,7 +253,7 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
             .mounts
             .iter()
             .filter_map(|m| m["mountPath"].as_str())
-            .filter(|p| !hidden(t, p.trim_end_matches('/')))
+            .filter(|p| !t.hides(p))
             .map(|p| p.replace(CONTAINER, target))
             .collect();
         if c.volume_mounts
@@ -267,10 +267,4 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
         }
     }
     None
-}
-
-/// Whether `dir` is one at or below which the template's target mounts are moved to the
-/// clone (`Template::hidden_below`).
-fn hidden(t: &Template, dir: &str) -> bool {
-    t.hidden_below.iter().any(|h| h == dir)
 }

@@ -122,6 +122,16 @@ pub struct Template {
     pub labels: BTreeMap<String, String>,
 }
 
+impl Template {
+    /// Whether a target's own mounts at or below mount path `path` (of [`Template::mounts`])
+    /// move to the clone ([`Template::hidden_below`]): such a mount is then no reason to
+    /// leave the pod to the webhook.
+    pub fn hides(&self, path: &str) -> bool {
+        let dir = path.trim_end_matches('/');
+        self.hidden_below.iter().any(|h| h == dir)
+    }
+}
+
 /// Why a pair cannot be a policy: what the webhook does that the template cannot replay, or
 /// the webhook's own skip (its reason is then the pods' status reason too).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
 //! A pod that asks for an Instrumentation the cache does not hold yet
 //! (`--instrumentation-wait`, `server/late.rs`), in-process on a paused clock: the review
-//! waits for the cache's change notification and answers with the injection; with no change
+//! waits for the cache's change notification and answers with the injection (whether the
+//! pod asks by annotation, by label or by its namespace); with no change
 //! it answers with the skip when the wait, or the caller's deadline, ends; a change that does
 //! not bring the Instrumentation keeps it waiting.
 
@@ -9,6 +10,7 @@ use std::time::Duration;
 
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{Catalog, Instrumentations, NamespaceInfo};
+use otel_injector::keys::INJECT_JAVA;
 use otel_injector::metrics::Exposition;
 use otel_injector::server::InstrumentationWait;
 use serde_json::Value;
@@ -18,22 +20,26 @@ use tokio::time::Instant;
 use crate::support::router::{call, post, webhook_over};
 use crate::support::{INSTRUMENTATIONS, fixture, metric, review_of};
 
-/// The test Instrumentations, replaced whole as a watch would, with its notification.
+/// The test Instrumentations, replaced whole as a watch would, with its notification; the
+/// namespace `late` with `namespace_keys` as its annotations.
 struct Changing {
     now: RwLock<Arc<StaticCatalog>>,
     changes: watch::Sender<u64>,
+    namespace_keys: Vec<(&'static str, &'static str)>,
 }
 
 impl Changing {
-    fn new() -> Arc<Self> {
+    fn new(namespace_keys: &[(&'static str, &'static str)]) -> Arc<Self> {
+        let namespace_keys = namespace_keys.to_vec();
         Arc::new(Changing {
-            now: RwLock::new(Arc::new(catalog(""))),
+            now: RwLock::new(Arc::new(catalog("", &namespace_keys))),
             changes: watch::channel(0).0,
+            namespace_keys,
         })
     }
 
     fn replace(&self, extra: &str) {
-        *self.now.write().unwrap() = Arc::new(catalog(extra));
+        *self.now.write().unwrap() = Arc::new(catalog(extra, &self.namespace_keys));
         self.changes.send_modify(|n| *n += 1);
     }
 
@@ -42,8 +48,10 @@ impl Changing {
     }
 }
 
-fn catalog(extra: &str) -> StaticCatalog {
-    StaticCatalog::from_yaml(&format!("{INSTRUMENTATIONS}{extra}")).unwrap()
+fn catalog(extra: &str, namespace_keys: &[(&str, &str)]) -> StaticCatalog {
+    StaticCatalog::from_yaml(&format!("{INSTRUMENTATIONS}{extra}"))
+        .unwrap()
+        .with_namespace("late", namespace_keys)
 }
 
 impl Catalog for Changing {
@@ -67,13 +75,30 @@ fn in_late(name: &str) -> String {
     )
 }
 
-/// The fixture's Java pod, created in `late`, asking for `value`.
-fn pod_in_late(value: &str) -> Vec<u8> {
+/// How a pod asks for Java: by its annotation or its label with this value, or not at all
+/// (its namespace asks).
+#[derive(Clone, Copy, Debug)]
+enum Asks {
+    Annotation(&'static str),
+    Label(&'static str),
+    ByNamespace,
+}
+
+/// The fixture's Java pod, created in `late`, asking as `asks` says.
+fn pod_in_late(asks: Asks) -> Vec<u8> {
     let mut review = fixture("pod-create-inject-java.json");
     review["request"]["namespace"] = "late".into();
     let meta = &mut review["request"]["object"]["metadata"];
     meta["namespace"] = "late".into();
-    meta["annotations"]["instrumentation.opentelemetry.io/inject-java"] = value.into();
+    meta["annotations"]
+        .as_object_mut()
+        .unwrap()
+        .remove(INJECT_JAVA);
+    match asks {
+        Asks::Annotation(value) => meta["annotations"][INJECT_JAVA] = value.into(),
+        Asks::Label(value) => meta["labels"][INJECT_JAVA] = value.into(),
+        Asks::ByNamespace => {}
+    }
     serde_json::to_vec(&review).unwrap()
 }
 
@@ -101,13 +126,37 @@ fn wait_of(catalog: &Arc<Changing>, longest: Duration) -> Option<Instrumentation
 #[tokio::test(start_paused = true)]
 async fn a_pod_waits_for_the_instrumentation_applied_with_it_and_is_injected() {
     let _serial = crate::support::serial().await;
-    // (the pod's value, the Instrumentation that comes, the outcome's head)
+    // (how the pod asks, its namespace's keys, the Instrumentation that comes, the outcome's
+    // head): every form of request waits alike.
     let table = [
-        ("true", "default", "java=injected late/default"),
-        ("named", "named", "java=injected late/named"),
+        (
+            Asks::Annotation("true"),
+            &[][..],
+            "default",
+            "java=injected late/default",
+        ),
+        (
+            Asks::Annotation("named"),
+            &[],
+            "named",
+            "java=injected late/named",
+        ),
+        (
+            Asks::Label("named"),
+            &[],
+            "named",
+            "java=injected late/named",
+        ),
+        (
+            Asks::ByNamespace,
+            &[(INJECT_JAVA, "true")],
+            "default",
+            "java=injected late/default",
+        ),
     ];
-    for (value, name, outcome) in table {
-        let changing = Changing::new();
+    for (asks, namespace_keys, name, outcome) in table {
+        let value = format!("{asks:?}");
+        let changing = Changing::new(namespace_keys);
         let (router, metrics) =
             webhook_over(changing.clone(), wait_of(&changing, Duration::from_secs(2)));
         let comes = {
@@ -121,7 +170,7 @@ async fn a_pod_waits_for_the_instrumentation_applied_with_it_and_is_injected() {
             })
         };
         let start = Instant::now();
-        let r = review_of(&call(router, post(crate::support::MUTATE, pod_in_late(value))).await);
+        let r = review_of(&call(router, post(crate::support::MUTATE, pod_in_late(asks))).await);
         assert_eq!(start.elapsed(), Duration::from_millis(500), "{value}");
         comes.await.unwrap();
         let got = outcome_of(&r.patch);
@@ -143,11 +192,11 @@ async fn with_no_instrumentation_coming_the_skip_answers_when_the_wait_or_deadli
         ("/mutate-v1-pod?timeout=10s", 0, 0),
     ];
     for (uri, wait, took) in table {
-        let changing = Changing::new();
+        let changing = Changing::new(&[]);
         let longest = Duration::from_millis(wait);
         let (router, metrics) = webhook_over(changing.clone(), wait_of(&changing, longest));
         let start = Instant::now();
-        let r = review_of(&call(router, post(uri, pod_in_late("true"))).await);
+        let r = review_of(&call(router, post(uri, pod_in_late(Asks::Annotation("true")))).await);
         assert_eq!(start.elapsed(), Duration::from_millis(took), "{uri} {wait}");
         assert_eq!(
             outcome_of(&r.patch),
@@ -165,7 +214,7 @@ async fn with_no_instrumentation_coming_the_skip_answers_when_the_wait_or_deadli
 async fn a_pod_that_finds_its_instrumentation_or_asks_for_nothing_never_waits() {
     let _serial = crate::support::serial().await;
     for name in ["pod-create-inject-java.json", "pod-create.json"] {
-        let changing = Changing::new();
+        let changing = Changing::new(&[]);
         let (router, metrics) =
             webhook_over(changing.clone(), wait_of(&changing, Duration::from_secs(2)));
         let body = serde_json::to_vec(&fixture(name)).unwrap();

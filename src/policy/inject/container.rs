@@ -149,7 +149,7 @@ pub(super) fn container_covered(t: &Template) -> String {
         .mounts
         .iter()
         .filter_map(|m| m["mountPath"].as_str())
-        .filter(|p| !t.hidden_below.iter().any(|h| h == p.trim_end_matches('/')))
+        .filter(|p| !t.hides(p))
         .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
         .collect();
     format!(

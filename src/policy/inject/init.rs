@@ -58,7 +58,7 @@ pub(super) fn clone_covered(t: &Template, n: usize) -> String {
             .iter()
             .filter_map(|m| m["mountPath"].as_str())
             .map(|p| p.trim_end_matches('/'))
-            .filter(|p| !t.hidden_below.iter().any(|h| h == p)),
+            .filter(|p| !t.hides(p)),
     );
     format!(
         "variables.targets{n}.size() == 1 && !{}.?volumeMounts.orValue([]).exists(m, {paths}.exists(p, m.mountPath.startsWith(p))) && !variables.service{n}.matches(\"\\\\p{{Cc}}\")",
