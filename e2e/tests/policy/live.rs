@@ -144,6 +144,17 @@ async fn follows_edits(mode: &str) {
         conditions(&stored.body),
         ["not-injected-before", "asks-by-its-own-keys"]
     );
+    // A key of its own may be a label too.
+    let mut labeled = asking(ns, "labeled", INJECT_JAVA);
+    labeled["metadata"]["annotations"] = json!({});
+    labeled["metadata"]["labels"] = json!({INJECT_JAVA: "true"});
+    let r = api::create_pod(&client, ns, &labeled, true).await.unwrap();
+    assert_eq!(
+        endpoint(&r.body),
+        Some("http://collector-a:4318"),
+        "{}",
+        r.body["metadata"]
+    );
     env.annotate_namespace(ns, INJECT_JAVA, Some("java")).await;
     let annotated = Instant::now();
     let mut keyless = asking(ns, "keyless", INJECT_JAVA);
