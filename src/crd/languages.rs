@@ -1,11 +1,9 @@
 //! The seven per-language sections of the spec (`java`, `nodejs`, ...): each names its
 //! descriptions and its own extra fields; `language_section!` supplies the rest.
 
-use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
-use serde_with::skip_serializing_none;
+use k8s_openapi::api::core::v1::SecurityContext;
 
+use super::object::schema_objects;
 use super::section::language_section;
 use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
 
@@ -26,15 +24,15 @@ language_section! {
     }
 }
 
-/// A Java agent extension.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Extension {
-    /// Image with the extension JARs.
-    pub image: String,
-    /// Directory holding the extension JARs in that image.
-    pub dir: String,
+schema_objects! {
+    /// A Java agent extension.
+    #[serde(rename_all = "camelCase")]
+    pub struct Extension {
+        /// Image with the extension JARs.
+        pub image: String,
+        /// Directory holding the extension JARs in that image.
+        pub dir: String,
+    }
 }
 
 language_section! {
@@ -97,7 +95,7 @@ language_section! {
 
 language_section! {
     /// Apache HTTPD auto-instrumentation (otel-webserver-module).
-    pub struct ApacheHttpd {
+    pub struct ApacheHttpd with attrs {
         /// Image with the Apache HTTPD module.
         image,
         /// Apache-specific env vars; they take precedence over spec.env.
@@ -106,9 +104,6 @@ language_section! {
         resource_requirements,
         /// Ephemeral volume for the module files; if unset an emptyDir is used.
         volume_claim_template,
-        /// Agent attributes written to the module configuration; they override the defaults.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        pub attrs: Vec<EnvVar>,
         /// Apache HTTPD version: 2.4 (default) or 2.2.
         pub version: Option<String>,
         /// Directory of the Apache configuration (default /usr/local/apache2/conf).
@@ -119,7 +114,7 @@ language_section! {
 
 language_section! {
     /// Nginx auto-instrumentation (otel-webserver-module).
-    pub struct Nginx {
+    pub struct Nginx with attrs {
         /// Image with the Nginx module.
         image,
         /// Nginx-specific env vars; they take precedence over spec.env.
@@ -128,9 +123,6 @@ language_section! {
         resource_requirements,
         /// Ephemeral volume for the module files; if unset an emptyDir is used.
         volume_claim_template,
-        /// Agent attributes written to the module configuration; they override the defaults.
-        #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        pub attrs: Vec<EnvVar>,
         /// Nginx configuration file (default /etc/nginx/nginx.conf).
         #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
         pub config_file: Option<String>,

@@ -6,7 +6,7 @@
 //! columns); `spec` holds the v1alpha1 resource and its own sections, `shared` the sections
 //! both versions hold alike, `status` the status, `carried` the v1beta1 fields a stored object
 //! carries, `hash` the digest
-//! of a spec, `languages` the per-language sections (built by `section`'s macro), `v1beta1` and `declarative` the v1beta1 resource
+//! of a spec, `languages` the per-language sections (built by `section`'s macro), `object` how every schema object is declared, `v1beta1` and `declarative` the v1beta1 resource
 //! and its SDK configuration file, `convert` the exact conversion between the two,
 //! `validation` the CEL rules and schema limits, `generate` the CRD manifest, `parse`
 //! Instrumentation files. Everything is re-exported here, so callers
@@ -21,6 +21,7 @@ mod generate;
 mod hash;
 mod kind;
 mod languages;
+mod object;
 mod parse;
 pub mod review;
 mod section;

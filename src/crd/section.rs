@@ -72,13 +72,15 @@ pub fn claim_template_is_empty(template: &PersistentVolumeClaimTemplate) -> bool
 ///
 /// Field doc comments become the CRD's descriptions, and they differ between languages, so each
 /// invocation writes its own for the first four shared fields; `volumeLimitSize`'s text is the
-/// same everywhere and lives here. The resources field is named by the invocation because Java
-/// calls it `resources` and every other language `resourceRequirements`, as in the Operator.
+/// same everywhere and lives here, as does that of `attrs`, the web servers' module settings,
+/// which a section asks for with `pub struct Name with attrs`. The resources field is named by
+/// the invocation because Java calls it `resources` and every other language
+/// `resourceRequirements`, as in the Operator.
 /// Paths inside are absolute so that the invoking file needs no imports for them.
 macro_rules! language_section {
     (
         $(#[$meta:meta])*
-        pub struct $name:ident {
+        pub struct $name:ident $(with $attrs:ident)? {
             $(#[$image_doc:meta])* image,
             $(#[$env_doc:meta])* env,
             $(#[$resources_doc:meta])* $resources:ident,
@@ -86,39 +88,36 @@ macro_rules! language_section {
             $($extra:tt)*
         }
     ) => {
-        $(#[$meta])*
-        #[::serde_with::skip_serializing_none]
-        #[derive(
-            ::serde::Serialize,
-            ::serde::Deserialize,
-            Clone,
-            Debug,
-            Default,
-            PartialEq,
-            ::schemars::JsonSchema,
-        )]
-        #[serde(rename_all = "camelCase")]
-        #[schemars(extend("x-kubernetes-validations" = [
-            {
-                "rule": $crate::crd::RULE_VOLUME_EXCLUSIVE,
-                "message": $crate::crd::MSG_VOLUME_EXCLUSIVE,
-            },
-        ]))]
-        pub struct $name {
-            $(#[$image_doc])*
-            pub image: Option<String>,
-            $(#[$env_doc])*
-            #[serde(default, skip_serializing_if = "Vec::is_empty")]
-            pub env: Vec<::k8s_openapi::api::core::v1::EnvVar>,
-            $(#[$resources_doc])*
-            pub $resources: Option<::k8s_openapi::api::core::v1::ResourceRequirements>,
-            $(#[$volume_doc])*
-            pub volume_claim_template:
-                Option<Box<::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate>>,
-            /// Size limit of the emptyDir (default 200Mi). Deprecated: use volumeClaimTemplate.
-            pub volume_limit_size:
-                Option<::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-            $($extra)*
+        $crate::crd::object::schema_objects! {
+            $(#[$meta])*
+            #[serde(rename_all = "camelCase")]
+            #[schemars(extend("x-kubernetes-validations" = [
+                {
+                    "rule": $crate::crd::RULE_VOLUME_EXCLUSIVE,
+                    "message": $crate::crd::MSG_VOLUME_EXCLUSIVE,
+                },
+            ]))]
+            pub struct $name {
+                $(#[$image_doc])*
+                pub image: Option<String>,
+                $(#[$env_doc])*
+                #[serde(default, skip_serializing_if = "Vec::is_empty")]
+                pub env: Vec<::k8s_openapi::api::core::v1::EnvVar>,
+                $(#[$resources_doc])*
+                pub $resources: Option<::k8s_openapi::api::core::v1::ResourceRequirements>,
+                $(#[$volume_doc])*
+                pub volume_claim_template:
+                    Option<Box<::k8s_openapi::api::core::v1::PersistentVolumeClaimTemplate>>,
+                /// Size limit of the emptyDir (default 200Mi). Deprecated: use volumeClaimTemplate.
+                pub volume_limit_size:
+                    Option<::k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+                $(
+                    /// Agent attributes written to the module configuration; they override the defaults.
+                    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+                    pub $attrs: Vec<::k8s_openapi::api::core::v1::EnvVar>,
+                )?
+                $($extra)*
+            }
         }
 
         impl $crate::crd::LanguageSpec for $name {

@@ -5,32 +5,32 @@ use std::fmt;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_with::skip_serializing_none;
 
+use super::object::schema_objects;
 use super::validation::{
     MSG_JAEGER_REMOTE_ARGUMENT, MSG_RATIO_ARGUMENT, RULE_JAEGER_REMOTE_ARGUMENT,
     RULE_RATIO_ARGUMENT, SAMPLER_ARGUMENT_MAX_LENGTH,
 };
 
-/// TLS configuration of the exporter. The file fields are keys in the Secret/ConfigMap, or
-/// absolute paths already present in the workload.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ExporterTls {
-    /// Secret (in the workload's namespace) with the client certificate and key, maybe the CA.
-    pub secret_name: Option<String>,
-    /// ConfigMap with the CA certificate; if unset the CA comes from the Secret.
-    pub config_map_name: Option<String>,
-    /// CA certificate key (e.g. ca.crt) or absolute path.
-    #[serde(rename = "ca_file")]
-    pub ca_file: Option<String>,
-    /// Client certificate key (e.g. tls.crt) or absolute path.
-    #[serde(rename = "cert_file")]
-    pub cert_file: Option<String>,
-    /// Client private key key (e.g. tls.key) or absolute path.
-    #[serde(rename = "key_file")]
-    pub key_file: Option<String>,
+schema_objects! {
+    /// TLS configuration of the exporter. The file fields are keys in the Secret/ConfigMap, or
+    /// absolute paths already present in the workload.
+    #[serde(rename_all = "camelCase")]
+    pub struct ExporterTls {
+        /// Secret (in the workload's namespace) with the client certificate and key, maybe the CA.
+        pub secret_name: Option<String>,
+        /// ConfigMap with the CA certificate; if unset the CA comes from the Secret.
+        pub config_map_name: Option<String>,
+        /// CA certificate key (e.g. ca.crt) or absolute path.
+        #[serde(rename = "ca_file")]
+        pub ca_file: Option<String>,
+        /// Client certificate key (e.g. tls.crt) or absolute path.
+        #[serde(rename = "cert_file")]
+        pub cert_file: Option<String>,
+        /// Client private key key (e.g. tls.key) or absolute path.
+        #[serde(rename = "key_file")]
+        pub key_file: Option<String>,
+    }
 }
 
 /// Context propagator, as named in OTEL_PROPAGATORS.
@@ -77,33 +77,33 @@ impl fmt::Display for Propagator {
     }
 }
 
-/// Sampling configuration.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [
-    {
-        "rule": RULE_RATIO_ARGUMENT,
-        "message": MSG_RATIO_ARGUMENT,
-        "fieldPath": ".argument",
-        "reason": "FieldValueInvalid",
-    },
-    {
-        "rule": RULE_JAEGER_REMOTE_ARGUMENT,
-        "message": MSG_JAEGER_REMOTE_ARGUMENT,
-        "fieldPath": ".argument",
-        "reason": "FieldValueInvalid",
-    },
-]))]
-pub struct Sampler {
-    /// Sampler type, set in OTEL_TRACES_SAMPLER.
-    #[serde(rename = "type")]
-    pub type_: Option<SamplerType>,
-    /// Sampler argument, set in OTEL_TRACES_SAMPLER_ARG. For the ratio samplers a number in
-    /// [0, 1], e.g. 0.25; for jaeger_remote comma-separated key=value pairs (endpoint,
-    /// pollingIntervalMs, initialSamplingRate).
-    #[schemars(length(max = SAMPLER_ARGUMENT_MAX_LENGTH))]
-    pub argument: Option<String>,
+schema_objects! {
+    /// Sampling configuration.
+    #[serde(rename_all = "camelCase")]
+    #[schemars(extend("x-kubernetes-validations" = [
+        {
+            "rule": RULE_RATIO_ARGUMENT,
+            "message": MSG_RATIO_ARGUMENT,
+            "fieldPath": ".argument",
+            "reason": "FieldValueInvalid",
+        },
+        {
+            "rule": RULE_JAEGER_REMOTE_ARGUMENT,
+            "message": MSG_JAEGER_REMOTE_ARGUMENT,
+            "fieldPath": ".argument",
+            "reason": "FieldValueInvalid",
+        },
+    ]))]
+    pub struct Sampler {
+        /// Sampler type, set in OTEL_TRACES_SAMPLER.
+        #[serde(rename = "type")]
+        pub type_: Option<SamplerType>,
+        /// Sampler argument, set in OTEL_TRACES_SAMPLER_ARG. For the ratio samplers a number in
+        /// [0, 1], e.g. 0.25; for jaeger_remote comma-separated key=value pairs (endpoint,
+        /// pollingIntervalMs, initialSamplingRate).
+        #[schemars(length(max = SAMPLER_ARGUMENT_MAX_LENGTH))]
+        pub argument: Option<String>,
+    }
 }
 
 /// Sampler type, as named in OTEL_TRACES_SAMPLER.

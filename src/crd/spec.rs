@@ -8,12 +8,12 @@ use k8s_openapi::api::core::v1::{EnvVar, SecurityContext};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_with::skip_serializing_none;
 
 use super::carried::V1beta1Fields;
 use super::declarative::DeclarativeConfig;
 use super::kind::instrumentation_kind;
 use super::languages::{ApacheHttpd, DotNet, Go, Java, Nginx, NodeJs, Python};
+use super::object::schema_objects;
 use super::shared::{ExporterTls, Propagator, Sampler};
 use super::status::InstrumentationStatus;
 use crate::keys::V1BETA1_FIELDS;
@@ -75,38 +75,34 @@ instrumentation_kind! {
     }
 }
 
-/// OTLP exporter configuration.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Exporter {
-    /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
-    pub endpoint: Option<String>,
-    /// TLS certificates; used only with an https:// endpoint.
-    pub tls: Option<ExporterTls>,
-}
+schema_objects! {
+    /// OTLP exporter configuration.
+    #[serde(rename_all = "camelCase")]
+    pub struct Exporter {
+        /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
+        pub endpoint: Option<String>,
+        /// TLS certificates; used only with an https:// endpoint.
+        pub tls: Option<ExporterTls>,
+    }
 
-/// Resource attribute configuration.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceSpec {
-    /// Attributes added to the resource, e.g. environment: dev.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub resource_attributes: BTreeMap<String, String>,
-    /// Whether to add k8s UID attributes (e.g. k8s.deployment.uid).
-    #[serde(rename = "addK8sUIDAttributes")]
-    pub add_k8s_uid_attributes: Option<bool>,
-}
+    /// Resource attribute configuration.
+    #[serde(rename_all = "camelCase")]
+    pub struct ResourceSpec {
+        /// Attributes added to the resource, e.g. environment: dev.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub resource_attributes: BTreeMap<String, String>,
+        /// Whether to add k8s UID attributes (e.g. k8s.deployment.uid).
+        #[serde(rename = "addK8sUIDAttributes")]
+        pub add_k8s_uid_attributes: Option<bool>,
+    }
 
-/// Defaults of the instrumentation.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Defaults {
-    /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
-    /// and service.version (label app.kubernetes.io/version) from the pod's labels.
-    pub use_labels_for_resource_attributes: Option<bool>,
+    /// Defaults of the instrumentation.
+    #[serde(rename_all = "camelCase")]
+    pub struct Defaults {
+        /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
+        /// and service.version (label app.kubernetes.io/version) from the pod's labels.
+        pub use_labels_for_resource_attributes: Option<bool>,
+    }
 }
 
 impl Instrumentation {

@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::{
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_with::skip_serializing_none;
 
 use super::declarative::DeclarativeConfig;
 use super::kind::instrumentation_kind;
 use super::languages::Extension;
+use super::object::schema_objects;
 use super::shared::{ExporterTls, Propagator, Sampler};
 use super::status::InstrumentationStatus;
 use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
@@ -78,34 +78,32 @@ instrumentation_kind! {
     }
 }
 
-/// The SDK configured by environment variables.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct EnvConfig {
-    /// OTLP exporter configuration.
-    pub exporter: Option<Exporter>,
-    /// Context propagators, set in OTEL_PROPAGATORS.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub propagators: Vec<Propagator>,
-    /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
-    pub sampler: Option<Sampler>,
-    /// Env vars of the SDK configuration; spec.env and the language env take precedence.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<EnvVar>,
-}
+schema_objects! {
+    /// The SDK configured by environment variables.
+    #[serde(rename_all = "camelCase")]
+    pub struct EnvConfig {
+        /// OTLP exporter configuration.
+        pub exporter: Option<Exporter>,
+        /// Context propagators, set in OTEL_PROPAGATORS.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub propagators: Vec<Propagator>,
+        /// Sampler configuration, set in OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG.
+        pub sampler: Option<Sampler>,
+        /// Env vars of the SDK configuration; spec.env and the language env take precedence.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub env: Vec<EnvVar>,
+    }
 
-/// OTLP exporter configuration.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Exporter {
-    /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
-    pub endpoint: Option<String>,
-    /// OTLP protocol, set in OTEL_EXPORTER_OTLP_PROTOCOL.
-    pub protocol: Option<Protocol>,
-    /// TLS certificates; used only with an https:// endpoint.
-    pub tls: Option<ExporterTls>,
+    /// OTLP exporter configuration.
+    #[serde(rename_all = "camelCase")]
+    pub struct Exporter {
+        /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
+        pub endpoint: Option<String>,
+        /// OTLP protocol, set in OTEL_EXPORTER_OTLP_PROTOCOL.
+        pub protocol: Option<Protocol>,
+        /// TLS certificates; used only with an https:// endpoint.
+        pub tls: Option<ExporterTls>,
+    }
 }
 
 /// The OTLP transport, as named in OTEL_EXPORTER_OTLP_PROTOCOL.
@@ -130,105 +128,93 @@ impl Protocol {
     }
 }
 
-/// Resource attributes, and which ones the webhook derives.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Resource {
-    /// Attributes added to the resource (lowest precedence), e.g. deployment.environment.name.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub attributes: BTreeMap<String, String>,
-    /// The k8s.* attributes (namespace, pod, node, container, owners).
-    pub k8s_metadata: Option<K8sMetadata>,
-    /// The service.* attributes derived from the pod (name, version, instance id).
-    pub service_metadata: Option<ServiceMetadata>,
-}
+schema_objects! {
+    /// Resource attributes, and which ones the webhook derives.
+    #[serde(rename_all = "camelCase")]
+    pub struct Resource {
+        /// Attributes added to the resource (lowest precedence), e.g. deployment.environment.name.
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        pub attributes: BTreeMap<String, String>,
+        /// The k8s.* attributes (namespace, pod, node, container, owners).
+        pub k8s_metadata: Option<K8sMetadata>,
+        /// The service.* attributes derived from the pod (name, version, instance id).
+        pub service_metadata: Option<ServiceMetadata>,
+    }
 
-/// Whether and how the k8s.* attributes are added.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct K8sMetadata {
-    /// false: no k8s.* attributes are added (default true).
-    pub enabled: Option<bool>,
-    /// Also add the pod's and its owners' UIDs (k8s.pod.uid, k8s.replicaset.uid, ...).
-    #[serde(rename = "includeUIDs")]
-    pub include_uids: Option<bool>,
-}
+    /// Whether and how the k8s.* attributes are added.
+    #[serde(rename_all = "camelCase")]
+    pub struct K8sMetadata {
+        /// false: no k8s.* attributes are added (default true).
+        pub enabled: Option<bool>,
+        /// Also add the pod's and its owners' UIDs (k8s.pod.uid, k8s.replicaset.uid, ...).
+        #[serde(rename = "includeUIDs")]
+        pub include_uids: Option<bool>,
+    }
 
-/// Whether the service.* attributes are derived.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceMetadata {
-    /// false: no derived service.* attributes; true: derived, the app.kubernetes.io labels
-    /// included (v1alpha1's useLabelsForResourceAttributes); unset: derived from the
-    /// annotations, the owner and the pod.
-    pub enabled: Option<bool>,
-}
+    /// Whether the service.* attributes are derived.
+    #[serde(rename_all = "camelCase")]
+    pub struct ServiceMetadata {
+        /// false: no derived service.* attributes; true: derived, the app.kubernetes.io labels
+        /// included (v1alpha1's useLabelsForResourceAttributes); unset: derived from the
+        /// annotations, the owner and the pod.
+        pub enabled: Option<bool>,
+    }
 
-/// What every language section holds (Node.js, Python and .NET hold only this).
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Language {
-    /// Image with the agent. There is no default image in v1beta1: a language requested
-    /// without one is skipped (image_required).
-    #[schemars(length(min = 1))]
-    pub image: Option<String>,
-    /// Ephemeral volume for the agent files; if unset an emptyDir is used.
-    pub volume_claim_template: Option<Box<PersistentVolumeClaimTemplate>>,
-    /// Language-specific env vars; they take precedence over spec.env.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<EnvVar>,
-    /// Compute resources of the injected container.
-    pub resources: Option<ResourceRequirements>,
-}
+    /// What every language section holds (Node.js, Python and .NET hold only this).
+    #[serde(rename_all = "camelCase")]
+    pub struct Language {
+        /// Image with the agent. There is no default image in v1beta1: a language requested
+        /// without one is skipped (image_required).
+        #[schemars(length(min = 1))]
+        pub image: Option<String>,
+        /// Ephemeral volume for the agent files; if unset an emptyDir is used.
+        pub volume_claim_template: Option<Box<PersistentVolumeClaimTemplate>>,
+        /// Language-specific env vars; they take precedence over spec.env.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub env: Vec<EnvVar>,
+        /// Compute resources of the injected container.
+        pub resources: Option<ResourceRequirements>,
+    }
 
-/// Java: the common part and extensions.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Java {
-    #[serde(flatten)]
-    pub common: Language,
-    /// Extension JARs, all copied into one directory.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extensions: Vec<Extension>,
-}
+    /// Java: the common part and extensions.
+    #[serde(rename_all = "camelCase")]
+    pub struct Java {
+        #[serde(flatten)]
+        pub common: Language,
+        /// Extension JARs, all copied into one directory.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pub extensions: Vec<Extension>,
+    }
 
-/// Go: the common part and the sidecar's security context.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Go {
-    #[serde(flatten)]
-    pub common: Language,
-    /// Security context of the sidecar (it needs privileges to use eBPF).
-    pub security_context: Option<Box<SecurityContext>>,
-}
+    /// Go: the common part and the sidecar's security context.
+    #[serde(rename_all = "camelCase")]
+    pub struct Go {
+        #[serde(flatten)]
+        pub common: Language,
+        /// Security context of the sidecar (it needs privileges to use eBPF).
+        pub security_context: Option<Box<SecurityContext>>,
+    }
 
-/// Apache HTTPD: the common part, version and configuration directory.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApacheHttpd {
-    #[serde(flatten)]
-    pub common: Language,
-    /// Apache HTTPD version: 2.4 (default) or 2.2.
-    pub version: Option<String>,
-    /// Directory of the Apache configuration (default /usr/local/apache2/conf).
-    #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
-    pub config_path: Option<String>,
-}
+    /// Apache HTTPD: the common part, version and configuration directory.
+    #[serde(rename_all = "camelCase")]
+    pub struct ApacheHttpd {
+        #[serde(flatten)]
+        pub common: Language,
+        /// Apache HTTPD version: 2.4 (default) or 2.2.
+        pub version: Option<String>,
+        /// Directory of the Apache configuration (default /usr/local/apache2/conf).
+        #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
+        pub config_path: Option<String>,
+    }
 
-/// Nginx: the common part and the configuration file.
-#[skip_serializing_none]
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Nginx {
-    #[serde(flatten)]
-    pub common: Language,
-    /// Nginx configuration file (default /etc/nginx/nginx.conf).
-    #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
-    pub config_file: Option<String>,
+    /// Nginx: the common part and the configuration file.
+    #[serde(rename_all = "camelCase")]
+    pub struct Nginx {
+        #[serde(flatten)]
+        pub common: Language,
+        /// Nginx configuration file (default /etc/nginx/nginx.conf).
+        #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
+        pub config_file: Option<String>,
+    }
+
 }

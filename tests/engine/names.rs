@@ -100,7 +100,7 @@ fn definitions(text: &str) -> Vec<(String, usize)> {
             }
             continue;
         }
-        let Some(name) = ["struct ", "enum ", "trait ", "type "]
+        let Some(name) = ["struct ", "open struct ", "enum ", "trait ", "type "]
             .iter()
             .find_map(|kw| rest.strip_prefix(kw).map(|n| (*kw, n)))
             .filter(|(kw, _)| *kw != "type " || visible || indent.is_empty())
@@ -214,6 +214,7 @@ fn the_reader_leaves_out_tests_and_associated_types() {
 pub struct Kept;
 pub(crate) enum AlsoKept { A }
     pub struct InAMacro {
+    pub open struct InASchemaMacro {
 type Alias = u8;
 pub(super) trait Seen {
     type Assoc;
@@ -237,6 +238,14 @@ struct After;
     let found: Vec<String> = definitions(text).into_iter().map(|(n, _)| n).collect();
     assert_eq!(
         found,
-        ["Kept", "AlsoKept", "InAMacro", "Alias", "Seen", "After"]
+        [
+            "Kept",
+            "AlsoKept",
+            "InAMacro",
+            "InASchemaMacro",
+            "Alias",
+            "Seen",
+            "After"
+        ]
     );
 }

@@ -1,0 +1,55 @@
+//! How every object type of the CRD's schema is declared: `schema_objects!` gives each struct
+//! the derives and the serialization every such type needs (unset fields left out, not written
+//! as `null`, so a spec's digest and its conversion see only what the user wrote), and makes
+//! an `open` one keep the properties the schema does not type, as written.
+
+/// Properties a schema object does not type, kept as written.
+pub type Preserved = std::collections::BTreeMap<String, serde_json::Value>;
+
+/// `schema_objects! { <struct>... }`: each struct with `skip_serializing_none` and the
+/// derives (`Serialize`, `Deserialize`, `Clone`, `Debug`, `Default`, `PartialEq`,
+/// `JsonSchema`). `pub open struct` also marks the object
+/// `x-kubernetes-preserve-unknown-fields` and ends it with `other`: the properties it does not
+/// type, flattened into it and left out of the schema. Paths inside are absolute so that the
+/// invoking file needs no imports for them.
+macro_rules! schema_objects {
+    () => {};
+    (
+        $(#[$meta:meta])*
+        pub open struct $name:ident { $($field:tt)* }
+        $($rest:tt)*
+    ) => {
+        $crate::crd::object::schema_objects! {
+            $(#[$meta])*
+            #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
+            pub struct $name {
+                $($field)*
+                /// Properties this schema does not type, kept as written.
+                #[serde(flatten)]
+                #[schemars(skip)]
+                pub other: $crate::crd::object::Preserved,
+            }
+            $($rest)*
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident { $($field:tt)* }
+        $($rest:tt)*
+    ) => {
+        #[::serde_with::skip_serializing_none]
+        #[derive(
+            ::serde::Serialize,
+            ::serde::Deserialize,
+            Clone,
+            Debug,
+            Default,
+            PartialEq,
+            ::schemars::JsonSchema,
+        )]
+        $(#[$meta])*
+        pub struct $name { $($field)* }
+        $crate::crd::object::schema_objects! { $($rest)* }
+    };
+}
+pub(crate) use schema_objects;
