@@ -14,6 +14,7 @@ use container::{container_covered, container_patches};
 use init::{clone_covered, init_patches};
 use serde_json::{Value, json};
 
+use crate::agents::Language;
 use crate::crd::SpecHash;
 use crate::engine::outcome::SelectorMark;
 use crate::keys::{
@@ -307,13 +308,24 @@ pub fn branch(
     }
 }
 
+/// Which pods reach an injection policy's mutations, beyond those the webhook leaves alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reaching {
+    /// Every pod: whether it asks is the mutations' to decide.
+    Every,
+    /// The pods with an `inject-*` key of their own (annotation or label).
+    OwnKeys,
+    /// The pods with this language's `inject-*` key of their own (annotation or label).
+    OwnKey(Language),
+}
+
 /// The match conditions of an injection policy: the pod is not one the webhook leaves alone
-/// (mirror pods, pods injected before), and with `keyed_only` it has an `inject-*` key of its
-/// own (annotation or label). Whether it asks is otherwise the mutation's to decide: the API
-/// server evaluates match conditions without the namespace (`namespaceObject` is null
-/// there), so only the renderer, which reads the namespaces, can tell that a namespace asks
-/// for nothing (`PolicyOptions::namespaces_read`).
-pub fn match_conditions(keyed_only: bool) -> Value {
+/// (mirror pods, pods injected before), and it has the keys of its own `reaching` names.
+/// Whether it asks is otherwise the mutation's to decide: the API server evaluates match
+/// conditions without the namespace (`namespaceObject` is null there), so only the renderer,
+/// which reads the namespaces, can tell that a namespace asks for nothing
+/// (`PolicyOptions::namespaces_read`).
+pub fn match_conditions(reaching: Reaching) -> Value {
     let mut conditions = vec![json!({
         "name": "not-injected-before",
         "expression": format!(
@@ -324,14 +336,28 @@ pub fn match_conditions(keyed_only: bool) -> Value {
             string(crate::engine::OPERATOR_SIDECAR),
         ),
     })];
-    if keyed_only {
-        let prefix = string(INJECT_PREFIX);
-        conditions.push(json!({
-            "name": "asks-by-its-own-keys",
-            "expression": format!(
-                "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith({prefix}))) || (has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith({prefix})))"
-            ),
-        }));
+    let on = |map: &str, test: &str| {
+        format!(
+            "(has(object.metadata.{map}) && {})",
+            test.replace("MAP", &format!("object.metadata.{map}"))
+        )
+    };
+    match reaching {
+        Reaching::Every => {}
+        Reaching::OwnKeys => {
+            let test = format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX));
+            conditions.push(json!({
+                "name": "asks-by-its-own-keys",
+                "expression": format!("{} || {}", on("annotations", &test), on("labels", &test)),
+            }));
+        }
+        Reaching::OwnKey(lang) => {
+            let test = format!("{} in MAP", string(lang.inject_annotation()));
+            conditions.push(json!({
+                "name": format!("asks-for-{lang}-by-its-own-key"),
+                "expression": format!("{} || {}", on("annotations", &test), on("labels", &test)),
+            }));
+        }
     }
     Value::from(conditions)
 }

@@ -15,6 +15,7 @@
 mod cel;
 mod inject;
 pub mod live;
+mod objects;
 mod pod;
 mod selected;
 mod skip;
@@ -22,7 +23,6 @@ mod template;
 mod vars;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use serde_json::{Value, json};
 
@@ -30,11 +30,10 @@ use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason, unusable};
-use crate::keys::{
-    CROSS_NAMESPACE_ANNOTATION, INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY,
-    NOT_COVERED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
-};
+use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 
+pub use objects::by_plugin;
+use objects::{Admitted, metadata, opted_in, pod_creates};
 pub use pod::{AskedFor, Path, Paths};
 pub use template::{Template, TemplateCache, probe_config};
 
@@ -124,67 +123,6 @@ impl PolicyOptions {
             Form::Static => STATIC_SUFFIX,
         }
     }
-}
-
-/// The name of the objects of the Instrumentation `ns/name` (at most 253 characters).
-fn object_name(options: &PolicyOptions, ns: &str, name: &str) -> String {
-    let full = options.name(&format!("{ns}.{name}"));
-    if full.len() <= 253 {
-        return full;
-    }
-    let digest = ring::digest::digest(&ring::digest::SHA256, format!("{ns}/{name}").as_bytes());
-    let hex: String = digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    options.name(&format!("{}.{hex}", &ns[..ns.len().min(180)]))
-}
-
-/// The objects of the manifest form split by the directory the API server reads them from:
-/// the mutating policies and bindings, and the validating ones (each plugin has its own
-/// `staticManifestsDir` and refuses the other's kinds).
-pub fn by_plugin(objects: Vec<Value>) -> (Vec<Value>, Vec<Value>) {
-    objects.into_iter().partition(|o| {
-        o["kind"]
-            .as_str()
-            .is_some_and(|k| k.starts_with("Mutating"))
-    })
-}
-
-fn metadata(name: &str) -> Value {
-    json!({
-        "name": name,
-        "labels": {MANAGED_BY: "otel-injector", POLICY_LABEL: "true"},
-    })
-}
-
-/// Pods of CREATE in any namespace, as the webhook's rules.
-fn pod_creates() -> Value {
-    json!({"resourceRules": [{
-        "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"],
-    }]})
-}
-
-/// The opt-outs of the shipped webhook configuration, as a binding's `matchResources`.
-fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Value {
-    let not_disabled = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
-    let mut ns = vec![not_disabled.clone()];
-    for (k, v) in &options.namespace_labels {
-        ns.push(json!({"key": k, "operator": "In", "values": [v]}));
-    }
-    match namespace {
-        Some(n) => {
-            ns.push(json!({"key": "kubernetes.io/metadata.name", "operator": "In", "values": [n]}))
-        }
-        None => ns.push(json!({
-            "key": "kubernetes.io/metadata.name", "operator": "NotIn",
-            "values": crate::keys::EXCLUDED_BY_NAME,
-        })),
-    }
-    json!({
-        "namespaceSelector": {"matchExpressions": ns},
-        "objectSelector": {"matchExpressions": [not_disabled]},
-    })
 }
 
 /// Why a policy leaves an Instrumentation with exporter TLS when the webhook verifies it.
@@ -337,8 +275,17 @@ fn render_with(
             && !reach.everywhere
             && rules.get(&format!("{ns}/{name}")).is_none()
             && !catalog.namespace(ns).is_some_and(|n| n.asks());
-        let admitted = Admitted { reach, keyed_only };
-        rendered.objects.extend(injection_policy(
+        // A policy's per-language name must not be another Instrumentation's own.
+        let per_language = keyed_only
+            && !templates
+                .iter()
+                .any(|t| all.get(ns, &format!("{name}.{}", t.language)).is_some());
+        let admitted = Admitted {
+            reach,
+            keyed_only,
+            per_language,
+        };
+        rendered.objects.extend(objects::injection_policies(
             options, inst, &templates, admitted, hash, coverage, &rules,
         ));
     }
@@ -353,7 +300,7 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": inject::match_conditions(false),
+                "matchConditions": inject::match_conditions(inject::Reaching::Every),
                 "variables": v.to_json(),
                 "mutations": [mutation],
             },
@@ -395,98 +342,6 @@ pub(crate) fn shared(inst: &Instrumentation, config: &EngineConfig) -> bool {
             .as_ref()
             .and_then(|a| a.get(CROSS_NAMESPACE_ANNOTATION))
             .is_some_and(|v| v == "allowed")
-}
-
-/// Where an injection policy is bound, and which pods reach its mutations.
-struct Admitted {
-    reach: inject::Reach,
-    /// Only the pods with an `inject-*` key of their own ([`PolicyOptions::namespaces_read`]).
-    keyed_only: bool,
-}
-
-/// The policy and binding of one Instrumentation.
-fn injection_policy(
-    options: &PolicyOptions,
-    inst: &Arc<Instrumentation>,
-    templates: &[Template],
-    Admitted { reach, keyed_only }: Admitted,
-    hash: SpecHash,
-    coverage: &Coverage,
-    rules: &selected::Rules,
-) -> [Value; 2] {
-    let ns = inst.metadata.namespace.as_deref().unwrap_or("");
-    let name = inst.metadata.name.as_deref().unwrap_or("");
-    let object = object_name(options, ns, name);
-    let key = format!("{ns}/{name}");
-    let rule = rules.get(&key);
-    let mut v = vars::Vars::default();
-    inject::pod_variables(&mut v);
-    if rule.is_some() {
-        rules.add_variables(&mut v);
-    }
-    let branches: Vec<(Language, inject::Branch)> = templates
-        .iter()
-        .enumerate()
-        .map(|(n, t)| {
-            let by_selector = rules.asks(&key, t.language).map(|asks| inject::BySelector {
-                asks,
-                containers: rule.map_or_else(Vec::new, |r| r.selector.containers.clone()),
-            });
-            let b = inject::branch(&mut v, n, t, reach, hash, by_selector.as_ref());
-            (t.language, b)
-        })
-        .collect();
-    // One mutation per language: its agent's variants are branches of it.
-    let mutations: Vec<Value> = branches
-        .chunk_by(|a, b| a.0 == b.0)
-        .map(|group| inject::mutation_of(group.iter().map(|(_, b)| b)))
-        .collect();
-    let mut meta = metadata(&object);
-    let languages: Vec<&str> = coverage.injected.iter().map(|l| l.as_str()).collect();
-    let not_covered: Vec<String> = coverage
-        .not_covered
-        .iter()
-        .map(|(l, why)| format!("{l}: {why}"))
-        .collect();
-    meta["annotations"] = json!({
-        INSTRUMENTATION_ANNOTATION: format!("{ns}/{name}"),
-        SPEC_HASH_ANNOTATION: hash.to_string(),
-        LANGUAGES_ANNOTATION: languages.join(","),
-    });
-    if !not_covered.is_empty() {
-        meta["annotations"][NOT_COVERED_ANNOTATION] = json!(not_covered.join("; "));
-    }
-    let mut policy = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicy",
-        "metadata": meta.clone(),
-        "spec": {
-            "matchConstraints": pod_creates(),
-            // As the webhook's: an error admits the pod unchanged, never blocks it.
-            "failurePolicy": "Ignore",
-            "reinvocationPolicy": "Never",
-            "matchConditions": inject::match_conditions(keyed_only),
-            "variables": v.to_json(),
-            "mutations": mutations,
-        },
-    });
-    let mut binding = json!({
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "MutatingAdmissionPolicyBinding",
-        "metadata": meta,
-        "spec": {
-            "policyName": object,
-            "matchResources": opted_in(options, (!reach.everywhere).then_some(ns)),
-        },
-    });
-    if options.form == Form::Api {
-        // The policy injects while its Instrumentation exists (read by the API server).
-        policy["spec"]["paramKind"] =
-            json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": crate::crd::KIND});
-        binding["spec"]["paramRef"] =
-            json!({"name": name, "namespace": ns, "parameterNotFoundAction": "Allow"});
-    }
-    [policy, binding]
 }
 
 #[cfg(test)]

@@ -1,5 +1,9 @@
+use std::sync::Arc;
+
+use super::objects::object_name;
 use super::*;
 use crate::engine::AgentDelivery;
+use crate::keys::SPEC_HASH_ANNOTATION;
 
 mod delivery;
 mod keyless;

@@ -261,7 +261,7 @@ async fn admission_seconds(client: &kube::Client) -> [(f64, f64); 2] {
     ]
 }
 
-/// The policy and binding of `inst` (in namespace `ns`, which asks for nothing) as live
+/// The policies and bindings of `inst` (in namespace `ns`, which asks for nothing) as live
 /// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), image
 /// volumes, mode both, bound where [`POLICY_SCOPE`] is `lat`.
 fn keyed_only(inst: &Value, ns: &str) -> Vec<Value> {
@@ -282,7 +282,11 @@ fn keyed_only(inst: &Value, ns: &str) -> Vec<Value> {
         ..PolicyOptions::default()
     };
     let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
+    // A policy per language, each reached by the pods with that language's key.
     let conditions = objects[0]["spec"]["matchConditions"].to_string();
-    assert!(conditions.contains("asks-by-its-own-keys"), "{conditions}");
+    assert!(
+        conditions.contains("asks-for-java-by-its-own-key"),
+        "{conditions}"
+    );
     objects
 }

@@ -107,7 +107,9 @@ async fn follows_edits(mode: &str) {
     create_instrumentations(&client, std::slice::from_ref(&java)).await;
     // The first pass writes the policies of every Instrumentation of the shared cluster (a few
     // dozen while the suite runs), so it may take a while; later passes write what changed.
-    let policy = format!("{prefix}.{ns}.java");
+    // The namespace asks for nothing: a policy per language (`<name>.<language>`).
+    let policy = format!("{prefix}.{ns}.java.java");
+    let combined = format!("{prefix}.{ns}.java");
     let t0 = Instant::now();
     while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
         assert!(
@@ -129,9 +131,9 @@ async fn follows_edits(mode: &str) {
         stored.body["metadata"]["managedFields"][0]["manager"],
         "otel-injector-policies"
     );
-    // The namespace asks for nothing: only the pods with a key of their own reach the
-    // policy's mutations. Once the namespace asks (its annotation, no CLI run), every pod
-    // does, and a pod without a key is injected for the namespace.
+    // The namespace asks for nothing: only the pods with the language's key of their own
+    // reach its policy's mutation. Once the namespace asks (its annotation, no CLI run), one
+    // policy takes every pod, and a pod without a key is injected for the namespace.
     let conditions = |policy: &Value| -> Vec<String> {
         policy["spec"]["matchConditions"]
             .as_array()
@@ -142,7 +144,11 @@ async fn follows_edits(mode: &str) {
     };
     assert_eq!(
         conditions(&stored.body),
-        ["not-injected-before", "asks-by-its-own-keys"]
+        ["not-injected-before", "asks-for-java-by-its-own-key"]
+    );
+    assert_eq!(
+        stored.body["spec"]["mutations"].as_array().map(Vec::len),
+        Some(1)
     );
     // A key of its own may be a label too.
     let mut labeled = asking(ns, "labeled", INJECT_JAVA);
@@ -167,11 +173,26 @@ async fn follows_edits(mode: &str) {
         "[e2e] live policies ({mode}): a pod asked for by its namespace injected {:?} after the namespace's annotation",
         annotated.elapsed()
     );
-    let stored = api::send(&client, Method::GET, &format!("{POLICIES}/{policy}"), None)
-        .await
-        .unwrap();
+    let stored = api::send(
+        &client,
+        Method::GET,
+        &format!("{POLICIES}/{combined}"),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(conditions(&stored.body), ["not-injected-before"]);
+    gone(&client, &policy, Duration::from_secs(10), &env).await;
     env.annotate_namespace(ns, INJECT_JAVA, None).await;
+    let t0 = Instant::now();
+    while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "{policy} not back in 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    gone(&client, &combined, Duration::from_secs(10), &env).await;
 
     if mode == "policy" {
         // What no policy covers (nginx for two containers: the module goes to the first
@@ -248,20 +269,7 @@ async fn follows_edits(mode: &str) {
         .await
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
-    let t0 = Instant::now();
-    for plural in [
-        "mutatingadmissionpolicybindings",
-        "mutatingadmissionpolicies",
-    ] {
-        while exists(&client, plural, &policy).await {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "{plural}/{policy} still there 30 s after the Instrumentation was deleted\n{}",
-                env.webhook.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    gone(&client, &policy, Duration::from_secs(30), &env).await;
     drop(env);
     for plural in KINDS {
         let all = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
@@ -273,6 +281,24 @@ async fn follows_edits(mode: &str) {
                     .await
                     .unwrap();
             }
+        }
+    }
+}
+
+/// Waits until the policy and the binding named `name` are gone, at most `within`.
+async fn gone(client: &kube::Client, name: &str, within: Duration, env: &Env) {
+    let t0 = Instant::now();
+    for plural in [
+        "mutatingadmissionpolicybindings",
+        "mutatingadmissionpolicies",
+    ] {
+        while exists(client, plural, name).await {
+            assert!(
+                t0.elapsed() < within,
+                "{plural}/{name} still there after {within:?}\n{}",
+                env.webhook.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }

@@ -1,21 +1,33 @@
 //! Which pods reach an injection policy's mutations when the renderer reads the namespaces
 //! (live policies, `PolicyOptions::namespaces_read`): where neither the namespace's keys nor
-//! a selector can ask, only the pods with a key of their own.
+//! a selector can ask, only the pods with a key of their own, each to its own language's
+//! policy.
+
+use serde_json::Value;
 
 use super::JAVA;
+use crate::agents::Language;
 use crate::cluster::StaticCatalog;
 use crate::engine::EngineConfig;
-use crate::policy::{PolicyOptions, render};
+use crate::keys::{INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION};
+use crate::policy::{LANGUAGES, PolicyOptions, render};
 
-/// The names of the match conditions of the first policy rendered from `catalog`.
-fn conditions(catalog: &StaticCatalog, namespaces_read: bool) -> Vec<String> {
+/// The injection policies rendered from `catalog` (the bindings and skip objects left out).
+fn policies(catalog: &StaticCatalog, namespaces_read: bool) -> Vec<Value> {
     let options = PolicyOptions {
         namespaces_read,
         ..PolicyOptions::default()
     };
-    let rendered = render(catalog, &EngineConfig::default(), &options);
-    let policy = &rendered.objects[0];
-    assert_eq!(policy["kind"], "MutatingAdmissionPolicy");
+    render(catalog, &EngineConfig::default(), &options)
+        .objects
+        .into_iter()
+        .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+        .filter(|o| o["metadata"]["name"] != "otel-injector.not-injected")
+        .collect()
+}
+
+/// The names of a policy's match conditions.
+fn conditions(policy: &Value) -> Vec<String> {
     policy["spec"]["matchConditions"]
         .as_array()
         .unwrap()
@@ -24,28 +36,84 @@ fn conditions(catalog: &StaticCatalog, namespaces_read: bool) -> Vec<String> {
         .collect()
 }
 
+/// The names of the one policy `catalog` renders for shop/java, with namespaces read.
+fn one_policy(catalog: &StaticCatalog) -> Vec<String> {
+    let all = policies(catalog, true);
+    assert_eq!(all.len(), 1, "{all:?}");
+    conditions(&all[0])
+}
+
 #[test]
-fn only_pods_with_keys_of_their_own_reach_a_policy_where_nothing_else_can_ask() {
-    let all = ["not-injected-before"];
-    let keyed = ["not-injected-before", "asks-by-its-own-keys"];
+fn only_pods_with_their_languages_key_reach_its_policy_where_nothing_else_can_ask() {
     let plain = StaticCatalog::from_yaml(JAVA)
         .unwrap()
         .with_namespace("shop", &[]);
-    assert_eq!(conditions(&plain, true), keyed);
-    // A render that does not read the namespaces (the CLI's) cannot tell.
-    assert_eq!(conditions(&plain, false), all);
+    let combined = policies(&plain, false);
+    let split = policies(&plain, true);
+    // A render that does not read the namespaces (the CLI's) cannot tell: one policy, every
+    // pod, a mutation per language.
+    assert_eq!(combined.len(), 1);
+    assert_eq!(conditions(&combined[0]), ["not-injected-before"]);
+    let mutations = combined[0]["spec"]["mutations"].as_array().unwrap();
+    assert_eq!(mutations.len(), LANGUAGES.len());
+    // Read: a policy per language, named after it, reached by the pods with that language's
+    // key alone, holding the same mutation and the variables it reads.
+    assert_eq!(split.len(), LANGUAGES.len());
+    let variables = combined[0]["spec"]["variables"].as_array().unwrap();
+    for ((policy, lang), mutation) in split.iter().zip(LANGUAGES).zip(mutations) {
+        assert_eq!(
+            policy["metadata"]["name"],
+            format!("otel-injector.shop.java.{lang}")
+        );
+        assert_eq!(
+            conditions(policy),
+            [
+                "not-injected-before".to_owned(),
+                format!("asks-for-{lang}-by-its-own-key")
+            ]
+        );
+        let key = lang.inject_annotation();
+        assert_eq!(
+            policy["spec"]["matchConditions"][1]["expression"],
+            format!(
+                "(has(object.metadata.annotations) && \"{key}\" in object.metadata.annotations) || (has(object.metadata.labels) && \"{key}\" in object.metadata.labels)"
+            )
+        );
+        assert_eq!(
+            policy["spec"]["mutations"],
+            Value::from(vec![mutation.clone()])
+        );
+        assert_eq!(
+            policy["metadata"]["annotations"][LANGUAGES_ANNOTATION],
+            lang.as_str()
+        );
+        // Its variables are the combined policy's, less other languages' own, and hold
+        // every variable its expressions read.
+        let own = policy["spec"]["variables"].as_array().unwrap();
+        assert!(own.iter().all(|v| variables.contains(v)), "{lang}");
+        assert!(own.len() < variables.len(), "{lang}");
+        let declared: Vec<&str> = own.iter().map(|v| v["name"].as_str().unwrap()).collect();
+        let text = policy["spec"].to_string();
+        for read in text.split("variables.").skip(1) {
+            let name: String = read
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            assert!(declared.contains(&name.as_str()), "{lang}: {name}");
+        }
+    }
     // The namespace's own keys, annotation or label, `"false"` included: every pod.
-    let java = "instrumentation.opentelemetry.io/inject-java";
+    let java = Language::Java.inject_annotation();
     for value in ["true", "false"] {
         let annotated = StaticCatalog::from_yaml(JAVA)
             .unwrap()
             .with_namespace("shop", &[(java, value)]);
-        assert_eq!(conditions(&annotated, true), all, "{value}");
+        assert_eq!(one_policy(&annotated), ["not-injected-before"], "{value}");
     }
     let labeled = StaticCatalog::from_yaml(JAVA)
         .unwrap()
         .with_namespace_labels("shop", &[(java, "true")]);
-    assert_eq!(conditions(&labeled, true), all);
+    assert_eq!(one_policy(&labeled), ["not-injected-before"]);
     // Bound in every namespace (shared), or with a selector: every pod.
     for annotation in [
         "otel-injector/cross-namespace: allowed",
@@ -58,6 +126,41 @@ fn only_pods_with_keys_of_their_own_reach_a_policy_where_nothing_else_can_ask() 
         let catalog = StaticCatalog::from_yaml(&yaml)
             .unwrap()
             .with_namespace("shop", &[]);
-        assert_eq!(conditions(&catalog, true), all, "{annotation}");
+        assert_eq!(
+            one_policy(&catalog),
+            ["not-injected-before"],
+            "{annotation}"
+        );
     }
+}
+
+#[test]
+fn an_instrumentation_named_as_a_per_language_policy_keeps_its_neighbour_in_one() {
+    // `java.python` would own the name of `java`'s Python policy: `java` keeps one policy,
+    // reached by any key of the pod's own.
+    let yaml = format!(
+        "{JAVA}---\n{}",
+        JAVA.replace("{name: java,", "{name: java.python,")
+    );
+    let catalog = StaticCatalog::from_yaml(&yaml)
+        .unwrap()
+        .with_namespace("shop", &[]);
+    let all = policies(&catalog, true);
+    let java: Vec<&Value> = all
+        .iter()
+        .filter(|p| p["metadata"]["annotations"][INSTRUMENTATION_ANNOTATION] == "shop/java")
+        .collect();
+    assert_eq!(java.len(), 1);
+    assert_eq!(java[0]["metadata"]["name"], "otel-injector.shop.java");
+    assert_eq!(
+        conditions(java[0]),
+        ["not-injected-before", "asks-by-its-own-keys"]
+    );
+    let names: Vec<&str> = all
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let unique: std::collections::BTreeSet<&&str> = names.iter().collect();
+    assert_eq!(unique.len(), names.len(), "{names:?}");
+    assert!(names.contains(&"otel-injector.shop.java.python.java"));
 }
