@@ -11,7 +11,7 @@ use super::webserver::{
     self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
 use super::{Agent, Language, identity};
-use crate::crd::{ApacheHttpd as ApacheSpec, LanguageSpec};
+use crate::crd::{ApacheHttpdSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
     "ghcr.io/open-telemetry/opentelemetry-operator/autoinstrumentation-apache-httpd:1.0.4";
@@ -58,7 +58,7 @@ pub fn config_dir(config_path: Option<&str>) -> String {
 /// each value checked and written as one directive argument; or the warning that one
 /// cannot be.
 pub fn agent_conf(
-    spec: &ApacheSpec,
+    spec: &ApacheHttpdSpec,
     endpoint: &str,
     service: &str,
     namespace: &str,
@@ -124,7 +124,7 @@ impl Agent for ApacheHttpd {
     }
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        let default = ApacheSpec::default();
+        let default = ApacheHttpdSpec::default();
         let apache = cx.inst.spec.apache_httpd.as_deref().unwrap_or(&default);
         let path = apache.config_path.as_deref().unwrap_or_default();
         if let Err(warning) =

@@ -22,7 +22,7 @@ use k8s_openapi::api::core::v1::{
 use serde_json::Value;
 
 use super::sdk_env::{OTEL_SERVICE_NAME, resource_attributes};
-use crate::crd::declarative::{Attribute, Resource};
+use crate::crd::declarative::{Attribute, SdkResource};
 use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::keys::CONFIG_FILE_ANNOTATION;
 use crate::pod::env::literal;
@@ -94,7 +94,7 @@ pub fn render(
     let (attributes, per_container) = attributes_for(info, spec, &containers);
 
     let mut file = config.clone();
-    let resource = file.resource.get_or_insert_with(Resource::default);
+    let resource = file.resource.get_or_insert_with(SdkResource::default);
     for (name, value) in attributes {
         if !resource.attributes.iter().any(|a| a.name == name) {
             resource.attributes.push(Attribute {

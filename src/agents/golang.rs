@@ -11,7 +11,7 @@ use super::exporter_tls::ExporterTlsFiles;
 use super::injection::{Effect, Injection};
 use super::sdk_env::{inject_common_env, inject_sdk_config};
 use super::{Agent, Language, identity};
-use crate::crd::{Go as GoSpec, LanguageSpec};
+use crate::crd::{GoSpec, LanguageSpec};
 use crate::keys::{CONTAINER_NAMES, GO_TARGET_EXE};
 use crate::pod::env::{EnvPlan, literal};
 use crate::pod::plan::InitPosition;

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 use super::injection::{Effect, Injection};
 use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
 use super::{Agent, Language, identity};
-use crate::crd::{LanguageSpec, Nginx as NginxSpec};
+use crate::crd::{LanguageSpec, NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.
 pub const DEFAULT_IMAGE: &str =

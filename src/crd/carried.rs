@@ -39,7 +39,7 @@ struct Carrier {
     #[serde(default)]
     default_images: bool,
     #[serde(default)]
-    spec: v1beta1::InstrumentationSpec,
+    spec: v1beta1::InstrumentationSpecV1beta1,
 }
 
 impl V1beta1Fields {

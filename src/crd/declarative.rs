@@ -28,9 +28,9 @@ schema_objects! {
         pub attribute_limits: Option<AttributeLimits>,
         /// The resource. The webhook adds the Kubernetes and service attributes to
         /// `attributes` (the ones written here win).
-        pub resource: Option<Resource>,
+        pub resource: Option<SdkResource>,
         /// Context propagators.
-        pub propagator: Option<Propagator>,
+        pub propagator: Option<SdkPropagator>,
         /// Traces.
         pub tracer_provider: Option<TracerProvider>,
         /// Metrics.
@@ -48,7 +48,7 @@ schema_objects! {
     }
 
     /// The resource of every signal.
-    pub open struct Resource {
+    pub open struct SdkResource {
         /// Attributes, in order; the webhook adds its own after these (names already here are
         /// not added again).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -78,7 +78,7 @@ schema_objects! {
     }
 
     /// Propagators: a composite of named ones.
-    pub struct Propagator {
+    pub struct SdkPropagator {
         /// Propagators by name, each an object of its settings, e.g. `- tracecontext: {}`.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         #[schemars(extend("items" = { "type": "object", "x-kubernetes-preserve-unknown-fields": true }))]
@@ -95,7 +95,7 @@ schema_objects! {
         /// Span limits.
         pub limits: Option<SpanLimits>,
         /// The sampler.
-        pub sampler: Option<Sampler>,
+        pub sampler: Option<SdkSampler>,
     }
 
     /// A span or log record processor: `batch` or `simple`, each with an exporter.
@@ -116,16 +116,16 @@ schema_objects! {
         pub max_queue_size: Option<i64>,
         #[schemars(range(min = 1))]
         pub max_export_batch_size: Option<i64>,
-        pub exporter: Exporter,
+        pub exporter: SdkExporter,
     }
 
     /// The processor that exports each item as it ends.
     pub struct SimpleProcessor {
-        pub exporter: Exporter,
+        pub exporter: SdkExporter,
     }
 
     /// An exporter: `otlp_http`, `otlp_grpc` or `console` (others kept as written).
-    pub open struct Exporter {
+    pub open struct SdkExporter {
         pub otlp_http: Option<Otlp>,
         pub otlp_grpc: Option<Otlp>,
         /// Prints to standard output.
@@ -173,7 +173,7 @@ schema_objects! {
 
     /// A sampler: one of its properties set. `parent_based` holds the samplers it delegates to.
     #[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
-    pub struct Sampler {
+    pub struct SdkSampler {
         pub parent_based: Option<Box<ParentBased>>,
         #[serde(flatten)]
         pub leaf: LeafSampler,
@@ -223,7 +223,7 @@ schema_objects! {
         /// Milliseconds an export may take.
         #[schemars(range(min = 0))]
         pub timeout: Option<i64>,
-        pub exporter: Exporter,
+        pub exporter: SdkExporter,
     }
 
     /// Logs: processors and limits.

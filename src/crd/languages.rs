@@ -9,7 +9,7 @@ use super::validation::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN};
 
 language_section! {
     /// Java auto-instrumentation (javaagent).
-    pub struct Java {
+    pub struct JavaSpec {
         /// Image with the javaagent JAR.
         image,
         /// Java-specific env vars; they take precedence over spec.env.
@@ -37,7 +37,7 @@ schema_objects! {
 
 language_section! {
     /// Node.js auto-instrumentation.
-    pub struct NodeJs {
+    pub struct NodeJsSpec {
         /// Image with the Node.js SDK and instrumentations.
         image,
         /// Node.js-specific env vars; they take precedence over spec.env.
@@ -51,7 +51,7 @@ language_section! {
 
 language_section! {
     /// Python auto-instrumentation.
-    pub struct Python {
+    pub struct PythonSpec {
         /// Image with the Python SDK and instrumentations.
         image,
         /// Python-specific env vars; they take precedence over spec.env.
@@ -65,7 +65,7 @@ language_section! {
 
 language_section! {
     /// .NET auto-instrumentation.
-    pub struct DotNet {
+    pub struct DotNetSpec {
         /// Image with the .NET SDK and instrumentations.
         image,
         /// .NET-specific env vars; they take precedence over spec.env.
@@ -79,7 +79,7 @@ language_section! {
 
 language_section! {
     /// Go auto-instrumentation (eBPF sidecar).
-    pub struct Go {
+    pub struct GoSpec {
         /// Image of the Go auto-instrumentation sidecar.
         image,
         /// Go-specific env vars; they take precedence over spec.env.
@@ -95,7 +95,7 @@ language_section! {
 
 language_section! {
     /// Apache HTTPD auto-instrumentation (otel-webserver-module).
-    pub struct ApacheHttpd with attrs {
+    pub struct ApacheHttpdSpec with attrs {
         /// Image with the Apache HTTPD module.
         image,
         /// Apache-specific env vars; they take precedence over spec.env.
@@ -114,7 +114,7 @@ language_section! {
 
 language_section! {
     /// Nginx auto-instrumentation (otel-webserver-module).
-    pub struct Nginx with attrs {
+    pub struct NginxSpec with attrs {
         /// Image with the Nginx module.
         image,
         /// Nginx-specific env vars; they take precedence over spec.env.

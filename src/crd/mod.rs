@@ -38,7 +38,9 @@ pub use generate::{
     CONVERSION_PATH, CONVERSION_SERVICE, Served, crd, crd_serving, crd_yaml, crd_yaml_for,
 };
 pub use hash::SpecHash;
-pub use languages::{ApacheHttpd, DotNet, Extension, Go, Java, Nginx, NodeJs, Python};
+pub use languages::{
+    ApacheHttpdSpec, DotNetSpec, Extension, GoSpec, JavaSpec, NginxSpec, NodeJsSpec, PythonSpec,
+};
 pub use parse::{DEFAULT_NAMESPACE, parse_instrumentations};
 pub use section::{LanguageSpec, NoSection, claim_template_is_empty};
 pub use shared::{ExporterTls, Propagator, Sampler, SamplerType};

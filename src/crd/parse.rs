@@ -116,7 +116,7 @@ pub fn parse_instrumentations(yaml: &str) -> Result<Vec<Instrumentation>, CrdErr
 /// version; the error says what is wrong.
 fn stored(document: &Value) -> Result<Document, String> {
     if let Some(spec) = document.get("spec").filter(|s| !s.is_null()) {
-        v1beta1::InstrumentationSpec::deserialize(spec).map_err(|e| format!("spec: {e}"))?;
+        v1beta1::InstrumentationSpecV1beta1::deserialize(spec).map_err(|e| format!("spec: {e}"))?;
     }
     let mut document = document.clone();
     if let Some(object) = document.as_object_mut() {

@@ -21,16 +21,16 @@ pub const REVIEW_API_VERSION: &str = "apiextensions.k8s.io/v1";
 /// A review as read: only what conversion needs; objects stay unparsed text of the body.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Review<'b> {
+struct ConversionReview<'b> {
     api_version: String,
     kind: String,
     #[serde(borrow)]
-    request: Option<Request<'b>>,
+    request: Option<ConversionRequest<'b>>,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Request<'b> {
+struct ConversionRequest<'b> {
     uid: String,
     #[serde(rename = "desiredAPIVersion")]
     desired_api_version: String,
@@ -55,7 +55,7 @@ pub struct Converted {
 
 /// Why a review fails.
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+enum ConversionFailure {
     #[error("the body is not a ConversionReview: {0}")]
     Unreadable(serde_json::Error),
     #[error("apiVersion {0:?} and kind {1:?}: send apiextensions.k8s.io/v1 ConversionReview")]
@@ -76,25 +76,25 @@ enum Failure {
 
 /// Converts the objects of one review body.
 pub fn review(body: &[u8]) -> Converted {
-    let review: Review<'_> = match serde_json::from_slice(body) {
+    let review: ConversionReview<'_> = match serde_json::from_slice(body) {
         Ok(r) => r,
-        Err(e) => return failed(String::new(), None, Failure::Unreadable(e)),
+        Err(e) => return failed(String::new(), None, ConversionFailure::Unreadable(e)),
     };
     if review.api_version != REVIEW_API_VERSION || review.kind != "ConversionReview" {
         return failed(
             String::new(),
             None,
-            Failure::WrongKind(review.api_version, review.kind),
+            ConversionFailure::WrongKind(review.api_version, review.kind),
         );
     }
     let Some(request) = review.request else {
-        return failed(String::new(), None, Failure::NoRequest);
+        return failed(String::new(), None, ConversionFailure::NoRequest);
     };
     let Some(desired) = Version::of(&request.desired_api_version) else {
         return failed(
             request.uid,
             None,
-            Failure::UnknownVersion(request.desired_api_version),
+            ConversionFailure::UnknownVersion(request.desired_api_version),
         );
     };
     // The answer, written as it is made: the head, each converted object, the tail (the
@@ -111,7 +111,7 @@ pub fn review(body: &[u8]) -> Converted {
         let object: Value = match serde_json::from_str(raw.get()) {
             Ok(o) => o,
             Err(e) => {
-                return failed(request.uid, Some(desired), Failure::Unreadable(e));
+                return failed(request.uid, Some(desired), ConversionFailure::Unreadable(e));
             }
         };
         let kind = object
@@ -123,7 +123,7 @@ pub fn review(body: &[u8]) -> Converted {
             return failed(
                 request.uid,
                 Some(desired),
-                Failure::WrongObjectKind { index, kind },
+                ConversionFailure::WrongObjectKind { index, kind },
             );
         }
         match convert_owned(object, desired) {
@@ -137,7 +137,7 @@ pub fn review(body: &[u8]) -> Converted {
                 return failed(
                     request.uid,
                     Some(desired),
-                    Failure::Object { index, source },
+                    ConversionFailure::Object { index, source },
                 );
             }
         }
@@ -160,7 +160,7 @@ fn bytes_hint(len: usize) -> usize {
     len + len / 8 + 256
 }
 
-fn failed(uid: String, desired: Option<Version>, why: Failure) -> Converted {
+fn failed(uid: String, desired: Option<Version>, why: ConversionFailure) -> Converted {
     let message = why.to_string();
     let answer = json!({
         "apiVersion": REVIEW_API_VERSION,

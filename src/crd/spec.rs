@@ -12,7 +12,9 @@ use serde::{Deserialize, Serialize};
 use super::carried::V1beta1Fields;
 use super::declarative::DeclarativeConfig;
 use super::kind::instrumentation_kind;
-use super::languages::{ApacheHttpd, DotNet, Go, Java, Nginx, NodeJs, Python};
+use super::languages::{
+    ApacheHttpdSpec, DotNetSpec, GoSpec, JavaSpec, NginxSpec, NodeJsSpec, PythonSpec,
+};
 use super::object::schema_objects;
 use super::shared::{ExporterTls, Propagator, Sampler};
 use super::status::InstrumentationStatus;
@@ -53,20 +55,20 @@ instrumentation_kind! {
         /// Security context of the injected init containers.
         pub init_container_security_context: Option<Box<SecurityContext>>,
         /// Java auto-instrumentation.
-        pub java: Option<Box<Java>>,
+        pub java: Option<Box<JavaSpec>>,
         /// Node.js auto-instrumentation.
-        pub nodejs: Option<Box<NodeJs>>,
+        pub nodejs: Option<Box<NodeJsSpec>>,
         /// Python auto-instrumentation.
-        pub python: Option<Box<Python>>,
+        pub python: Option<Box<PythonSpec>>,
         /// .NET auto-instrumentation.
-        pub dotnet: Option<Box<DotNet>>,
+        pub dotnet: Option<Box<DotNetSpec>>,
         /// Go auto-instrumentation (eBPF sidecar). Needs OTEL_GO_AUTO_TARGET_EXE, from env or the
         /// instrumentation.opentelemetry.io/otel-go-auto-target-exe pod annotation.
-        pub go: Option<Box<Go>>,
+        pub go: Option<Box<GoSpec>>,
         /// Apache HTTPD auto-instrumentation.
-        pub apache_httpd: Option<Box<ApacheHttpd>>,
+        pub apache_httpd: Option<Box<ApacheHttpdSpec>>,
         /// Nginx auto-instrumentation.
-        pub nginx: Option<Box<Nginx>>,
+        pub nginx: Option<Box<NginxSpec>>,
         /// What the object carries of v1beta1 (read by `Instrumentation::read_carried` from its
         /// annotation): not a field of the v1alpha1 schema.
         #[serde(skip)]

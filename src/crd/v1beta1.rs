@@ -43,7 +43,7 @@ instrumentation_kind! {
     #[schemars(extend("x-kubernetes-validations" = [
         { "rule": RULE_CONFIG_EXCLUSIVE, "message": MSG_CONFIG_EXCLUSIVE },
     ]))]
-    pub struct InstrumentationSpec {
+    pub struct InstrumentationSpecV1beta1 {
         /// SDK configuration by environment variables (the v1alpha1 model). Exclusive with
         /// declarativeConfig.
         pub env_config: Option<EnvConfig>,
@@ -52,25 +52,25 @@ instrumentation_kind! {
         /// Exclusive with envConfig.
         pub declarative_config: Option<Box<DeclarativeConfig>>,
         /// Resource attributes and how the webhook derives the Kubernetes and service ones.
-        pub resource: Option<Resource>,
+        pub resource: Option<ResourceV1beta1>,
         /// Env vars for all languages. Precedence: container env > language env > this env >
         /// envConfig.env > values derived from this spec.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub env: Vec<EnvVar>,
         /// Java auto-instrumentation (javaagent).
-        pub java: Option<Box<Java>>,
+        pub java: Option<Box<JavaV1beta1>>,
         /// Node.js auto-instrumentation.
-        pub nodejs: Option<Box<Language>>,
+        pub nodejs: Option<Box<LanguageV1beta1>>,
         /// Python auto-instrumentation.
-        pub python: Option<Box<Language>>,
+        pub python: Option<Box<LanguageV1beta1>>,
         /// .NET auto-instrumentation.
-        pub dotnet: Option<Box<Language>>,
+        pub dotnet: Option<Box<LanguageV1beta1>>,
         /// Go auto-instrumentation (eBPF sidecar).
-        pub go: Option<Box<Go>>,
+        pub go: Option<Box<GoV1beta1>>,
         /// Apache HTTPD auto-instrumentation.
-        pub apache_httpd: Option<Box<ApacheHttpd>>,
+        pub apache_httpd: Option<Box<ApacheHttpdV1beta1>>,
         /// Nginx auto-instrumentation.
-        pub nginx: Option<Box<Nginx>>,
+        pub nginx: Option<Box<NginxV1beta1>>,
         /// Image pull policy of the injected init containers.
         pub image_pull_policy: Option<String>,
         /// Security context of the injected init containers.
@@ -83,7 +83,7 @@ schema_objects! {
     #[serde(rename_all = "camelCase")]
     pub struct EnvConfig {
         /// OTLP exporter configuration.
-        pub exporter: Option<Exporter>,
+        pub exporter: Option<ExporterV1beta1>,
         /// Context propagators, set in OTEL_PROPAGATORS.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub propagators: Vec<Propagator>,
@@ -96,7 +96,7 @@ schema_objects! {
 
     /// OTLP exporter configuration.
     #[serde(rename_all = "camelCase")]
-    pub struct Exporter {
+    pub struct ExporterV1beta1 {
         /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
         pub endpoint: Option<String>,
         /// OTLP protocol, set in OTEL_EXPORTER_OTLP_PROTOCOL.
@@ -131,7 +131,7 @@ impl Protocol {
 schema_objects! {
     /// Resource attributes, and which ones the webhook derives.
     #[serde(rename_all = "camelCase")]
-    pub struct Resource {
+    pub struct ResourceV1beta1 {
         /// Attributes added to the resource (lowest precedence), e.g. deployment.environment.name.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         pub attributes: BTreeMap<String, String>,
@@ -162,7 +162,7 @@ schema_objects! {
 
     /// What every language section holds (Node.js, Python and .NET hold only this).
     #[serde(rename_all = "camelCase")]
-    pub struct Language {
+    pub struct LanguageV1beta1 {
         /// Image with the agent. There is no default image in v1beta1: a language requested
         /// without one is skipped (image_required).
         #[schemars(length(min = 1))]
@@ -178,9 +178,9 @@ schema_objects! {
 
     /// Java: the common part and extensions.
     #[serde(rename_all = "camelCase")]
-    pub struct Java {
+    pub struct JavaV1beta1 {
         #[serde(flatten)]
-        pub common: Language,
+        pub common: LanguageV1beta1,
         /// Extension JARs, all copied into one directory.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         pub extensions: Vec<Extension>,
@@ -188,18 +188,18 @@ schema_objects! {
 
     /// Go: the common part and the sidecar's security context.
     #[serde(rename_all = "camelCase")]
-    pub struct Go {
+    pub struct GoV1beta1 {
         #[serde(flatten)]
-        pub common: Language,
+        pub common: LanguageV1beta1,
         /// Security context of the sidecar (it needs privileges to use eBPF).
         pub security_context: Option<Box<SecurityContext>>,
     }
 
     /// Apache HTTPD: the common part, version and configuration directory.
     #[serde(rename_all = "camelCase")]
-    pub struct ApacheHttpd {
+    pub struct ApacheHttpdV1beta1 {
         #[serde(flatten)]
-        pub common: Language,
+        pub common: LanguageV1beta1,
         /// Apache HTTPD version: 2.4 (default) or 2.2.
         pub version: Option<String>,
         /// Directory of the Apache configuration (default /usr/local/apache2/conf).
@@ -209,9 +209,9 @@ schema_objects! {
 
     /// Nginx: the common part and the configuration file.
     #[serde(rename_all = "camelCase")]
-    pub struct Nginx {
+    pub struct NginxV1beta1 {
         #[serde(flatten)]
-        pub common: Language,
+        pub common: LanguageV1beta1,
         /// Nginx configuration file (default /etc/nginx/nginx.conf).
         #[schemars(length(max = CONFIG_PATH_MAX_LENGTH), pattern(CONFIG_PATH_PATTERN))]
         pub config_file: Option<String>,

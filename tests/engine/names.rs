@@ -9,43 +9,6 @@ use std::path::Path;
 /// files (relative to `src/`) that define it. A third definition, or one of these left
 /// alone, fails; so does an entry that is no longer a duplicate.
 const ALLOWED: &[(&str, &[&str])] = &[
-    // Pending the crd work (src/crd is being reshaped apart): crd/review.rs's private
-    // `Failure`, `Request` and `Review` are renamed there.
-    ("Failure", &["app.rs", "crd/review.rs"]),
-    ("Request", &["crd/review.rs", "pod/select.rs"]),
-    ("Review", &["admission/envelope.rs", "crd/review.rs"]),
-    // Pending the crd work: the spec's language sections (v1alpha1 and the v1beta1 mirror)
-    // share the agents' names; the agents already import them as `...Spec`.
-    (
-        "ApacheHttpd",
-        &["agents/apache.rs", "crd/languages.rs", "crd/v1beta1.rs"],
-    ),
-    ("DotNet", &["agents/dotnet.rs", "crd/languages.rs"]),
-    (
-        "Go",
-        &["agents/golang.rs", "crd/languages.rs", "crd/v1beta1.rs"],
-    ),
-    (
-        "Java",
-        &["agents/java.rs", "crd/languages.rs", "crd/v1beta1.rs"],
-    ),
-    (
-        "Nginx",
-        &["agents/nginx.rs", "crd/languages.rs", "crd/v1beta1.rs"],
-    ),
-    ("NodeJs", &["agents/nodejs.rs", "crd/languages.rs"]),
-    ("Python", &["agents/python.rs", "crd/languages.rs"]),
-    ("Language", &["agents/language.rs", "crd/v1beta1.rs"]),
-    // Pending the crd work (issue 37 item 9, the mirrored schema types from one source):
-    // the v1beta1 mirror and the declarative configuration's types inside src/crd.
-    (
-        "Exporter",
-        &["crd/declarative.rs", "crd/spec.rs", "crd/v1beta1.rs"],
-    ),
-    ("InstrumentationSpec", &["crd/spec.rs", "crd/v1beta1.rs"]),
-    ("Propagator", &["crd/declarative.rs", "crd/shared.rs"]),
-    ("Resource", &["crd/declarative.rs", "crd/v1beta1.rs"]),
-    ("Sampler", &["crd/declarative.rs", "crd/shared.rs"]),
     // One meaning: each component's own metric families (`server::Metrics`,
     // `cluster::lease::Metrics`, ...), each registering its own series, named by its module.
     (

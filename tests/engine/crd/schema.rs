@@ -359,7 +359,7 @@ fn crd_error_stays_small() {
 fn an_instrumentation_spec_is_small_when_its_sections_are_unset() {
     use k8s_openapi::api::core::v1::{PersistentVolumeClaimTemplate, SecurityContext};
     let spec = std::mem::size_of::<otel_injector::crd::InstrumentationSpec>();
-    let java = std::mem::size_of::<otel_injector::crd::Java>();
+    let java = std::mem::size_of::<otel_injector::crd::JavaSpec>();
     eprintln!(
         "InstrumentationSpec {spec} B, Java section {java} B (unboxed: PersistentVolumeClaimTemplate {} B, SecurityContext {} B)",
         std::mem::size_of::<PersistentVolumeClaimTemplate>(),
