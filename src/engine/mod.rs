@@ -30,7 +30,7 @@ pub use decision::{Decision, InjectedLanguage, Report, Skip};
 pub use keys_read::{KeyRead, KeyUse, ReadOn, keys_read};
 pub use plan::{OPERATOR_INIT_CONTAINERS, OPERATOR_SIDECAR};
 pub use reason::SkipReason;
-pub use references::{Unusable, shared_with_others, unusable};
+pub use references::{NamingRule, NamingValue, Unusable, shared_with_others, unusable};
 pub use selector::{NAMESPACE_NAME_LABEL, Selector};
 pub use snapshot::{
     Based, Catalog, IndexEntry, Instrumentations, MAX_BASES, NamespaceInfo, ObjectKind,

@@ -147,6 +147,72 @@ pub(super) fn resolve(
     }
 }
 
+/// Which values of a request name one Instrumentation: [`resolve`] seen from the
+/// Instrumentation's side, for those that must say it of one Instrumentation at a time (the
+/// policies' CEL, `explain`'s path). `tests/engine/naming.rs` holds it to the engine's
+/// resolution for every form of value.
+#[derive(Clone, Copy, Debug)]
+pub struct NamingRule<'a> {
+    pub namespace: &'a str,
+    pub name: &'a str,
+    /// It is its namespace's only Instrumentation: `"true"` there names it.
+    pub only_in_namespace: bool,
+    /// Pods of other namespaces may use it (`ns/name`): [`shared_with_others`], or what a
+    /// caller serves of it.
+    pub shared: bool,
+}
+
+/// One value of a request that names an Instrumentation, as read trimmed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NamingValue {
+    /// This string exactly.
+    Exactly(String),
+    /// `true`, in any case.
+    True,
+}
+
+impl NamingValue {
+    fn matches(&self, value: &str) -> bool {
+        match self {
+            NamingValue::Exactly(s) => value == s,
+            NamingValue::True => value.eq_ignore_ascii_case("true"),
+        }
+    }
+}
+
+impl NamingRule<'_> {
+    /// The values that name it from a pod of its own namespace (`home`) or of another: at
+    /// home its name (unless `true` or `false`, which ask for the namespace's only one or for
+    /// none), `ns/name`, and `"true"` when it is the only one there; elsewhere `ns/name` when
+    /// shared.
+    pub fn values(&self, home: bool) -> Vec<NamingValue> {
+        let qualified = NamingValue::Exactly(format!("{}/{}", self.namespace, self.name));
+        if !home {
+            return if self.shared { vec![qualified] } else { vec![] };
+        }
+        let mut values = Vec::new();
+        if !["true", "false"]
+            .iter()
+            .any(|w| self.name.eq_ignore_ascii_case(w))
+        {
+            values.push(NamingValue::Exactly(self.name.to_owned()));
+        }
+        values.push(qualified);
+        if self.only_in_namespace {
+            values.push(NamingValue::True);
+        }
+        values
+    }
+
+    /// Whether `value` names it for a pod of `namespace`.
+    pub fn names(&self, namespace: &str, value: &str) -> bool {
+        let value = value.trim();
+        self.values(namespace == self.namespace)
+            .iter()
+            .any(|v| v.matches(value))
+    }
+}
+
 /// Why a pod may not use an Instrumentation of another namespace, if that is the case.
 pub(super) fn cross_namespace_denied(
     snapshot: &Snapshot<'_>,

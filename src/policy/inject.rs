@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 use crate::agents::Language;
 use crate::crd::SpecHash;
 use crate::engine::outcome::SelectorMark;
+use crate::engine::{NamingRule, NamingValue};
 use crate::keys::{
     INJECT_PREFIX, INJECTED_ANNOTATION, MIRROR_ANNOTATION, POD_TEMPLATE_HASH,
     SELECTED_BY_ANNOTATION,
@@ -190,25 +191,25 @@ pub fn branch(
     let name = inst.metadata.name.as_deref().unwrap_or("");
     let lang = t.language;
     let request = vars::request(lang);
-    // In its own namespace: its name, `ns/name`, or `"true"` when it is the only one there.
-    let mut home = format!("{request} == {}", string(name));
-    if reach.only_in_namespace {
-        home.push_str(&format!(" || {request}.lowerAscii() == \"true\""));
-    }
-    let in_home = format!("namespaceObject.metadata.name == {}", string(ns));
-    let mut qualified = format!("{request} == {}", string(&format!("{ns}/{name}")));
-    if reach.everywhere {
-        // Bound in every namespace: a bare name or `"true"` counts only in its own, and
-        // `ns/name` elsewhere only when shared.
-        home = format!("({in_home} && ({home}))");
-        if !reach.shared {
-            qualified = format!("({in_home} && {qualified})");
-        }
-    }
-    let mut asks = format!(
-        "variables.want == {} && ({qualified} || {home})",
-        string(lang.as_str()),
-    );
+    // The values that name it, as the engine resolves them ([`NamingRule`]): at home, and,
+    // bound in every namespace, elsewhere.
+    let rule = NamingRule {
+        namespace: ns,
+        name,
+        only_in_namespace: reach.only_in_namespace,
+        shared: reach.shared,
+    };
+    let home = naming_values(&request, &rule.values(true));
+    let named = if reach.everywhere {
+        let away = naming_values(&request, &rule.values(false));
+        format!(
+            "(namespaceObject.metadata.name == {} ? {home} : {away})",
+            string(ns)
+        )
+    } else {
+        home
+    };
+    let mut asks = format!("variables.want == {} && {named}", string(lang.as_str()));
     if let Some(s) = by_selector {
         asks = format!("(({asks}) || ({}))", s.asks);
     }
@@ -306,6 +307,21 @@ pub fn branch(
         when: format!("variables.covered{n}"),
         patches,
     }
+}
+
+/// `request` is one of `values`, in CEL (`false` for none).
+fn naming_values(request: &str, values: &[NamingValue]) -> String {
+    if values.is_empty() {
+        return "false".into();
+    }
+    let each: Vec<String> = values
+        .iter()
+        .map(|v| match v {
+            NamingValue::Exactly(s) => format!("{request} == {}", string(s)),
+            NamingValue::True => format!("{request}.lowerAscii() == \"true\""),
+        })
+        .collect();
+    format!("({})", each.join(" || "))
 }
 
 /// Which pods reach an injection policy's mutations, beyond those the webhook leaves alone.

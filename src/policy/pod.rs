@@ -13,7 +13,7 @@ use super::template::{CONTAINER, TemplateCache};
 use super::vars::{VARIANTS, Variant, variants};
 use crate::agents::Language;
 use crate::crd::Instrumentation;
-use crate::engine::{Catalog, EngineConfig, shared_with_others};
+use crate::engine::{Catalog, EngineConfig, NamingRule, shared_with_others};
 use crate::pod::select::{Annotations, Keys};
 
 /// The path that injects a pod the webhook injects.
@@ -129,17 +129,22 @@ fn path(
     let (inst_ns, name) = qualified.split_once('/').unwrap_or(("", qualified));
     let all = catalog.instrumentations();
     let only = all.iter().filter(|(n, ..)| *n == inst_ns).count() == 1;
-    let value = value.trim();
     let Some(Ok(inst)) = all.get(inst_ns, name) else {
         return webhook("the Instrumentation cannot be read");
     };
     let names_it = if asked.by_selector {
         // The selector's policy serves every namespace the webhook lets use it.
         inst_ns == ns || shared_with_others(config, inst)
-    } else if inst_ns == ns {
-        value == name || value == *qualified || (only && value.eq_ignore_ascii_case("true"))
     } else {
-        value == *qualified && super::shared(inst, config)
+        // The values its policy takes: the engine's, other namespaces' as far as the policy
+        // serves them.
+        let rule = NamingRule {
+            namespace: inst_ns,
+            name,
+            only_in_namespace: only,
+            shared: super::shared(inst, config),
+        };
+        rule.names(ns, value)
     };
     if !names_it {
         return webhook(

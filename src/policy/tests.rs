@@ -463,7 +463,9 @@ fn a_shared_instrumentation_is_bound_everywhere_and_named_by_ns_name() {
     let (everywhere, cel) = namespaces_of(&EngineConfig::default());
     assert_eq!(everywhere["operator"], "NotIn", "{everywhere}");
     assert!(
-        cel.contains(r#"namespaceObject.metadata.name == \"shop\" && (variables.req0 == \"java\""#),
+        cel.contains(
+            r#"(namespaceObject.metadata.name == \"shop\" ? (variables.req0 == \"java\" || variables.req0 == \"shop/java\" || variables.req0.lowerAscii() == \"true\") : (variables.req0 == \"shop/java\"))"#
+        ),
         "{cel}"
     );
     let deny = EngineConfig {

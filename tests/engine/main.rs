@@ -30,6 +30,7 @@ mod keys_read;
 mod labels;
 mod layout_doc;
 mod names;
+mod naming;
 mod offline;
 mod outcome;
 mod selectors;
