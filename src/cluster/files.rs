@@ -203,6 +203,17 @@ impl Catalog for StaticCatalog {
         self.namespaces.get(name).cloned()
     }
 
+    fn namespaces_asking(&self) -> Option<Vec<String>> {
+        let mut names: Vec<String> = self
+            .namespaces
+            .iter()
+            .filter(|(_, info)| info.asks())
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort_unstable();
+        Some(names)
+    }
+
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
     }

@@ -28,6 +28,11 @@ pub trait Catalog: Send + Sync {
     fn instrumentations(&self) -> Arc<Instrumentations>;
     /// What the engine reads of a namespace, when namespaces are watched.
     fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>>;
+    /// The namespaces whose own keys ask for injection ([`NamespaceInfo::asks`]), sorted,
+    /// when the catalog holds every namespace.
+    fn namespaces_asking(&self) -> Option<Vec<String>> {
+        None
+    }
     /// Which Secrets and ConfigMaps exist, when the catalog tracks them.
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         None

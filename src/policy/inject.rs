@@ -324,8 +324,8 @@ fn naming_values(request: &str, values: &[NamingValue]) -> String {
     format!("({})", each.join(" || "))
 }
 
-/// Which pods reach an injection policy's mutations, beyond those the webhook leaves alone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which pods reach a policy's mutations, beyond those the webhook leaves alone.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reaching {
     /// Every pod: whether it asks is the mutations' to decide.
     Every,
@@ -333,6 +333,9 @@ pub enum Reaching {
     OwnKeys,
     /// The pods with this language's `inject-*` key of their own (annotation or label).
     OwnKey(Language),
+    /// The pods with an `inject-*` key of their own, and every pod of these namespaces (those
+    /// whose own keys ask; `request.namespace`, which match conditions see).
+    OwnKeysOrIn(Vec<String>),
 }
 
 /// The match conditions of an injection policy: the pod is not one the webhook leaves alone
@@ -341,7 +344,7 @@ pub enum Reaching {
 /// conditions without the namespace (`namespaceObject` is null there), so only the renderer,
 /// which reads the namespaces, can tell that a namespace asks for nothing
 /// (`PolicyOptions::namespaces_read`).
-pub fn match_conditions(reaching: Reaching) -> Value {
+pub fn match_conditions(reaching: &Reaching) -> Value {
     let mut conditions = vec![json!({
         "name": "not-injected-before",
         "expression": format!(
@@ -358,16 +361,30 @@ pub fn match_conditions(reaching: Reaching) -> Value {
             test.replace("MAP", &format!("object.metadata.{map}"))
         )
     };
+    let any_key = format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX));
+    let own_keys = format!(
+        "{} || {}",
+        on("annotations", &any_key),
+        on("labels", &any_key)
+    );
     match reaching {
         Reaching::Every => {}
         Reaching::OwnKeys => {
-            let test = format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX));
             conditions.push(json!({
                 "name": "asks-by-its-own-keys",
-                "expression": format!("{} || {}", on("annotations", &test), on("labels", &test)),
+                "expression": own_keys,
             }));
         }
-        Reaching::OwnKey(lang) => {
+        Reaching::OwnKeysOrIn(namespaces) => {
+            conditions.push(json!({
+                "name": "asks-by-its-own-keys-or-its-namespaces",
+                "expression": format!(
+                    "{own_keys} || request.namespace in {}",
+                    strings(namespaces.iter().map(String::as_str))
+                ),
+            }));
+        }
+        &Reaching::OwnKey(lang) => {
             let test = format!("{} in MAP", string(lang.inject_annotation()));
             conditions.push(json!({
                 "name": format!("asks-for-{lang}-by-its-own-key"),

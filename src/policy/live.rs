@@ -79,9 +79,23 @@ struct Spec {
     /// The render reads some: `otel-injector/cross-namespace` widens the binding,
     /// `otel-injector/agent-delivery` changes the template, `otel-injector/selector` selects.
     annotations: BTreeMap<String, String>,
-    /// Whether its namespace's own keys ask ([`crate::engine::NamespaceInfo::asks`]): they
-    /// decide which pods reach its policy ([`PolicyOptions::namespaces_read`]).
-    namespace_asks: bool,
+}
+
+/// What a render reads of the cache: every Instrumentation, and the namespaces whose own keys
+/// ask ([`crate::engine::NamespaceInfo::asks`]), which decide which pods reach the policies
+/// ([`PolicyOptions::namespaces_read`]).
+#[derive(Clone, Debug, Default, PartialEq)]
+struct RenderInput {
+    specs: Vec<Spec>,
+    asking: Vec<String>,
+}
+
+/// The cache as a render sees it.
+fn render_input(catalog: &KubeCatalog) -> RenderInput {
+    RenderInput {
+        specs: specs(catalog),
+        asking: catalog.namespaces_asking().unwrap_or_default(),
+    }
 }
 
 /// Every Instrumentation of the cache as a render sees it.
@@ -98,7 +112,6 @@ fn specs(catalog: &KubeCatalog) -> Vec<Spec> {
                 .ok()
                 .and_then(|i| i.metadata.annotations.clone())
                 .unwrap_or_default(),
-            namespace_asks: catalog.namespace(ns).is_some_and(|n| n.asks()),
         })
         .collect()
 }
@@ -149,7 +162,7 @@ impl LivePolicies {
         let mut cache = Some(TemplateCache::default());
         // The specs the last pass rendered, and when: a change of the cache that changes no
         // spec (a status write) renders nothing until the resync.
-        let mut last: Option<(Vec<Spec>, Instant)> = None;
+        let mut last: Option<(RenderInput, Instant)> = None;
         loop {
             if !leadership.is_leader() {
                 while !leadership.changed().await {}
@@ -157,8 +170,8 @@ impl LivePolicies {
                 // Another holder may have written meanwhile: a pass at once.
                 last = None;
             }
-            let specs = specs(catalog.as_ref());
-            let due = due(last.as_ref(), &specs);
+            let input = render_input(catalog.as_ref());
+            let due = due(last.as_ref(), &input);
             let wait = if !catalog.instrumentations_synced() || !catalog.namespaces_synced() {
                 Duration::from_secs(1)
             } else if !due {
@@ -178,7 +191,7 @@ impl LivePolicies {
                 .unwrap_or_default();
                 cache = Some(templates);
                 let rendered = started.elapsed();
-                last = Some((specs, Instant::now()));
+                last = Some((input, Instant::now()));
                 match self.apply(&client, objects, &mut applied).await {
                     Ok((0, 0)) => RESYNC,
                     Ok((written, deleted)) => {
@@ -258,10 +271,10 @@ impl LivePolicies {
 }
 
 /// Whether a pass renders: the first (or the first after a failure or a Lease taken), a spec
-/// or annotation that changed since the last, or the resync due. A cache change that changes
-/// neither (a status write) renders nothing.
-fn due(last: Option<&(Vec<Spec>, Instant)>, specs: &[Spec]) -> bool {
-    last.is_none_or(|(was, at)| was != specs || at.elapsed() >= RESYNC)
+/// or annotation that changed since the last, a namespace that came to ask or stopped, or the
+/// resync due. A cache change that changes none (a status write) renders nothing.
+fn due(last: Option<&(RenderInput, Instant)>, seen: &RenderInput) -> bool {
+    last.is_none_or(|(was, at)| was != seen || at.elapsed() >= RESYNC)
 }
 
 /// The objects of admission policies that exist, by (kind, name), with their resourceVersion.

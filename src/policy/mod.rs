@@ -300,7 +300,7 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": inject::match_conditions(inject::Reaching::Every),
+                "matchConditions": inject::match_conditions(&status_reaching(catalog, options, &rules)),
                 "variables": v.to_json(),
                 "mutations": [mutation],
             },
@@ -328,6 +328,22 @@ fn render_with(
         }
     }
     rendered
+}
+
+/// Which pods reach mode `policy`'s status policy: where the renderer holds every namespace
+/// (live policies) and no selector can ask, only those with a key of their own and those of
+/// a namespace whose keys ask; elsewhere every pod (its mutation decides).
+fn status_reaching(
+    catalog: &dyn Catalog,
+    options: &PolicyOptions,
+    rules: &selected::Rules,
+) -> inject::Reaching {
+    match catalog.namespaces_asking() {
+        Some(asking) if options.namespaces_read && rules.is_empty() => {
+            inject::Reaching::OwnKeysOrIn(asking)
+        }
+        _ => inject::Reaching::Every,
+    }
 }
 
 /// Whether the policy of `inst` serves references from other namespaces (`ns/name`): when

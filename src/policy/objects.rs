@@ -146,8 +146,8 @@ pub(super) fn injection_policies(
                 inject::mutation_of(branches.iter())
             })
             .collect();
-        let (object, injected) = match reaching {
-            inject::Reaching::OwnKey(lang) => (
+        let (object, injected) = match &reaching {
+            &inject::Reaching::OwnKey(lang) => (
                 object_name(options, ns, &format!("{name}.{lang}")),
                 vec![lang.as_str()],
             ),
@@ -161,7 +161,7 @@ pub(super) fn injection_policies(
             options,
             (ns, name),
             meta,
-            inject::match_conditions(reaching),
+            inject::match_conditions(&reaching),
             v,
             mutations,
             (!reach.everywhere).then_some(ns),

@@ -204,22 +204,51 @@ async fn follows_edits(mode: &str) {
             .as_array_mut()
             .expect("containers");
         containers.push(json!({"name": "side", "image": "shop/side:1"}));
+        until_marked(&client, ns, &web, &skipped, prefix).await;
+        // Without a key, in a namespace that comes to ask for it: the status policy takes
+        // such pods from the namespaces that ask alone, so it marks it once the writer has
+        // seen the namespace's annotations.
+        env.annotate_namespace(ns, INJECT_NGINX, Some("true")).await;
+        env.annotate_namespace(ns, CONTAINER_NAMES, Some("app,side"))
+            .await;
+        let status = format!("{prefix}.not-injected");
         let t0 = Instant::now();
         loop {
-            let r = api::create_pod(&client, ns, &web, true).await.unwrap();
-            let warned = r.warnings.iter().any(|w| {
-                w.starts_with(&format!(
-                    "Validation failed for ValidatingAdmissionPolicy '{prefix}.warn-not-injected'"
-                )) && w.ends_with(&skipped)
-            });
-            if r.body["metadata"]["annotations"][STATUS_ANNOTATION] == skipped.as_str() && warned {
+            let stored = api::send(&client, Method::GET, &format!("{POLICIES}/{status}"), None)
+                .await
+                .unwrap();
+            assert_eq!(
+                conditions(&stored.body),
+                [
+                    "not-injected-before",
+                    "asks-by-its-own-keys-or-its-namespaces"
+                ]
+            );
+            let reaching = stored.body["spec"]["matchConditions"][1]["expression"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            if reaching.ends_with(&format!("\"{ns}\"]")) || reaching.contains(&format!("\"{ns}\","))
+            {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(30),
-                "not marked and warned in 30 s: {} {:?}",
-                r.body["metadata"],
-                r.warnings
+                "{status} does not take {ns}'s pods 30 s after it asked: {reaching}\n{}",
+                env.webhook.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut keyless = web.clone();
+        keyless["metadata"]["annotations"] = json!({});
+        until_marked(&client, ns, &keyless, &skipped, prefix).await;
+        env.annotate_namespace(ns, INJECT_NGINX, None).await;
+        env.annotate_namespace(ns, CONTAINER_NAMES, None).await;
+        let t0 = Instant::now();
+        while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{policy} not back in 30 s"
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -300,5 +329,29 @@ async fn gone(client: &kube::Client, name: &str, within: Duration, env: &Env) {
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+    }
+}
+
+/// Creates `pod` (dry run) until it is marked `skipped` and warned about by the applied
+/// warning (`<prefix>.warn-not-injected`), at most 30 s.
+async fn until_marked(client: &kube::Client, ns: &str, pod: &Value, skipped: &str, prefix: &str) {
+    let t0 = Instant::now();
+    loop {
+        let r = api::create_pod(client, ns, pod, true).await.unwrap();
+        let warned = r.warnings.iter().any(|w| {
+            w.starts_with(&format!(
+                "Validation failed for ValidatingAdmissionPolicy '{prefix}.warn-not-injected'"
+            )) && w.ends_with(skipped)
+        });
+        if r.body["metadata"]["annotations"][STATUS_ANNOTATION] == skipped && warned {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "not marked and warned in 30 s: {} {:?}",
+            r.body["metadata"],
+            r.warnings
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

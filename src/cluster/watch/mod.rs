@@ -235,6 +235,12 @@ impl Catalog for KubeCatalog {
         self.namespaces.info(name)
     }
 
+    fn namespaces_asking(&self) -> Option<Vec<String>> {
+        let mut names = self.namespaces.names_where(|e| e.info.asks());
+        names.sort_unstable();
+        Some(names)
+    }
+
     fn objects(&self) -> Option<&dyn ObjectLookup> {
         self.objects.as_ref().map(|o| o as &dyn ObjectLookup)
     }

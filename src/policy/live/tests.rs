@@ -85,17 +85,19 @@ fn a_pass_deletes_its_own_leftovers_bindings_first_and_nobody_elses() {
 
 #[test]
 fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
-    let annotated = |hash: Option<&str>, annotations: &[(&str, &str)]| -> Vec<Spec> {
-        vec![Spec {
-            namespace: "shop".into(),
-            name: "java".into(),
-            hash: hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
-            annotations: annotations
-                .iter()
-                .map(|(k, v)| (k.to_string(), v.to_string()))
-                .collect(),
-            namespace_asks: false,
-        }]
+    let annotated = |hash: Option<&str>, annotations: &[(&str, &str)]| -> RenderInput {
+        RenderInput {
+            specs: vec![Spec {
+                namespace: "shop".into(),
+                name: "java".into(),
+                hash: hash.map(|h| h.parse::<crate::crd::SpecHash>().unwrap()),
+                annotations: annotations
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            }],
+            asking: Vec::new(),
+        }
     };
     let spec = |hash: Option<&str>| annotated(hash, &[]);
     let now = Instant::now();
@@ -109,10 +111,12 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
     // Shared with other namespaces from now on: the binding widens, so the render is due.
     let shared = [(crate::keys::CROSS_NAMESPACE_ANNOTATION, "allowed")];
     assert!(due(Some(&last), &annotated(Some("0a1b2c3d"), &shared)));
-    // Its namespace comes to ask: every pod reaches the policy from now on.
-    let mut asks = spec(Some("0a1b2c3d"));
-    asks[0].namespace_asks = true;
-    assert!(due(Some(&last), &asks));
+    // Its namespace, or any, comes to ask: every pod of it reaches the policies from now on.
+    for ns in ["shop", "web"] {
+        let mut asks = spec(Some("0a1b2c3d"));
+        asks.asking.push(ns.into());
+        assert!(due(Some(&last), &asks), "{ns}");
+    }
     if let Some(then) = now.checked_sub(RESYNC) {
         let old = (spec(Some("0a1b2c3d")), then);
         assert!(due(Some(&old), &spec(Some("0a1b2c3d"))));

@@ -164,3 +164,62 @@ fn an_instrumentation_named_as_a_per_language_policy_keeps_its_neighbour_in_one(
     assert_eq!(unique.len(), names.len(), "{names:?}");
     assert!(names.contains(&"otel-injector.shop.java.python.java"));
 }
+
+#[test]
+fn mode_policys_status_policy_takes_keyed_pods_and_those_of_namespaces_that_ask() {
+    use crate::policy::Mode;
+    let status = |catalog: &StaticCatalog, namespaces_read: bool| -> Value {
+        let options = PolicyOptions {
+            mode: Mode::Policy,
+            namespaces_read,
+            ..PolicyOptions::default()
+        };
+        render(catalog, &EngineConfig::default(), &options)
+            .objects
+            .into_iter()
+            .find(|o| {
+                o["kind"] == "MutatingAdmissionPolicy"
+                    && o["metadata"]["name"] == "otel-injector.not-injected"
+            })
+            .expect("the status policy")["spec"]["matchConditions"]
+            .clone()
+    };
+    let python = Language::Python.inject_annotation();
+    let catalog = StaticCatalog::from_yaml(JAVA)
+        .unwrap()
+        .with_namespace("shop", &[])
+        .with_namespace("web", &[(Language::Java.inject_annotation(), "true")])
+        .with_namespace_labels("ops", &[(python, "shop/java")])
+        .with_namespace("quiet", &[(python, "false")]);
+    let read = status(&catalog, true);
+    assert_eq!(read[1]["name"], "asks-by-its-own-keys-or-its-namespaces");
+    assert_eq!(
+        read[1]["expression"],
+        "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || (has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || request.namespace in [\"ops\", \"quiet\", \"web\"]"
+    );
+    // The CLI's render follows no namespace; a selector asks without a key.
+    assert_eq!(
+        conditions_of(&status(&catalog, false)),
+        ["not-injected-before"]
+    );
+    let selecting = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        r#"metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'}}"#,
+    );
+    let selected = StaticCatalog::from_yaml(&selecting)
+        .unwrap()
+        .with_namespace("shop", &[]);
+    assert_eq!(
+        conditions_of(&status(&selected, true)),
+        ["not-injected-before"]
+    );
+}
+
+fn conditions_of(conditions: &Value) -> Vec<&str> {
+    conditions
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect()
+}
