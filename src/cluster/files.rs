@@ -203,15 +203,15 @@ impl Catalog for StaticCatalog {
         self.namespaces.get(name).cloned()
     }
 
-    fn namespaces_asking(&self) -> Option<Vec<String>> {
-        let mut names: Vec<String> = self
+    fn namespaces_asking(&self) -> Option<Vec<(String, Arc<NamespaceInfo>)>> {
+        let mut asking: Vec<(String, Arc<NamespaceInfo>)> = self
             .namespaces
             .iter()
             .filter(|(_, info)| info.asks())
-            .map(|(name, _)| name.clone())
+            .map(|(name, info)| (name.clone(), info.clone()))
             .collect();
-        names.sort_unstable();
-        Some(names)
+        asking.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(asking)
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {

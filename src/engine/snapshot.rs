@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::agents::Delivery;
+use crate::agents::{Delivery, Language};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::keys::{ANNOTATION_PREFIX, DELIVERY_ANNOTATION, POD_SECURITY_ENFORCE};
 use crate::pod::select::Keys;
@@ -28,9 +28,9 @@ pub trait Catalog: Send + Sync {
     fn instrumentations(&self) -> Arc<Instrumentations>;
     /// What the engine reads of a namespace, when namespaces are watched.
     fn namespace(&self, name: &str) -> Option<Arc<NamespaceInfo>>;
-    /// The namespaces whose own keys ask for injection ([`NamespaceInfo::asks`]), sorted,
-    /// when the catalog holds every namespace.
-    fn namespaces_asking(&self) -> Option<Vec<String>> {
+    /// The namespaces whose own keys ask for injection ([`NamespaceInfo::asks`]), sorted by
+    /// name, when the catalog holds every namespace.
+    fn namespaces_asking(&self) -> Option<Vec<(String, Arc<NamespaceInfo>)>> {
         None
     }
     /// Which Secrets and ConfigMaps exist, when the catalog tracks them.
@@ -259,6 +259,13 @@ impl NamespaceInfo {
     pub fn asks(&self) -> bool {
         (self.annotations.keys().chain(self.labels.keys()))
             .any(|k| k.starts_with(crate::keys::INJECT_PREFIX))
+    }
+
+    /// Whether its own keys may ask for `lang`: its `inject-<lang>` annotation or label
+    /// (`"false"` included).
+    pub fn asks_for(&self, lang: Language) -> bool {
+        let key = lang.inject_annotation();
+        self.annotations.contains_key(key) || self.labels.contains_key(key)
     }
 
     pub fn keys(&self) -> Keys<'_> {

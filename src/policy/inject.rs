@@ -329,21 +329,19 @@ fn naming_values(request: &str, values: &[NamingValue]) -> String {
 pub enum Reaching {
     /// Every pod: whether it asks is the mutations' to decide.
     Every,
-    /// The pods with an `inject-*` key of their own (annotation or label).
-    OwnKeys,
-    /// The pods with this language's `inject-*` key of their own (annotation or label).
-    OwnKey(Language),
-    /// The pods with an `inject-*` key of their own, and every pod of these namespaces (those
-    /// whose own keys ask; `request.namespace`, which match conditions see).
-    OwnKeysOrIn(Vec<String>),
+    /// The pods with an `inject-*` key of their own (for `lang`; for any language: `None`),
+    /// and every pod of `namespaces`, those whose own keys ask (`request.namespace`, which
+    /// match conditions see: they cannot read the namespace's keys).
+    Keyed {
+        lang: Option<Language>,
+        namespaces: Vec<String>,
+    },
 }
 
-/// The match conditions of an injection policy: the pod is not one the webhook leaves alone
-/// (mirror pods, pods injected before), and it has the keys of its own `reaching` names.
-/// Whether it asks is otherwise the mutation's to decide: the API server evaluates match
-/// conditions without the namespace (`namespaceObject` is null there), so only the renderer,
-/// which reads the namespaces, can tell that a namespace asks for nothing
-/// (`PolicyOptions::namespaces_read`).
+/// The match conditions of a policy: the pod is not one the webhook leaves alone (mirror pods,
+/// pods injected before), and it is one of those `reaching` names. Whether it asks is
+/// otherwise the mutation's to decide: only the renderer, which reads the namespaces
+/// (`PolicyOptions::namespaces_read`), can tell which namespaces ask.
 pub fn match_conditions(reaching: &Reaching) -> Value {
     let mut conditions = vec![json!({
         "name": "not-injected-before",
@@ -361,36 +359,25 @@ pub fn match_conditions(reaching: &Reaching) -> Value {
             test.replace("MAP", &format!("object.metadata.{map}"))
         )
     };
-    let any_key = format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX));
-    let own_keys = format!(
-        "{} || {}",
-        on("annotations", &any_key),
-        on("labels", &any_key)
-    );
-    match reaching {
-        Reaching::Every => {}
-        Reaching::OwnKeys => {
-            conditions.push(json!({
-                "name": "asks-by-its-own-keys",
-                "expression": own_keys,
-            }));
+    if let Reaching::Keyed { lang, namespaces } = reaching {
+        let (name, test) = match lang {
+            Some(lang) => (
+                format!("asks-for-{lang}"),
+                format!("{} in MAP", string(lang.inject_annotation())),
+            ),
+            None => (
+                "asks-by-its-own-keys-or-its-namespaces".to_owned(),
+                format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX)),
+            ),
+        };
+        let mut expression = format!("{} || {}", on("annotations", &test), on("labels", &test));
+        if !namespaces.is_empty() {
+            expression.push_str(&format!(
+                " || request.namespace in {}",
+                strings(namespaces.iter().map(String::as_str))
+            ));
         }
-        Reaching::OwnKeysOrIn(namespaces) => {
-            conditions.push(json!({
-                "name": "asks-by-its-own-keys-or-its-namespaces",
-                "expression": format!(
-                    "{own_keys} || request.namespace in {}",
-                    strings(namespaces.iter().map(String::as_str))
-                ),
-            }));
-        }
-        &Reaching::OwnKey(lang) => {
-            let test = format!("{} in MAP", string(lang.inject_annotation()));
-            conditions.push(json!({
-                "name": format!("asks-for-{lang}-by-its-own-key"),
-                "expression": format!("{} || {}", on("annotations", &test), on("labels", &test)),
-            }));
-        }
+        conditions.push(json!({"name": name, "expression": expression}));
     }
     Value::from(conditions)
 }

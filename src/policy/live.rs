@@ -26,6 +26,7 @@ use tokio::sync::{broadcast, watch};
 
 use super::template::TemplateCache;
 use super::{PolicyOptions, render_cached};
+use crate::agents::Language;
 use crate::cluster::{KubeCatalog, Leadership, NamespaceChange};
 use crate::crd::SpecHash;
 use crate::engine::{Catalog as _, EngineConfig};
@@ -87,14 +88,27 @@ struct Spec {
 #[derive(Clone, Debug, Default, PartialEq)]
 struct RenderInput {
     specs: Vec<Spec>,
-    asking: Vec<String>,
+    /// Each namespace whose keys ask, and the languages they ask for.
+    asking: Vec<(String, Vec<Language>)>,
 }
 
 /// The cache as a render sees it.
 fn render_input(catalog: &KubeCatalog) -> RenderInput {
     RenderInput {
         specs: specs(catalog),
-        asking: catalog.namespaces_asking().unwrap_or_default(),
+        asking: catalog
+            .namespaces_asking()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, info)| {
+                let langs = Language::ALL
+                    .iter()
+                    .copied()
+                    .filter(|&l| info.asks_for(l))
+                    .collect();
+                (name, langs)
+            })
+            .collect(),
     }
 }
 

@@ -23,17 +23,18 @@ mod template;
 mod vars;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::{Value, json};
 
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::{Catalog, CrossNamespace, EngineConfig, SkipReason, unusable};
+use crate::engine::{Catalog, CrossNamespace, EngineConfig, NamespaceInfo, SkipReason, unusable};
 use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 
 pub use objects::by_plugin;
-use objects::{Admitted, metadata, opted_in, pod_creates};
+use objects::{Admitted, Keyed, metadata, opted_in, pod_creates};
 pub use pod::{AskedFor, Path, Paths};
 pub use template::{Template, TemplateCache, probe_config};
 
@@ -185,6 +186,11 @@ fn render_with(
         ..Default::default()
     };
     let rules = selected::Rules::of(&all, config);
+    // The namespaces whose keys ask, when the render follows them (live policies).
+    let asking = options
+        .namespaces_read
+        .then(|| catalog.namespaces_asking())
+        .flatten();
     let mut per_namespace: BTreeMap<&str, usize> = BTreeMap::new();
     for (ns, ..) in all.iter() {
         *per_namespace.entry(ns).or_default() += 1;
@@ -269,22 +275,23 @@ fn render_with(
             shared,
             everywhere: shared || selects_elsewhere,
         };
-        // A pod with no key of its own cannot ask where the namespace asks for nothing and
-        // no selector of this Instrumentation selects.
-        let keyed_only = options.namespaces_read
-            && !reach.everywhere
-            && rules.get(&format!("{ns}/{name}")).is_none()
-            && !catalog.namespace(ns).is_some_and(|n| n.asks());
-        // A policy's per-language name must not be another Instrumentation's own.
-        let per_language = keyed_only
-            && !templates
-                .iter()
-                .any(|t| all.get(ns, &format!("{name}.{}", t.language)).is_some());
-        let admitted = Admitted {
-            reach,
-            keyed_only,
-            per_language,
+        // Where the namespaces are read and no selector of it asks: the pods with a key of
+        // their own, and those of the namespaces whose keys ask (among those it is bound in).
+        let keyed = match &asking {
+            Some(asking) if rules.get(&format!("{ns}/{name}")).is_none() => Some(Keyed {
+                asking: asking
+                    .iter()
+                    .filter(|(n, _)| reach.everywhere || n == ns)
+                    .cloned()
+                    .collect(),
+                // A policy's per-language name must not be another Instrumentation's own.
+                per_language: !templates
+                    .iter()
+                    .any(|t| all.get(ns, &format!("{name}.{}", t.language)).is_some()),
+            }),
+            _ => None,
         };
+        let admitted = Admitted { reach, keyed };
         rendered.objects.extend(objects::injection_policies(
             options, inst, &templates, admitted, hash, coverage, &rules,
         ));
@@ -300,7 +307,7 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": inject::match_conditions(&status_reaching(catalog, options, &rules)),
+                "matchConditions": inject::match_conditions(&status_reaching(asking.as_deref(), &rules)),
                 "variables": v.to_json(),
                 "mutations": [mutation],
             },
@@ -331,17 +338,17 @@ fn render_with(
 }
 
 /// Which pods reach mode `policy`'s status policy: where the renderer holds every namespace
-/// (live policies) and no selector can ask, only those with a key of their own and those of
-/// a namespace whose keys ask; elsewhere every pod (its mutation decides).
+/// (live policies, `asking`) and no selector can ask, only those with a key of their own and
+/// those of a namespace whose keys ask; elsewhere every pod (its mutation decides).
 fn status_reaching(
-    catalog: &dyn Catalog,
-    options: &PolicyOptions,
+    asking: Option<&[(String, Arc<NamespaceInfo>)]>,
     rules: &selected::Rules,
 ) -> inject::Reaching {
-    match catalog.namespaces_asking() {
-        Some(asking) if options.namespaces_read && rules.is_empty() => {
-            inject::Reaching::OwnKeysOrIn(asking)
-        }
+    match asking {
+        Some(asking) if rules.is_empty() => inject::Reaching::Keyed {
+            lang: None,
+            namespaces: asking.iter().map(|(n, _)| n.clone()).collect(),
+        },
         _ => inject::Reaching::Every,
     }
 }

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use super::template::Template;
 use super::{Coverage, Form, PolicyOptions, inject, selected, vars};
 use crate::crd::{Instrumentation, SpecHash};
+use crate::engine::NamespaceInfo;
 use crate::keys::{
     INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY, NOT_COVERED_ANNOTATION, OPT_OUT,
     OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
@@ -77,10 +78,18 @@ pub(super) fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Valu
 /// Where an injection policy is bound, and which pods reach its mutations.
 pub(super) struct Admitted {
     pub reach: inject::Reach,
-    /// Only the pods with an `inject-*` key of their own ([`PolicyOptions::namespaces_read`]).
-    pub keyed_only: bool,
-    /// With `keyed_only`, a policy per language (no other Instrumentation of the namespace is
-    /// named as one of them would be, `<name>.<language>`).
+    /// Which pods reach its policies, where the renderer reads the namespaces
+    /// ([`PolicyOptions::namespaces_read`]) and no selector of it asks; `None`: every pod.
+    pub keyed: Option<Keyed>,
+}
+
+/// The pods with a key of their own, and those of the namespaces whose keys ask.
+pub(super) struct Keyed {
+    /// The namespaces whose own keys ask, among those the policies are bound in.
+    pub asking: Vec<(String, Arc<NamespaceInfo>)>,
+    /// A policy per language (no other Instrumentation of the namespace is named as one of
+    /// them would be, `<name>.<language>`), each reached by the pods with that language's key
+    /// and those of the namespaces whose keys ask for it.
     pub per_language: bool,
 }
 
@@ -111,15 +120,33 @@ pub(super) fn injection_policies(
     let by_language: Vec<&[Numbered<'_>]> = numbered
         .chunk_by(|a, b| a.1.language == b.1.language)
         .collect();
-    let groups: Vec<(inject::Reaching, Vec<&[Numbered<'_>]>)> = if admitted.per_language {
-        by_language
+    let groups: Vec<(inject::Reaching, Vec<&[Numbered<'_>]>)> = match &admitted.keyed {
+        Some(keyed) if keyed.per_language => by_language
             .into_iter()
-            .map(|g| (inject::Reaching::OwnKey(g[0].1.language), vec![g]))
-            .collect()
-    } else if admitted.keyed_only {
-        vec![(inject::Reaching::OwnKeys, by_language)]
-    } else {
-        vec![(inject::Reaching::Every, by_language)]
+            .map(|g| {
+                let lang = g[0].1.language;
+                let namespaces = keyed
+                    .asking
+                    .iter()
+                    .filter(|(_, info)| info.asks_for(lang))
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                let reaching = inject::Reaching::Keyed {
+                    lang: Some(lang),
+                    namespaces,
+                };
+                (reaching, vec![g])
+            })
+            .collect(),
+        Some(keyed) => {
+            let namespaces = keyed.asking.iter().map(|(n, _)| n.clone()).collect();
+            let reaching = inject::Reaching::Keyed {
+                lang: None,
+                namespaces,
+            };
+            vec![(reaching, by_language)]
+        }
+        None => vec![(inject::Reaching::Every, by_language)],
     };
     let mut objects = Vec::new();
     for (reaching, languages) in groups {
@@ -147,7 +174,9 @@ pub(super) fn injection_policies(
             })
             .collect();
         let (object, injected) = match &reaching {
-            &inject::Reaching::OwnKey(lang) => (
+            &inject::Reaching::Keyed {
+                lang: Some(lang), ..
+            } => (
                 object_name(options, ns, &format!("{name}.{lang}")),
                 vec![lang.as_str()],
             ),

@@ -109,7 +109,6 @@ async fn follows_edits(mode: &str) {
     // dozen while the suite runs), so it may take a while; later passes write what changed.
     // The namespace asks for nothing: a policy per language (`<name>.<language>`).
     let policy = format!("{prefix}.{ns}.java.java");
-    let combined = format!("{prefix}.{ns}.java");
     let t0 = Instant::now();
     while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
         assert!(
@@ -132,20 +131,12 @@ async fn follows_edits(mode: &str) {
         "otel-injector-policies"
     );
     // The namespace asks for nothing: only the pods with the language's key of their own
-    // reach its policy's mutation. Once the namespace asks (its annotation, no CLI run), one
-    // policy takes every pod, and a pod without a key is injected for the namespace.
-    let conditions = |policy: &Value| -> Vec<String> {
-        policy["spec"]["matchConditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
-            .collect()
-    };
-    assert_eq!(
-        conditions(&stored.body),
-        ["not-injected-before", "asks-for-java-by-its-own-key"]
-    );
+    // reach its policy's mutation. Once the namespace asks (its annotation, no CLI run), its
+    // pods reach the policy of the language it asks for, and a pod without a key is injected
+    // for the namespace.
+    let (conditions, expression) = reaching(&client, &policy).await;
+    assert_eq!(conditions, ["not-injected-before", "asks-for-java"]);
+    assert!(!expression.contains("request.namespace"), "{expression}");
     assert_eq!(
         stored.body["spec"]["mutations"].as_array().map(Vec::len),
         Some(1)
@@ -173,26 +164,22 @@ async fn follows_edits(mode: &str) {
         "[e2e] live policies ({mode}): a pod asked for by its namespace injected {:?} after the namespace's annotation",
         annotated.elapsed()
     );
-    let stored = api::send(
-        &client,
-        Method::GET,
-        &format!("{POLICIES}/{combined}"),
-        None,
-    )
-    .await
-    .unwrap();
-    assert_eq!(conditions(&stored.body), ["not-injected-before"]);
-    gone(&client, &policy, Duration::from_secs(10), &env).await;
+    let by_namespace = format!("request.namespace in [\"{ns}\"]");
+    let (_, expression) = reaching(&client, &policy).await;
+    assert!(expression.ends_with(&by_namespace), "{expression}");
+    let python = format!("{prefix}.{ns}.java.python");
+    let (conditions, expression) = reaching(&client, &python).await;
+    assert_eq!(conditions, ["not-injected-before", "asks-for-python"]);
+    assert!(!expression.contains("request.namespace"), "{expression}");
     env.annotate_namespace(ns, INJECT_JAVA, None).await;
     let t0 = Instant::now();
-    while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
+    while reaching(&client, &policy).await.1.contains(&by_namespace) {
         assert!(
             t0.elapsed() < Duration::from_secs(30),
-            "{policy} not back in 30 s"
+            "{policy} still takes {ns}'s pods 30 s after it stopped asking"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    gone(&client, &combined, Duration::from_secs(10), &env).await;
 
     if mode == "policy" {
         // What no policy covers (nginx for two containers: the module goes to the first
@@ -214,27 +201,22 @@ async fn follows_edits(mode: &str) {
         let status = format!("{prefix}.not-injected");
         let t0 = Instant::now();
         loop {
-            let stored = api::send(&client, Method::GET, &format!("{POLICIES}/{status}"), None)
-                .await
-                .unwrap();
+            let (conditions, expression) = reaching(&client, &status).await;
             assert_eq!(
-                conditions(&stored.body),
+                conditions,
                 [
                     "not-injected-before",
                     "asks-by-its-own-keys-or-its-namespaces"
                 ]
             );
-            let reaching = stored.body["spec"]["matchConditions"][1]["expression"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            if reaching.ends_with(&format!("\"{ns}\"]")) || reaching.contains(&format!("\"{ns}\","))
+            if expression.ends_with(&format!("\"{ns}\"]"))
+                || expression.contains(&format!("\"{ns}\","))
             {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(30),
-                "{status} does not take {ns}'s pods 30 s after it asked: {reaching}\n{}",
+                "{status} does not take {ns}'s pods 30 s after it asked: {expression}\n{}",
                 env.webhook.log()
             );
             tokio::time::sleep(Duration::from_millis(200)).await;
@@ -244,14 +226,6 @@ async fn follows_edits(mode: &str) {
         until_marked(&client, ns, &keyless, &skipped, prefix).await;
         env.annotate_namespace(ns, INJECT_NGINX, None).await;
         env.annotate_namespace(ns, CONTAINER_NAMES, None).await;
-        let t0 = Instant::now();
-        while !exists(&client, "mutatingadmissionpolicybindings", &policy).await {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "{policy} not back in 30 s"
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
     }
 
     // The edit, and no CLI run: a pod 5 s later gets the new endpoint.
@@ -354,4 +328,26 @@ async fn until_marked(client: &kube::Client, ns: &str, pod: &Value, skipped: &st
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The names of the match conditions of the policy `name`, and the second's expression.
+async fn reaching(client: &kube::Client, name: &str) -> (Vec<String>, String) {
+    let stored = api::send(client, Method::GET, &format!("{POLICIES}/{name}"), None)
+        .await
+        .unwrap();
+    assert_eq!(stored.status, 200, "{name}: {}", stored.body);
+    let conditions = stored.body["spec"]["matchConditions"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let names = conditions
+        .iter()
+        .map(|c| c["name"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    let expression = conditions
+        .get(1)
+        .and_then(|c| c["expression"].as_str())
+        .unwrap_or_default()
+        .to_owned();
+    (names, expression)
 }

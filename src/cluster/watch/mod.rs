@@ -235,10 +235,16 @@ impl Catalog for KubeCatalog {
         self.namespaces.info(name)
     }
 
-    fn namespaces_asking(&self) -> Option<Vec<String>> {
-        let mut names = self.namespaces.names_where(|e| e.info.asks());
-        names.sort_unstable();
-        Some(names)
+    fn namespaces_asking(&self) -> Option<Vec<(String, Arc<NamespaceInfo>)>> {
+        let mut asking: Vec<(String, Arc<NamespaceInfo>)> = self
+            .namespaces
+            .read()
+            .iter()
+            .filter(|(_, e)| e.info.asks())
+            .map(|(name, e)| (name.clone(), e.info.clone()))
+            .collect();
+        asking.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        Some(asking)
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {

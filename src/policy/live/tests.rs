@@ -114,8 +114,13 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
     // Its namespace, or any, comes to ask: every pod of it reaches the policies from now on.
     for ns in ["shop", "web"] {
         let mut asks = spec(Some("0a1b2c3d"));
-        asks.asking.push(ns.into());
+        asks.asking
+            .push((ns.into(), vec![crate::agents::Language::Java]));
         assert!(due(Some(&last), &asks), "{ns}");
+        // Or asks for another language.
+        let was = (asks.clone(), now);
+        asks.asking[0].1 = vec![crate::agents::Language::Python];
+        assert!(due(Some(&was), &asks), "{ns}");
     }
     if let Some(then) = now.checked_sub(RESYNC) {
         let old = (spec(Some("0a1b2c3d")), then);

@@ -44,7 +44,7 @@ fn one_policy(catalog: &StaticCatalog) -> Vec<String> {
 }
 
 #[test]
-fn only_pods_with_their_languages_key_reach_its_policy_where_nothing_else_can_ask() {
+fn a_language_policy_takes_the_pods_with_its_key_and_those_of_namespaces_that_ask_for_it() {
     let plain = StaticCatalog::from_yaml(JAVA)
         .unwrap()
         .with_namespace("shop", &[]);
@@ -67,10 +67,7 @@ fn only_pods_with_their_languages_key_reach_its_policy_where_nothing_else_can_as
         );
         assert_eq!(
             conditions(policy),
-            [
-                "not-injected-before".to_owned(),
-                format!("asks-for-{lang}-by-its-own-key")
-            ]
+            ["not-injected-before".to_owned(), format!("asks-for-{lang}")]
         );
         let key = lang.inject_annotation();
         assert_eq!(
@@ -102,36 +99,82 @@ fn only_pods_with_their_languages_key_reach_its_policy_where_nothing_else_can_as
             assert!(declared.contains(&name.as_str()), "{lang}: {name}");
         }
     }
-    // The namespace's own keys, annotation or label, `"false"` included: every pod.
+    // The namespace's own keys, annotation or label, `"false"` included: every pod of it
+    // reaches the policy of the language they name, and that one only.
     let java = Language::Java.inject_annotation();
+    let python = Language::Python.inject_annotation();
+    let reaching = |catalog: &StaticCatalog, lang: Language| -> String {
+        let all = policies(catalog, true);
+        assert_eq!(all.len(), LANGUAGES.len());
+        let policy = all
+            .iter()
+            .find(|p| p["metadata"]["annotations"][LANGUAGES_ANNOTATION] == lang.as_str())
+            .unwrap();
+        assert_eq!(conditions(policy)[1], format!("asks-for-{lang}"));
+        policy["spec"]["matchConditions"][1]["expression"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    let own = |lang: Language| {
+        let key = lang.inject_annotation();
+        format!(
+            "(has(object.metadata.annotations) && \"{key}\" in object.metadata.annotations) || (has(object.metadata.labels) && \"{key}\" in object.metadata.labels)"
+        )
+    };
     for value in ["true", "false"] {
         let annotated = StaticCatalog::from_yaml(JAVA)
             .unwrap()
             .with_namespace("shop", &[(java, value)]);
-        assert_eq!(one_policy(&annotated), ["not-injected-before"], "{value}");
+        assert_eq!(
+            reaching(&annotated, Language::Java),
+            format!("{} || request.namespace in [\"shop\"]", own(Language::Java)),
+            "{value}"
+        );
+        assert_eq!(
+            reaching(&annotated, Language::Python),
+            own(Language::Python)
+        );
     }
     let labeled = StaticCatalog::from_yaml(JAVA)
         .unwrap()
-        .with_namespace_labels("shop", &[(java, "true")]);
-    assert_eq!(one_policy(&labeled), ["not-injected-before"]);
-    // Bound in every namespace (shared), or with a selector: every pod.
-    for annotation in [
-        "otel-injector/cross-namespace: allowed",
-        r#"otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'"#,
-    ] {
-        let yaml = JAVA.replace(
-            "metadata: {name: java, namespace: shop}",
-            &format!("metadata: {{name: java, namespace: shop, annotations: {{{annotation}}}}}"),
-        );
-        let catalog = StaticCatalog::from_yaml(&yaml)
-            .unwrap()
-            .with_namespace("shop", &[]);
-        assert_eq!(
-            one_policy(&catalog),
-            ["not-injected-before"],
-            "{annotation}"
-        );
-    }
+        .with_namespace_labels("shop", &[(java, "true")])
+        .with_namespace("web", &[(java, "shop/java")]);
+    assert_eq!(
+        reaching(&labeled, Language::Java),
+        format!("{} || request.namespace in [\"shop\"]", own(Language::Java)),
+        "bound in shop alone: web's pods cannot use it"
+    );
+    // Bound in every namespace (shared): the namespaces that ask, wherever they are.
+    let shared = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        "metadata: {name: java, namespace: shop, annotations: {otel-injector/cross-namespace: allowed}}",
+    );
+    let everywhere = StaticCatalog::from_yaml(&shared)
+        .unwrap()
+        .with_namespace("shop", &[])
+        .with_namespace("web", &[(java, "shop/java")])
+        .with_namespace_labels("ops", &[(python, "shop/java")]);
+    assert_eq!(
+        reaching(&everywhere, Language::Java),
+        format!("{} || request.namespace in [\"web\"]", own(Language::Java))
+    );
+    assert_eq!(
+        reaching(&everywhere, Language::Python),
+        format!(
+            "{} || request.namespace in [\"ops\"]",
+            own(Language::Python)
+        )
+    );
+    // A selector asks without a key: every pod.
+    let selecting = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        r#"metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'}}"#,
+    );
+    let selected = StaticCatalog::from_yaml(&selecting)
+        .unwrap()
+        .with_namespace("shop", &[]);
+    assert_eq!(one_policy(&selected), ["not-injected-before"]);
 }
 
 #[test]
@@ -154,7 +197,10 @@ fn an_instrumentation_named_as_a_per_language_policy_keeps_its_neighbour_in_one(
     assert_eq!(java[0]["metadata"]["name"], "otel-injector.shop.java");
     assert_eq!(
         conditions(java[0]),
-        ["not-injected-before", "asks-by-its-own-keys"]
+        [
+            "not-injected-before",
+            "asks-by-its-own-keys-or-its-namespaces"
+        ]
     );
     let names: Vec<&str> = all
         .iter()
