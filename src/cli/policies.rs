@@ -23,8 +23,10 @@ pub enum Apply {
 pub struct LivePolicyArgs {
     /// Keep policy mode's MutatingAdmissionPolicies current (docs/policy.md): the replica that
     /// holds the Lease renders them from its Instrumentation cache, as `otel-injector policy
-    /// --mode MODE --cluster` would, whenever an Instrumentation changes (and every minute),
-    /// applies them (server-side apply, field manager otel-injector-policies) and deletes
+    /// --mode MODE --cluster` would, whenever an Instrumentation or a namespace's injection
+    /// keys change (and every minute); reading the namespaces, it gives an Instrumentation
+    /// without a selector a policy per language, which only the pods with that language's key
+    /// and those of the namespaces whose keys ask for it reach. It applies them (server-side apply, field manager otel-injector-policies) and deletes
     /// those named `<--policy-name-prefix>.…` it no longer renders. Needs get/list/create/
     /// patch/delete on the admission policies and their bindings and the Lease
     /// (manifests/components/live-policies): whoever holds that may mutate any object the API
@@ -33,8 +35,8 @@ pub struct LivePolicyArgs {
     pub apply_policies: Apply,
 
     /// With --apply-policies: the first part of every object's name
-    /// (`<prefix>.<namespace>.<instrumentation>`, `<prefix>.not-injected`, …); the objects
-    /// it deletes are those of this prefix.
+    /// (`<prefix>.<namespace>.<instrumentation>.<language>`, `<prefix>.not-injected`, …); the
+    /// objects it deletes are those of this prefix.
     #[arg(
         long,
         env = "OTEL_INJECTOR_POLICY_NAME_PREFIX",
