@@ -204,14 +204,7 @@ impl Catalog for StaticCatalog {
     }
 
     fn namespaces_asking(&self) -> Option<Vec<(String, Arc<NamespaceInfo>)>> {
-        let mut asking: Vec<(String, Arc<NamespaceInfo>)> = self
-            .namespaces
-            .iter()
-            .filter(|(_, info)| info.asks())
-            .map(|(name, info)| (name.clone(), info.clone()))
-            .collect();
-        asking.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Some(asking)
+        Some(NamespaceInfo::asking(self.namespaces.iter()))
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {

@@ -261,6 +261,19 @@ impl NamespaceInfo {
             .any(|k| k.starts_with(crate::keys::INJECT_PREFIX))
     }
 
+    /// Of `namespaces`, those whose own keys ask ([`Self::asks`]), sorted by name: what a
+    /// catalog that holds every namespace answers [`Catalog::namespaces_asking`] with.
+    pub fn asking<'a>(
+        namespaces: impl Iterator<Item = (&'a String, &'a Arc<NamespaceInfo>)>,
+    ) -> Vec<(String, Arc<NamespaceInfo>)> {
+        let mut asking: Vec<(String, Arc<NamespaceInfo>)> = namespaces
+            .filter(|(_, info)| info.asks())
+            .map(|(name, info)| (name.clone(), info.clone()))
+            .collect();
+        asking.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        asking
+    }
+
     /// Whether its own keys may ask for `lang`: its `inject-<lang>` annotation or label
     /// (`"false"` included).
     pub fn asks_for(&self, lang: Language) -> bool {

@@ -236,15 +236,10 @@ impl Catalog for KubeCatalog {
     }
 
     fn namespaces_asking(&self) -> Option<Vec<(String, Arc<NamespaceInfo>)>> {
-        let mut asking: Vec<(String, Arc<NamespaceInfo>)> = self
-            .namespaces
-            .read()
-            .iter()
-            .filter(|(_, e)| e.info.asks())
-            .map(|(name, e)| (name.clone(), e.info.clone()))
-            .collect();
-        asking.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        Some(asking)
+        let entries = self.namespaces.read();
+        Some(NamespaceInfo::asking(
+            entries.iter().map(|(name, e)| (name, &e.info)),
+        ))
     }
 
     fn objects(&self) -> Option<&dyn ObjectLookup> {

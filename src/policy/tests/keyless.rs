@@ -167,13 +167,7 @@ fn a_language_policy_takes_the_pods_with_its_key_and_those_of_namespaces_that_as
         )
     );
     // A selector asks without a key: every pod.
-    let selecting = JAVA.replace(
-        "metadata: {name: java, namespace: shop}",
-        r#"metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'}}"#,
-    );
-    let selected = StaticCatalog::from_yaml(&selecting)
-        .unwrap()
-        .with_namespace("shop", &[]);
+    let selected = selecting();
     assert_eq!(one_policy(&selected), ["not-injected-before"]);
 }
 
@@ -248,13 +242,7 @@ fn mode_policys_status_policy_takes_keyed_pods_and_those_of_namespaces_that_ask(
         conditions_of(&status(&catalog, false)),
         ["not-injected-before"]
     );
-    let selecting = JAVA.replace(
-        "metadata: {name: java, namespace: shop}",
-        r#"metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'}}"#,
-    );
-    let selected = StaticCatalog::from_yaml(&selecting)
-        .unwrap()
-        .with_namespace("shop", &[]);
+    let selected = selecting();
     assert_eq!(
         conditions_of(&status(&selected, true)),
         ["not-injected-before"]
@@ -268,4 +256,15 @@ fn conditions_of(conditions: &Value) -> Vec<&str> {
         .iter()
         .map(|c| c["name"].as_str().unwrap())
         .collect()
+}
+
+/// `JAVA` with a selector, in a namespace that asks for nothing.
+fn selecting() -> StaticCatalog {
+    let yaml = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        r#"metadata: {name: java, namespace: shop, annotations: {otel-injector/selector: '{"languages": ["java"], "podSelector": {"matchLabels": {"tier": "web"}}}'}}"#,
+    );
+    StaticCatalog::from_yaml(&yaml)
+        .unwrap()
+        .with_namespace("shop", &[])
 }
