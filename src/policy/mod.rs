@@ -1,6 +1,6 @@
 //! Policy mode: injection by the API server itself. Each Instrumentation becomes one
 //! `MutatingAdmissionPolicy` (`admissionregistration.k8s.io/v1`, Kubernetes ≥ 1.36) and its
-//! binding, which replay in CEL what the webhook does in image-volume delivery for the
+//! binding (live policies: one per language, [`objects`]), which replay in CEL what the webhook does in image-volume delivery for the
 //! languages a template can express (Java, Node.js, Python, .NET, SDK): the volumes, mounts
 //! and environment read off the engine itself ([`template`]), the pod-dependent parts
 //! written in CEL ([`inject`]). A pod the policy does not cover is left to the webhook
@@ -93,9 +93,10 @@ pub struct PolicyOptions {
     /// Instrumentations to it.
     pub verify_exporter_tls: bool,
     /// The catalog holds every namespace, kept current, and a change of one renders again
-    /// (live policies): a policy bound in one namespace whose own keys ask for nothing, of an
-    /// Instrumentation without a selector, lets only the pods with a key of their own reach
-    /// its mutations ([`inject::match_conditions`]).
+    /// (live policies): an Instrumentation without a selector gets a policy per language,
+    /// which only the pods with that language's key and those of the namespaces whose keys
+    /// ask for it reach, and mode `policy`'s status policy takes only the pods with a key and
+    /// those of the namespaces that ask ([`inject::match_conditions`]).
     pub namespaces_read: bool,
 }
 

@@ -97,10 +97,11 @@ pub(super) struct Keyed {
 type Numbered<'t> = (usize, &'t Template);
 
 /// The policies and bindings of one Instrumentation: one policy with a mutation per language
-/// (its agent's variants are branches of it); or, where only the pods with a key of their own
-/// can ask, a policy per language that only the pods with that language's key reach, so that
-/// a pod runs its own language's mutation alone (the API server runs every mutation of a
-/// policy it reaches, about half a millisecond each even when its patch is empty).
+/// (its agent's variants are branches of it); or, where the renderer reads the namespaces and
+/// no selector of it asks, a policy per language, which only the pods with that language's key
+/// and those of the namespaces whose keys ask for it reach, so that a pod runs its own
+/// language's mutation alone (the API server runs every mutation of a policy it reaches, about
+/// half a millisecond each even when its patch is empty).
 pub(super) fn injection_policies(
     options: &PolicyOptions,
     inst: &Arc<Instrumentation>,
