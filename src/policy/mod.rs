@@ -1,6 +1,7 @@
 //! Policy mode: injection by the API server itself. Each Instrumentation becomes one
 //! `MutatingAdmissionPolicy` (`admissionregistration.k8s.io/v1`, Kubernetes ≥ 1.36) and its
-//! binding (live policies: one per language, [`objects`]), which replay in CEL what the webhook does in image-volume delivery for the
+//! binding (live policies: one per language, [`objects`]), which replay in CEL what the
+//! webhook does in image-volume delivery for the
 //! languages a template can express (Java, Node.js, Python, .NET, SDK): the volumes, mounts
 //! and environment read off the engine itself ([`template`]), the pod-dependent parts
 //! written in CEL ([`inject`]). A pod the policy does not cover is left to the webhook
