@@ -180,7 +180,18 @@ impl NamingValue {
     }
 }
 
-impl NamingRule<'_> {
+impl<'a> NamingRule<'a> {
+    /// The rule of `namespace/name` in `index`: the only one of its namespace when the index
+    /// holds no other there, readable or not (as [`resolve`] counts them for `"true"`).
+    pub fn of(index: &Instrumentations, namespace: &'a str, name: &'a str, shared: bool) -> Self {
+        NamingRule {
+            namespace,
+            name,
+            only_in_namespace: index.names_in(namespace).len() == 1,
+            shared,
+        }
+    }
+
     /// The values that name it from a pod of its own namespace (`home`) or of another: at
     /// home its name (unless `true` or `false`, which ask for the namespace's only one or for
     /// none), `ns/name`, and `"true"` when it is the only one there; elsewhere `ns/name` when

@@ -31,7 +31,9 @@ use serde_json::{Value, json};
 use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
-use crate::engine::{Catalog, CrossNamespace, EngineConfig, NamespaceInfo, SkipReason, unusable};
+use crate::engine::{
+    Catalog, CrossNamespace, EngineConfig, NamespaceInfo, NamingRule, SkipReason, unusable,
+};
 use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 
 pub use objects::by_plugin;
@@ -193,10 +195,6 @@ fn render_with(
         .namespaces_read
         .then(|| catalog.namespaces_asking())
         .flatten();
-    let mut per_namespace: BTreeMap<&str, usize> = BTreeMap::new();
-    for (ns, ..) in all.iter() {
-        *per_namespace.entry(ns).or_default() += 1;
-    }
     for (ns, name, entry, hash) in all.iter() {
         known
             .names
@@ -213,8 +211,6 @@ fn render_with(
             }
             continue;
         };
-        // `true` names it when it is the namespace's only one (readable or not).
-        let only = per_namespace[ns] == 1;
         let coverage = rendered.coverage.entry(format!("{ns}/{name}")).or_default();
         let mut templates = Vec::new();
         let verified = options.verify_exporter_tls && ExporterTlsFiles::of(&inst.spec).is_some();
@@ -273,7 +269,8 @@ fn render_with(
             .get(&format!("{ns}/{name}"))
             .is_some_and(|r| r.shared && r.selector.namespace_selector.is_some());
         let reach = inject::Reach {
-            only_in_namespace: only,
+            // `"true"` names it when it is its namespace's only one, as the engine counts.
+            only_in_namespace: NamingRule::of(&all, ns, name, shared).only_in_namespace,
             shared,
             everywhere: shared || selects_elsewhere,
         };

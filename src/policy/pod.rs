@@ -128,7 +128,6 @@ fn path(
     };
     let (inst_ns, name) = qualified.split_once('/').unwrap_or(("", qualified));
     let all = catalog.instrumentations();
-    let only = all.iter().filter(|(n, ..)| *n == inst_ns).count() == 1;
     let Some(Ok(inst)) = all.get(inst_ns, name) else {
         return webhook("the Instrumentation cannot be read");
     };
@@ -138,13 +137,7 @@ fn path(
     } else {
         // The values its policy takes: the engine's, other namespaces' as far as the policy
         // serves them.
-        let rule = NamingRule {
-            namespace: inst_ns,
-            name,
-            only_in_namespace: only,
-            shared: super::shared(inst, config),
-        };
-        rule.names(ns, value)
+        NamingRule::of(&all, inst_ns, name, super::shared(inst, config)).names(ns, value)
     };
     if !names_it {
         return webhook(

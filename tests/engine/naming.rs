@@ -9,7 +9,7 @@ use otel_injector::admission::mutate;
 use otel_injector::agents::Language;
 use otel_injector::cluster::StaticCatalog;
 use otel_injector::engine::{
-    CrossNamespace, EngineConfig, NamingRule, Snapshot, shared_with_others,
+    Catalog, CrossNamespace, EngineConfig, NamingRule, Snapshot, shared_with_others,
 };
 use otel_injector::keys::CROSS_NAMESPACE_ANNOTATION;
 use serde_json::json;
@@ -93,28 +93,15 @@ fn the_naming_rule_is_the_engines_resolution_seen_from_each_instrumentation() {
                     .iter()
                     .map(|i| i.instrumentation.clone())
                     .collect();
-                let all = catalog_instrumentations(&catalog);
+                let index = catalog.instrumentations();
                 let rules: Vec<String> = INSTRUMENTATIONS
                     .iter()
                     .filter(|(ns, name, _)| {
-                        let inst = all
-                            .iter()
-                            .find(|i| {
-                                i.metadata.namespace.as_deref() == Some(*ns)
-                                    && i.metadata.name.as_deref() == Some(*name)
-                            })
-                            .unwrap();
-                        let rule = NamingRule {
-                            namespace: ns,
-                            name,
-                            only_in_namespace: INSTRUMENTATIONS
-                                .iter()
-                                .filter(|(n, ..)| n == ns)
-                                .count()
-                                == 1,
-                            shared: shared_with_others(&config, inst),
+                        let Some(Ok(inst)) = index.get(ns, name) else {
+                            panic!("{ns}/{name} not read");
                         };
-                        rule.names(pod_ns, value)
+                        let shared = shared_with_others(&config, inst);
+                        NamingRule::of(&index, ns, name, shared).names(pod_ns, value)
                     })
                     .map(|(ns, name, _)| format!("{ns}/{name}"))
                     .collect();
@@ -128,15 +115,4 @@ fn the_naming_rule_is_the_engines_resolution_seen_from_each_instrumentation() {
     }
     // The table names something often enough to mean it.
     assert!(named > 40, "{named}");
-}
-
-fn catalog_instrumentations(
-    catalog: &StaticCatalog,
-) -> Vec<std::sync::Arc<otel_injector::crd::Instrumentation>> {
-    use otel_injector::engine::Catalog;
-    catalog
-        .instrumentations()
-        .iter()
-        .filter_map(|(_, _, entry, _)| entry.as_ref().ok().cloned())
-        .collect()
 }
