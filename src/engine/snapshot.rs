@@ -252,7 +252,6 @@ impl NamespaceInfo {
         }
     }
 
-    /// Its injection keys, labels winning over annotations.
     /// Whether its own keys may ask for injection: an `inject-*` annotation or label (`"false"`
     /// included; what it asks is the engine's to read). A namespace without one asks for
     /// nothing, so its pods that have no key of their own need not be read.
@@ -281,6 +280,7 @@ impl NamespaceInfo {
         self.annotations.contains_key(key) || self.labels.contains_key(key)
     }
 
+    /// Its injection keys, labels winning over annotations.
     pub fn keys(&self) -> Keys<'_> {
         Keys {
             labels: Some(&self.labels),
