@@ -48,14 +48,16 @@ mod tests {
     #[test]
     fn caps_fit_under_the_limit() {
         let (mut w, mut a) = (512, 64);
-        assert!(!fit_caps(704, &mut w, &mut a));
+        assert!(!fit_caps(576 + RESERVE, &mut w, &mut a));
         assert_eq!((w, a), (512, 64));
+        // 1,024 descriptors (a container's usual hard limit) less the reserve.
+        assert_eq!(RESERVE, 320);
         let (mut w, mut a) = (1024, 64);
         assert!(fit_caps(1024, &mut w, &mut a));
-        assert_eq!((w, a), (832, 64));
+        assert_eq!((w, a), (640, 64));
         let (mut w, mut a) = (1024, 64);
         assert!(fit_caps(384, &mut w, &mut a));
-        assert_eq!((w, a), (192, 64));
+        assert_eq!((w, a), (48, 16));
         let (mut w, mut a) = (1024, 64);
         assert!(fit_caps(10, &mut w, &mut a));
         assert_eq!((w, a), (1, 1));

@@ -56,8 +56,12 @@ impl Default for ConnLimits {
 }
 
 /// Connections chosen to give way and not closed yet beyond which a listener waits before
-/// accepting more: how far open connections may briefly exceed the cap.
-pub const MAX_SHEDDING: usize = 32;
+/// accepting more: how far open connections may briefly exceed the cap. A chosen one closes
+/// when its task runs next, which under a flood can be a while: at 32, the admin listener's
+/// accept loop waited often enough for a 9,000-connection flood to fill the kernel's queue
+/// (4,096), whose overflow drops SYNs, a probe's included (a 1 s retransmit for the kubelet,
+/// whose probe times out at 1 s). At 64 and 256 it no longer did (`hostile` tests).
+pub const MAX_SHEDDING: usize = 128;
 
 /// What a connection is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -141,7 +141,9 @@ impl Tracker {
                 key: None,
             },
         );
-        reg.enter(id, phase);
+        // Not in the shedding queue until its task starts ([`Conn::run`]): under a flood the
+        // accept loop outpaces the tasks, and a connection it sheds before its task has run
+        // once never had the chance to read the request already waiting on it (a probe's).
         // Counted under the registry's lock, as it is uncounted: the gauge never shows more
         // connections than the registry holds (a drop and an admission racing otherwise
         // showed one more than the cap allows).
@@ -290,6 +292,11 @@ impl Conn {
         self.0.wake.notify_one();
     }
 
+    /// Its task has begun: from now on it may be chosen to give way.
+    fn started(&self) {
+        self.set(self.phase());
+    }
+
     /// When the current phase runs out, and which phase that is.
     fn deadline(&self) -> Option<(Phase, Instant)> {
         let tracker = &self.0.tracker;
@@ -332,6 +339,7 @@ impl Conn {
     /// closed early, if it was.
     pub async fn run(self, work: impl Future<Output = ()>) -> Option<ConnClose> {
         let _registered = Registration(self.clone());
+        self.started();
         tokio::pin!(work);
         let closed = loop {
             let Some((phase, deadline)) = self.deadline() else {

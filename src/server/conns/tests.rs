@@ -158,6 +158,11 @@ async fn the_oldest_connection_without_a_request_gives_way_first() {
     let silent = t.register(Phase::Fresh);
     let handshaking = t.register(Phase::Handshake);
     let slow_head = t.register(Phase::Fresh);
+    // Not a candidate until its task has started.
+    let unstarted = t.register(Phase::Fresh);
+    for c in [&silent, &handshaking] {
+        c.started();
+    }
     slow_head.bytes_read();
     assert_eq!(slow_head.phase(), Phase::Head);
     // A later idle connection comes after the older fresh ones but before none.
@@ -171,6 +176,9 @@ async fn the_oldest_connection_without_a_request_gives_way_first() {
     }
     assert!(!busy.0.shed.load(Ordering::Acquire));
     assert!(!t.shed_oldest(), "a request in progress never gives way");
+    unstarted.started();
+    assert!(t.shed_oldest());
+    assert!(unstarted.0.shed.load(Ordering::Acquire));
     // A shed connection is not queued again by a later phase change.
     silent.set(Phase::Idle);
     assert!(!t.shed_oldest());
