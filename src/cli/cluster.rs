@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use clap::Args;
+use clap::{ArgAction, Args};
 
 use crate::cluster::{Caches, FileCatalog};
 
@@ -33,12 +33,8 @@ pub struct ClusterArgs {
     /// it). Without it, a missing object is reported by the kubelet's own event on the pod,
     /// and only names that are not valid are refused. Live policies (--apply-policies) then
     /// leave Instrumentations with exporter TLS to the webhook (a policy cannot look up).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_VERIFY_EXPORTER_TLS")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub verify_exporter_tls: bool,
 
     /// Keep the label `otel-injector/inject=true` on namespaces whose annotations ask for
@@ -46,12 +42,8 @@ pub struct ClusterArgs {
     /// (webhook `matchConditions` cannot see namespace annotations). Needs patch on
     /// namespaces (manifests/components/targeted); the default install sends every pod instead and
     /// writes nothing.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_LABEL_NAMESPACES",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_LABEL_NAMESPACES")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub label_namespaces: bool,
 }
 

@@ -211,6 +211,12 @@ fn duration(v: &str) -> Result<Duration, String> {
         .ok_or_else(|| format!("invalid duration {v:?} (use e.g. 10s, 500ms, 1m)"))
 }
 
+/// The default of every list of namespaces left alone: the webhook configuration's
+/// exclusions by name (kube-system and the webhook's own namespace).
+fn excluded_by_name() -> Vec<String> {
+    crate::keys::EXCLUDED_BY_NAME.map(String::from).to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

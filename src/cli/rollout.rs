@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgAction, Args};
+
+use super::excluded_by_name;
 
 use crate::cluster::rollout::{AutoRollout, Settings};
-use crate::keys::EXCLUDED_BY_NAME;
 
 /// How often a restarted workload is read while it rolls out.
 pub const POLL: Duration = Duration::from_secs(1);
@@ -73,12 +74,8 @@ pub struct RolloutArgs {
 
     /// Namespaces never touched (the webhook's exclusions: kube-system and its own
     /// namespace). Repeatable or comma-separated; replaces the default.
-    #[arg(
-        long = "excluded-namespace",
-        value_name = "NAMESPACE",
-        value_delimiter = ',',
-        default_values_t = EXCLUDED_BY_NAME.map(String::from)
-    )]
+    #[arg(long = "excluded-namespace")]
+    #[arg(value_name = "NAMESPACE", value_delimiter = ',', default_values_t = excluded_by_name())]
     pub excluded_namespaces: Vec<String>,
 }
 
@@ -106,12 +103,8 @@ pub struct RolloutServeArgs {
     /// and patch on deployments, statefulsets and daemonsets, list on pods, patch
     /// on instrumentations/status, create on events and the Lease
     /// (manifests/components/rollout, chart value rollout.enabled). Off by default.
-    #[arg(
-        long = "rollout",
-        env = "OTEL_INJECTOR_ROLLOUT",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long = "rollout", env = "OTEL_INJECTOR_ROLLOUT")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub enabled: bool,
 
     /// Workloads restarted and not yet complete at any one time.
@@ -133,13 +126,8 @@ pub struct RolloutServeArgs {
     /// Namespaces the rollout never touches (the webhook configuration's exclusions by name:
     /// kube-system and the webhook's own namespace; namespaces labeled
     /// otel-injector/inject=disabled are always left alone).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_ROLLOUT_EXCLUDED_NAMESPACES",
-        value_name = "NAMESPACE",
-        value_delimiter = ',',
-        default_values_t = EXCLUDED_BY_NAME.map(String::from)
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_ROLLOUT_EXCLUDED_NAMESPACES")]
+    #[arg(value_name = "NAMESPACE", value_delimiter = ',', default_values_t = excluded_by_name())]
     pub rollout_excluded_namespaces: Vec<String>,
 }
 

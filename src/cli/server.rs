@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Args;
+use clap::{ArgAction, Args};
 use tokio::net::TcpListener;
 
 use std::sync::Arc;
@@ -112,12 +112,8 @@ pub struct ServerArgs {
     /// otel_injector_registration_drift{aspect} and, with --status, the Instrumentations'
     /// Registered condition. Needs get on that configuration (manifests/components/
     /// registration-check; built-in certificates have it). Cluster mode only.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_CHECK_REGISTRATION",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_CHECK_REGISTRATION")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub check_registration: bool,
 
     /// With --check-registration: the failurePolicy the configuration's entries must have.
@@ -235,12 +231,8 @@ pub struct EventArgs {
     /// create and patch on events.k8s.io events (manifests/components/events); without them
     /// publishing fails, is counted and logged, and admission is unaffected. Needs a client:
     /// with --instrumentation-file and no --kubeconfig there is none, and no Events.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_EVENTS",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_EVENTS")]
+    #[arg(default_value_t = true, action = ArgAction::Set)]
     pub events: bool,
 
     /// Most Events waiting to be published (1–65536). When the queue is full (the API

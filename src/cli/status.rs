@@ -2,11 +2,10 @@
 
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgAction, Args};
 
-use super::duration;
+use super::{duration, excluded_by_name};
 use crate::cluster::lease::{self, LeaseConfig};
-use crate::keys::EXCLUDED_BY_NAME;
 
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Instrumentation status")]
@@ -19,12 +18,8 @@ pub struct StatusArgs {
     /// instrumentations/status and the Lease (manifests/components/status); without them it
     /// logs and retries, and nothing else is affected. Only when watching the cluster (not
     /// with --instrumentation-file).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_STATUS",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_STATUS")]
+    #[arg(default_value_t = true, action = ArgAction::Set)]
     pub status: bool,
 
     /// Also find the pods that asked for injection and were admitted without the webhook (it
@@ -34,12 +29,8 @@ pub struct StatusArgs {
     /// Counted in `status.missed` and the metric otel_injector_status_pods_missed, announced
     /// with one InjectionMissed Event per workload (with --events), restarted by the automatic
     /// rollout. Needs nothing beyond --status.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_FIND_MISSED",
-        default_value_t = true,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_FIND_MISSED")]
+    #[arg(default_value_t = true, action = ArgAction::Set)]
     pub find_missed: bool,
 
     /// With --status, also tell the failing pods among those injected with an
@@ -50,12 +41,8 @@ pub struct StatusArgs {
     /// otel_injector_status_failing_workloads. The pod watch then receives whole pods instead
     /// of their metadata (more bytes per event; what is kept per pod grows by a word, and by
     /// the failure of a failing one). Needs nothing beyond --status.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_DETECT_FAILURES",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_DETECT_FAILURES")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub detect_failures: bool,
 
     /// With --status (implies --detect-failures), the Lease holder rolls back the workloads
@@ -66,23 +53,14 @@ pub struct StatusArgs {
     /// it in status.rolledBack and a Warning InstrumentationRolledBack Event. Once per
     /// workload and spec, at most 10 a minute. Needs get/patch on those workloads
     /// (manifests/components/rollback).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_ROLLBACK",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_ROLLBACK")]
+    #[arg(default_value_t = false, action = ArgAction::Set)]
     pub rollback: bool,
 
     /// Namespaces whose pods are never counted missed: the webhook configuration's exclusions
     /// by name (namespaces and pods labeled otel-injector/inject=disabled are always left out).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_MISSED_EXCLUDED_NAMESPACES",
-        value_name = "NAMESPACE",
-        value_delimiter = ',',
-        default_values_t = EXCLUDED_BY_NAME.map(String::from)
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_MISSED_EXCLUDED_NAMESPACES")]
+    #[arg(value_name = "NAMESPACE", value_delimiter = ',', default_values_t = excluded_by_name())]
     pub missed_excluded_namespaces: Vec<String>,
 
     /// Namespace of the Lease; by default $POD_NAMESPACE, else the service account's
