@@ -1,6 +1,6 @@
 //! The status controller's Events: one Warning `InjectionMissed` per workload with missed
 //! pods and one `InstrumentedPodsFailing` per failing workload, each announced once while it
-//! lasts, about the workload (else the Instrumentation).
+//! lasts (again only after it ended), about the workload (else the Instrumentation).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -67,89 +67,93 @@ impl StatusController {
         });
     }
 
-    /// One Warning `InjectionMissed` Event per workload (and per Instrumentation for pods
-    /// without a controller) when its missed pods are first counted; announced again only
-    /// after it had none.
-    pub(super) fn announce_missed(
+    /// Announces each of `found` whose subject was not found in the previous pass, as a
+    /// Warning Event of `reason`; returns how many subjects this pass found.
+    pub(super) fn announce_new(
         &self,
-        tallies: &BTreeMap<String, Tally>,
+        reason: Reason,
+        found: Vec<Found>,
         index: &Instrumentations,
         once: &mut Once,
-    ) {
-        for (key, tally) in tallies {
-            if tally.pods.missed == 0 {
+    ) -> usize {
+        for f in found {
+            if !once.first((f.key.clone(), f.workload.clone())) {
                 continue;
             }
-            let in_workloads: u32 = tally.workloads.values().map(|c| c.missed).sum();
-            let groups = tally
-                .workloads
-                .iter()
-                .filter(|(_, c)| c.missed > 0)
-                .map(|(w, c)| (Some(w), c.missed))
-                .chain(
-                    (tally.pods.missed > in_workloads)
-                        .then_some((None, tally.pods.missed - in_workloads)),
-                );
-            for (workload, n) in groups {
-                if !once.first((key.clone(), workload.cloned())) {
-                    continue;
-                }
-                let pods = if n == 1 { "pod" } else { "pods" };
-                let of = workload.map_or(String::from(" without a controller"), |w| {
-                    format!(" of {w}")
-                });
-                self.announce(
-                    Reason::Missed,
-                    key,
-                    workload,
-                    index,
-                    format!(
-                        "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
-                         injection: the webhook was unreachable or not registered when they were \
-                         created; a restart injects them"
-                    ),
-                );
-                tracing::warn!(instrumentation = %key, workload = ?workload.map(ToString::to_string), pods = n, "pods admitted without the webhook");
-            }
+            let workload = f.workload.as_ref().map(ToString::to_string);
+            tracing::warn!(instrumentation = %f.key, workload, pods = f.pods, reason = reason.as_str(), "{}", f.note);
+            self.announce(reason, &f.key, f.workload.as_ref(), index, f.note);
         }
-        once.end_pass();
+        once.end_pass()
     }
+}
 
-    /// One Warning `InstrumentedPodsFailing` Event per workload whose pods injected with an
-    /// Instrumentation's current spec fail, with one failure (the container's last
-    /// termination reason), when first found; again only after it recovered. Sets the
-    /// failing-workloads gauge.
-    pub(super) fn announce_failing(
-        &self,
-        tallies: &BTreeMap<String, Tally>,
-        index: &Instrumentations,
-        once: &mut Once,
-    ) {
-        for (key, tally) in tallies {
-            for (workload, failing) in &tally.failures {
-                if !once.first((key.clone(), Some(workload.clone()))) {
-                    continue;
-                }
-                let failure = &failing.failure;
-                let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
-                self.announce(
-                    Reason::Failing,
-                    key,
-                    Some(workload),
-                    index,
-                    format!(
-                        "{n} pod(s) of {workload} injected with the current spec of \
-                         Instrumentation {key} are failing: {failure}"
-                    ),
-                );
-                tracing::warn!(instrumentation = %key, workload = %workload, pods = n, failure = %failure, "instrumented pods failing");
-            }
+/// A subject a pass found to announce: its pods, and the Event's note.
+pub(super) struct Found {
+    key: String,
+    workload: Option<Workload>,
+    pods: u32,
+    note: String,
+}
+
+/// `InjectionMissed`: per workload (and per Instrumentation for pods without a controller)
+/// with missed pods.
+pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
+    let mut found = Vec::new();
+    for (key, tally) in tallies {
+        if tally.pods.missed == 0 {
+            continue;
         }
-        let workloads = once.end_pass();
-        self.metrics
-            .failing_workloads
-            .set(i64::try_from(workloads).unwrap_or(i64::MAX));
+        let in_workloads: u32 = tally.workloads.values().map(|c| c.missed).sum();
+        let groups = tally
+            .workloads
+            .iter()
+            .filter(|(_, c)| c.missed > 0)
+            .map(|(w, c)| (Some(w), c.missed))
+            .chain(
+                (tally.pods.missed > in_workloads)
+                    .then_some((None, tally.pods.missed - in_workloads)),
+            );
+        for (workload, n) in groups {
+            let pods = if n == 1 { "pod" } else { "pods" };
+            let of = workload.map_or(String::from(" without a controller"), |w| {
+                format!(" of {w}")
+            });
+            found.push(Found {
+                key: key.clone(),
+                workload: workload.cloned(),
+                pods: n,
+                note: format!(
+                    "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
+                     injection: the webhook was unreachable or not registered when they were \
+                     created; a restart injects them"
+                ),
+            });
+        }
     }
+    found
+}
+
+/// `InstrumentedPodsFailing`: per workload whose pods injected with an Instrumentation's
+/// current spec fail, with one failure (the container's last termination reason).
+pub(super) fn failing(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
+    let mut found = Vec::new();
+    for (key, tally) in tallies {
+        for (workload, failing) in &tally.failures {
+            let failure = &failing.failure;
+            let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
+            found.push(Found {
+                key: key.clone(),
+                workload: Some(workload.clone()),
+                pods: n,
+                note: format!(
+                    "{n} pod(s) of {workload} injected with the current spec of \
+                     Instrumentation {key} are failing: {failure}"
+                ),
+            });
+        }
+    }
+    found
 }
 
 /// The namespace and owner an Event of the status controller is about: the workload (its
@@ -184,4 +188,58 @@ fn regarding(
             },
         ),
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::census::Counts;
+
+    #[test]
+    fn missed_pods_are_announced_per_workload_and_the_rest_per_instrumentation() {
+        let web = Workload {
+            namespace: "shop".into(),
+            kind: "Deployment".into(),
+            name: "web".into(),
+        };
+        let mut tally = Tally::default();
+        tally.pods.missed = 3;
+        tally.workloads.insert(
+            web.clone(),
+            Counts {
+                missed: 2,
+                ..Counts::default()
+            },
+        );
+        let quiet = Tally::default();
+        let tallies = BTreeMap::from([("shop/java".into(), tally), ("shop/go".into(), quiet)]);
+        let found: Vec<_> = missed(&tallies)
+            .into_iter()
+            .map(|f| (f.key, f.workload, f.pods, f.note))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (
+                    "shop/java".to_owned(),
+                    Some(web),
+                    2,
+                    "2 pods of Deployment/shop/web asked for Instrumentation shop/java and were \
+                     admitted without injection: the webhook was unreachable or not registered \
+                     when they were created; a restart injects them"
+                        .to_owned()
+                ),
+                (
+                    "shop/java".to_owned(),
+                    None,
+                    1,
+                    "1 pod without a controller asked for Instrumentation shop/java and were \
+                     admitted without injection: the webhook was unreachable or not registered \
+                     when they were created; a restart injects them"
+                        .to_owned()
+                ),
+            ]
+        );
+        assert!(failing(&tallies).is_empty());
+    }
 }

@@ -37,7 +37,7 @@ use desired::{missing_references, now};
 use metrics::{Metrics, WriteResult};
 use pods::{SharedPods, watch_pods};
 
-use super::events::{self, EventSink};
+use super::events::{self, EventSink, Reason};
 use super::missed::{Finder, SharedMissed};
 use super::registration::SharedDrift;
 use super::{KubeCatalog, Leadership};
@@ -243,9 +243,15 @@ impl StatusController {
             let missed = self.missed.lock().unwrap_or_else(|e| e.into_inner());
             census(pods.records.values().chain(missed.records()), &existing)
         };
-        self.announce_missed(&tallies, &index, &mut announced.missed);
+        let missed = announce::missed(&tallies);
+        self.announce_new(Reason::Missed, missed, &index, &mut announced.missed);
         if self.detect_failures {
-            self.announce_failing(&tallies, &index, &mut announced.failing);
+            let failing = announce::failing(&tallies);
+            let workloads =
+                self.announce_new(Reason::Failing, failing, &index, &mut announced.failing);
+            self.metrics
+                .failing_workloads
+                .set(i64::try_from(workloads).unwrap_or(i64::MAX));
         }
         let lookup = self
             .catalog
