@@ -1,7 +1,7 @@
 //! The workloads the background writers act on (Deployments, StatefulSets, DaemonSets):
-//! each read by kind ([`get`]) and its pod template's annotations patched ([`patch_template`]),
-//! for the rollout's restarts and the safety net's rollback marker alike; and a
-//! StatefulSet's forced rollback ([`delete_blocking_pods`]).
+//! each read by kind ([`get`]) and its pod template's annotations set by a merge patch
+//! ([`merge_patch`]), for the rollout's restarts and the safety net's rollback marker alike;
+//! and a StatefulSet's forced rollback ([`delete_blocking_pods`]).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -13,7 +13,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde::de::DeserializeOwned;
-use serde_json::json;
 
 use crate::census::Workload;
 
@@ -161,18 +160,6 @@ where
         .patch(&w.name, &params, &Patch::Merge(patch))
         .await
         .map(wrap)
-}
-
-/// Sets `annotations` on a workload's pod template by a merge patch under `field_manager`
-/// (which makes its controller replace its pods). `None`: not a kind that can be restarted.
-pub async fn patch_template(
-    client: &Client,
-    w: &Workload,
-    annotations: &serde_json::Value,
-    field_manager: &str,
-) -> kube::Result<Option<WorkloadObject>> {
-    let patch = json!({"spec": {"template": {"metadata": {"annotations": annotations}}}});
-    merge_patch(client, w, &patch, field_manager).await
 }
 
 /// Applies the merge patch `patch` to a workload under `field_manager`. `None`: not a kind

@@ -345,34 +345,36 @@ mod tests {
         let both: BTreeSet<Language> = [Language::Java, Language::Python].into();
         let spec = SpecHash([0x3f, 0x2a, 0x9c, 0x1b]);
         let other = SpecHash([1, 2, 3, 4]);
-        assert_eq!(decide(None, None, &java, spec), Verdict::Mark);
-        assert_eq!(
-            decide(Some("java=3f2a9c1b"), None, &java, spec),
-            Verdict::Tried
-        );
-        // Tried with it before, under another spec, or not for every failing language.
-        assert_eq!(
-            decide(Some("java=3f2a9c1b"), None, &java, other),
-            Verdict::Mark
-        );
-        assert_eq!(
-            decide(Some("java=3F2A9C1B"), None, &both, spec),
-            Verdict::Mark
-        );
-        assert_eq!(
-            decide(Some("python=3f2a9c1b,java=3f2a9c1b"), None, &both, spec),
-            Verdict::Tried
-        );
-        // A controller that would not replace the pods: left alone, once tried or not.
-        let paused = Some("paused".to_owned());
-        assert_eq!(
-            decide(None, paused.clone(), &java, spec),
-            Verdict::NotRolled("paused".into())
-        );
-        assert_eq!(
-            decide(Some("java=3f2a9c1b"), paused, &java, spec),
-            Verdict::Tried
-        );
+        let paused = || Some("paused".to_owned());
+        // (the workload's marker, why its controller would not replace the pods, the failing
+        // languages, the current spec) → the verdict.
+        let cases = [
+            (None, None, &java, spec, Verdict::Mark),
+            (Some("java=3f2a9c1b"), None, &java, spec, Verdict::Tried),
+            // Tried with it before, under another spec, or not for every failing language.
+            (Some("java=3f2a9c1b"), None, &java, other, Verdict::Mark),
+            (Some("java=3F2A9C1B"), None, &both, spec, Verdict::Mark),
+            (
+                Some("python=3f2a9c1b,java=3f2a9c1b"),
+                None,
+                &both,
+                spec,
+                Verdict::Tried,
+            ),
+            // A controller that would not replace the pods: left alone, once tried or not.
+            (
+                None,
+                paused(),
+                &java,
+                spec,
+                Verdict::NotRolled("paused".into()),
+            ),
+            (Some("java=3f2a9c1b"), paused(), &java, spec, Verdict::Tried),
+        ];
+        for (marker, not_rolled, langs, hash, want) in cases {
+            let got = decide(marker, not_rolled.clone(), langs, hash);
+            assert_eq!(got, want, "{marker:?} {not_rolled:?} {langs:?} {hash:?}");
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::FIELD_MANAGER;
 use crate::census::Workload;
-use crate::cluster::workloads::{WorkloadObject, patch_template};
+use crate::cluster::workloads::{WorkloadObject, merge_patch};
 use crate::keys::RESTARTED_AT;
 
 /// Restarts a workload as `kubectl rollout restart` does: a merge patch of its pod
@@ -17,7 +17,8 @@ pub async fn restart(
     w: &Workload,
     stamp: &str,
 ) -> kube::Result<Option<WorkloadObject>> {
-    patch_template(client, w, &json!({RESTARTED_AT: stamp}), FIELD_MANAGER).await
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {RESTARTED_AT: stamp}}}}});
+    merge_patch(client, w, &patch, FIELD_MANAGER).await
 }
 
 /// Now, as `kubectl rollout restart` writes it (RFC 3339, whole seconds, UTC).
