@@ -177,12 +177,18 @@ mod tests {
         h
     }
 
-    #[test]
-    fn callers_are_admitted_by_a_verified_certificate_or_a_listed_token() {
+    /// A token file holding `content`, loaded (the folder lives as long as the guard).
+    fn token_file(content: &str) -> (tempfile::TempDir, std::path::PathBuf, Arc<Tokens>) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("tokens");
-        std::fs::write(&file, "\n  first-token \nsecond-token\n").unwrap();
+        std::fs::write(&file, content).unwrap();
         let tokens = Tokens::load(&file).unwrap();
+        (dir, file, tokens)
+    }
+
+    #[test]
+    fn callers_are_admitted_by_a_verified_certificate_or_a_listed_token() {
+        let (_dir, _, tokens) = token_file("\n  first-token \nsecond-token\n");
         let cert = Peer { client_cert: true };
         let none = Peer::default();
         let off = Auth::default();
@@ -222,10 +228,7 @@ mod tests {
 
     #[test]
     fn the_token_file_is_reloaded_and_a_bad_one_keeps_the_tokens() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("tokens");
-        std::fs::write(&file, "old\n").unwrap();
-        let tokens = Tokens::load(&file).unwrap();
+        let (_dir, file, tokens) = token_file("old\n");
         assert_eq!(tokens.reload(), None, "unchanged");
         std::fs::write(&file, "new\n").unwrap();
         assert_eq!(tokens.reload(), Some(Ok(())));
