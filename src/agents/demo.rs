@@ -45,11 +45,7 @@ mod tests {
 
     #[test]
     fn a_registry_line_is_all_a_new_language_needs() {
-        let catalog = StaticCatalog::from_yaml(
-            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
-             metadata: {name: demo, namespace: shop}\nspec: {}\n",
-        )
-        .unwrap();
+        let catalog = StaticCatalog::one("shop", "demo");
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "annotations": {
                 "instrumentation.opentelemetry.io/inject-demo": "true",

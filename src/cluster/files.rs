@@ -108,6 +108,14 @@ impl StaticCatalog {
         }
     }
 
+    /// A catalog of one Instrumentation, `namespace/name`, with an empty spec.
+    #[cfg(test)]
+    pub fn one(namespace: &str, name: &str) -> Self {
+        let mut inst = Instrumentation::new(name, crate::crd::InstrumentationSpec::default());
+        inst.metadata.namespace = Some(namespace.to_owned());
+        Self::new([inst])
+    }
+
     fn index(&mut self) -> &mut Instrumentations {
         Arc::make_mut(&mut self.instrumentations)
     }

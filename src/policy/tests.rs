@@ -382,11 +382,7 @@ fn explain_names_the_policy_for_the_pods_it_covers_and_says_why_not_for_the_rest
 #[test]
 fn variants_are_the_engines() {
     use crate::pod::select::Keys;
-    let catalog = StaticCatalog::from_yaml(
-        "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
-         metadata: {name: langs, namespace: shop}\nspec: {}\n",
-    )
-    .unwrap();
+    let catalog = StaticCatalog::one("shop", "langs");
     let config = EngineConfig::default();
     let snapshot = crate::engine::Snapshot::take(&catalog, "shop", &config);
     let patch_of = |lang: Language, variant: Option<(&str, &str)>| {

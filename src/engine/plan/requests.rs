@@ -291,11 +291,7 @@ mod tests {
     use crate::pod::plan::Slot;
 
     fn report(annotations: serde_json::Value) -> Report {
-        let catalog = StaticCatalog::from_yaml(
-            "apiVersion: opentelemetry.io/v1alpha1\nkind: Instrumentation\n\
-             metadata: {name: java, namespace: shop}\nspec: {}\n",
-        )
-        .unwrap();
+        let catalog = StaticCatalog::one("shop", "java");
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "annotations": annotations},
             "spec": {"containers": [{"name": "a"}, {"name": "b"}]}
