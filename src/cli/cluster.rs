@@ -14,11 +14,7 @@ pub struct ClusterArgs {
     /// no Kubernetes API call at all, so namespace-level inject annotations do not apply.
     /// The files are read once the listeners are bound (not ready until then); one that
     /// cannot be read or parsed ends the process with an error.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_INSTRUMENTATION_FILE",
-        value_delimiter = ','
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_INSTRUMENTATION_FILE", value_delimiter = ',')]
     pub instrumentation_file: Vec<PathBuf>,
 
     /// Kubeconfig to use; by default the in-cluster config or $KUBECONFIG / ~/.kube/config.

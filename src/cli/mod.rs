@@ -191,11 +191,7 @@ pub struct DevCertsArgs {
     pub hosts: Vec<String>,
 
     /// Common name of the development CA.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_CA_NAME",
-        default_value = "otel-injector development CA"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_CA_NAME", default_value = "otel-injector development CA")]
     pub ca_name: String,
 
     /// Also write client.crt and client.key: a client certificate of the CA with this

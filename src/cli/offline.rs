@@ -14,12 +14,7 @@ use crate::offline::OutputFormat;
 pub struct Manifests {
     /// Manifests to read: a file (multi-document YAML, or JSON), a directory (its .yaml,
     /// .yml and .json files, not recursively, in name order) or `-` for stdin. Repeatable.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        value_name = "FILE|DIR|-"
-    )]
+    #[arg(short = 'f', long = "filename", required = true, value_name = "FILE|DIR|-")]
     pub files: Vec<PathBuf>,
 }
 

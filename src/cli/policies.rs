@@ -37,11 +37,7 @@ pub struct LivePolicyArgs {
     /// With --apply-policies: the first part of every object's name
     /// (`<prefix>.<namespace>.<instrumentation>.<language>`, `<prefix>.not-injected`, …); the
     /// objects it deletes are those of this prefix.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_POLICY_NAME_PREFIX",
-        default_value = "otel-injector"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_POLICY_NAME_PREFIX", default_value = "otel-injector")]
     pub policy_name_prefix: String,
 
     /// With --apply-policies: bind only in namespaces with this label, as KEY=VALUE

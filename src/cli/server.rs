@@ -29,11 +29,7 @@ use crate::server::{ConnLimits, Drain, Shutdown, shutdown};
 #[command(next_help_heading = "Webhook listener")]
 pub struct ServerArgs {
     /// Address of the HTTPS webhook listener (POST /mutate-v1-pod).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_WEBHOOK_ADDR",
-        default_value = "0.0.0.0:9443"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_ADDR", default_value = "0.0.0.0:9443")]
     pub webhook_addr: SocketAddr,
 
     /// A TLS handshake must complete within this.

@@ -12,19 +12,11 @@ use crate::certs::{ServingCert, builtin};
 #[command(next_help_heading = "Certificates")]
 pub struct TlsArgs {
     /// PEM serving certificate (chain). Reloaded when it changes on disk.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_TLS_CERT_FILE",
-        default_value = "/tls/tls.crt"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_TLS_CERT_FILE", default_value = "/tls/tls.crt")]
     pub tls_cert_file: PathBuf,
 
     /// PEM private key of the serving certificate. Reloaded when it changes on disk.
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_TLS_KEY_FILE",
-        default_value = "/tls/tls.key"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_TLS_KEY_FILE", default_value = "/tls/tls.key")]
     pub tls_key_file: PathBuf,
 
     /// How often the certificate files are checked for changes.
@@ -42,11 +34,7 @@ pub struct TlsArgs {
     /// Built-in certificate mode: the MutatingWebhookConfiguration whose entries get the
     /// CA as `caBundle`. Empty: none (policy mode: no webhook is registered, the listener
     /// serves the CRD's conversion).
-    #[arg(
-        long,
-        env = "OTEL_INJECTOR_WEBHOOK_CONFIGURATION",
-        default_value = "otel-injector"
-    )]
+    #[arg(long, env = "OTEL_INJECTOR_WEBHOOK_CONFIGURATION", default_value = "otel-injector")]
     pub webhook_configuration: String,
 
     /// Built-in certificate mode: the CustomResourceDefinition whose conversion webhook

@@ -165,10 +165,7 @@ fn a_chain_attributes_each_value_to_the_base_that_set_it() {
     inst("shop", "java", Some("b"), "  java: {}\n") + &inst("shop", "b", Some("java"), "  java: {}\n"),
     "bases form a cycle: shop/java -> shop/b -> shop/java"
 )]
-#[case::not_a_name(
-    team("Platform/java"),
-    "base \"Platform/java\" is not a name or namespace/name"
-)]
+#[case::not_a_name(team("Platform/java"), "base \"Platform/java\" is not a name or namespace/name")]
 fn an_unusable_base_is_a_skip_with_its_reason(#[case] yaml: String, #[case] why: &str) {
     let cat = catalog(&(platform() + &yaml));
     let (_, d) = run(&cat, &java_pod());

@@ -76,34 +76,10 @@ fn manifest(api_version: &str, kind: &str) -> Value {
 
 #[rstest]
 #[case("v1", "Pod", "", "web", None)]
-#[case(
-    "apps/v1",
-    "Deployment",
-    "/spec/template",
-    "web",
-    Some("k8s.deployment.name=web")
-)]
-#[case(
-    "apps/v1",
-    "ReplicaSet",
-    "/spec/template",
-    "web",
-    Some("k8s.replicaset.name=web")
-)]
-#[case(
-    "apps/v1",
-    "StatefulSet",
-    "/spec/template",
-    "web",
-    Some("k8s.statefulset.name=web")
-)]
-#[case(
-    "apps/v1",
-    "DaemonSet",
-    "/spec/template",
-    "web",
-    Some("k8s.daemonset.name=web")
-)]
+#[case("apps/v1", "Deployment", "/spec/template", "web", Some("k8s.deployment.name=web"))]
+#[case("apps/v1", "ReplicaSet", "/spec/template", "web", Some("k8s.replicaset.name=web"))]
+#[case("apps/v1", "StatefulSet", "/spec/template", "web", Some("k8s.statefulset.name=web"))]
+#[case("apps/v1", "DaemonSet", "/spec/template", "web", Some("k8s.daemonset.name=web"))]
 #[case("batch/v1", "Job", "/spec/template", "web", Some("k8s.job.name=web"))]
 #[case(
     "batch/v1",
