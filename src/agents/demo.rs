@@ -16,19 +16,10 @@ pub struct Demo;
 impl Agent for Demo {
     identity!(Demo, "demo");
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        let mut count = 0;
-        for &slot in cx.targets {
-            if let Some(c) = cx.plan.container(slot) {
-                inject_common_env(&mut c.env, &cx.inst.spec);
-                c.env.append_if_absent(literal(DEMO_VAR, "on"));
-                count += 1;
-            }
-        }
-        if count == 0 {
-            Effect::NothingInstrumented
-        } else {
-            Effect::Injected(count)
-        }
+        cx.each_target(|c, inst, _| {
+            inject_common_env(&mut c.env, &inst.spec);
+            c.env.append_if_absent(literal(DEMO_VAR, "on"));
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use super::Language;
 use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
 use crate::pod::info::PodInfo;
-use crate::pod::plan::{InitPosition, PodPlan, Slot};
+use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
 use crate::pod::select::Annotations;
 use crate::warnings::shorten;
 
@@ -95,6 +95,26 @@ pub struct Injection<'p, 'a> {
 impl Injection<'_, '_> {
     pub fn warn(&mut self, msg: String) {
         self.warnings.push(shorten(msg));
+    }
+
+    /// Edits every target with `edit` (given the Instrumentation and the pod), for agents
+    /// that only set variables: what they did, by how many targets there were.
+    pub fn each_target(
+        &mut self,
+        mut edit: impl FnMut(&mut ContainerPlan<'_>, &Instrumentation, &PodInfo<'_>),
+    ) -> Effect {
+        let mut count = 0;
+        for &slot in self.targets {
+            if let Some(c) = self.plan.container(slot) {
+                edit(c, self.inst, self.info);
+                count += 1;
+            }
+        }
+        if count == 0 {
+            Effect::NothingInstrumented
+        } else {
+            Effect::Injected(count)
+        }
     }
 
     /// The section's image, else the default image of `lang`.

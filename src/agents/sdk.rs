@@ -12,20 +12,10 @@ impl Agent for SdkOnly {
     identity!(Sdk, "sdk");
 
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        let mut count = 0;
-        for &slot in cx.targets {
-            let Some(c) = cx.plan.container(slot) else {
-                continue;
-            };
-            inject_common_env(&mut c.env, &cx.inst.spec);
+        cx.each_target(|c, inst, info| {
+            inject_common_env(&mut c.env, &inst.spec);
             let app = c.container;
-            inject_sdk_config(&mut c.env, cx.info, &cx.inst.spec, app);
-            count += 1;
-        }
-        if count == 0 {
-            Effect::NothingInstrumented
-        } else {
-            Effect::Injected(count)
-        }
+            inject_sdk_config(&mut c.env, info, &inst.spec, app);
+        })
     }
 }

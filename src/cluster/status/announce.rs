@@ -72,7 +72,7 @@ impl StatusController {
     pub(super) fn announce_new(
         &self,
         reason: Reason,
-        found: Vec<Found>,
+        found: Vec<Announcement>,
         index: &Instrumentations,
         once: &mut Once,
     ) -> usize {
@@ -89,7 +89,7 @@ impl StatusController {
 }
 
 /// A subject a pass found to announce: its pods, and the Event's note.
-pub(super) struct Found {
+pub(super) struct Announcement {
     key: String,
     workload: Option<Workload>,
     pods: u32,
@@ -98,7 +98,7 @@ pub(super) struct Found {
 
 /// `InjectionMissed`: per workload (and per Instrumentation for pods without a controller)
 /// with missed pods.
-pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
+pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Announcement> {
     let mut found = Vec::new();
     for (key, tally) in tallies {
         if tally.pods.missed == 0 {
@@ -119,7 +119,7 @@ pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
             let of = workload.map_or(String::from(" without a controller"), |w| {
                 format!(" of {w}")
             });
-            found.push(Found {
+            found.push(Announcement {
                 key: key.clone(),
                 workload: workload.cloned(),
                 pods: n,
@@ -136,13 +136,13 @@ pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
 
 /// `InstrumentedPodsFailing`: per workload whose pods injected with an Instrumentation's
 /// current spec fail, with one failure (the container's last termination reason).
-pub(super) fn failing(tallies: &BTreeMap<String, Tally>) -> Vec<Found> {
+pub(super) fn failing(tallies: &BTreeMap<String, Tally>) -> Vec<Announcement> {
     let mut found = Vec::new();
     for (key, tally) in tallies {
         for (workload, failing) in &tally.failures {
             let failure = &failing.failure;
             let n = tally.workloads.get(workload).map_or(0, |c| c.failing);
-            found.push(Found {
+            found.push(Announcement {
                 key: key.clone(),
                 workload: Some(workload.clone()),
                 pods: n,
