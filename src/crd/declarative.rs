@@ -15,6 +15,7 @@ use super::object::schema_objects;
 pub const FILE_FORMAT_PATTERN: &str = "^1[.][0-9]+$";
 
 schema_objects! {
+    file:
     /// The SDK configuration file.
     pub open struct DeclarativeConfig {
         /// Version of the configuration schema, e.g. "1.0".

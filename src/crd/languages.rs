@@ -26,7 +26,6 @@ language_section! {
 
 schema_objects! {
     /// A Java agent extension.
-    #[serde(rename_all = "camelCase")]
     pub struct Extension {
         /// Image with the extension JARs.
         pub image: String,

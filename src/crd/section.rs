@@ -90,7 +90,6 @@ macro_rules! language_section {
     ) => {
         $crate::crd::object::schema_objects! {
             $(#[$meta])*
-            #[serde(rename_all = "camelCase")]
             #[schemars(extend("x-kubernetes-validations" = [
                 {
                     "rule": $crate::crd::RULE_VOLUME_EXCLUSIVE,

@@ -15,7 +15,6 @@ use super::validation::{
 schema_objects! {
     /// TLS configuration of the exporter. The file fields are keys in the Secret/ConfigMap, or
     /// absolute paths already present in the workload.
-    #[serde(rename_all = "camelCase")]
     pub struct ExporterTls {
         /// Secret (in the workload's namespace) with the client certificate and key, maybe the CA.
         pub secret_name: Option<String>,
@@ -79,7 +78,6 @@ impl fmt::Display for Propagator {
 
 schema_objects! {
     /// Sampling configuration.
-    #[serde(rename_all = "camelCase")]
     #[schemars(extend("x-kubernetes-validations" = [
         {
             "rule": RULE_RATIO_ARGUMENT,

@@ -79,7 +79,6 @@ instrumentation_kind! {
 
 schema_objects! {
     /// OTLP exporter configuration.
-    #[serde(rename_all = "camelCase")]
     pub struct Exporter {
         /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
         pub endpoint: Option<String>,
@@ -88,7 +87,6 @@ schema_objects! {
     }
 
     /// Resource attribute configuration.
-    #[serde(rename_all = "camelCase")]
     pub struct ResourceSpec {
         /// Attributes added to the resource, e.g. environment: dev.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -99,7 +97,6 @@ schema_objects! {
     }
 
     /// Defaults of the instrumentation.
-    #[serde(rename_all = "camelCase")]
     pub struct Defaults {
         /// Derive service.name (labels app.kubernetes.io/instance, then app.kubernetes.io/name)
         /// and service.version (label app.kubernetes.io/version) from the pod's labels.

@@ -13,7 +13,6 @@ schema_objects! {
     /// Status of an Instrumentation. `upgradeBlockedVersions` is the Operator's; the rest is kept
     /// by otel-injector's status controller (field manager `otel-injector-status`) from the pods
     /// that asked for injection.
-    #[serde(rename_all = "camelCase")]
     pub struct InstrumentationStatus {
         /// Language images that could not be upgraded automatically, mapped to the reason.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -88,7 +87,6 @@ pub struct RolledBackWorkload {
 schema_objects! {
     /// Where the automatic rollout of the current spec stands.
     #[derive(Eq)]
-    #[serde(rename_all = "camelCase")]
     pub struct RolloutStatus {
         /// `Progressing`, `Complete` or `Stopped` (not retried for this spec).
         pub state: String,
@@ -116,7 +114,6 @@ schema_objects! {
 
     /// Skipped pods of one reason.
     #[derive(Eq)]
-    #[serde(rename_all = "camelCase")]
     pub struct SkippedReason {
         /// The reason, as in the pod's `otel-injector/status` annotation and the metrics.
         pub reason: String,
@@ -126,7 +123,6 @@ schema_objects! {
 
     /// The pods of one workload that asked for this Instrumentation.
     #[derive(Eq)]
-    #[serde(rename_all = "camelCase")]
     pub struct WorkloadStatus {
         /// `Deployment`, `StatefulSet`, `DaemonSet`, `Job`, `ReplicaSet`, ...: the pods' controller
         /// (a Deployment's ReplicaSet counts as the Deployment).

@@ -80,7 +80,6 @@ instrumentation_kind! {
 
 schema_objects! {
     /// The SDK configured by environment variables.
-    #[serde(rename_all = "camelCase")]
     pub struct EnvConfig {
         /// OTLP exporter configuration.
         pub exporter: Option<ExporterV1beta1>,
@@ -95,7 +94,6 @@ schema_objects! {
     }
 
     /// OTLP exporter configuration.
-    #[serde(rename_all = "camelCase")]
     pub struct ExporterV1beta1 {
         /// Address of the collector's OTLP endpoint. An https:// endpoint needs `tls`.
         pub endpoint: Option<String>,
@@ -130,7 +128,6 @@ impl Protocol {
 
 schema_objects! {
     /// Resource attributes, and which ones the webhook derives.
-    #[serde(rename_all = "camelCase")]
     pub struct ResourceV1beta1 {
         /// Attributes added to the resource (lowest precedence), e.g. deployment.environment.name.
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -142,7 +139,6 @@ schema_objects! {
     }
 
     /// Whether and how the k8s.* attributes are added.
-    #[serde(rename_all = "camelCase")]
     pub struct K8sMetadata {
         /// false: no k8s.* attributes are added (default true).
         pub enabled: Option<bool>,
@@ -152,7 +148,6 @@ schema_objects! {
     }
 
     /// Whether the service.* attributes are derived.
-    #[serde(rename_all = "camelCase")]
     pub struct ServiceMetadata {
         /// false: no derived service.* attributes; true: derived, the app.kubernetes.io labels
         /// included (v1alpha1's useLabelsForResourceAttributes); unset: derived from the
@@ -161,7 +156,6 @@ schema_objects! {
     }
 
     /// What every language section holds (Node.js, Python and .NET hold only this).
-    #[serde(rename_all = "camelCase")]
     pub struct LanguageV1beta1 {
         /// Image with the agent. There is no default image in v1beta1: a language requested
         /// without one is skipped (image_required).
@@ -177,7 +171,6 @@ schema_objects! {
     }
 
     /// Java: the common part and extensions.
-    #[serde(rename_all = "camelCase")]
     pub struct JavaV1beta1 {
         #[serde(flatten)]
         pub common: LanguageV1beta1,
@@ -187,7 +180,6 @@ schema_objects! {
     }
 
     /// Go: the common part and the sidecar's security context.
-    #[serde(rename_all = "camelCase")]
     pub struct GoV1beta1 {
         #[serde(flatten)]
         pub common: LanguageV1beta1,
@@ -196,7 +188,6 @@ schema_objects! {
     }
 
     /// Apache HTTPD: the common part, version and configuration directory.
-    #[serde(rename_all = "camelCase")]
     pub struct ApacheHttpdV1beta1 {
         #[serde(flatten)]
         pub common: LanguageV1beta1,
@@ -208,7 +199,6 @@ schema_objects! {
     }
 
     /// Nginx: the common part and the configuration file.
-    #[serde(rename_all = "camelCase")]
     pub struct NginxV1beta1 {
         #[serde(flatten)]
         pub common: LanguageV1beta1,
