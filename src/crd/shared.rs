@@ -1,8 +1,6 @@
 //! The spec sections both versions hold as they are: the exporter's TLS, the propagators and
 //! the sampler (v1alpha1 at the spec's top, v1beta1 under `envConfig`).
 
-use std::fmt;
-
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -67,12 +65,6 @@ impl Propagator {
             Propagator::OtTrace => "ottrace",
             Propagator::None => "none",
         }
-    }
-}
-
-impl fmt::Display for Propagator {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }
 
@@ -143,11 +135,5 @@ impl SamplerType {
             SamplerType::ParentBasedJaegerRemote => "parentbased_jaeger_remote",
             SamplerType::XRay => "xray",
         }
-    }
-}
-
-impl fmt::Display for SamplerType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
     }
 }

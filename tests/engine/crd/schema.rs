@@ -297,7 +297,6 @@ fn enum_names_match_serde() {
     ];
     for p in propagators {
         assert_eq!(serde_json::to_value(p).ok(), Some(json!(p.as_str())));
-        assert_eq!(p.to_string(), p.as_str());
     }
     let samplers = [
         SamplerType::AlwaysOn,
@@ -312,7 +311,6 @@ fn enum_names_match_serde() {
     ];
     for s in samplers {
         assert_eq!(serde_json::to_value(s).ok(), Some(json!(s.as_str())));
-        assert_eq!(s.to_string(), s.as_str());
     }
 }
 
