@@ -3,8 +3,8 @@
 //! this name everywhere (`crate::keys::NAME`): `tests/engine/keys.rs` fails on a
 //! re-export, on an import under another name and on a key spelled as a `const` anywhere
 //! else. Each language's `inject-<lang>` and `<lang>-container-names` keys are made
-//! by [`inject_key!`] and [`container_names_key!`] (the registry's `agents::names!` calls
-//! them; `concat!` needs literals, so they repeat the text of [`INJECT_PREFIX`] and
+//! by [`inject_key!`] and [`container_names_key!`] (the registry, `agents::Language::names`,
+//! calls them; `concat!` needs literals, so they repeat the text of [`INJECT_PREFIX`] and
 //! [`ANNOTATION_PREFIX`]).
 
 /// `inject_key!("java")`: `instrumentation.opentelemetry.io/inject-java`, as a literal.

@@ -10,7 +10,7 @@ use super::injection::{Effect, Injection};
 use super::webserver::{
     self, AGENT_DIR, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, STAGED_CONF_DIR, WebServer,
 };
-use super::{Agent, Language, identity};
+use super::{Agent, Language};
 use crate::crd::{ApacheHttpdSpec, LanguageSpec};
 
 pub const DEFAULT_IMAGE: &str =
@@ -117,8 +117,6 @@ pub fn agent_conf(
 }
 
 impl Agent for ApacheHttpd {
-    identity!(ApacheHttpd, "apache-httpd", apache_httpd);
-
     fn supports_init_targets(&self) -> bool {
         false
     }

@@ -88,8 +88,9 @@ pub struct CopyLayout {
     pub resources: ResourceDefaults,
 }
 
-/// What one copy agent does differently; [`inject`] does the rest.
-pub trait CopyAgent: Agent {
+/// What one copy agent does differently; [`inject`] does the rest. Every copy agent is an
+/// [`Agent`] through it.
+pub trait CopyAgent: Sync {
     /// A per-pod choice read from annotations (Python's platform, .NET's runtime).
     type Variant;
 
@@ -146,6 +147,12 @@ pub trait CopyAgent: Agent {
             sub_path: self.image_sub_path(variant).map(str::to_owned),
         }]
     }
+    /// [`Agent::predates_config_file`].
+    fn predates_config_file<'i>(&self, _image: &'i str) -> Option<&'i str> {
+        None
+    }
+    /// After the agent instrumented the pod: anything more to say (a warning).
+    fn injected(&self, _cx: &mut Injection<'_, '_>) {}
     /// Init containers placed right after the agent's own (Java's extensions).
     fn more_init_containers(
         &self,
@@ -153,6 +160,19 @@ pub trait CopyAgent: Agent {
         _init: &Container,
     ) -> Vec<Container> {
         Vec::new()
+    }
+}
+
+impl<A: CopyAgent> Agent for A {
+    fn predates_config_file<'i>(&self, image: &'i str) -> Option<&'i str> {
+        CopyAgent::predates_config_file(self, image)
+    }
+    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
+        let effect = inject(self, cx);
+        if let Effect::Injected(_) = effect {
+            self.injected(cx);
+        }
+        effect
     }
 }
 
@@ -169,7 +189,7 @@ pub struct AgentImage {
 /// The per-container loop every copy agent shares: check, mount, language env, common env
 /// and the agent's edit (in the agent's order), SDK config; then the volume and the init
 /// container, once, if any target was instrumented.
-pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
+fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
     let variant = match agent.variant(cx) {
         Ok(v) => v,
         Err(Refusal::Unsupported(warning)) => {
@@ -181,10 +201,10 @@ pub fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
             return Effect::InvalidValue;
         }
     };
-    let lang = agent.names().language;
+    let lang = cx.lang;
     let inst: &Instrumentation = cx.inst;
     let spec = &inst.spec;
-    let section = agent.section(spec).unwrap_or(&NoSection);
+    let section = lang.section(spec).unwrap_or(&NoSection);
     let before = agent.edits_before_common_env();
     let layers: &[&[_]] = if before {
         &[section.env()]

@@ -2,9 +2,9 @@
 //! `agents/mod.rs` and nothing else, to prove that this is all a new language needs: the
 //! engine finds its annotation, targets its containers, runs it, and reports it in metrics.
 
+use super::Agent;
 use super::injection::{Effect, Injection};
 use super::sdk_env::inject_common_env;
-use super::{Agent, identity};
 use crate::pod::env::literal;
 
 /// The variable the demo agent sets.
@@ -14,7 +14,6 @@ pub const DEMO_VAR: &str = "DEMO_AGENT";
 pub struct Demo;
 
 impl Agent for Demo {
-    identity!(Demo, "demo");
     fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
         cx.each_target(|c, inst, _| {
             inject_common_env(&mut c.env, &inst.spec);

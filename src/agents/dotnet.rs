@@ -7,10 +7,10 @@
 //! node's build there (`linux-x64/` is only a symlink in amd64 images). An Operator image
 //! whose tag says it is older than that layout gets a warning.
 
+use super::Language;
 use super::copy::{self, CopyAgent, CopyLayout};
 use super::image_tag::{Release, operator_release};
-use super::injection::{Effect, Injection, Refusal};
-use super::{Agent, Language, identity};
+use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::keys::DOTNET_RUNTIME;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
@@ -106,25 +106,19 @@ pub fn layout_warning(image: &str) -> Option<String> {
 /// The .NET injector.
 pub struct DotNet;
 
-impl Agent for DotNet {
-    identity!(DotNet, "dotnet", dotnet);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        let outcome = copy::inject(self, cx);
-        if matches!(outcome, Effect::Injected(_))
-            && let Some(warning) = layout_warning(&cx.image(Language::DotNet))
-        {
-            cx.warn(warning);
-        }
-        outcome
-    }
-}
-
 impl CopyAgent for DotNet {
     /// The profiler library for the pod's runtime.
     type Variant = &'static str;
 
     const LAYOUT: &'static CopyLayout = &LAYOUT;
     const EXTENDS: &'static [&'static str] = &LISTS;
+
+    /// An image of the Operator's older layout is named in a warning.
+    fn injected(&self, cx: &mut Injection<'_, '_>) {
+        if let Some(warning) = layout_warning(&cx.image(Language::DotNet)) {
+            cx.warn(warning);
+        }
+    }
 
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<&'static str, Refusal> {
         // The Operator reads a preset OTEL_DOTNET_AUTO_HOME as "configured some other way".

@@ -10,7 +10,7 @@ use super::copy::ResourceDefaults;
 use super::exporter_tls::ExporterTlsFiles;
 use super::injection::{Effect, Injection};
 use super::sdk_env::{inject_common_env, inject_sdk_config};
-use super::{Agent, Language, identity};
+use super::{Agent, Language};
 use crate::crd::{GoSpec, LanguageSpec};
 use crate::keys::{CONTAINER_NAMES, GO_TARGET_EXE};
 use crate::pod::env::{EnvPlan, literal};
@@ -32,8 +32,6 @@ const RESOURCES: ResourceDefaults = ResourceDefaults::agent("50m", "64Mi");
 pub struct Go;
 
 impl Agent for Go {
-    identity!(Go, "go", go);
-
     fn supports_init_targets(&self) -> bool {
         false
     }

@@ -23,7 +23,7 @@ impl Default for DefaultImages {
     fn default() -> Self {
         let images = Language::ALL
             .iter()
-            .filter_map(|l| Some((*l, l.agent().default_image()?.to_owned())))
+            .filter_map(|l| Some((*l, l.names().default_image?.to_owned())))
             .collect();
         DefaultImages { images }
     }
@@ -40,8 +40,7 @@ impl DefaultImages {
 
     /// The image `lang` is injected with from `spec`: the section's, else the default.
     pub fn of<'a>(&'a self, l: Language, spec: &'a InstrumentationSpec) -> &'a str {
-        l.agent()
-            .section(spec)
+        l.section(spec)
             .and_then(|s| s.image())
             .unwrap_or_else(|| self.get(l))
     }
@@ -82,6 +81,8 @@ pub struct Delivery {
 
 /// Everything an agent needs to inject one language.
 pub struct Injection<'p, 'a> {
+    /// The language injected.
+    pub lang: Language,
     pub plan: &'p mut PodPlan<'a>,
     pub info: &'p PodInfo<'p>,
     pub inst: &'p Instrumentation,

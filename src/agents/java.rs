@@ -5,8 +5,7 @@ use k8s_openapi::api::core::v1::Container;
 
 use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
 use super::image_tag::operator_release;
-use super::injection::{Effect, Injection, Refusal};
-use super::{Agent, identity};
+use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue};
 
@@ -29,22 +28,16 @@ pub struct Java;
 /// The first Java agent that reads `OTEL_CONFIG_FILE` (stable since 2.26.0).
 pub const FIRST_CONFIG_FILE_RELEASE: (u64, u64, u64) = (2, 26, 0);
 
-impl Agent for Java {
-    identity!(Java, "java", java);
-    fn predates_config_file<'i>(&self, image: &'i str) -> Option<&'i str> {
-        let release = operator_release(image, "autoinstrumentation-java")?;
-        (release.version < FIRST_CONFIG_FILE_RELEASE).then_some(release.tag)
-    }
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
-
 impl CopyAgent for Java {
     type Variant = ();
 
     const LAYOUT: &'static CopyLayout = &LAYOUT;
     const EXTENDS: &'static [&'static str] = &[JAVA_TOOL_OPTIONS];
+
+    fn predates_config_file<'i>(&self, image: &'i str) -> Option<&'i str> {
+        let release = operator_release(image, "autoinstrumentation-java")?;
+        (release.version < FIRST_CONFIG_FILE_RELEASE).then_some(release.tag)
+    }
 
     /// An extension's `dir` is an argument of the extension's copy command: a control
     /// character in it is refused (the command is run without a shell, so nothing else in it

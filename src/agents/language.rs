@@ -6,10 +6,18 @@ use std::str::FromStr;
 
 use super::Language;
 
-/// Defines `Language` (one variant per agent, in injection order), `Language::ALL` and
-/// `Language::agent`, from `Variant => path::To::Agent` lines.
+/// Defines `Language` (one variant per agent, in injection order), `Language::ALL`,
+/// `Language::agent`, `Language::names` and `Language::section` from lines
+/// `Variant => agent, "name" [, section field] [, image DEFAULT] [, containers KEY];`: the
+/// agent that injects it, the name users write (the annotations follow the Operator's pattern,
+/// `inject-<name>` and `<name>-container-names`, unless `containers` gives the list's key),
+/// its section of the spec (`spec.<field>`) and its default image.
 macro_rules! registry {
-    ($($(#[$attr:meta])* $variant:ident => $agent:expr),+ $(,)?) => {
+    ($(
+        $(#[$attr:meta])*
+        $variant:ident => $agent:expr, $name:literal
+        $(, section $field:ident)? $(, image $image:expr)? $(, containers $containers:expr)?;
+    )+) => {
         /// An instrumentation flavour, in the order the Operator injects them.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum Language {
@@ -26,8 +34,39 @@ macro_rules! registry {
                     $($(#[$attr])* Language::$variant => &$agent,)+
                 }
             }
+
+            /// Its registry entry: the names users write, and its default image.
+            pub fn names(self) -> &'static Names {
+                match self {
+                    $($(#[$attr])* Language::$variant => &Names {
+                        language: Language::$variant,
+                        name: $name,
+                        inject_annotation: $crate::keys::inject_key!($name),
+                        container_names_annotation: language::registry!(
+                            @or $($containers)?; $crate::keys::container_names_key!($name)
+                        ),
+                        default_image: language::registry!(@some $($image)?),
+                    },)+
+                }
+            }
+
+            /// Its own section of the Instrumentation spec (image, env, resources, volume),
+            /// if it has one.
+            pub fn section(self, spec: &InstrumentationSpec) -> Option<&dyn LanguageSpec> {
+                match self {
+                    $($(#[$attr])* Language::$variant => language::registry!(@field spec $(. $field)?),)+
+                }
+            }
         }
     };
+    (@or $given:expr; $default:expr) => { $given };
+    (@or ; $default:expr) => { $default };
+    (@some $image:expr) => { Some($image) };
+    (@some) => { None };
+    (@field $spec:ident . $field:ident) => {
+        $spec.$field.as_deref().map(|s| s as &dyn LanguageSpec)
+    };
+    (@field $spec:ident) => { None };
 }
 pub(super) use registry;
 
@@ -37,18 +76,18 @@ impl Language {
 
     /// The short name used in annotations, flags, metrics and warnings.
     pub fn as_str(self) -> &'static str {
-        self.agent().names().name
+        self.names().name
     }
 
     /// `instrumentation.opentelemetry.io/inject-<lang>`.
     pub fn inject_annotation(self) -> &'static str {
-        self.agent().names().inject_annotation
+        self.names().inject_annotation
     }
 
     /// The per-language container list annotation (nginx's breaks the pattern, as in the
     /// Operator).
     pub fn container_names_annotation(self) -> &'static str {
-        self.agent().names().container_names_annotation
+        self.names().container_names_annotation
     }
 
     fn index(self) -> usize {
@@ -151,7 +190,7 @@ mod tests {
                 l.inject_annotation(),
                 format!("{ANNOTATION_PREFIX}inject-{}", l.as_str())
             );
-            assert_eq!(l.agent().names().language, *l, "registry line of {l}");
+            assert_eq!(l.names().language, *l, "registry line of {l}");
         }
         assert_eq!(
             Language::Nginx.container_names_annotation(),

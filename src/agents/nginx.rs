@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, Volume};
 
 use super::injection::{Effect, Injection};
 use super::webserver::{self, ConfSyntax, SERVICE_INSTANCE_ID_PLACEHOLDER, WebServer};
-use super::{Agent, Language, identity};
+use super::{Agent, Language};
 use crate::crd::{LanguageSpec, NginxSpec};
 
 /// The nginx module ships in the Apache httpd agent image.
@@ -121,9 +121,6 @@ fn empty_dir(name: &str) -> Volume {
 }
 
 impl Agent for Nginx {
-    // Breaks the pattern, exactly as in the Operator.
-    identity!(Nginx, "nginx", nginx, crate::keys::NGINX_CONTAINER_NAMES);
-
     fn supports_init_targets(&self) -> bool {
         false
     }

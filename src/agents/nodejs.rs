@@ -2,8 +2,7 @@
 //! `--require <mount>/autoinstrumentation.js` is appended to `NODE_OPTIONS` of every target.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::injection::{Effect, Injection, Refusal};
-use super::{Agent, identity};
+use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
 
@@ -15,13 +14,6 @@ pub const DEFAULT_IMAGE: &str =
 
 /// The Node.js injector.
 pub struct NodeJs;
-
-impl Agent for NodeJs {
-    identity!(NodeJs, "nodejs", nodejs);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
 
 impl CopyAgent for NodeJs {
     type Variant = ();

@@ -3,8 +3,7 @@
 //! at the end.
 
 use super::copy::{self, CopyAgent, CopyLayout};
-use super::injection::{Effect, Injection, Refusal};
-use super::{Agent, identity};
+use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::keys::PYTHON_PLATFORM;
 use crate::pod::env::{EnvPlan, EnvValue, literal};
@@ -34,13 +33,6 @@ fn platform_source(platform: Option<&str>) -> Option<&'static str> {
 
 /// The Python injector.
 pub struct Python;
-
-impl Agent for Python {
-    identity!(Python, "python", python);
-    fn inject(&self, cx: &mut Injection<'_, '_>) -> Effect {
-        copy::inject(self, cx)
-    }
-}
 
 impl CopyAgent for Python {
     /// The directory of the image to copy.

@@ -309,8 +309,8 @@ pub(super) fn v1beta1_refusal(
 ) -> Option<Skip> {
     let beta = inst.spec.v1beta1.as_deref()?;
     let found = Some(inst.qualified());
-    let own_image = lang.agent().section(&inst.spec).and_then(|s| s.image());
-    if !beta.default_images && lang.agent().default_image().is_some() && own_image.is_none() {
+    let own_image = lang.section(&inst.spec).and_then(|s| s.image());
+    if !beta.default_images && lang.names().default_image.is_some() && own_image.is_none() {
         return Some(Skip::new(
             Some(lang),
             SkipReason::ImageRequired,

@@ -225,7 +225,7 @@ async fn image_volume_delivery_is_accepted_for_every_copied_agent() {
             .unwrap_or_else(|| panic!("{lang}: no volume {volume}: {stored}"))["image"];
         assert_eq!(
             image["reference"],
-            lang.agent().default_image().unwrap(),
+            lang.names().default_image.unwrap(),
             "{lang}"
         );
         let mount = &container(&stored, "app")["volumeMounts"]

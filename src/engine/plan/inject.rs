@@ -55,6 +55,7 @@ pub(super) fn inject(
     let before = plan.is_changed().then(|| plan.clone());
     let mut warnings = Vec::new();
     let effect = lang.agent().inject(&mut Injection {
+        lang,
         plan,
         info: scene.info,
         inst,

@@ -121,8 +121,7 @@ fn origin(
         let same = |e: &k8s_openapi::api::core::v1::EnvVar| {
             e.name == var && e.value.as_deref().unwrap_or("") == value
         };
-        if l.agent()
-            .section(&inst.spec)
+        if l.section(&inst.spec)
             .is_some_and(|s| s.env().iter().any(same))
         {
             let section = section_field(*l);
