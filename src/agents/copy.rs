@@ -37,22 +37,23 @@ macro_rules! copy_layout {
 }
 pub(super) use copy_layout;
 
-/// Default resources of an agent's init container.
+/// Default resources of an agent's init container: the Operator's limits, the same for
+/// every agent ([`LIMIT_CPU`], [`LIMIT_MEMORY`]), and the agent's own requests.
 #[derive(Clone, Copy, Debug)]
 pub struct ResourceDefaults {
-    pub limit_cpu: &'static str,
-    pub limit_memory: &'static str,
     pub request_cpu: &'static str,
     pub request_memory: &'static str,
 }
 
+/// The CPU limit of every agent's init container, unless the Instrumentation sets limits.
+pub const LIMIT_CPU: &str = "500m";
+/// The memory limit of every agent's init container, unless the Instrumentation sets limits.
+pub const LIMIT_MEMORY: &str = "256Mi";
+
 impl ResourceDefaults {
-    /// The Operator's defaults for an agent's init container: limits 500m and 256Mi,
-    /// requests `request_cpu` and `request_memory`.
+    /// An agent's defaults: the common limits, and these requests.
     pub const fn agent(request_cpu: &'static str, request_memory: &'static str) -> Self {
         ResourceDefaults {
-            limit_cpu: "500m",
-            limit_memory: "256Mi",
             request_cpu,
             request_memory,
         }
@@ -69,7 +70,7 @@ impl ResourceDefaults {
         };
         let mut r = given.cloned().unwrap_or_default();
         if r.limits.as_ref().is_none_or(BTreeMap::is_empty) {
-            r.limits = Some(pair(self.limit_cpu, self.limit_memory));
+            r.limits = Some(pair(LIMIT_CPU, LIMIT_MEMORY));
         }
         if r.requests.as_ref().is_none_or(BTreeMap::is_empty) {
             r.requests = Some(pair(self.request_cpu, self.request_memory));
