@@ -1,6 +1,7 @@
 //! The dependency picture of `src/` and `e2e/`: every top-level module of `src/` uses only
 //! modules of lower layers, no two sibling modules anywhere use each other (directly or
-//! around a circle), and the end-to-end suite's helpers use neither its harness nor its
+//! around a circle), the siblings kept apart ([`APART`]) use each other in neither direction,
+//! and the end-to-end suite's helpers use neither its harness nor its
 //! tests (see docs/architecture.md). Read from the sources as text, so the test fails as
 //! soon as a path crosses a layer the wrong way or closes a circle. Also: no module names an
 //! item through an ancestor that only re-exports it, and no source file of `src/`, `tests/` or
@@ -67,6 +68,36 @@ fn no_module_uses_a_module_above_it() {
     assert!(
         wrong.is_empty(),
         "arrows that run up or sideways: {wrong:?}"
+    );
+}
+
+/// Sibling modules that must not use each other either way: (parent, one, other). The
+/// status controller (and its rollback) and the rollout act on workloads only through
+/// `cluster::workloads`, never through each other's internals.
+const APART: &[(&str, &str, &str)] = &[("cluster", "status", "rollout")];
+
+#[test]
+fn modules_kept_apart_do_not_use_each_other() {
+    let files = rust_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("src"));
+    let arrows = sibling_arrows(&files);
+    assert!(
+        arrows
+            .iter()
+            .any(|(p, from, to)| p == "cluster" && from == "status" && to == "workloads"),
+        "the status controller's use of cluster::workloads is not read: {arrows:?}"
+    );
+    let crossing: Vec<String> = arrows
+        .iter()
+        .filter(|(p, from, to)| {
+            APART.iter().any(|(parent, a, b)| {
+                p == parent && ((from == a && to == b) || (from == b && to == a))
+            })
+        })
+        .map(|(p, from, to)| format!("{p}::{from} -> {p}::{to}"))
+        .collect();
+    assert!(
+        crossing.is_empty(),
+        "modules kept apart use each other: {crossing:?}"
     );
 }
 
