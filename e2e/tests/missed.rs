@@ -326,10 +326,14 @@ async fn pods_admitted_without_the_webhook_are_found_announced_and_restarted_inj
 
     // One Event per workload, and one on the Instrumentation for the pods without one.
     let note = |n: &str, of: &str, ns: &str| {
+        let (were, them) = if n == "1" {
+            ("was", "it")
+        } else {
+            ("were", "them")
+        };
         format!(
-            "{n} {of} asked for Instrumentation {ns}/java and were admitted without injection: \
-             the webhook was unreachable or not registered when they were created; a restart \
-             injects them"
+            "{n} {of} asked for Instrumentation {ns}/java and {were} admitted without injection: \
+             the webhook was unreachable or not registered when created; a restart injects {them}"
         )
     };
     assert_eq!(

@@ -107,11 +107,15 @@ async fn pods_recreated_while_the_webhook_was_down_are_found_announced_and_resta
     until_missed(&env, &ns, &(4, want), limit).await;
     let counted = t_back.elapsed();
     let note = |n: i64, app: &str| {
-        let pods = if n == 1 { "pod" } else { "pods" };
+        let (pods, were, them) = if n == 1 {
+            ("pod", "was", "it")
+        } else {
+            ("pods", "were", "them")
+        };
         format!(
-            "{n} {pods} of Deployment/{ns}/{app} asked for Instrumentation {ns}/java and were \
+            "{n} {pods} of Deployment/{ns}/{app} asked for Instrumentation {ns}/java and {were} \
              admitted without injection: the webhook was unreachable or not registered when \
-             they were created; a restart injects them"
+             created; a restart injects {them}"
         )
     };
     let mut events: Vec<(String, String, String)> = DEPLOYMENTS

@@ -115,7 +115,11 @@ pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Announcement> {
                     .then_some((None, tally.pods.missed - in_workloads)),
             );
         for (workload, n) in groups {
-            let pods = if n == 1 { "pod" } else { "pods" };
+            let (pods, were) = if n == 1 {
+                ("pod", "was")
+            } else {
+                ("pods", "were")
+            };
             let of = workload.map_or(String::from(" without a controller"), |w| {
                 format!(" of {w}")
             });
@@ -124,9 +128,10 @@ pub(super) fn missed(tallies: &BTreeMap<String, Tally>) -> Vec<Announcement> {
                 workload: workload.cloned(),
                 pods: n,
                 note: format!(
-                    "{n} {pods}{of} asked for Instrumentation {key} and were admitted without \
-                     injection: the webhook was unreachable or not registered when they were \
-                     created; a restart injects them"
+                    "{n} {pods}{of} asked for Instrumentation {key} and {were} admitted without \
+                     injection: the webhook was unreachable or not registered when created; a \
+                     restart injects {them}",
+                    them = if n == 1 { "it" } else { "them" }
                 ),
             });
         }
@@ -226,16 +231,16 @@ mod tests {
                     2,
                     "2 pods of Deployment/shop/web asked for Instrumentation shop/java and were \
                      admitted without injection: the webhook was unreachable or not registered \
-                     when they were created; a restart injects them"
+                     when created; a restart injects them"
                         .to_owned()
                 ),
                 (
                     "shop/java".to_owned(),
                     None,
                     1,
-                    "1 pod without a controller asked for Instrumentation shop/java and were \
+                    "1 pod without a controller asked for Instrumentation shop/java and was \
                      admitted without injection: the webhook was unreachable or not registered \
-                     when they were created; a restart injects them"
+                     when created; a restart injects it"
                         .to_owned()
                 ),
             ]
