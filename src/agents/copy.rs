@@ -148,7 +148,8 @@ pub trait CopyAgent: Sync {
             sub_path: self.image_sub_path(variant).map(str::to_owned),
         }]
     }
-    /// [`Agent::predates_config_file`].
+    /// As [`Agent::predates_config_file`] (Java's knows the agents that cannot read the
+    /// declarative configuration file).
     fn predates_config_file<'i>(&self, _image: &'i str) -> Option<&'i str> {
         None
     }

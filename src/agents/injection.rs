@@ -99,7 +99,7 @@ impl Injection<'_, '_> {
     }
 
     /// Edits every target with `edit` (given the Instrumentation and the pod), for agents
-    /// that only set variables: what they did, by how many targets there were.
+    /// that only set variables: `Injected` with how many it edited, or `NothingInstrumented`.
     pub fn each_target(
         &mut self,
         mut edit: impl FnMut(&mut ContainerPlan<'_>, &Instrumentation, &PodInfo<'_>),
