@@ -41,7 +41,9 @@ pub struct LivePolicyArgs {
     pub policy_name_prefix: String,
 
     /// With --apply-policies: bind only in namespaces with this label, as KEY=VALUE
-    /// (repeatable: all of them; comma-separated in the env var).
+    /// (repeatable: all of them; comma-separated in the env var). An Instrumentation of a
+    /// namespace without them gets no policy until its namespace is labeled (unless shared
+    /// with every namespace).
     #[arg(
         long,
         env = "OTEL_INJECTOR_POLICY_NAMESPACE_LABELS",

@@ -82,20 +82,31 @@ struct Spec {
     annotations: BTreeMap<String, String>,
 }
 
-/// What a render reads of the cache: every Instrumentation, and the namespaces whose own keys
+/// What a render reads of the cache: every Instrumentation, the namespaces whose own keys
 /// ask ([`crate::engine::NamespaceInfo::asks`]), which decide which pods reach the policies
-/// ([`PolicyOptions::namespaces_read`]).
+/// ([`PolicyOptions::namespaces_read`]), and which of the Instrumentations' namespaces the
+/// bindings can match ([`super::bound_in`]: a namespace that comes to carry the labels gets
+/// its Instrumentations' policies).
 #[derive(Clone, Debug, Default, PartialEq)]
 struct RenderInput {
     specs: Vec<Spec>,
     /// Each namespace whose keys ask, and the languages they ask for.
     asking: Vec<(String, Vec<Language>)>,
+    /// The namespaces of `specs` the bindings can match.
+    bound: BTreeSet<String>,
 }
 
-/// The cache as a render sees it.
-fn render_input(catalog: &KubeCatalog) -> RenderInput {
+/// The cache as a render sees it, with `options`.
+fn render_input(catalog: &KubeCatalog, options: &PolicyOptions) -> RenderInput {
+    let specs = specs(catalog);
     RenderInput {
-        specs: specs(catalog),
+        bound: specs
+            .iter()
+            .map(|s| &s.namespace)
+            .filter(|ns| super::bound_in(catalog, options, ns))
+            .cloned()
+            .collect(),
+        specs,
         asking: catalog
             .namespaces_asking()
             .unwrap_or_default()
@@ -184,7 +195,7 @@ impl LivePolicies {
                 // Another holder may have written meanwhile: a pass at once.
                 last = None;
             }
-            let input = render_input(catalog.as_ref());
+            let input = render_input(catalog.as_ref(), &self.options);
             let due = due(last.as_ref(), &input);
             let wait = if !catalog.instrumentations_synced() || !catalog.namespaces_synced() {
                 Duration::from_secs(1)

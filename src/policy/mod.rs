@@ -32,7 +32,8 @@ use crate::agents::Language;
 use crate::agents::exporter_tls::ExporterTlsFiles;
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::{
-    Catalog, CrossNamespace, EngineConfig, NamespaceInfo, NamingRule, SkipReason, unusable,
+    Catalog, CrossNamespace, EngineConfig, NAMESPACE_NAME_LABEL, NamespaceInfo, NamingRule,
+    SkipReason, unusable,
 };
 use crate::keys::CROSS_NAMESPACE_ANNOTATION;
 
@@ -290,6 +291,11 @@ fn render_with(
             }),
             _ => None,
         };
+        // Bound in its own namespace alone, where no binding can match: nothing to write
+        // (its templates are still read, so the status policy knows it as before).
+        if !reach.everywhere && !bound_in(catalog, options, ns) {
+            continue;
+        }
         let admitted = Admitted { reach, keyed };
         rendered.objects.extend(objects::injection_policies(
             options, inst, &templates, admitted, hash, coverage, &rules,
@@ -334,6 +340,26 @@ fn render_with(
         }
     }
     rendered
+}
+
+/// Whether the bindings can match a pod of namespace `ns`: it carries every
+/// `namespace_labels` pair ([`objects::opted_in`] selects those). Only a render that holds
+/// every namespace ([`PolicyOptions::namespaces_read`]) can tell; any other may match
+/// anywhere. A namespace the cache does not hold matches only where no label is asked for.
+pub(crate) fn bound_in(catalog: &dyn Catalog, options: &PolicyOptions, ns: &str) -> bool {
+    if !options.namespaces_read || options.namespace_labels.is_empty() {
+        return true;
+    }
+    let Some(info) = catalog.namespace(ns) else {
+        return false;
+    };
+    options
+        .namespace_labels
+        .iter()
+        .all(|(k, v)| match k.as_str() {
+            NAMESPACE_NAME_LABEL => v == ns,
+            _ => info.all_labels.get(k) == Some(v),
+        })
 }
 
 /// Which pods reach mode `policy`'s status policy: where the renderer holds every namespace

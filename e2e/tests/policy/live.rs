@@ -22,7 +22,7 @@ use otel_injector::keys::{
 };
 
 use super::build::inst;
-use super::{POLICY_SCOPE, create_instrumentations, until};
+use super::{POLICY_SCOPE, create_instrumentations, until, within};
 
 const POLICIES: &str = "/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies";
 /// The kinds the writer applies (plural), bindings first.
@@ -32,6 +32,15 @@ const KINDS: [&str; 4] = [
     "mutatingadmissionpolicies",
     "validatingadmissionpolicies",
 ];
+
+/// The live writer's lines of a replica's log (its passes, their writes and timings).
+fn writer_log(log: &str) -> String {
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("live policies"))
+        .collect();
+    lines.join("\n")
+}
 
 /// The endpoint the API server gave the pod's container, if it injected it.
 fn endpoint(pod: &Value) -> Option<&str> {
@@ -96,6 +105,18 @@ async fn follows_edits(mode: &str) {
     .await;
     let client = env.client.clone();
     let scope = format!("live-{mode}");
+    // An Instrumentation in a namespace without the policies' label, created first: no
+    // binding could match there, so the writer writes nothing for it until the label comes.
+    let outside = &format!("{ns}-outside");
+    api::create_namespace(&client, outside, &[], &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let outside_java = inst(
+        outside,
+        "java",
+        json!({"exporter": {"endpoint": "http://c:4318"}}),
+    );
+    create_instrumentations(&client, std::slice::from_ref(&outside_java)).await;
     api::create_namespace(&client, ns, &[(POLICY_SCOPE, &scope)], &[])
         .await
         .unwrap_or_else(|e| panic!("{e}"));
@@ -105,8 +126,9 @@ async fn follows_edits(mode: &str) {
         json!({"exporter": {"endpoint": "http://collector-a:4318"}}),
     );
     create_instrumentations(&client, std::slice::from_ref(&java)).await;
-    // The first pass writes the policies of every Instrumentation of the shared cluster (a few
-    // dozen while the suite runs), so it may take a while; later passes write what changed.
+    // The first pass writes the policies of the shared cluster's Instrumentations whose
+    // bindings can match a namespace with the label (this test's, and those shared with every
+    // namespace), so it may take a while; later passes write what changed.
     // The namespace asks for nothing: a policy per language (`<name>.<language>`).
     let policy = format!("{prefix}.{ns}.java.java");
     let t0 = Instant::now();
@@ -156,10 +178,17 @@ async fn follows_edits(mode: &str) {
     let annotated = Instant::now();
     let mut keyless = asking(ns, "keyless", INJECT_JAVA);
     keyless["metadata"]["annotations"] = json!({});
-    until(&client, ns, &keyless, "the namespace's request", |p| {
+    let seen = within(&client, ns, &keyless, Duration::from_secs(30), |p| {
         endpoint(p) == Some("http://collector-a:4318")
     })
     .await;
+    if let Err(last) = seen {
+        panic!(
+            "the namespace's request not seen in {ns} within 30 s: {}\nthe writer's log:\n{}",
+            last["metadata"],
+            writer_log(&env.webhook.log())
+        );
+    }
     eprintln!(
         "[e2e] live policies ({mode}): a pod asked for by its namespace injected {:?} after the namespace's annotation",
         annotated.elapsed()
@@ -230,6 +259,32 @@ async fn follows_edits(mode: &str) {
         env.annotate_namespace(ns, CONTAINER_NAMES, None).await;
     }
 
+    // By now the writer's passes saw the outside Instrumentation long ago (it came first)
+    // and wrote nothing for it; labeled, its namespace gets its policies.
+    let outside_policy = format!("{prefix}.{outside}.java.java");
+    assert!(
+        !exists(&client, "mutatingadmissionpolicybindings", &outside_policy).await,
+        "{outside_policy} written for a namespace its binding cannot match"
+    );
+    let label = json!({"metadata": {"labels": {POLICY_SCOPE: scope}}});
+    let r = api::merge_patch(&client, &format!("/api/v1/namespaces/{outside}"), &label)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let labeled = Instant::now();
+    while !exists(&client, "mutatingadmissionpolicybindings", &outside_policy).await {
+        assert!(
+            labeled.elapsed() < Duration::from_secs(30),
+            "{outside_policy} not written 30 s after its namespace was labeled\n{}",
+            writer_log(&env.webhook.log())
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    eprintln!(
+        "[e2e] live policies ({mode}): a namespace labeled into scope got its policies {:?} later",
+        labeled.elapsed()
+    );
+
     // The edit, and no CLI run: a pod 5 s later gets the new endpoint.
     let path = instrumentation_path(ns, "java");
     let edit = json!({"spec": {"exporter": {"endpoint": "http://collector-b:4318"}}});
@@ -268,8 +323,9 @@ async fn follows_edits(mode: &str) {
     );
     assert!(took.is_some());
 
-    // Deleted: its objects go (the policies of the cluster's other Instrumentations, which
-    // this webhook also rendered, bound only where POLICY_SCOPE=live, stay: removed below).
+    // Deleted: its objects go (the policies of the cluster's shared Instrumentations and the
+    // outside one, which this webhook also rendered, bound only where its label is, stay:
+    // removed below).
     let r = api::send(&client, Method::DELETE, &path, None)
         .await
         .unwrap();

@@ -223,6 +223,20 @@ pub async fn until(
     what: &str,
     ready: impl Fn(&Value) -> bool,
 ) {
+    if let Err(last) = within(client, ns, pod, Duration::from_secs(30), ready).await {
+        panic!("{what} not seen in {ns} within 30 s: {}", last["metadata"]);
+    }
+}
+
+/// Dry-runs `pod` in `ns` until `ready` holds for the stored answer, for at most `limit`;
+/// else the last answer.
+pub async fn within(
+    client: &Client,
+    ns: &str,
+    pod: &Value,
+    limit: Duration,
+    ready: impl Fn(&Value) -> bool,
+) -> Result<(), Value> {
     let t0 = Instant::now();
     loop {
         let r = api::create_pod(client, ns, pod, true)
@@ -230,13 +244,11 @@ pub async fn until(
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.status, 201, "dry run in {ns}: {}", r.body);
         if ready(&r.body) {
-            return;
+            return Ok(());
         }
-        assert!(
-            t0.elapsed() < Duration::from_secs(30),
-            "{what} not seen in {ns} within 30 s: {}",
-            r.body["metadata"]
-        );
+        if t0.elapsed() >= limit {
+            return Err(r.body);
+        }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

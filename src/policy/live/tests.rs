@@ -97,6 +97,7 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
                     .collect(),
             }],
             asking: Vec::new(),
+            bound: BTreeSet::new(),
         }
     };
     let spec = |hash: Option<&str>| annotated(hash, &[]);
@@ -122,6 +123,10 @@ fn a_render_is_due_first_on_a_spec_change_and_at_the_resync_only() {
         asks.asking[0].1 = vec![crate::agents::Language::Python];
         assert!(due(Some(&was), &asks), "{ns}");
     }
+    // Its namespace comes to carry the policies' labels: its bindings can match from now on.
+    let mut labeled = spec(Some("0a1b2c3d"));
+    labeled.bound.insert("shop".into());
+    assert!(due(Some(&last), &labeled));
     if let Some(then) = now.checked_sub(RESYNC) {
         let old = (spec(Some("0a1b2c3d")), then);
         assert!(due(Some(&old), &spec(Some("0a1b2c3d"))));

@@ -268,3 +268,49 @@ fn selecting() -> StaticCatalog {
         .unwrap()
         .with_namespace("shop", &[])
 }
+
+#[test]
+fn with_namespace_labels_only_the_instrumentations_their_bindings_can_match_are_rendered() {
+    // shop/java in a labeled namespace, web/java in one without the label, ops/java shared
+    // (bound in every labeled namespace); and a render that does not read the namespaces.
+    let web = JAVA.replace("namespace: shop", "namespace: web");
+    let ops = JAVA.replace(
+        "metadata: {name: java, namespace: shop}",
+        "metadata: {name: java, namespace: ops, annotations: {otel-injector/cross-namespace: allowed}}",
+    );
+    let catalog = StaticCatalog::from_yaml(&format!("{JAVA}---{web}---{ops}"))
+        .unwrap()
+        .with_namespace_labels("shop", &[("rollout", "on")])
+        .with_namespace_labels("web", &[("rollout", "off")])
+        .with_namespace("ops", &[]);
+    let rendered = |namespaces_read: bool, labels: &[(&str, &str)]| {
+        let options = PolicyOptions {
+            namespaces_read,
+            namespace_labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ..PolicyOptions::default()
+        };
+        let objects = render(&catalog, &EngineConfig::default(), &options).objects;
+        let mut of: Vec<String> = objects
+            .iter()
+            .filter(|o| o["kind"] == "MutatingAdmissionPolicyBinding")
+            .filter_map(|o| o["metadata"]["annotations"][INSTRUMENTATION_ANNOTATION].as_str())
+            .map(str::to_owned)
+            .collect();
+        of.dedup();
+        of
+    };
+    let all = ["ops/java", "shop/java", "web/java"].map(str::to_owned);
+    assert_eq!(
+        rendered(true, &[("rollout", "on")]),
+        ["ops/java", "shop/java"]
+    );
+    // By the namespace's name label too, which every namespace has.
+    let named = [("kubernetes.io/metadata.name", "web")];
+    assert_eq!(rendered(true, &named), ["ops/java", "web/java"]);
+    // No label asked for: every namespace can match. The CLI's render cannot tell.
+    assert_eq!(rendered(true, &[]), all);
+    assert_eq!(rendered(false, &[("rollout", "on")]), all);
+}
