@@ -120,6 +120,15 @@ fn the_reader_sees_grouped_and_macro_paths() {
 }
 
 #[test]
+fn a_test_module_declared_before_the_code_hides_none_of_it() {
+    // `mod tests;` at the top (the test module in a file of its own) leaves the code after it
+    // read; an inline `mod tests { ... }` is left out.
+    let text = "#[cfg(test)]\nmod tests;\n\nuse super::rollout::Rollout;\n\n#[cfg(test)]\nmod tests {\n    use super::hidden::X;\n}\n";
+    let here = ["cluster".to_owned(), "status".to_owned()];
+    assert_eq!(paths(text, &here), [vec!["cluster", "rollout"]]);
+}
+
+#[test]
 fn no_circle_among_the_modules_of_src() {
     assert_eq!(circles(&src_arrows()), Vec::<String>::new());
 }

@@ -38,9 +38,10 @@ use metrics::{Metrics, WriteResult};
 use pods::{SharedPods, watch_pods};
 
 use super::events::{self, EventSink, Reason};
+use super::lease::Leadership;
 use super::missed::{Finder, SharedMissed};
 use super::registration::SharedDrift;
-use super::{KubeCatalog, Leadership};
+use super::watch::KubeCatalog;
 use crate::census::census;
 use crate::crd::{API_VERSION, Instrumentation, InstrumentationStatus, KIND, SpecHash};
 use crate::engine::Catalog;

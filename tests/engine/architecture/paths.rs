@@ -16,11 +16,20 @@ pub(super) fn sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// A file's text up to its inline test module (`#[cfg(test)] mod tests { ... }`), which is
+/// left out. A test module in a file of its own (`mod tests;`) cuts nothing: the code after
+/// the declaration is read.
+pub(super) fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod tests {")
+        .next()
+        .unwrap_or(text)
+}
+
 /// Every module path a file's text names: `crate::a::b`, `super::a`, `self::a` and the
 /// members of a group (`crate::{a, b::c}`), resolved against the file's own module path
-/// `here` (the part of a file after `#[cfg(test)] mod tests` is left out).
+/// `here` (an inline test module is left out: [`without_tests`]).
 pub(super) fn paths(text: &str, here: &[String]) -> Vec<Vec<String>> {
-    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let text = without_tests(text);
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
@@ -111,7 +120,7 @@ pub(super) fn rust_files(root: &Path) -> Vec<(Vec<String>, PathBuf)> {
 /// last segment of each, or its `as` name. A `macro_rules!` macro the file defines and then
 /// brings into path scope (`pub(super) use m;`) lives there: it is no re-export.
 pub(super) fn reexports(text: &str) -> BTreeSet<String> {
-    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let text = without_tests(text);
     let mut names = BTreeSet::new();
     for line_start in text.match_indices("pub") {
         let rest = &text[line_start.0..];
@@ -152,7 +161,7 @@ pub(super) fn reexports(text: &str) -> BTreeSet<String> {
 /// Every path a file names through `super::` or `crate::`, resolved, with its last segment
 /// whatever its case (`super::Env` in `harness::run`: `harness::Env`).
 pub(super) fn named_items(text: &str, here: &[String]) -> Vec<Vec<String>> {
-    let text = text.split("#[cfg(test)]\nmod tests").next().unwrap_or(text);
+    let text = without_tests(text);
     let ident = |s: &str| -> String {
         s.chars()
             .take_while(|c| c.is_alphanumeric() || *c == '_')
