@@ -108,24 +108,14 @@ async fn follows_edits(mode: &str) {
     // An Instrumentation in a namespace without the policies' label, created first: no
     // binding could match there, so the writer writes nothing for it until the label comes.
     let outside = &format!("{ns}-outside");
-    api::create_namespace(&client, outside, &[], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let outside_java = inst(
-        outside,
-        "java",
-        json!({"exporter": {"endpoint": "http://c:4318"}}),
-    );
-    create_instrumentations(&client, std::slice::from_ref(&outside_java)).await;
-    api::create_namespace(&client, ns, &[(POLICY_SCOPE, &scope)], &[])
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    let java = inst(
+    with_java(&client, outside, &[], "http://c:4318").await;
+    with_java(
+        &client,
         ns,
-        "java",
-        json!({"exporter": {"endpoint": "http://collector-a:4318"}}),
-    );
-    create_instrumentations(&client, std::slice::from_ref(&java)).await;
+        &[(POLICY_SCOPE, &scope)],
+        "http://collector-a:4318",
+    )
+    .await;
     // The first pass writes the policies of the shared cluster's Instrumentations whose
     // bindings can match a namespace with the label (this test's, and those shared with every
     // namespace), so it may take a while; later passes write what changed.
@@ -344,6 +334,16 @@ async fn follows_edits(mode: &str) {
             }
         }
     }
+}
+
+/// Creates namespace `ns` with `labels`, and in it the Instrumentation `java` that exports to
+/// `endpoint`.
+async fn with_java(client: &kube::Client, ns: &str, labels: &[(&str, &str)], endpoint: &str) {
+    api::create_namespace(client, ns, labels, &[])
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    let java = inst(ns, "java", json!({"exporter": {"endpoint": endpoint}}));
+    create_instrumentations(client, std::slice::from_ref(&java)).await;
 }
 
 /// Waits until the policy and the binding named `name` are gone, at most `within`.
