@@ -10,8 +10,8 @@ use super::{Coverage, Form, PolicyOptions, inject, selected, vars};
 use crate::crd::{Instrumentation, SpecHash};
 use crate::engine::NamespaceInfo;
 use crate::keys::{
-    INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY, NOT_COVERED_ANNOTATION, OPT_OUT,
-    OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
+    INJECTED_LABEL, INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, MANAGED_BY,
+    NOT_COVERED_ANNOTATION, OPT_OUT, OPT_OUT_LABEL, POLICY_LABEL, SPEC_HASH_ANNOTATION,
 };
 
 /// The name of the objects of the Instrumentation `ns/name` (at most 253 characters).
@@ -73,6 +73,21 @@ pub(super) fn opted_in(options: &PolicyOptions, namespace: Option<&str>) -> Valu
         "namespaceSelector": {"matchExpressions": ns},
         "objectSelector": {"matchExpressions": [not_disabled]},
     })
+}
+
+/// `matches` without the pods labeled injected ([`INJECTED_LABEL`] `true`). A pod a policy
+/// injected carries the label, and the API server then runs the admission chain again
+/// (reinvocation): an injection policy never mutates then (`reinvocationPolicy: Never`), but
+/// each bound policy would still evaluate its match conditions, converting the pod for CEL.
+/// A label selector leaves the pod out before any CEL. The label comes with the injected
+/// marker the `not-injected-before` condition checks, so this leaves out what that condition
+/// would; only a pod labeled by hand without the marker differs (docs/policy.md).
+fn not_injected(mut matches: Value) -> Value {
+    let expressions = &mut matches["objectSelector"]["matchExpressions"];
+    if let Some(list) = expressions.as_array_mut() {
+        list.push(json!({"key": INJECTED_LABEL, "operator": "NotIn", "values": ["true"]}));
+    }
+    matches
 }
 
 /// Where an injection policy is bound, and which pods reach its mutations.
@@ -258,7 +273,7 @@ fn policy_and_binding(
         "metadata": meta,
         "spec": {
             "policyName": object,
-            "matchResources": opted_in(options, bound_in),
+            "matchResources": not_injected(opted_in(options, bound_in)),
         },
     });
     if options.form == Form::Api {

@@ -10,8 +10,8 @@ use crate::support::api;
 use super::build::{container, pod};
 use super::corpus::instrumentations;
 use super::{
-    POLICY_SCOPE, create_all, create_instrumentations, delete_all, injected_java, namespaces,
-    render, until,
+    POLICY_SCOPE, create_all, create_instrumentations, delete_all, injected_java, live_render,
+    namespaces, render, until,
 };
 use otel_injector::keys::{CONTAINER_NAMES, INJECT_JAVA, INJECTED_ANNOTATION};
 
@@ -131,7 +131,7 @@ async fn policy_latency() {
     let insts = &all[2..3];
     // `keyed`'s as live policies render it, reading the namespaces: it asks for nothing, so
     // only pods with a key of their own reach the policy.
-    let mut keyed_objects = keyed_only(&all[3], keyed);
+    let mut keyed_objects = live_render(&all[3], keyed, "e2e-lat-keyed", "lat");
     let (mut objects, _) = render(
         &cp.dir,
         insts,
@@ -259,31 +259,4 @@ async fn admission_seconds(client: &kube::Client) -> [(f64, f64); 2] {
         (total(policy, "_sum"), total(policy, "_count")),
         (total(webhook, "_sum"), total(webhook, "_count")),
     ]
-}
-
-/// The policies and bindings of `inst` (in namespace `ns`, which asks for nothing) as live
-/// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), image
-/// volumes, mode both, bound where [`POLICY_SCOPE`] is `lat`.
-fn keyed_only(inst: &Value, ns: &str) -> Vec<Value> {
-    use otel_injector::cluster::StaticCatalog;
-    use otel_injector::engine::{AgentDelivery, EngineConfig};
-    use otel_injector::policy::{Mode, PolicyOptions};
-    let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
-    let catalog = StaticCatalog::new([typed]).with_namespace(ns, &[]);
-    let config = EngineConfig {
-        delivery: AgentDelivery::ImageVolume,
-        ..EngineConfig::default()
-    };
-    let options = PolicyOptions {
-        mode: Mode::Both,
-        prefix: "e2e-lat-keyed".into(),
-        namespace_labels: vec![(POLICY_SCOPE.into(), "lat".into())],
-        namespaces_read: true,
-        ..PolicyOptions::default()
-    };
-    let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
-    // A policy per language, each reached by the pods with that language's key.
-    let conditions = objects[0]["spec"]["matchConditions"].to_string();
-    assert!(conditions.contains("\"asks-for-java\""), "{conditions}");
-    objects
 }

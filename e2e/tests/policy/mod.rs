@@ -23,6 +23,7 @@ mod coverage;
 mod from_start;
 mod keys;
 mod live;
+mod reinvocation;
 mod rolled_back;
 mod selected;
 mod unserved;
@@ -306,4 +307,35 @@ async fn delete_each(client: &Client, pods: &[(&'static str, String, Value)]) {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
     }
+}
+
+/// The policies and bindings of `inst` (in namespace `ns`, which asks for nothing) as live
+/// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), image
+/// volumes, mode both, names prefixed `prefix`, bound where [`POLICY_SCOPE`] is `scope`.
+fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> {
+    use otel_injector::cluster::StaticCatalog;
+    use otel_injector::engine::{AgentDelivery, EngineConfig};
+    use otel_injector::policy::{Mode, PolicyOptions};
+    let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
+    // The namespace as the API server holds it: labeled for the bindings, which live
+    // policies render only where they can match.
+    let catalog = StaticCatalog::new([typed])
+        .with_namespace(ns, &[])
+        .with_namespace_labels(ns, &[(POLICY_SCOPE, scope)]);
+    let config = EngineConfig {
+        delivery: AgentDelivery::ImageVolume,
+        ..EngineConfig::default()
+    };
+    let options = PolicyOptions {
+        mode: Mode::Both,
+        prefix: prefix.into(),
+        namespace_labels: vec![(POLICY_SCOPE.into(), scope.into())],
+        namespaces_read: true,
+        ..PolicyOptions::default()
+    };
+    let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
+    // A policy per language, each reached by the pods with that language's key.
+    let conditions = objects[0]["spec"]["matchConditions"].to_string();
+    assert!(conditions.contains("\"asks-for-java\""), "{conditions}");
+    objects
 }

@@ -3,14 +3,16 @@
 //! a selector can ask, only the pods with a key of their own, each to its own language's
 //! policy.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::JAVA;
 use crate::agents::Language;
 use crate::cluster::StaticCatalog;
 use crate::engine::EngineConfig;
-use crate::keys::{INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION};
-use crate::policy::{LANGUAGES, PolicyOptions, render};
+use crate::keys::{
+    INJECTED_LABEL, INSTRUMENTATION_ANNOTATION, LANGUAGES_ANNOTATION, OPT_OUT, OPT_OUT_LABEL,
+};
+use crate::policy::{LANGUAGES, Mode, PolicyOptions, render};
 
 /// The injection policies rendered from `catalog` (the bindings and skip objects left out).
 fn policies(catalog: &StaticCatalog, namespaces_read: bool) -> Vec<Value> {
@@ -313,4 +315,50 @@ fn with_namespace_labels_only_the_instrumentations_their_bindings_can_match_are_
     // No label asked for: every namespace can match. The CLI's render cannot tell.
     assert_eq!(rendered(true, &[]), all);
     assert_eq!(rendered(false, &[("rollout", "on")]), all);
+}
+
+/// Every injection policy's binding leaves out the pods labeled injected, so that the
+/// API server's second pass over a pod a policy injected (reinvocation) evaluates none of
+/// their conditions; the status policy, which runs again on purpose (`IfNeeded`), keeps
+/// seeing them.
+#[test]
+fn injection_bindings_leave_out_pods_labeled_injected_and_the_status_binding_does_not() {
+    let catalog = StaticCatalog::from_yaml(JAVA).unwrap();
+    let opted_in = json!({"key": OPT_OUT_LABEL, "operator": "NotIn", "values": [OPT_OUT]});
+    let not_injected = json!({"key": INJECTED_LABEL, "operator": "NotIn", "values": ["true"]});
+    for namespaces_read in [false, true] {
+        let options = PolicyOptions {
+            mode: Mode::Policy,
+            namespaces_read,
+            ..PolicyOptions::default()
+        };
+        let objects = render(&catalog, &EngineConfig::default(), &options).objects;
+        let bindings: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "MutatingAdmissionPolicyBinding")
+            .collect();
+        let selector = |b: &Value| b["spec"]["matchResources"]["objectSelector"].clone();
+        let (injection, status): (Vec<&Value>, Vec<&Value>) = bindings
+            .into_iter()
+            .partition(|b| b["metadata"]["annotations"][INSTRUMENTATION_ANNOTATION].is_string());
+        let expected = if namespaces_read { LANGUAGES.len() } else { 1 };
+        assert_eq!(
+            injection.len(),
+            expected,
+            "namespaces read: {namespaces_read}"
+        );
+        for b in injection {
+            assert_eq!(
+                selector(b),
+                json!({"matchExpressions": [opted_in, not_injected]}),
+                "{}",
+                b["metadata"]["name"]
+            );
+        }
+        let [status] = status.as_slice() else {
+            panic!("one status binding: {status:?}")
+        };
+        assert_eq!(status["metadata"]["name"], "otel-injector.not-injected");
+        assert_eq!(selector(status), json!({"matchExpressions": [opted_in]}));
+    }
 }
