@@ -13,58 +13,138 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use kube::Client;
+use serde_json::{Value, json};
 
 use super::build::{container, pod};
 use super::corpus::instrumentations;
 use super::{
     POLICY_SCOPE, create_all, create_instrumentations, delete_all, injected_java, live_render,
-    namespaces, until,
+    namespaces, render, until,
 };
 use crate::harness::cluster;
 use crate::support::api;
-use otel_injector::keys::INJECT_JAVA;
+use otel_injector::keys::{INJECT_JAVA, INSTRUMENTATION_ANNOTATION};
 
-/// Pods created and injected by the policy.
+/// Pods created and injected by the policy, per request form.
 const PODS: usize = 8;
 
+/// Live policies (a policy per language; mode both, image volumes), for pods that ask by
+/// annotation and by label; then the CLI's render (one policy; mode policy, copied by an
+/// init container) for pods whose namespace asks.
 #[tokio::test]
 async fn a_pod_a_policy_injected_is_not_matched_again_when_the_chain_runs_twice() {
     let cp = cluster().await;
     let client = cp.client();
-    let ns = "e2e-policy-reinvoke";
-    namespaces(&client, &[ns], &[(POLICY_SCOPE, "reinvoke")]).await;
-    let inst = instrumentations(ns, ns).remove(1);
-    create_instrumentations(&client, std::slice::from_ref(&inst)).await;
-    let objects = live_render(&inst, ns, "e2e-reinvoke", "reinvoke");
+    let live = "e2e-policy-reinvoke";
+    namespaces(&client, &[live], &[(POLICY_SCOPE, "reinvoke")]).await;
+    let by_namespace = "e2e-policy-reinvoke-ns";
+    api::create_namespace(
+        &client,
+        by_namespace,
+        &[(POLICY_SCOPE, "reinvoke-ns")],
+        &[(INJECT_JAVA, "true")],
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{e}"));
+    let insts = [live, by_namespace].map(|ns| instrumentations(ns, ns).remove(1));
+    create_instrumentations(&client, &insts).await;
+
+    let objects = live_render(&insts[0], live, "e2e-reinvoke", "reinvoke");
     create_all(&client, &objects).await;
+    // The first pass: every other language's policy leaves each pod out, the Java policy
+    // takes it. A second pass that reached the conditions would leave each pod out of every
+    // policy once more (of Java's by `not-injected-before`).
+    let first_pass = |p: &str| {
+        if p.ends_with(".java") {
+            0.0
+        } else {
+            PODS as f64
+        }
+    };
+    let container = json!([container("app", "shop/app:1.0", json!([]))]);
+    for (form, annotations, labels) in [
+        (
+            "annotation",
+            json!({INJECT_JAVA: "java"}),
+            json!({"app": "web"}),
+        ),
+        (
+            "label",
+            json!({}),
+            json!({"app": "web", INJECT_JAVA: "java"}),
+        ),
+    ] {
+        let java = |name: &str| {
+            pod(
+                &format!("{form}-{name}"),
+                annotations.clone(),
+                labels.clone(),
+                container.clone(),
+            )
+        };
+        left_out_once(&client, live, &objects, &java, first_pass).await;
+    }
+    delete_all(&client, &objects).await;
+
+    let (objects, _) = render(
+        &cp.dir,
+        &insts[1..],
+        &[
+            "--mode",
+            "policy",
+            "--name-prefix",
+            "e2e-reinvoke-cli",
+            &format!("--namespace-label={POLICY_SCOPE}=reinvoke-ns"),
+            "--agent-delivery=init-container",
+        ],
+    );
+    create_all(&client, &objects).await;
+    // Its one policy takes each pod on the first pass and is not asked again.
+    let keyless = |name: &str| {
+        pod(
+            &format!("keyless-{name}"),
+            json!({}),
+            json!({}),
+            container.clone(),
+        )
+    };
+    left_out_once(&client, by_namespace, &objects, &keyless, |_| 0.0).await;
+    delete_all(&client, &objects).await;
+}
+
+/// Creates [`PODS`] pods of `make` in `ns`, each injected with Java by the injection
+/// policies of `objects`, and checks how many times each policy's conditions left them out:
+/// `expected` of its name.
+async fn left_out_once(
+    client: &Client,
+    ns: &str,
+    objects: &[Value],
+    make: &dyn Fn(&str) -> Value,
+    expected: impl Fn(&str) -> f64,
+) {
     let policies: Vec<String> = objects
         .iter()
         .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+        .filter(|o| o["metadata"]["annotations"][INSTRUMENTATION_ANNOTATION].is_string())
         .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert!(policies.len() > 1, "a policy per language: {policies:?}");
-    let java = |name: &str| {
-        pod(
-            name,
-            json!({INJECT_JAVA: "java"}),
-            json!({"app": "web"}),
-            json!([container("app", "shop/app:1.0", json!([]))]),
-        )
-    };
-    until(&client, ns, &java("warm"), "the policy", injected_java).await;
-    // Each policy is compiled when the API server sees it, the Java one not always last:
-    // every other language's policy has left out a Java pod once when all are in effect.
+    assert!(
+        !policies.is_empty(),
+        "no injection policy rendered for {ns}"
+    );
+    until(client, ns, &make("warm"), "the policy", injected_java).await;
+    // Each policy is compiled when the API server sees it, in no set order: a policy that
+    // leaves pods out has left out one dry run once it is in effect.
     let t0 = Instant::now();
     let before = loop {
-        api::create_pod(&client, ns, &java("warm"), true)
+        api::create_pod(client, ns, &make("warm"), true)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
-        let seen = excluded(&client, &policies).await;
-        let waiting: Vec<&String> = seen
+        let seen = excluded(client, &policies).await;
+        let waiting: Vec<&String> = policies
             .iter()
-            .filter(|(p, n)| !p.ends_with(".java") && **n == 0.0)
-            .map(|(p, _)| p)
+            .filter(|p| expected(p) > 0.0 && seen[*p] == 0.0)
             .collect();
         if waiting.is_empty() {
             break seen;
@@ -76,42 +156,26 @@ async fn a_pod_a_policy_injected_is_not_matched_again_when_the_chain_runs_twice(
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     for k in 0..PODS {
-        let r = api::create_pod(&client, ns, &java(&format!("java-{k}")), false)
+        let r = api::create_pod(client, ns, &make(&k.to_string()), false)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(r.status, 201, "{}", r.body);
         assert!(injected_java(&r.body), "{}", r.body["metadata"]);
     }
-    let after = excluded(&client, &policies).await;
-    // The first pass: every other language's policy leaves each pod out, the Java policy
-    // takes it. A second pass that reached the conditions would leave each pod out of every
-    // policy once more (of Java's by `not-injected-before`).
+    let after = excluded(client, &policies).await;
     let counted: BTreeMap<&String, f64> =
         policies.iter().map(|p| (p, after[p] - before[p])).collect();
-    let first_pass: BTreeMap<&String, f64> = policies
-        .iter()
-        .map(|p| {
-            (
-                p,
-                if p.ends_with(".java") {
-                    0.0
-                } else {
-                    PODS as f64
-                },
-            )
-        })
-        .collect();
+    let wanted: BTreeMap<&String, f64> = policies.iter().map(|p| (p, expected(p))).collect();
     assert_eq!(
-        counted, first_pass,
-        "pods left out by match conditions, {PODS} pods"
+        counted, wanted,
+        "pods left out by match conditions in {ns}, {PODS} pods"
     );
-    delete_all(&client, &objects).await;
 }
 
 /// How many times each policy's match conditions have left a pod out: the API server's
 /// histogram of their evaluation time, which it observes only for a condition that is
 /// false (or fails), not for a pod the conditions admit.
-async fn excluded(client: &kube::Client, policies: &[String]) -> BTreeMap<String, f64> {
+async fn excluded(client: &Client, policies: &[String]) -> BTreeMap<String, f64> {
     let request = axum::http::Request::get("/metrics")
         .body(Vec::new())
         .unwrap();
