@@ -209,7 +209,7 @@ pub fn branch(
     } else {
         home
     };
-    let mut asks = format!("variables.want == {} && {named}", string(lang.as_str()));
+    let mut asks = format!("{} && {named}", vars::wants(v, lang));
     if let Some(s) = by_selector {
         asks = format!("(({asks}) || ({}))", s.asks);
     }
@@ -343,41 +343,47 @@ pub enum Reaching {
 /// otherwise the mutation's to decide: only the renderer, which reads the namespaces
 /// (`PolicyOptions::namespaces_read`), can tell which namespaces ask.
 pub fn match_conditions(reaching: &Reaching) -> Value {
-    let mut conditions = vec![json!({
-        "name": "not-injected-before",
-        "expression": format!(
-            "!(has(object.metadata.annotations) && ({} in object.metadata.annotations || {} in object.metadata.annotations)) && !object.spec.?initContainers.orValue([]).exists(c, c.name in {}) && !object.spec.containers.exists(c, c.name == {})",
-            string(MIRROR_ANNOTATION),
-            string(INJECTED_ANNOTATION),
-            strings(crate::engine::OPERATOR_INIT_CONTAINERS),
-            string(crate::engine::OPERATOR_SIDECAR),
-        ),
-    })];
+    let not_injected = format!(
+        "!(has(object.metadata.annotations) && ({} in object.metadata.annotations || {} in object.metadata.annotations)) && !object.spec.?initContainers.orValue([]).exists(c, c.name in {}) && !object.spec.containers.exists(c, c.name == {})",
+        string(MIRROR_ANNOTATION),
+        string(INJECTED_ANNOTATION),
+        strings(crate::engine::OPERATOR_INIT_CONTAINERS),
+        string(crate::engine::OPERATOR_SIDECAR),
+    );
+    let Reaching::Keyed { lang, namespaces } = reaching else {
+        return json!([{"name": NOT_INJECTED_BEFORE, "expression": not_injected}]);
+    };
     let on = |map: &str, test: &str| {
         format!(
             "(has(object.metadata.{map}) && {})",
             test.replace("MAP", &format!("object.metadata.{map}"))
         )
     };
-    if let Reaching::Keyed { lang, namespaces } = reaching {
-        let (name, test) = match lang {
-            Some(lang) => (
-                format!("asks-for-{lang}"),
-                format!("{} in MAP", string(lang.inject_annotation())),
-            ),
-            None => (
-                "asks-by-its-own-keys-or-its-namespaces".to_owned(),
-                format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX)),
-            ),
-        };
-        let mut expression = format!("{} || {}", on("annotations", &test), on("labels", &test));
-        if !namespaces.is_empty() {
-            expression.push_str(&format!(
-                " || request.namespace in {}",
-                strings(namespaces.iter().map(String::as_str))
-            ));
-        }
-        conditions.push(json!({"name": name, "expression": expression}));
+    let (name, test) = match lang {
+        Some(lang) => (
+            format!("asks-for-{lang}"),
+            format!("{} in MAP", string(lang.inject_annotation())),
+        ),
+        None => (
+            "asks-by-its-own-keys-or-its-namespaces".to_owned(),
+            format!("MAP.exists(k, k.startsWith({}))", string(INJECT_PREFIX)),
+        ),
+    };
+    let mut asks = format!("{} || {}", on("annotations", &test), on("labels", &test));
+    if !namespaces.is_empty() {
+        asks.push_str(&format!(
+            " || request.namespace in {}",
+            strings(namespaces.iter().map(String::as_str))
+        ));
     }
-    Value::from(conditions)
+    // One condition, the key first: the API server evaluates every condition of a policy
+    // (it does not stop at the first that is false), so as two conditions the pods that do
+    // not ask would pay for the pod-wide scan of `not-injected-before` too.
+    json!([{
+        "name": format!("{name}-and-{NOT_INJECTED_BEFORE}"),
+        "expression": format!("({asks}) && ({not_injected})"),
+    }])
 }
+
+/// The name of the condition that leaves out the pods the webhook leaves alone.
+pub const NOT_INJECTED_BEFORE: &str = "not-injected-before";

@@ -85,6 +85,29 @@ pub fn injection_keys(v: &mut Vars) {
     );
 }
 
+/// Adds and returns `wants{i}`: whether `lang` is the one language asked for, as
+/// `variables.want == lang` says, read first the short way: when no other language's key is
+/// on the pod or its namespace (what nearly every pod is), `lang`'s own request decides
+/// alone, and the other languages' requests are never evaluated.
+pub fn wants(v: &mut Vars, lang: Language) -> String {
+    let var = format!("wants{}", index(lang));
+    let others = strings(
+        Language::ALL
+            .iter()
+            .filter(|l| **l != lang)
+            .map(|l| l.inject_annotation()),
+    );
+    let req = request(lang);
+    v.add(
+        &var,
+        format!(
+            "{others}.all(k, !(k in variables.ann) && !(k in variables.lab) && !(k in variables.nsAnn) && !(k in variables.nsLab)) ? ({req} != \"\" && {req}.lowerAscii() != \"false\") : variables.want == {}",
+            string(lang.as_str())
+        ),
+    );
+    format!("variables.{var}")
+}
+
 /// The effective request of `lang` (a variable of [`injection_keys`]).
 pub fn request(lang: Language) -> String {
     format!("variables.req{}", index(lang))

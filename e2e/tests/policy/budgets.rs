@@ -227,9 +227,13 @@ async fn policy_latency() {
         eprintln!("[e2e] pod create, {what}: p50 {p50:.2} ms, p99 {p99:.2} ms ({count} pods)");
     }
     // The API server's own time per admission (its metrics, the sums over this run).
-    for (i, what) in ["the policy's mutation", "the webhook's call"]
-        .iter()
-        .enumerate()
+    for (i, what) in [
+        "the policy's mutation",
+        "the webhook's call",
+        "a live policy's match conditions that left a pod out",
+    ]
+    .iter()
+    .enumerate()
     {
         let (sum, n) = (after[i].0 - before[i].0, after[i].1 - before[i].1);
         eprintln!(
@@ -241,22 +245,31 @@ async fn policy_latency() {
 }
 
 /// The sums and counts of the API server's histograms of the time in a MutatingAdmissionPolicy's
-/// mutations and in webhook calls: `[(policy seconds, count), (webhook seconds, count)]`.
-async fn admission_seconds(client: &kube::Client) -> [(f64, f64); 2] {
+/// mutations, in webhook calls, and in the match conditions of the live policies of
+/// `keyed`'s Instrumentation (observed for each pod a policy's conditions leave out):
+/// `[(policy seconds, count), (webhook seconds, count), (conditions seconds, count)]`.
+async fn admission_seconds(client: &kube::Client) -> [(f64, f64); 3] {
     let request = axum::http::Request::get("/metrics")
         .body(Vec::new())
         .unwrap();
     let text = client.request_text(request).await.unwrap_or_default();
-    let total = |prefix: &str, suffix: &str| -> f64 {
+    let total = |prefix: &str, only: &[&str], suffix: &str| -> f64 {
         text.lines()
             .filter(|l| l.starts_with(&format!("{prefix}{suffix}")))
+            .filter(|l| only.iter().all(|o| l.contains(o)))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
             .sum()
     };
     let policy = "apiserver_mutating_admission_policy_check_duration_seconds";
     let webhook = "apiserver_admission_webhook_admission_duration_seconds";
+    let conditions = "apiserver_admission_match_condition_evaluation_seconds";
+    let keyed = ["kind=\"policy\"", "name=\"e2e-lat-keyed."];
     [
-        (total(policy, "_sum"), total(policy, "_count")),
-        (total(webhook, "_sum"), total(webhook, "_count")),
+        (total(policy, &[], "_sum"), total(policy, &[], "_count")),
+        (total(webhook, &[], "_sum"), total(webhook, &[], "_count")),
+        (
+            total(conditions, &keyed, "_sum"),
+            total(conditions, &keyed, "_count"),
+        ),
     ]
 }

@@ -336,6 +336,9 @@ fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> 
     let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
     // A policy per language, each reached by the pods with that language's key.
     let conditions = objects[0]["spec"]["matchConditions"].to_string();
-    assert!(conditions.contains("\"asks-for-java\""), "{conditions}");
+    assert!(
+        conditions.contains("\"asks-for-java-and-not-injected-before\""),
+        "{conditions}"
+    );
     objects
 }

@@ -54,7 +54,7 @@ async fn a_pod_a_policy_injected_is_not_matched_again_when_the_chain_runs_twice(
     create_all(&client, &objects).await;
     // The first pass: every other language's policy leaves each pod out, the Java policy
     // takes it. A second pass that reached the conditions would leave each pod out of every
-    // policy once more (of Java's by `not-injected-before`).
+    // policy once more (of Java's because the pod was injected before).
     let first_pass = |p: &str| {
         if p.ends_with(".java") {
             0.0

@@ -38,6 +38,31 @@ fn conditions(policy: &Value) -> Vec<String> {
         .collect()
 }
 
+/// The `not-injected-before` condition's expression, as the CLI's render holds it alone.
+fn not_injected() -> String {
+    let plain = StaticCatalog::from_yaml(JAVA).unwrap();
+    let all = policies(&plain, false);
+    assert_eq!(conditions(&all[0]), ["not-injected-before"]);
+    all[0]["spec"]["matchConditions"][0]["expression"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// What a keyed policy's one condition asks: the condition is `(asks) && (not injected
+/// before)`, the key first so that the pods that do not ask skip the pod-wide scan.
+fn asks(policy: &Value) -> String {
+    let conditions = policy["spec"]["matchConditions"].as_array().unwrap();
+    assert_eq!(conditions.len(), 1, "{conditions:?}");
+    let expression = conditions[0]["expression"].as_str().unwrap();
+    let tail = format!(") && ({})", not_injected());
+    expression
+        .strip_prefix('(')
+        .and_then(|e| e.strip_suffix(&tail))
+        .unwrap_or_else(|| panic!("not (asks) && (not injected): {expression}"))
+        .to_owned()
+}
+
 /// The names of the one policy `catalog` renders for shop/java, with namespaces read.
 fn one_policy(catalog: &StaticCatalog) -> Vec<String> {
     let all = policies(catalog, true);
@@ -69,11 +94,11 @@ fn a_language_policy_takes_the_pods_with_its_key_and_those_of_namespaces_that_as
         );
         assert_eq!(
             conditions(policy),
-            ["not-injected-before".to_owned(), format!("asks-for-{lang}")]
+            [format!("asks-for-{lang}-and-not-injected-before")]
         );
         let key = lang.inject_annotation();
         assert_eq!(
-            policy["spec"]["matchConditions"][1]["expression"],
+            asks(policy),
             format!(
                 "(has(object.metadata.annotations) && \"{key}\" in object.metadata.annotations) || (has(object.metadata.labels) && \"{key}\" in object.metadata.labels)"
             )
@@ -112,11 +137,11 @@ fn a_language_policy_takes_the_pods_with_its_key_and_those_of_namespaces_that_as
             .iter()
             .find(|p| p["metadata"]["annotations"][LANGUAGES_ANNOTATION] == lang.as_str())
             .unwrap();
-        assert_eq!(conditions(policy)[1], format!("asks-for-{lang}"));
-        policy["spec"]["matchConditions"][1]["expression"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        assert_eq!(
+            conditions(policy),
+            [format!("asks-for-{lang}-and-not-injected-before")]
+        );
+        asks(policy)
     };
     let own = |lang: Language| {
         let key = lang.inject_annotation();
@@ -193,10 +218,7 @@ fn an_instrumentation_named_as_a_per_language_policy_keeps_its_neighbour_in_one(
     assert_eq!(java[0]["metadata"]["name"], "otel-injector.shop.java");
     assert_eq!(
         conditions(java[0]),
-        [
-            "not-injected-before",
-            "asks-by-its-own-keys-or-its-namespaces"
-        ]
+        ["asks-by-its-own-keys-or-its-namespaces-and-not-injected-before"]
     );
     let names: Vec<&str> = all
         .iter()
@@ -234,10 +256,17 @@ fn mode_policys_status_policy_takes_keyed_pods_and_those_of_namespaces_that_ask(
         .with_namespace_labels("ops", &[(python, "shop/java")])
         .with_namespace("quiet", &[(python, "false")]);
     let read = status(&catalog, true);
-    assert_eq!(read[1]["name"], "asks-by-its-own-keys-or-its-namespaces");
     assert_eq!(
-        read[1]["expression"],
-        "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || (has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || request.namespace in [\"ops\", \"quiet\", \"web\"]"
+        conditions_of(&read),
+        ["asks-by-its-own-keys-or-its-namespaces-and-not-injected-before"]
+    );
+    assert_eq!(
+        read[0]["expression"],
+        format!(
+            "({}) && ({})",
+            "(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || (has(object.metadata.labels) && object.metadata.labels.exists(k, k.startsWith(\"instrumentation.opentelemetry.io/inject-\"))) || request.namespace in [\"ops\", \"quiet\", \"web\"]",
+            not_injected()
+        )
     );
     // The CLI's render follows no namespace; a selector asks without a key.
     assert_eq!(
