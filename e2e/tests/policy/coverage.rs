@@ -1,8 +1,6 @@
 //! The policies against the webhook, in each delivery: the same stored pods where they cover
 //! the pod; the others left to the webhook, or in mode `policy` marked with its outcome.
 
-use axum::http::Method;
-use clap::ValueEnum;
 use serde_json::{Value, json};
 
 use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster};
@@ -13,8 +11,8 @@ use super::{
     POLICY_SCOPE, corpus_namespaces, create_all, create_each, create_instrumentations, delete_all,
     delete_each, explained_paths, injected_java, render, until,
 };
+use otel_injector::engine::SkipReason;
 use otel_injector::engine::outcome::{Outcome, PodStatus};
-use otel_injector::engine::{AgentDelivery, SkipReason};
 use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 
 /// Item 2 of the issue: every pod a policy injects is stored exactly as the webhook (image
@@ -22,7 +20,7 @@ use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION
 /// webhook when both run.
 #[tokio::test]
 async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
-    differential("diff", AgentDelivery::ImageVolume).await;
+    differential("diff", "image-volume").await;
 }
 
 /// The same in init-container delivery (the flag's default): the policies add the agent's
@@ -30,14 +28,13 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
 /// the webhook does.
 #[tokio::test]
 async fn in_init_container_delivery_too() {
-    differential("copy", AgentDelivery::InitContainer).await;
+    differential("copy", "init-container").await;
 }
 
-/// The five phases over the corpus, with `--agent-delivery=<delivery>` for the webhook and
+/// The four phases over the corpus, with `--agent-delivery=<delivery>` for the webhook and
 /// the policies alike; `tag` names the run's namespaces, scope and objects.
-async fn differential(tag: &str, kind: AgentDelivery) {
-    let name = kind.to_possible_value().expect("a delivery");
-    let delivery = format!("--agent-delivery={}", name.get_name());
+async fn differential(tag: &str, delivery: &str) {
+    let delivery = format!("--agent-delivery={delivery}");
     let env = Env::start_with(
         &format!("policy-{tag}"),
         Options {
@@ -209,39 +206,14 @@ async fn differential(tag: &str, kind: AgentDelivery) {
     delete_each(&client, &pods).await;
     delete_all(&client, &objects).await;
 
-    // 4. Live policies alone (a policy per language, reached by the pods whose keys, or whose
-    // namespace's keys, ask for it): the very pods the CLI's policies inject, each stored as
-    // the webhook stores it; the others left as sent.
+    // 4. Mode policy, no webhook: every pod a policy injects is the webhook's; every other
+    // pod the webhook injects or skips is marked skipped with the Instrumentation the webhook
+    // names (and the webhook's reason where it skipped too); the rest are left as sent.
     set_scope(None).await;
     until(&client, &probe.1, &probe.2, "nothing injecting", |p| {
         !injected(p)
     })
     .await;
-    let live = live_corpus_render(&client, &insts, &[solo, shop, asked], tag, kind).await;
-    create_all(&client, &live).await;
-    let by_live = created_alone(&env, &pods, &[], INJECTED_ANNOTATION).await;
-    let mut live_covered = Vec::new();
-    for (((case, _, sent), live), webhook) in pods.iter().zip(&by_live).zip(&by_webhook) {
-        if injected_now(live, sent) {
-            assert_eq!(live, webhook, "{case}: the live policies' pod differs");
-            live_covered.push(*case);
-        } else {
-            harness::assert_stored_as_expected(live, sent);
-        }
-    }
-    assert_eq!(
-        live_covered, covered,
-        "the corpus cases live policies serve"
-    );
-    delete_all(&client, &live).await;
-    until(&client, &probe.1, &probe.2, "nothing injecting", |p| {
-        !injected(p)
-    })
-    .await;
-
-    // 5. Mode policy, no webhook: every pod a policy injects is the webhook's; every other
-    // pod the webhook injects or skips is marked skipped with the Instrumentation the webhook
-    // names (and the webhook's reason where it skipped too); the rest are left as sent.
     let (alone, _) = render(
         &cp.dir,
         &insts,
@@ -349,63 +321,4 @@ async fn label_solo(client: &kube::Client, solo: &str) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status, 200, "{}", r.body);
-}
-
-/// The corpus's policies as live policies render them (`PolicyOptions::namespaces_read`, mode
-/// both, names prefixed `e2e-<tag>-live`, bound where [`POLICY_SCOPE`] is `tag`): the
-/// `namespaces` read as the API server holds them, as the live writer's cache holds them.
-async fn live_corpus_render(
-    client: &kube::Client,
-    insts: &[Value],
-    namespaces: &[&str],
-    tag: &str,
-    delivery: AgentDelivery,
-) -> Vec<Value> {
-    use otel_injector::cluster::StaticCatalog;
-    use otel_injector::cluster::watch::NamespaceEntry;
-    use otel_injector::engine::EngineConfig;
-    use otel_injector::policy::{Mode, PolicyOptions};
-    let typed = insts
-        .iter()
-        .map(|i| serde_json::from_value(i.clone()).expect("an Instrumentation"));
-    let mut catalog = StaticCatalog::new(typed);
-    let empty = Default::default();
-    for ns in namespaces {
-        let r = api::send(
-            client,
-            Method::GET,
-            &format!("/api/v1/namespaces/{ns}"),
-            None,
-        )
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(r.status, 200, "{}", r.body);
-        let meta = serde_json::from_value(r.body["metadata"].clone()).expect("metadata");
-        let (name, entry) = NamespaceEntry::of(meta, &empty);
-        catalog = catalog.with_namespace_info(&name, (*entry.info).clone());
-    }
-    let config = EngineConfig {
-        delivery,
-        ..EngineConfig::default()
-    };
-    let options = PolicyOptions {
-        mode: Mode::Both,
-        prefix: format!("e2e-{tag}-live"),
-        namespace_labels: vec![(POLICY_SCOPE.into(), tag.into())],
-        namespaces_read: true,
-        ..PolicyOptions::default()
-    };
-    let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
-    // Per language where a key must ask (no selector among the corpus's Instrumentations).
-    let keyed = objects
-        .iter()
-        .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
-        .filter(|o| {
-            o["spec"]["matchConditions"][0]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("asks-for-"))
-        })
-        .count();
-    assert!(keyed > 7, "{keyed} policies per language");
-    objects
 }
