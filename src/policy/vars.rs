@@ -75,8 +75,9 @@ pub fn injection_keys(v: &mut Vars) {
     v.add(
         "requested",
         format!(
-            "[{}].filter(p, p[1] != \"\" && p[1].lowerAscii() != \"false\").map(p, p[0])",
-            pairs.join(", ")
+            "[{}].filter(p, {}).map(p, p[0])",
+            pairs.join(", "),
+            asking("p[1]")
         ),
     );
     v.add(
@@ -97,15 +98,20 @@ pub fn wants(v: &mut Vars, lang: Language) -> String {
             .filter(|l| **l != lang)
             .map(|l| l.inject_annotation()),
     );
-    let req = request(lang);
     v.add(
         &var,
         format!(
-            "{others}.all(k, !(k in variables.ann) && !(k in variables.lab) && !(k in variables.nsAnn) && !(k in variables.nsLab)) ? ({req} != \"\" && {req}.lowerAscii() != \"false\") : variables.want == {}",
+            "{others}.all(k, !(k in variables.ann) && !(k in variables.lab) && !(k in variables.nsAnn) && !(k in variables.nsLab)) ? ({}) : variables.want == {}",
+            asking(&request(lang)),
             string(lang.as_str())
         ),
     );
     format!("variables.{var}")
+}
+
+/// Whether the effective request `req` asks: set, and not `"false"` (`Request::parse`).
+fn asking(req: &str) -> String {
+    format!("{req} != \"\" && {req}.lowerAscii() != \"false\"")
 }
 
 /// The effective request of `lang` (a variable of [`injection_keys`]).
