@@ -3,7 +3,8 @@
 //! does from the cluster, whenever the cache changes (and every [`RESYNC`]), applies those
 //! that differ from what it applied last or that someone else changed since (their
 //! resourceVersion moved; one metadata list per kind and pass), with server-side apply and
-//! the field manager [`FIELD_MANAGER`], and deletes the objects it owns that it no longer
+//! the field manager [`FIELD_MANAGER`] ([`WRITES_IN_FLIGHT`] at once, the policies before the
+//! bindings), and deletes the objects it owns that it no longer
 //! renders: labeled
 //! `otel-injector/policy=true` and named `<prefix>.…` (so installs with other prefixes, and
 //! policies rendered by hand under another prefix, are left alone). An edited Instrumentation
@@ -19,6 +20,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt as _;
 use kube::Client;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::Value;
@@ -39,6 +41,8 @@ pub const FIELD_MANAGER: &str = "otel-injector-policies";
 pub const RESYNC: Duration = Duration::from_secs(60);
 /// After a failed write or list.
 const RETRY: Duration = Duration::from_secs(10);
+/// Writes of one pass in flight at once.
+const WRITES_IN_FLIGHT: usize = 8;
 
 /// The kinds it writes, bindings first (the order of deletion).
 const KINDS: [(&str, &str); 4] = [
@@ -259,22 +263,49 @@ impl LivePolicies {
                 present.insert((kind.to_owned(), name), version);
             }
         }
-        let pass = plan(&self.options.prefix, objects, applied, &present);
-        let mut written = 0;
-        for (key, obj) in pass.write {
-            let Some((kind, plural)) = KINDS.iter().find(|(k, _)| *k == key.0) else {
-                continue;
-            };
-            let stored = api(client, kind, plural)
-                .patch(
-                    &key.1,
-                    &PatchParams::apply(FIELD_MANAGER).force(),
-                    &Patch::Apply(&obj),
-                )
-                .await?;
-            let version = stored.metadata.resource_version.unwrap_or_default();
-            applied.insert(key, (obj, version));
-            written += 1;
+        let mut pass = plan(&self.options.prefix, objects, applied, &present);
+        // Several writes in flight, policies before bindings: an edit rewrites each
+        // language's policy and binding of the Instrumentation, and one after the other their
+        // round trips add up; the API server refuses a binding whose policy it cannot get yet
+        // (it reads the policy's params to check the writer may read them).
+        let (mut written, mut failed) = (0, None);
+        for wave in pass.waves() {
+            let writes = wave.into_iter().map(|(key, obj)| async move {
+                let stored = match KINDS.iter().find(|(k, _)| *k == key.0) {
+                    Some((kind, plural)) => Some(
+                        api(client, kind, plural)
+                            .patch(
+                                &key.1,
+                                &PatchParams::apply(FIELD_MANAGER).force(),
+                                &Patch::Apply(&obj),
+                            )
+                            .await,
+                    ),
+                    None => None,
+                };
+                (key, obj, stored)
+            });
+            let mut writes = futures::stream::iter(writes).buffer_unordered(WRITES_IN_FLIGHT);
+            while let Some((key, obj, stored)) = writes.next().await {
+                match stored {
+                    Some(Ok(stored)) => {
+                        let version = stored.metadata.resource_version.unwrap_or_default();
+                        applied.insert(key, (obj, version));
+                        written += 1;
+                    }
+                    // The first failure is the pass's; those that were written are kept.
+                    Some(Err(e)) => {
+                        failed.get_or_insert(e);
+                    }
+                    None => {}
+                }
+            }
+            if failed.is_some() {
+                break;
+            }
+        }
+        if let Some(e) = failed {
+            return Err(e);
         }
         let mut deleted = 0;
         for key in pass.delete {
@@ -309,10 +340,22 @@ type Present = BTreeMap<(String, String), String>;
 #[derive(Debug, Default, PartialEq)]
 struct Pass {
     /// The rendered objects that are new, differ from what was applied, or were written by
-    /// someone else since (their resourceVersion moved), in the render's order.
+    /// someone else since (their resourceVersion moved), in the render's order (written in
+    /// [`Pass::waves`]).
     write: Vec<((String, String), Value)>,
     /// The objects of `prefix` that exist and were not rendered, bindings before policies.
     delete: Vec<(String, String)>,
+}
+
+impl Pass {
+    /// The writes in the order the API server takes them: the policies, then the bindings
+    /// (a binding is refused while its policy does not exist). Within a wave, any order.
+    fn waves(&mut self) -> [Vec<((String, String), Value)>; 2] {
+        let (bindings, policies) = std::mem::take(&mut self.write)
+            .into_iter()
+            .partition(|((kind, _), _)| kind.ends_with("Binding"));
+        [policies, bindings]
+    }
 }
 
 /// The pass for the rendered `objects` (named `<prefix>.…`) against what this writer applied

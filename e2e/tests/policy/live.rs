@@ -314,7 +314,11 @@ async fn follows_edits(mode: &str) {
         r.body["metadata"]["annotations"][INJECTED_ANNOTATION],
         "java"
     );
-    assert!(took.is_some());
+    assert!(
+        took.is_some(),
+        "no pod got the edited spec within 5 s of the edit\nthe writer's log:\n{}",
+        writer_log(&env.webhook.log())
+    );
 
     // Deleted: its objects go (the policies of the cluster's shared Instrumentations and the
     // outside one, which this webhook also rendered, bound only where its label is, stay:

@@ -160,3 +160,43 @@ async fn a_namespace_change_wakes_the_writer_as_an_instrumentation_change_does()
     let closed = tokio::time::timeout(std::time::Duration::from_secs(5), merged.changed()).await;
     assert!(matches!(closed, Ok(Err(_))), "{closed:?}");
 }
+
+#[test]
+fn a_pass_writes_the_policies_before_any_binding() {
+    // The render's order puts each binding after its own policy; the waves put every policy
+    // before every binding, whatever the render's order, and keep it within each wave.
+    let objects = vec![
+        object(BINDING, "oi.shop.java.java", "b"),
+        object(POLICY, "oi.shop.java.java", "p"),
+        object(
+            "ValidatingAdmissionPolicyBinding",
+            "oi.warn-not-injected",
+            "vb",
+        ),
+        object(POLICY, "oi.shop.java.python", "p"),
+        object("ValidatingAdmissionPolicy", "oi.warn-not-injected", "vp"),
+    ];
+    let mut pass = plan("oi", objects, &Applied::new(), &Present::new());
+    let names = |wave: &[((String, String), Value)]| -> Vec<String> {
+        wave.iter()
+            .map(|((kind, name), _)| format!("{kind}/{name}"))
+            .collect()
+    };
+    let [policies, bindings] = pass.waves();
+    assert_eq!(
+        names(&policies),
+        [
+            "MutatingAdmissionPolicy/oi.shop.java.java",
+            "MutatingAdmissionPolicy/oi.shop.java.python",
+            "ValidatingAdmissionPolicy/oi.warn-not-injected",
+        ]
+    );
+    assert_eq!(
+        names(&bindings),
+        [
+            "MutatingAdmissionPolicyBinding/oi.shop.java.java",
+            "ValidatingAdmissionPolicyBinding/oi.warn-not-injected",
+        ]
+    );
+    assert!(pass.write.is_empty());
+}
