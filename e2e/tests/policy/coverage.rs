@@ -1,6 +1,10 @@
 //! The policies against the webhook, in each delivery: the same stored pods where they cover
 //! the pod; the others left to the webhook, or in mode `policy` marked with its outcome.
 
+use std::time::{Duration, Instant};
+
+use clap::ValueEnum;
+use futures::StreamExt as _;
 use serde_json::{Value, json};
 
 use crate::harness::{self, Env, Options, SCOPE_LABEL, cluster};
@@ -11,8 +15,8 @@ use super::{
     POLICY_SCOPE, corpus_namespaces, create_all, create_each, create_instrumentations, delete_all,
     delete_each, explained_paths, injected_java, render, until,
 };
-use otel_injector::engine::SkipReason;
 use otel_injector::engine::outcome::{Outcome, PodStatus};
+use otel_injector::engine::{AgentDelivery, SkipReason};
 use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION};
 
 /// Item 2 of the issue: every pod a policy injects is stored exactly as the webhook (image
@@ -20,7 +24,7 @@ use otel_injector::keys::{INJECTED_ANNOTATION, INJECTED_LABEL, STATUS_ANNOTATION
 /// webhook when both run.
 #[tokio::test]
 async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
-    differential("diff", "image-volume").await;
+    differential("diff", AgentDelivery::ImageVolume).await;
 }
 
 /// The same in init-container delivery (the flag's default): the policies add the agent's
@@ -28,13 +32,14 @@ async fn policies_store_exactly_the_webhooks_pods_and_leave_the_rest_to_it() {
 /// the webhook does.
 #[tokio::test]
 async fn in_init_container_delivery_too() {
-    differential("copy", "init-container").await;
+    differential("copy", AgentDelivery::InitContainer).await;
 }
 
-/// The four phases over the corpus, with `--agent-delivery=<delivery>` for the webhook and
-/// the policies alike; `tag` names the run's namespaces, scope and objects.
-async fn differential(tag: &str, delivery: &str) {
-    let delivery = format!("--agent-delivery={delivery}");
+/// The five phases over the corpus, with `--agent-delivery=<kind>` for the webhook and the
+/// policies alike; `tag` names the run's namespaces, scope and objects.
+async fn differential(tag: &str, kind: AgentDelivery) {
+    let name = kind.to_possible_value().expect("a delivery");
+    let delivery = format!("--agent-delivery={}", name.get_name());
     let env = Env::start_with(
         &format!("policy-{tag}"),
         Options {
@@ -128,7 +133,13 @@ async fn differential(tag: &str, delivery: &str) {
         injected,
     )
     .await;
-    let by_policy = created_alone(&env, &pods, &[], INJECTED_ANNOTATION).await;
+    // Every case but the edges and those that do not ask: what the policies must inject.
+    let expected: Vec<&str> = pods
+        .iter()
+        .map(|p| p.0)
+        .filter(|c| !c.starts_with("edge-") && !["not-asked", "asked-false"].contains(c))
+        .collect();
+    let by_policy = created_alone(&env, &pods, injects_exactly(&pods, &expected)).await;
 
     let mut covered = Vec::new();
     let mut left = Vec::new();
@@ -175,11 +186,6 @@ async fn differential(tag: &str, delivery: &str) {
         edges.is_empty(),
         "edges a policy must leave to the webhook: {edges:?}"
     );
-    let expected: Vec<&str> = pods
-        .iter()
-        .map(|p| p.0)
-        .filter(|c| !c.starts_with("edge-") && !["not-asked", "asked-false"].contains(c))
-        .collect();
     assert_eq!(covered, expected, "the corpus cases a policy serves");
     // `explain` names the path the API server took: the policy for every pod it injected,
     // the webhook for every other pod the webhook injected.
@@ -206,14 +212,40 @@ async fn differential(tag: &str, delivery: &str) {
     delete_each(&client, &pods).await;
     delete_all(&client, &objects).await;
 
-    // 4. Mode policy, no webhook: every pod a policy injects is the webhook's; every other
-    // pod the webhook injects or skips is marked skipped with the Instrumentation the webhook
-    // names (and the webhook's reason where it skipped too); the rest are left as sent.
+    // 4. Live policies alone (a policy per language, reached by the pods whose keys, or whose
+    // namespace's keys, ask for it), rendered as the writer renders them from its caches: the
+    // very pods the CLI's policies inject, each stored as the webhook stores it; the others
+    // left as sent.
     set_scope(None).await;
     until(&client, &probe.1, &probe.2, "nothing injecting", |p| {
         !injected(p)
     })
     .await;
+    let live = live_corpus_render(&client, &insts, &[solo, shop, asked], tag, kind).await;
+    create_all(&client, &live).await;
+    let by_live = created_alone(&env, &pods, injects_exactly(&pods, &covered)).await;
+    let mut live_covered = Vec::new();
+    for (((case, _, sent), live), webhook) in pods.iter().zip(&by_live).zip(&by_webhook) {
+        if injected_now(live, sent) {
+            assert_eq!(live, webhook, "{case}: the live policies' pod differs");
+            live_covered.push(*case);
+        } else {
+            harness::assert_stored_as_expected(live, sent);
+        }
+    }
+    assert_eq!(
+        live_covered, covered,
+        "the corpus cases live policies serve"
+    );
+    delete_all(&client, &live).await;
+    until(&client, &probe.1, &probe.2, "nothing injecting", |p| {
+        !injected(p)
+    })
+    .await;
+
+    // 5. Mode policy, no webhook: every pod a policy injects is the webhook's; every other
+    // pod the webhook injects or skips is marked skipped with the Instrumentation the webhook
+    // names (and the webhook's reason where it skipped too); the rest are left as sent.
     let (alone, _) = render(
         &cp.dir,
         &insts,
@@ -227,7 +259,19 @@ async fn differential(tag: &str, delivery: &str) {
         ],
     );
     create_all(&client, &alone).await;
-    let by_mode_policy = created_alone(&env, &pods, &["edge-go"], STATUS_ANNOTATION).await;
+    // Settled: the pods a policy covers injected (the status policy marks the others, and
+    // marks a pod skipped while its injection policy is not in effect yet), and every pod the
+    // webhook marks marked.
+    let by_mode_policy = created_alone(&env, &pods, |i, answer| {
+        let (case, _, sent) = &pods[i];
+        let marked = |p: &Value| p["metadata"]["annotations"][STATUS_ANNOTATION].is_string();
+        if covered.contains(case) {
+            injected_now(answer, sent)
+        } else {
+            marked(answer) == marked(&by_webhook[i])
+        }
+    })
+    .await;
     let mut differs = Vec::new();
     for (((case, _, sent), policy), webhook) in pods.iter().zip(&by_mode_policy).zip(&by_webhook) {
         if covered.contains(case) {
@@ -275,23 +319,38 @@ async fn differential(tag: &str, delivery: &str) {
 }
 
 /// The corpus created with the policies alone (the webhook out of scope, and not called),
-/// once each policy takes effect (when the API server's informer has it): one pod per
-/// Instrumentation and language, and the `extra` cases, carry the annotation `seen`.
+/// once the policies have taken effect: the API server's informer takes each new policy in
+/// its own time, so every pod is dry-run until each answer is what the phase expects of it
+/// (`ready`, given the case's index), at most [`SETTLE`]. Past that the pods are created
+/// anyway, and the phase's assertions say which differ.
 async fn created_alone(
     env: &Env,
     pods: &[(&'static str, String, Value)],
-    extra: &[&str],
-    seen: &str,
+    ready: impl Fn(usize, &Value) -> bool,
 ) -> Vec<Value> {
     let client = &env.client;
-    let ready = ["java-true-solo", "nodejs", "python", "dotnet", "sdk"];
-    for case in ready.iter().chain(extra) {
-        let (_, ns, p) = pods.iter().find(|p| p.0 == *case).expect("a case");
-        until(client, ns, p, case, |p| {
-            p["metadata"]["annotations"][seen].is_string()
-        })
-        .await;
+    let t0 = Instant::now();
+    loop {
+        let answers = dry_run_each(client, pods).await;
+        let waiting: Vec<&str> = answers
+            .iter()
+            .enumerate()
+            .filter(|(i, answer)| !ready(*i, answer))
+            .map(|(i, _)| pods[i].0)
+            .collect();
+        if waiting.is_empty() {
+            break;
+        }
+        if t0.elapsed() >= SETTLE {
+            eprintln!("[e2e] not as expected {SETTLE:?} after the policies: {waiting:?}");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    eprintln!(
+        "[e2e] the policies took effect for every case in {:?}",
+        t0.elapsed()
+    );
     let requests_before = env.requests().await.total();
     let stored = create_each(client, pods).await;
     delete_each(client, pods).await;
@@ -301,6 +360,35 @@ async fn created_alone(
         "the webhook was called"
     );
     stored
+}
+
+/// [`created_alone`]'s readiness where exactly `cases` are injected.
+fn injects_exactly<'a>(
+    pods: &'a [(&'static str, String, Value)],
+    cases: &'a [&'a str],
+) -> impl Fn(usize, &Value) -> bool + 'a {
+    move |i, answer| {
+        let (case, _, sent) = &pods[i];
+        injected_now(answer, sent) == cases.contains(case)
+    }
+}
+
+/// How long [`created_alone`] waits for the policies to take effect.
+const SETTLE: Duration = Duration::from_secs(60);
+
+/// The answers to a dry-run create of each of `pods`, in order (eight at once).
+async fn dry_run_each(client: &kube::Client, pods: &[(&'static str, String, Value)]) -> Vec<Value> {
+    futures::stream::iter(pods)
+        .map(|(case, ns, p)| async move {
+            let r = api::create_pod(client, ns, p, true)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.status, 201, "{case}: {}", r.body);
+            r.body
+        })
+        .buffered(8)
+        .collect()
+        .await
 }
 
 /// Whether `stored` was injected on its way in (a pod injected before carries the marker as
@@ -321,4 +409,59 @@ async fn label_solo(client: &kube::Client, solo: &str) {
         .await
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(r.status, 200, "{}", r.body);
+}
+
+/// The corpus's policies as live policies render them (`PolicyOptions::namespaces_read`, mode
+/// both, names prefixed `e2e-<tag>-live`, bound where [`POLICY_SCOPE`] is `tag`), from the
+/// `namespaces` as the API server holds them, as the writer's cache holds them.
+async fn live_corpus_render(
+    client: &kube::Client,
+    insts: &[Value],
+    namespaces: &[&str],
+    tag: &str,
+    delivery: AgentDelivery,
+) -> Vec<Value> {
+    use otel_injector::cluster::StaticCatalog;
+    use otel_injector::cluster::watch::NamespaceEntry;
+    use otel_injector::engine::EngineConfig;
+    use otel_injector::policy::{Mode, PolicyOptions};
+    let typed = insts
+        .iter()
+        .map(|i| serde_json::from_value(i.clone()).expect("an Instrumentation"));
+    let mut catalog = StaticCatalog::new(typed);
+    let empty = Default::default();
+    for ns in namespaces {
+        let stored = api::get_namespace(client, ns)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+            .unwrap_or_else(|| panic!("namespace {ns} not found"));
+        let meta = serde_json::from_value(stored["metadata"].clone()).expect("metadata");
+        let (name, entry) = NamespaceEntry::of(meta, &empty);
+        catalog = catalog.with_namespace_info(&name, (*entry.info).clone());
+    }
+    let config = EngineConfig {
+        delivery,
+        ..EngineConfig::default()
+    };
+    let options = PolicyOptions {
+        mode: Mode::Both,
+        prefix: format!("e2e-{tag}-live"),
+        namespace_labels: vec![(POLICY_SCOPE.into(), tag.into())],
+        namespaces_read: true,
+        ..PolicyOptions::default()
+    };
+    let objects = otel_injector::policy::render(&catalog, &config, &options).objects;
+    // A policy per language where a key must ask (no selector among the corpus's
+    // Instrumentations).
+    let keyed = objects
+        .iter()
+        .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+        .filter(|o| {
+            o["spec"]["matchConditions"][0]["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("asks-for-"))
+        })
+        .count();
+    assert!(keyed > 7, "{keyed} policies per language");
+    objects
 }

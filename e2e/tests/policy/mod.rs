@@ -43,10 +43,19 @@ mod corpus;
 /// The label that scopes this file's policy bindings to its namespaces.
 pub const POLICY_SCOPE: &str = "e2e.otel-injector.io/policy";
 
+/// A path in `dir` for the input of one CLI run, its own: tests run the CLI from several
+/// threads of one process at once (with a file per process, one test rendered another's
+/// Instrumentations).
+fn input_file(dir: &Path, what: &str) -> std::path::PathBuf {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    dir.join(format!("{what}-input-{}-{call}.yaml", std::process::id()))
+}
+
 /// Runs `otel-injector policy` on `inputs` with `args`; returns the objects and the coverage
 /// it printed.
 pub fn render(dir: &Path, inputs: &[Value], args: &[&str]) -> (Vec<Value>, String) {
-    let file = dir.join(format!("policy-input-{}.yaml", std::process::id()));
+    let file = input_file(dir, "policy");
     let text: Vec<String> = inputs
         .iter()
         .map(|i| serde_saphyr::to_string(i).expect("YAML"))
@@ -60,6 +69,7 @@ pub fn render(dir: &Path, inputs: &[Value], args: &[&str]) -> (Vec<Value>, Strin
         .args(["-o", "json"])
         .output()
         .expect("run otel-injector policy");
+    let _ = std::fs::remove_file(&file);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "otel-injector policy: {stderr}");
     let list: Value = serde_json::from_slice(&out.stdout).expect("a JSON List");
@@ -78,10 +88,7 @@ fn explained_paths(
     pods: &[(&'static str, String, Value)],
     delivery: &str,
 ) -> Vec<Option<String>> {
-    let file = dir.join(format!(
-        "explain-input-{}{delivery}.yaml",
-        std::process::id()
-    ));
+    let file = input_file(dir, "explain");
     let text: Vec<String> = pods
         .iter()
         .map(|(_, ns, p)| {
@@ -98,6 +105,7 @@ fn explained_paths(
         .arg(kubeconfig)
         .output()
         .expect("run otel-injector explain");
+    let _ = std::fs::remove_file(&file);
     assert!(
         out.status.success(),
         "otel-injector explain: {}",
