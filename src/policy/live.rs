@@ -267,9 +267,13 @@ impl LivePolicies {
         // Several writes in flight, policies before bindings: an edit rewrites each
         // language's policy and binding of the Instrumentation, and one after the other their
         // round trips add up; the API server refuses a binding whose policy it cannot get yet
-        // (it reads the policy's params to check the writer may read them).
+        // (it reads the policy's params to check the writer may read them). A policy it
+        // refuses holds back its own binding only: the pass still fails, and is tried again.
         let (mut written, mut failed) = (0, None);
-        for wave in pass.waves() {
+        let mut refused = BTreeSet::new();
+        let [policies, bindings] = pass.waves();
+        for wave in [policies, bindings] {
+            let wave = without_bindings_of(wave, &refused);
             let writes = wave.into_iter().map(|(key, obj)| async move {
                 let stored = match KINDS.iter().find(|(k, _)| *k == key.0) {
                     Some((kind, plural)) => Some(
@@ -295,13 +299,11 @@ impl LivePolicies {
                     }
                     // The first failure is the pass's; those that were written are kept.
                     Some(Err(e)) => {
+                        refused.insert(key);
                         failed.get_or_insert(e);
                     }
                     None => {}
                 }
-            }
-            if failed.is_some() {
-                break;
             }
         }
         if let Some(e) = failed {
@@ -336,13 +338,16 @@ fn due(last: Option<&(RenderInput, Instant)>, seen: &RenderInput) -> bool {
 /// The objects of admission policies that exist, by (kind, name), with their resourceVersion.
 type Present = BTreeMap<(String, String), String>;
 
+/// One object to write, by (kind, name).
+type Write = ((String, String), Value);
+
 /// What one pass writes and deletes.
 #[derive(Debug, Default, PartialEq)]
 struct Pass {
     /// The rendered objects that are new, differ from what was applied, or were written by
     /// someone else since (their resourceVersion moved), in the render's order (written in
     /// [`Pass::waves`]).
-    write: Vec<((String, String), Value)>,
+    write: Vec<Write>,
     /// The objects of `prefix` that exist and were not rendered, bindings before policies.
     delete: Vec<(String, String)>,
 }
@@ -350,12 +355,27 @@ struct Pass {
 impl Pass {
     /// The writes in the order the API server takes them: the policies, then the bindings
     /// (a binding is refused while its policy does not exist). Within a wave, any order.
-    fn waves(&mut self) -> [Vec<((String, String), Value)>; 2] {
+    fn waves(&mut self) -> [Vec<Write>; 2] {
         let (bindings, policies) = std::mem::take(&mut self.write)
             .into_iter()
             .partition(|((kind, _), _)| kind.ends_with("Binding"));
         [policies, bindings]
     }
+}
+
+/// `writes` less the bindings of the policies in `refused` (by kind and name): a binding
+/// whose policy the API server refused waits for it.
+fn without_bindings_of(writes: Vec<Write>, refused: &BTreeSet<(String, String)>) -> Vec<Write> {
+    writes
+        .into_iter()
+        .filter(|((kind, _), obj)| {
+            let Some(policy) = kind.strip_suffix("Binding") else {
+                return true;
+            };
+            let name = obj["spec"]["policyName"].as_str().unwrap_or_default();
+            !refused.contains(&(policy.to_owned(), name.to_owned()))
+        })
+        .collect()
 }
 
 /// The pass for the rendered `objects` (named `<prefix>.…`) against what this writer applied

@@ -200,3 +200,45 @@ fn a_pass_writes_the_policies_before_any_binding() {
     );
     assert!(pass.write.is_empty());
 }
+
+#[test]
+fn a_refused_policy_holds_back_its_own_binding_and_no_other() {
+    let binding = |name: &str, policy: &str| {
+        let mut b = object(BINDING, name, "b");
+        b["spec"]["policyName"] = json!(policy);
+        (key(BINDING, name), b)
+    };
+    let validating = {
+        let kind = "ValidatingAdmissionPolicyBinding";
+        let mut b = object(kind, "oi.warn-not-injected", "vb");
+        b["spec"]["policyName"] = json!("oi.warn-not-injected");
+        (key(kind, "oi.warn-not-injected"), b)
+    };
+    let writes = vec![
+        binding("oi.shop.java.java", "oi.shop.java.java"),
+        binding("oi.shop.java.python", "oi.shop.java.python"),
+        validating.clone(),
+    ];
+    // The Java policy refused; a Validating policy of the Java binding's name would be
+    // another policy.
+    let refused: BTreeSet<(String, String)> = [
+        key(POLICY, "oi.shop.java.java"),
+        key("ValidatingAdmissionPolicy", "oi.shop.java.python"),
+    ]
+    .into();
+    let kept: Vec<String> = without_bindings_of(writes.clone(), &refused)
+        .into_iter()
+        .map(|((_, name), _)| name)
+        .collect();
+    assert_eq!(kept, ["oi.shop.java.python", "oi.warn-not-injected"]);
+    // Policies are never held back, and nothing is without a refusal.
+    let policies = vec![(
+        key(POLICY, "oi.shop.java.java"),
+        object(POLICY, "oi.shop.java.java", "p"),
+    )];
+    assert_eq!(without_bindings_of(policies.clone(), &refused), policies);
+    assert_eq!(
+        without_bindings_of(writes.clone(), &BTreeSet::new()),
+        writes
+    );
+}
