@@ -219,8 +219,8 @@ fn a_refused_policy_holds_back_its_own_binding_and_no_other() {
         binding("oi.shop.java.python", "oi.shop.java.python"),
         validating.clone(),
     ];
-    // The Java policy refused; a Validating policy of the Java binding's name would be
-    // another policy.
+    // The Java policy refused, and a ValidatingAdmissionPolicy of the Python policy's name:
+    // another kind's policy, which holds back no MutatingAdmissionPolicyBinding.
     let refused: BTreeSet<(String, String)> = [
         key(POLICY, "oi.shop.java.java"),
         key("ValidatingAdmissionPolicy", "oi.shop.java.python"),
