@@ -67,8 +67,9 @@ impl LivePolicyArgs {
             config,
             options: PolicyOptions {
                 mode,
-                // Objects it can delete and write again: the manifest form is for files.
-                form: Form::Api,
+                // Objects it can delete and write again (the manifest form is for files),
+                // and deletes when their Instrumentation goes: no params.
+                form: Form::Live,
                 prefix: self.policy_name_prefix.clone(),
                 namespace_labels: self.policy_namespace_label.clone(),
                 verify_exporter_tls,

@@ -10,8 +10,8 @@
 //! policies rendered by hand under another prefix, are left alone). An edited Instrumentation
 //! therefore reaches the API server's injection within a watch event and a few writes, with
 //! no CLI run (only its templates are read off the engine again: the others are kept,
-//! [`TemplateCache`]); a deleted one stops injecting at once anyway (the binding's
-//! `paramRef`).
+//! [`TemplateCache`]), and a deleted one's objects go in the next pass (they have no
+//! `paramRef`, which would cost every pod a param lookup per policy: [`super::Form::Live`]).
 //!
 //! The write is a strong permission (whoever writes admission policies can mutate any object
 //! the API server admits): `manifests/components/live-policies`, in no overlay.
@@ -266,9 +266,10 @@ impl LivePolicies {
         let mut pass = plan(&self.options.prefix, objects, applied, &present);
         // Several writes in flight, policies before bindings: an edit rewrites each
         // language's policy and binding of the Instrumentation, and one after the other their
-        // round trips add up; the API server refuses a binding whose policy it cannot get yet
-        // (it reads the policy's params to check the writer may read them). A policy it
-        // refuses holds back its own binding only: the pass still fails, and is tried again.
+        // round trips add up; a binding is written after its policy (the API server refuses
+        // a binding with params whose policy it cannot get yet, and one without matches
+        // nothing until then). A policy it refuses holds back its own binding only: the pass
+        // still fails, and is tried again.
         let (mut written, mut failed) = (0, None);
         let mut refused = BTreeSet::new();
         let [policies, bindings] = pass.waves();

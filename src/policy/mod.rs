@@ -10,7 +10,8 @@
 //! The binding's `paramRef` names the Instrumentation, so a deleted one stops injecting at
 //! once; what the policy writes was rendered from its spec, so a changed spec needs the
 //! policies rendered again: by `otel-injector policy`, or live by the Lease holder
-//! (`serve --apply-policies`, [`live`]). Pods injected by a stale policy carry the old spec
+//! (`serve --apply-policies`, [`live`]), which also deletes a deleted one's objects (its
+//! bindings need no `paramRef`: [`Form::Live`]). Pods injected by a stale policy carry the old spec
 //! hash, which the status controller counts as outdated.
 
 mod cel;
@@ -72,6 +73,11 @@ pub enum Form {
     /// so a deleted Instrumentation stops injecting at once.
     #[default]
     Api,
+    /// API objects that the Lease holder keeps current (live policies, `serve
+    /// --apply-policies`): no params, because the writer deletes a deleted Instrumentation's
+    /// objects in its next pass, and every policy a pod passes costs the API server less
+    /// without a param to look up (docs/performance.md, "Live policies without params").
+    Live,
     /// The API server's manifest files (`staticManifestsDir` of its admission configuration,
     /// Kubernetes ≥ 1.37): loaded at its start, before any object exists; names end in
     /// [`STATIC_SUFFIX`], and no params (the API server refuses `paramKind` there), so what
@@ -125,7 +131,7 @@ impl PolicyOptions {
 
     fn suffix(&self) -> &'static str {
         match self.form {
-            Form::Api => "",
+            Form::Api | Form::Live => "",
             Form::Static => STATIC_SUFFIX,
         }
     }

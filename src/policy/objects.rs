@@ -277,7 +277,8 @@ fn policy_and_binding(
         },
     });
     if options.form == Form::Api {
-        // The policy injects while its Instrumentation exists (read by the API server).
+        // The policy injects while its Instrumentation exists (read by the API server). Live
+        // policies go with it instead: their writer deletes them.
         policy["spec"]["paramKind"] =
             json!({"apiVersion": "opentelemetry.io/v1alpha1", "kind": crate::crd::KIND});
         binding["spec"]["paramRef"] =

@@ -182,7 +182,7 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
 #[test]
 fn long_names_are_shortened_by_digest() {
     let long = "n".repeat(250);
-    for form in [Form::Api, Form::Static] {
+    for form in [Form::Api, Form::Live, Form::Static] {
         let options = PolicyOptions {
             form,
             ..PolicyOptions::default()
@@ -195,6 +195,44 @@ fn long_names_are_shortened_by_digest() {
             object_name(&options, "shop", "java"),
             format!("otel-injector.shop.java{}", options.suffix())
         );
+    }
+}
+
+/// Live policies' form: the API form's objects under the same names, without params (their
+/// writer deletes a deleted Instrumentation's objects), in both modes and in the per-language
+/// form live policies render where the namespaces are read.
+#[test]
+fn the_live_form_is_the_api_form_without_params() {
+    let catalog = StaticCatalog::from_yaml(JAVA)
+        .unwrap()
+        .with_namespace("shop", &[]);
+    let config = EngineConfig::default();
+    for mode in [Mode::Policy, Mode::Both] {
+        let options = PolicyOptions {
+            mode,
+            namespaces_read: true,
+            ..PolicyOptions::default()
+        };
+        let api = render(&catalog, &config, &options).objects;
+        let live_options = PolicyOptions {
+            form: Form::Live,
+            ..options
+        };
+        let live = render(&catalog, &config, &live_options).objects;
+        assert_eq!(live.len(), api.len());
+        let mut with_params = 0;
+        for (object, api) in live.iter().zip(&api) {
+            let name = object["metadata"]["name"].as_str().unwrap();
+            assert!(object["spec"].get("paramKind").is_none(), "{name}");
+            assert!(object["spec"].get("paramRef").is_none(), "{name}");
+            let mut expected = api.clone();
+            let spec = expected["spec"].as_object_mut().unwrap();
+            with_params += usize::from(spec.remove("paramRef").is_some());
+            spec.remove("paramKind");
+            assert_eq!(object, &expected, "{name}");
+        }
+        // Each language's binding had one.
+        assert_eq!(with_params, LANGUAGES.len(), "{mode:?}");
     }
 }
 

@@ -424,7 +424,7 @@ async fn live_corpus_render(
     use otel_injector::cluster::StaticCatalog;
     use otel_injector::cluster::watch::NamespaceEntry;
     use otel_injector::engine::EngineConfig;
-    use otel_injector::policy::{Mode, PolicyOptions};
+    use otel_injector::policy::{Form, Mode, PolicyOptions};
     let typed = insts
         .iter()
         .map(|i| serde_json::from_value(i.clone()).expect("an Instrumentation"));
@@ -445,6 +445,7 @@ async fn live_corpus_render(
     };
     let options = PolicyOptions {
         mode: Mode::Both,
+        form: Form::Live,
         prefix: format!("e2e-{tag}-live"),
         namespace_labels: vec![(POLICY_SCOPE.into(), tag.into())],
         namespaces_read: true,

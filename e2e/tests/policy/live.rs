@@ -2,7 +2,8 @@
 //! webhook's Lease holder applies the policies of an Instrumentation as soon as it exists, an
 //! edit of its spec reaches the pods the API server injects with no `otel-injector policy` run
 //! (a pod created 5 s after the edit gets the new spec), and a deleted Instrumentation's
-//! objects go. Where the namespace asks for nothing, only pods with a key of their own reach
+//! objects go (a pod created 5 s after the delete is not injected: the bindings have no
+//! `paramRef`). Where the namespace asks for nothing, only pods with a key of their own reach
 //! the policy; a namespace annotated to ask is served as soon as the writer sees it. In mode
 //! `policy` it also applies the status policy and the warning: a pod the policies do not
 //! cover is marked and warned about. The namespace is in the policies' scope
@@ -327,6 +328,29 @@ async fn follows_edits(mode: &str) {
         .await
         .unwrap();
     assert_eq!(r.status, 200, "{}", r.body);
+    // The bindings have no `paramRef`: the writer's deletion is what stops the injection, and
+    // a pod created 5 s after the delete is not injected.
+    let deleted = Instant::now();
+    let not_injected = |p: &Value| !p["metadata"]["annotations"][INJECTED_ANNOTATION].is_string();
+    let stopped = within(
+        &client,
+        ns,
+        &java_pod("after-delete"),
+        Duration::from_secs(5),
+        not_injected,
+    )
+    .await;
+    eprintln!(
+        "[e2e] live policies ({mode}): injection stopped {:?} after the delete",
+        deleted.elapsed()
+    );
+    if let Err(pod) = stopped {
+        panic!(
+            "a pod created 5 s after the delete was injected: {}\nthe writer's log:\n{}",
+            pod["metadata"]["annotations"],
+            writer_log(&env.webhook.log())
+        );
+    }
     gone(&client, &policy, Duration::from_secs(30), &env).await;
     drop(env);
     for plural in KINDS {

@@ -318,12 +318,13 @@ async fn delete_each(client: &Client, pods: &[(&'static str, String, Value)]) {
 }
 
 /// The policies and bindings of `inst` (in namespace `ns`, which asks for nothing) as live
-/// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), image
-/// volumes, mode both, names prefixed `prefix`, bound where [`POLICY_SCOPE`] is `scope`.
+/// policies render them: the namespaces read (`PolicyOptions::namespaces_read`), no params
+/// (`Form::Live`), image volumes, mode both, names prefixed `prefix`, bound where
+/// [`POLICY_SCOPE`] is `scope`.
 fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> {
     use otel_injector::cluster::StaticCatalog;
     use otel_injector::engine::{AgentDelivery, EngineConfig};
-    use otel_injector::policy::{Mode, PolicyOptions};
+    use otel_injector::policy::{Form, Mode, PolicyOptions};
     let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
     // The namespace as the API server holds it: labeled for the bindings, which live
     // policies render only where they can match.
@@ -336,6 +337,7 @@ fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> 
     };
     let options = PolicyOptions {
         mode: Mode::Both,
+        form: Form::Live,
         prefix: prefix.into(),
         namespace_labels: vec![(POLICY_SCOPE.into(), scope.into())],
         namespaces_read: true,
