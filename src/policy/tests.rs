@@ -1,11 +1,11 @@
 use std::sync::Arc;
 
-use super::objects::object_name;
 use super::*;
 use crate::engine::AgentDelivery;
 use crate::keys::SPEC_HASH_ANNOTATION;
 
 mod delivery;
+mod forms;
 mod keyless;
 mod selected;
 use crate::cluster::StaticCatalog;
@@ -176,120 +176,6 @@ fn every_instrumentation_gets_a_policy_and_mode_policy_the_skip_objects() {
     assert_eq!(
         rendered.objects[0]["metadata"]["annotations"][SPEC_HASH_ANNOTATION],
         SpecHash::of(&inst(JAVA).spec).to_string()
-    );
-}
-
-#[test]
-fn long_names_are_shortened_by_digest() {
-    let long = "n".repeat(250);
-    for form in [Form::Api, Form::Live, Form::Static] {
-        let options = PolicyOptions {
-            form,
-            ..PolicyOptions::default()
-        };
-        let name = object_name(&options, "shop", &long);
-        assert!(name.len() <= 253, "{name}");
-        assert!(name.ends_with(options.suffix()), "{name}");
-        assert_ne!(name, object_name(&options, "shop", &"m".repeat(250)));
-        assert_eq!(
-            object_name(&options, "shop", "java"),
-            format!("otel-injector.shop.java{}", options.suffix())
-        );
-    }
-}
-
-/// Live policies' form: the API form's objects under the same names, without params (their
-/// writer deletes a deleted Instrumentation's objects), in both modes and in the per-language
-/// form live policies render where the namespaces are read.
-#[test]
-fn the_live_form_is_the_api_form_without_params() {
-    let catalog = StaticCatalog::from_yaml(JAVA)
-        .unwrap()
-        .with_namespace("shop", &[]);
-    let config = EngineConfig::default();
-    for mode in [Mode::Policy, Mode::Both] {
-        let options = PolicyOptions {
-            mode,
-            namespaces_read: true,
-            ..PolicyOptions::default()
-        };
-        let api = render(&catalog, &config, &options).objects;
-        let live_options = PolicyOptions {
-            form: Form::Live,
-            ..options
-        };
-        let live = render(&catalog, &config, &live_options).objects;
-        assert_eq!(live.len(), api.len());
-        let mut with_params = 0;
-        for (object, api) in live.iter().zip(&api) {
-            let name = object["metadata"]["name"].as_str().unwrap();
-            assert!(object["spec"].get("paramKind").is_none(), "{name}");
-            assert!(object["spec"].get("paramRef").is_none(), "{name}");
-            let mut expected = api.clone();
-            let spec = expected["spec"].as_object_mut().unwrap();
-            with_params += usize::from(spec.remove("paramRef").is_some());
-            spec.remove("paramKind");
-            assert_eq!(object, &expected, "{name}");
-        }
-        // Each language's binding had one.
-        assert_eq!(with_params, LANGUAGES.len(), "{mode:?}");
-    }
-}
-
-/// The API server's manifest form: every name ends in the reserved suffix, and nothing reads
-/// params (its loader refuses `paramKind` and `paramRef`); the rest is the API form's.
-#[test]
-fn the_manifest_form_is_the_api_form_without_params_under_static_names() {
-    let catalog = StaticCatalog::from_yaml(JAVA).unwrap();
-    let config = EngineConfig::default();
-    let api = render(&catalog, &config, &PolicyOptions::default()).objects;
-    let static_options = PolicyOptions {
-        form: Form::Static,
-        ..PolicyOptions::default()
-    };
-    let files = render(&catalog, &config, &static_options).objects;
-    assert_eq!(files.len(), api.len());
-    for (file, object) in files.iter().zip(&api) {
-        let name = file["metadata"]["name"].as_str().unwrap();
-        assert_eq!(
-            name,
-            format!(
-                "{}{STATIC_SUFFIX}",
-                object["metadata"]["name"].as_str().unwrap()
-            )
-        );
-        assert!(file["spec"].get("paramKind").is_none(), "{name}");
-        assert!(file["spec"].get("paramRef").is_none(), "{name}");
-        if let Some(policy) = file["spec"]["policyName"].as_str() {
-            assert!(policy.ends_with(STATIC_SUFFIX), "{policy}");
-        }
-        let mut expected = object.clone();
-        expected["metadata"]["name"] = json!(name);
-        let spec = expected["spec"].as_object_mut().unwrap();
-        spec.remove("paramKind");
-        spec.remove("paramRef");
-        if let Some(policy) = spec.get_mut("policyName") {
-            *policy = json!(format!("{}{STATIC_SUFFIX}", policy.as_str().unwrap()));
-        }
-        assert_eq!(file, &expected);
-    }
-    let (mutating, validating) = by_plugin(files);
-    assert_eq!(mutating.len(), 4);
-    assert!(
-        mutating
-            .iter()
-            .all(|o| o["kind"].as_str().unwrap().starts_with("Mutating"))
-    );
-    let kinds: Vec<&str> = validating
-        .iter()
-        .map(|o| o["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(
-        kinds,
-        [
-            "ValidatingAdmissionPolicy",
-            "ValidatingAdmissionPolicyBinding"
-        ]
     );
 }
 
