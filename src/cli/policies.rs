@@ -27,8 +27,9 @@ pub struct LivePolicyArgs {
     /// keys change (and every minute); reading the namespaces, it gives an Instrumentation
     /// without a selector a policy per language, which only the pods with that language's key
     /// and those of the namespaces whose keys ask for it reach. It applies them (server-side apply, field manager otel-injector-policies) and deletes
-    /// those named `<--policy-name-prefix>.…` it no longer renders: a deleted Instrumentation's
-    /// stop injecting so (their bindings have no paramRef). Needs get/list/create/
+    /// those named `<--policy-name-prefix>.…` it no longer renders, a deleted Instrumentation's
+    /// among them: their bindings have no paramRef, so that deletion is what stops their
+    /// injection. Needs get/list/create/
     /// patch/delete on the admission policies and their bindings and the Lease
     /// (manifests/components/live-policies): whoever holds that may mutate any object the API
     /// server admits. Cluster mode only. `off`: render them with the CLI.
