@@ -353,13 +353,18 @@ async fn follows_edits(mode: &str) {
     }
     gone(&client, &policy, Duration::from_secs(30), &env).await;
     drop(env);
+    delete_prefixed(&client, prefix).await;
+}
+
+/// Deletes every object of the kinds the writer applies whose name starts with `<prefix>.`.
+pub(super) async fn delete_prefixed(client: &kube::Client, prefix: &str) {
     for plural in KINDS {
         let all = format!("/apis/admissionregistration.k8s.io/v1/{plural}");
-        let list = api::send(&client, Method::GET, &all, None).await.unwrap();
+        let list = api::send(client, Method::GET, &all, None).await.unwrap();
         for o in list.body["items"].as_array().into_iter().flatten() {
             let name = o["metadata"]["name"].as_str().unwrap_or_default();
             if name.starts_with(&format!("{prefix}.")) {
-                api::send(&client, Method::DELETE, &format!("{all}/{name}"), None)
+                api::send(client, Method::DELETE, &format!("{all}/{name}"), None)
                     .await
                     .unwrap();
             }

@@ -27,6 +27,7 @@ mod reinvocation;
 mod rolled_back;
 mod selected;
 mod unserved;
+mod upgrade;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -322,9 +323,21 @@ async fn delete_each(client: &Client, pods: &[(&'static str, String, Value)]) {
 /// (`Form::Live`), image volumes, mode both, names prefixed `prefix`, bound where
 /// [`POLICY_SCOPE`] is `scope`.
 fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> {
+    render_as(inst, ns, prefix, scope, otel_injector::policy::Form::Live)
+}
+
+/// [`live_render`] in `form` (`Form::Api`: as the writer rendered them before live policies
+/// lost their params).
+fn render_as(
+    inst: &Value,
+    ns: &str,
+    prefix: &str,
+    scope: &str,
+    form: otel_injector::policy::Form,
+) -> Vec<Value> {
     use otel_injector::cluster::StaticCatalog;
     use otel_injector::engine::{AgentDelivery, EngineConfig};
-    use otel_injector::policy::{Form, Mode, PolicyOptions};
+    use otel_injector::policy::{Mode, PolicyOptions};
     let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
     // The namespace as the API server holds it: labeled for the bindings, which live
     // policies render only where they can match.
@@ -337,7 +350,7 @@ fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> 
     };
     let options = PolicyOptions {
         mode: Mode::Both,
-        form: Form::Live,
+        form,
         prefix: prefix.into(),
         namespace_labels: vec![(POLICY_SCOPE.into(), scope.into())],
         namespaces_read: true,
