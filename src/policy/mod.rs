@@ -310,6 +310,8 @@ fn render_with(
     if options.mode == Mode::Policy {
         let (mutation, v) = skip::status_policy(&known, &rules);
         let name = &options.name("not-injected");
+        let conditions = inject::match_conditions(&status_reaching(asking.as_deref(), &rules));
+        let variables = v.used_by(&[&conditions, &mutation]);
         let policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicy",
@@ -318,8 +320,8 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": inject::match_conditions(&status_reaching(asking.as_deref(), &rules)),
-                "variables": v.to_json(),
+                "matchConditions": conditions,
+                "variables": variables,
                 "mutations": [mutation],
             },
         });

@@ -253,6 +253,8 @@ fn policy_and_binding(
     bound_in: Option<&str>,
 ) -> [Value; 2] {
     let object = meta["name"].as_str().unwrap_or_default().to_owned();
+    let mutations = Value::from(mutations);
+    let variables = v.used_by(&[&conditions, &mutations]);
     let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -263,7 +265,7 @@ fn policy_and_binding(
             "failurePolicy": "Ignore",
             "reinvocationPolicy": "Never",
             "matchConditions": conditions,
-            "variables": v.to_json(),
+            "variables": variables,
             "mutations": mutations,
         },
     });

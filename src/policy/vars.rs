@@ -20,14 +20,45 @@ impl Vars {
         }
     }
 
-    pub fn to_json(&self) -> Value {
+    /// The variables that `uses` (the policy's match conditions, mutations or validations)
+    /// read, directly or through other variables, in order. The API server builds an entry
+    /// for every declared variable on each evaluation, the match conditions' of every policy
+    /// a pod passes included, and compiles each when the policy is written: a variable that
+    /// nothing reads costs both.
+    pub fn used_by(&self, uses: &[&Value]) -> Value {
+        let mut wanted: Vec<&str> = Vec::new();
+        let mut queue: Vec<String> = uses.iter().map(|u| u.to_string()).collect();
+        while let Some(text) = queue.pop() {
+            for name in references(&text) {
+                if wanted.contains(&name) {
+                    continue;
+                }
+                if let Some((n, expression)) = self.0.iter().find(|(n, _)| n == name) {
+                    wanted.push(n);
+                    queue.push(expression.clone());
+                }
+            }
+        }
         Value::Array(
             self.0
                 .iter()
+                .filter(|(name, _)| wanted.contains(&name.as_str()))
                 .map(|(name, expression)| json!({"name": name, "expression": expression}))
                 .collect(),
         )
     }
+}
+
+/// The names `text` reads as `variables.<name>`.
+fn references(text: &str) -> impl Iterator<Item = &str> {
+    text.match_indices("variables.")
+        .filter_map(move |(at, prefix)| {
+            let rest = &text[at + prefix.len()..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            (end > 0).then(|| &rest[..end])
+        })
 }
 
 /// The language's place in the registry, which numbers its variables.
@@ -276,4 +307,32 @@ pub fn variant_refused(v: &mut Vars, lang: Language) -> String {
     let value = variant_value(v, lang).expect("a language with variants");
     let all = groups.iter().flat_map(|g| g.iter().copied());
     format!("!({value} in {})", strings(all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only what the uses read, directly or through another variable, in declared order; a
+    /// name that begins another's (`req0` of `req0Pod`) is its own reference.
+    #[test]
+    fn a_policy_declares_only_the_variables_it_reads() {
+        let mut v = Vars::default();
+        v.add("req0Pod", "object.metadata.name");
+        v.add("req0", "variables.req0Pod + \"!\"");
+        v.add("unread", "variables.req0");
+        v.add("other", "1");
+        v.add("cn", "variables.other + 1");
+        let uses = json!([{"expression": "variables.req0 == \"\" && variables.cn > 0"}]);
+        assert_eq!(
+            v.used_by(&[&uses]),
+            json!([
+                {"name": "req0Pod", "expression": "object.metadata.name"},
+                {"name": "req0", "expression": "variables.req0Pod + \"!\""},
+                {"name": "other", "expression": "1"},
+                {"name": "cn", "expression": "variables.other + 1"},
+            ])
+        );
+        assert_eq!(v.used_by(&[&json!("variables.")]), json!([]));
+    }
 }
