@@ -310,9 +310,7 @@ fn render_with(
     if options.mode == Mode::Policy {
         let (mutation, v) = skip::status_policy(&known, &rules);
         let name = &options.name("not-injected");
-        let conditions = inject::match_conditions(&status_reaching(asking.as_deref(), &rules));
-        let variables = v.used_by(&[&conditions, &mutation]);
-        let policy = json!({
+        let mut policy = json!({
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingAdmissionPolicy",
             "metadata": metadata(name),
@@ -320,11 +318,11 @@ fn render_with(
                 "matchConstraints": pod_creates(),
                 "failurePolicy": "Ignore",
                 "reinvocationPolicy": "IfNeeded",
-                "matchConditions": conditions,
-                "variables": variables,
+                "matchConditions": inject::match_conditions(&status_reaching(asking.as_deref(), &rules)),
                 "mutations": [mutation],
             },
         });
+        policy["spec"]["variables"] = v.used_by(&policy["spec"]);
         rendered.objects.push(policy);
         rendered.objects.push(json!({
             "apiVersion": "admissionregistration.k8s.io/v1",

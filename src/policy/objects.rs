@@ -253,8 +253,6 @@ fn policy_and_binding(
     bound_in: Option<&str>,
 ) -> [Value; 2] {
     let object = meta["name"].as_str().unwrap_or_default().to_owned();
-    let mutations = Value::from(mutations);
-    let variables = v.used_by(&[&conditions, &mutations]);
     let mut policy = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicy",
@@ -265,10 +263,10 @@ fn policy_and_binding(
             "failurePolicy": "Ignore",
             "reinvocationPolicy": "Never",
             "matchConditions": conditions,
-            "variables": variables,
             "mutations": mutations,
         },
     });
+    policy["spec"]["variables"] = v.used_by(&policy["spec"]);
     let mut binding = json!({
         "apiVersion": "admissionregistration.k8s.io/v1",
         "kind": "MutatingAdmissionPolicyBinding",

@@ -273,7 +273,7 @@ pub(super) fn warning_policy(
         "validations": validations,
     });
     if let Some(v) = variables {
-        spec["variables"] = v.used_by(&[&spec["validations"]]);
+        spec["variables"] = v.used_by(&spec);
     }
     [
         json!({

@@ -2,6 +2,8 @@
 //! (`pod::select`): a label wins over an annotation of the same key on each object, then the
 //! namespace-vs-pod rule of `select::effective`, then `Request::parse`'s trimming.
 
+use std::collections::BTreeSet;
+
 use serde_json::{Value, json};
 
 use super::cel::{string, strings};
@@ -20,29 +22,27 @@ impl Vars {
         }
     }
 
-    /// The variables that `uses` (the policy's match conditions, mutations or validations)
-    /// read, directly or through other variables, in order. The API server builds an entry
-    /// for every declared variable on each evaluation, the match conditions' of every policy
-    /// a pod passes included, and compiles each when the policy is written: a variable that
-    /// nothing reads costs both.
-    pub fn used_by(&self, uses: &[&Value]) -> Value {
-        let mut wanted: Vec<&str> = Vec::new();
-        let mut queue: Vec<String> = uses.iter().map(|u| u.to_string()).collect();
+    /// The variables that `spec` (a policy's, without them) reads, directly or through other
+    /// variables, in order. The API server builds an entry for every declared variable on
+    /// each evaluation, the match conditions' of every policy a pod passes included, and
+    /// compiles each when the policy is written: a variable that nothing reads costs both.
+    pub fn used_by(&self, spec: &Value) -> Value {
+        let text = spec.to_string();
+        let mut wanted: BTreeSet<&str> = BTreeSet::new();
+        let mut queue: Vec<&str> = vec![&text];
         while let Some(text) = queue.pop() {
-            for name in references(&text) {
-                if wanted.contains(&name) {
-                    continue;
-                }
-                if let Some((n, expression)) = self.0.iter().find(|(n, _)| n == name) {
-                    wanted.push(n);
-                    queue.push(expression.clone());
+            for name in references(text) {
+                if let Some((n, expression)) = self.0.iter().find(|(n, _)| n == name)
+                    && wanted.insert(n)
+                {
+                    queue.push(expression);
                 }
             }
         }
         Value::Array(
             self.0
                 .iter()
-                .filter(|(name, _)| wanted.contains(&name.as_str()))
+                .filter(|(name, _)| wanted.contains(name.as_str()))
                 .map(|(name, expression)| json!({"name": name, "expression": expression}))
                 .collect(),
         )
@@ -50,7 +50,7 @@ impl Vars {
 }
 
 /// The names `text` reads as `variables.<name>`.
-fn references(text: &str) -> impl Iterator<Item = &str> {
+pub(super) fn references(text: &str) -> impl Iterator<Item = &str> {
     text.match_indices("variables.")
         .filter_map(move |(at, prefix)| {
             let rest = &text[at + prefix.len()..];
@@ -323,9 +323,10 @@ mod tests {
         v.add("unread", "variables.req0");
         v.add("other", "1");
         v.add("cn", "variables.other + 1");
-        let uses = json!([{"expression": "variables.req0 == \"\" && variables.cn > 0"}]);
+        let spec = json!({"matchConditions": [{"expression": "variables.req0 == \"\""}],
+            "mutations": [{"expression": "variables.cn > 0 ? [] : []"}]});
         assert_eq!(
-            v.used_by(&[&uses]),
+            v.used_by(&spec),
             json!([
                 {"name": "req0Pod", "expression": "object.metadata.name"},
                 {"name": "req0", "expression": "variables.req0Pod + \"!\""},
@@ -333,6 +334,6 @@ mod tests {
                 {"name": "cn", "expression": "variables.other + 1"},
             ])
         );
-        assert_eq!(v.used_by(&[&json!("variables.")]), json!([]));
+        assert_eq!(v.used_by(&json!({"validations": "variables."})), json!([]));
     }
 }

@@ -43,8 +43,36 @@ fn writer_log(log: &str) -> String {
     lines.join("\n")
 }
 
+/// A webhook (image volumes) whose replica `id` holds the Lease the shipped Role names and
+/// writes live policies in `mode`, named `<prefix>.…`, bound where [`POLICY_SCOPE`] is
+/// `scope`.
+pub(super) async fn start_writer(id: &str, mode: &str, prefix: &str, scope: &str) -> Env {
+    Env::start_with(
+        id,
+        Options {
+            rbac: Rbac::LivePolicies,
+            // The Lease the shipped Role names, as the status tests use it.
+            exclusive: true,
+            args: [
+                &format!("--apply-policies={mode}"),
+                &format!("--policy-name-prefix={prefix}"),
+                &format!("--policy-namespace-label={POLICY_SCOPE}={scope}"),
+                &format!("--lease-identity={id}"),
+                &format!("--lease-namespace={NAMESPACE}"),
+                "--lease-name=otel-injector",
+                "--lease-duration=3s",
+                "--agent-delivery=image-volume",
+            ]
+            .map(|a| a.to_owned())
+            .to_vec(),
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 /// The endpoint the API server gave the pod's container, if it injected it.
-fn endpoint(pod: &Value) -> Option<&str> {
+pub(super) fn endpoint(pod: &Value) -> Option<&str> {
     pod["spec"]["containers"][0]["env"]
         .as_array()?
         .iter()
@@ -52,7 +80,7 @@ fn endpoint(pod: &Value) -> Option<&str> {
         .as_str()
 }
 
-fn asking(ns: &str, name: &str, key: &str) -> Value {
+pub(super) fn asking(ns: &str, name: &str, key: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": ns, "annotations": {key: "true"}},
         "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2"}]}})
@@ -82,30 +110,9 @@ async fn follows_edits(mode: &str) {
     let ns = &format!("e2e-policy-live-{mode}");
     let prefix = &format!("e2e-live-{mode}");
     let java_pod = |name: &str| asking(ns, name, INJECT_JAVA);
-    let env = Env::start_with(
-        &format!("policy-live-{mode}"),
-        Options {
-            rbac: Rbac::LivePolicies,
-            // The Lease the shipped Role names, as the status tests use it.
-            exclusive: true,
-            args: [
-                &format!("--apply-policies={mode}"),
-                &format!("--policy-name-prefix={prefix}"),
-                &format!("--policy-namespace-label={POLICY_SCOPE}=live-{mode}"),
-                &format!("--lease-identity=policy-live-{mode}"),
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-                "--agent-delivery=image-volume",
-            ]
-            .map(|a| a.to_owned())
-            .to_vec(),
-            ..Options::default()
-        },
-    )
-    .await;
-    let client = env.client.clone();
     let scope = format!("live-{mode}");
+    let env = start_writer(&format!("policy-live-{mode}"), mode, prefix, &scope).await;
+    let client = env.client.clone();
     // An Instrumentation in a namespace without the policies' label, created first: no
     // binding could match there, so the writer writes nothing for it until the label comes.
     let outside = &format!("{ns}-outside");

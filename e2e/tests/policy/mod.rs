@@ -323,21 +323,23 @@ async fn delete_each(client: &Client, pods: &[(&'static str, String, Value)]) {
 /// (`Form::Live`), image volumes, mode both, names prefixed `prefix`, bound where
 /// [`POLICY_SCOPE`] is `scope`.
 fn live_render(inst: &Value, ns: &str, prefix: &str, scope: &str) -> Vec<Value> {
-    render_as(inst, ns, prefix, scope, otel_injector::policy::Form::Live)
+    use otel_injector::policy::{Form, Mode};
+    render_as(inst, ns, prefix, scope, Mode::Both, Form::Live)
 }
 
-/// [`live_render`] in `form` (`Form::Api`: as the writer rendered them before live policies
-/// lost their params).
+/// [`live_render`] in `mode` and `form` (`Form::Api`: as the writer rendered them before live
+/// policies lost their params).
 fn render_as(
     inst: &Value,
     ns: &str,
     prefix: &str,
     scope: &str,
+    mode: otel_injector::policy::Mode,
     form: otel_injector::policy::Form,
 ) -> Vec<Value> {
     use otel_injector::cluster::StaticCatalog;
     use otel_injector::engine::{AgentDelivery, EngineConfig};
-    use otel_injector::policy::{Mode, PolicyOptions};
+    use otel_injector::policy::PolicyOptions;
     let typed = serde_json::from_value(inst.clone()).expect("an Instrumentation");
     // The namespace as the API server holds it: labeled for the bindings, which live
     // policies render only where they can match.
@@ -349,7 +351,7 @@ fn render_as(
         ..EngineConfig::default()
     };
     let options = PolicyOptions {
-        mode: Mode::Both,
+        mode,
         form,
         prefix: prefix.into(),
         namespace_labels: vec![(POLICY_SCOPE.into(), scope.into())],

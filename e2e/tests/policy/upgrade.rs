@@ -6,8 +6,9 @@
 //! Between the two, a binding still names params that its policy no longer declares: the API
 //! server then gives the policy no params and ignores the `paramRef` (k8s.io/apiserver,
 //! `generic.CollectParams`), so the pods created in that window are injected as well. The test
-//! creates a pod every 100 ms from before the writer starts until 2 s after every object lost
-//! its params, and each one must be injected.
+//! creates a pod every 100 ms (asking by annotation and by label in turn) from before the
+//! writer starts until 2 s after every object lost its params, and each one must be injected;
+//! in modes `both` and `policy` (whose status policy and warning never had params).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,33 +18,27 @@ use axum::http::Method;
 use serde_json::{Value, json};
 
 use super::build::inst;
+use super::live::{asking, delete_prefixed, endpoint, start_writer};
 use super::{POLICY_SCOPE, create_instrumentations, namespaces, path_of, render_as, until};
-use crate::harness::{Env, Options, cluster};
+use crate::harness::cluster;
 use crate::support::api;
-use crate::support::identity::NAMESPACE;
 use otel_injector::keys::{INJECT_JAVA, INJECTED_ANNOTATION};
-use otel_injector::policy::Form;
 use otel_injector::policy::live::FIELD_MANAGER;
+use otel_injector::policy::{Form, Mode};
 
-const NS: &str = "e2e-policy-upgrade";
-const PREFIX: &str = "e2e-upgrade";
-const SCOPE: &str = "upgrade";
 const ENDPOINT: &str = "http://collector-upgrade:4318";
 
-fn java_pod(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": NS, "annotations": {INJECT_JAVA: "true"}},
-        "spec": {"containers": [{"name": "app", "image": "shop/checkout:1.4.2"}]}})
+/// A pod of `ns` asking for Java by annotation, or by label when `labeled`.
+fn java_pod(ns: &str, name: &str, labeled: bool) -> Value {
+    let mut pod = asking(ns, name, INJECT_JAVA);
+    if labeled {
+        pod["metadata"]["labels"] = pod["metadata"]["annotations"].take();
+    }
+    pod
 }
 
 fn injected(pod: &Value) -> bool {
-    let env = pod["spec"]["containers"][0]["env"].as_array();
-    let endpoint = env
-        .into_iter()
-        .flatten()
-        .find(|e| e["name"] == "OTEL_EXPORTER_OTLP_ENDPOINT");
-    pod["metadata"]["annotations"][INJECTED_ANNOTATION] == "java"
-        && endpoint.is_some_and(|e| e["value"] == ENDPOINT)
+    pod["metadata"]["annotations"][INJECTED_ANNOTATION] == "java" && endpoint(pod) == Some(ENDPOINT)
 }
 
 /// The field that gives `obj` params: `paramKind` on a policy, `paramRef` on a binding.
@@ -59,7 +54,8 @@ fn params_field(obj: &Value) -> &'static str {
 }
 
 /// What is left to converge of `obj` as stored: `None` once it is gone or stored without
-/// params, written by the writer's field manager alone.
+/// params, written by the writer's field manager alone (the status of a
+/// ValidatingAdmissionPolicy is the API server's own, its type check).
 async fn not_converged(client: &kube::Client, obj: &Value) -> Option<String> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let path = format!("{}/{name}", path_of(obj));
@@ -76,48 +72,67 @@ async fn not_converged(client: &kube::Client, obj: &Value) -> Option<String> {
         .as_array()
         .into_iter()
         .flatten()
+        .filter(|m| m["subresource"].is_null())
         .filter_map(|m| m["manager"].as_str())
         .collect();
     (managers != [FIELD_MANAGER]).then(|| format!("{path} managed by {managers:?}"))
 }
 
 #[tokio::test]
-async fn live_objects_written_with_params_lose_them_on_upgrade_and_every_pod_is_injected() {
+async fn live_objects_written_with_params_lose_them_on_upgrade_with_every_pod_injected() {
+    upgrade("both", Mode::Both).await;
+}
+
+#[tokio::test]
+async fn live_objects_of_mode_policy_written_with_params_lose_them_on_upgrade_too() {
+    upgrade("policy", Mode::Policy).await;
+}
+
+async fn upgrade(flag: &str, mode: Mode) {
+    let ns = &format!("e2e-policy-upgrade-{flag}");
+    let (prefix, scope) = (&format!("e2e-upgrade-{flag}"), &format!("upgrade-{flag}"));
     let client = cluster().await.client();
-    namespaces(&client, &[NS], &[(POLICY_SCOPE, SCOPE)]).await;
-    let java = inst(NS, "java", json!({"exporter": {"endpoint": ENDPOINT}}));
+    namespaces(&client, &[ns], &[(POLICY_SCOPE, scope)]).await;
+    let java = inst(ns, "java", json!({"exporter": {"endpoint": ENDPOINT}}));
     create_instrumentations(&client, std::slice::from_ref(&java)).await;
 
-    // The objects as the writer before wrote them, with its field manager.
-    let old = render_as(&java, NS, PREFIX, SCOPE, Form::Api);
-    assert!(old.len() >= 2, "{old:?}");
+    // The objects as the writer before wrote them, with its field manager: every object of the
+    // Instrumentation had params (a policy and a binding per language), mode `policy`'s status
+    // policy and warning none.
+    let old = render_as(&java, ns, prefix, scope, mode, Form::Api);
+    let own = format!("{prefix}.{ns}.");
     for obj in &old {
-        assert!(
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        assert_eq!(
             obj["spec"][params_field(obj)].is_object(),
-            "the API form without params: {obj}"
+            name.starts_with(&own),
+            "{obj}"
         );
         api::apply_doc(&client, FIELD_MANAGER, obj, false)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
     }
-    until(
-        &client,
-        NS,
-        &java_pod("before"),
-        "the objects with params",
-        injected,
-    )
-    .await;
+    assert!(
+        old.iter()
+            .filter(|o| o["spec"][params_field(o)].is_object())
+            .count()
+            >= 14
+    );
+    for labeled in [false, true] {
+        let pod = java_pod(ns, "before", labeled);
+        until(&client, ns, &pod, "the objects with params", injected).await;
+    }
 
     // A pod every 100 ms, all through the writer's start and its first pass.
     let stop = Arc::new(AtomicBool::new(false));
     let prober = {
-        let (client, stop) = (client.clone(), stop.clone());
+        let (client, stop, ns) = (client.clone(), stop.clone(), ns.clone());
         tokio::spawn(async move {
             let mut missed = Vec::new();
             let mut created = 0;
             while !stop.load(Ordering::Relaxed) {
-                let r = api::create_pod(&client, NS, &java_pod("during"), true)
+                let pod = java_pod(&ns, "during", created % 2 == 1);
+                let r = api::create_pod(&client, &ns, &pod, true)
                     .await
                     .unwrap_or_else(|e| panic!("{e}"));
                 assert_eq!(r.status, 201, "{}", r.body);
@@ -130,28 +145,9 @@ async fn live_objects_written_with_params_lose_them_on_upgrade_and_every_pod_is_
             (created, missed)
         })
     };
+    // (The start waits for the other tests that hold the Lease to end.)
+    let env = start_writer(&format!("policy-upgrade-{flag}"), flag, prefix, scope).await;
     let started = Instant::now();
-    let env = Env::start_with(
-        "policy-upgrade",
-        Options {
-            rbac: crate::harness::Rbac::LivePolicies,
-            exclusive: true,
-            args: [
-                "--apply-policies=both",
-                &format!("--policy-name-prefix={PREFIX}"),
-                &format!("--policy-namespace-label={POLICY_SCOPE}={SCOPE}"),
-                "--lease-identity=policy-upgrade",
-                &format!("--lease-namespace={NAMESPACE}"),
-                "--lease-name=otel-injector",
-                "--lease-duration=3s",
-                "--agent-delivery=image-volume",
-            ]
-            .map(|a| a.to_owned())
-            .to_vec(),
-            ..Options::default()
-        },
-    )
-    .await;
     loop {
         let mut left = Vec::new();
         for obj in &old {
@@ -172,8 +168,8 @@ async fn live_objects_written_with_params_lose_them_on_upgrade_and_every_pod_is_
     stop.store(true, Ordering::Relaxed);
     let (created, missed) = prober.await.expect("the pods' task");
     eprintln!(
-        "[e2e] upgrade to live policies without params: converged {converged:?} after the \
-         writer's start; {created} pods created meanwhile, {} not injected",
+        "[e2e] upgrade to live policies without params ({flag}): converged {converged:?} after \
+         the writer's start; {created} pods created meanwhile, {} not injected",
         missed.len()
     );
     assert!(created >= 10, "only {created} pods created");
@@ -181,10 +177,6 @@ async fn live_objects_written_with_params_lose_them_on_upgrade_and_every_pod_is_
         missed.is_empty(),
         "not injected during the upgrade: {missed:?}"
     );
-    let r = api::create_pod(&client, NS, &java_pod("after"), true)
-        .await
-        .unwrap();
-    assert!(injected(&r.body), "{}", r.body["metadata"]);
     drop(env);
-    super::live::delete_prefixed(&client, PREFIX).await;
+    delete_prefixed(&client, prefix).await;
 }

@@ -125,3 +125,55 @@ fn the_manifest_form_is_the_api_form_without_params_under_static_names() {
         ]
     );
 }
+
+/// Every policy declares the variables it reads and only those, each after the ones it reads:
+/// per-language live policies, the CLI's, selectors' and mode `policy`'s status and warning.
+#[test]
+fn every_policy_declares_what_it_reads_and_nothing_else() {
+    use crate::crd::parse_instrumentations;
+    use crate::policy::vars::references;
+    let yaml = format!("{JAVA}\n---\n{}", super::selected::SELECTORS);
+    let catalog = StaticCatalog::new(parse_instrumentations(&yaml).unwrap())
+        .with_namespace("shop", &[])
+        .with_namespace("platform", &[]);
+    let mut checked = 0;
+    for (mode, namespaces_read) in [Mode::Policy, Mode::Both]
+        .into_iter()
+        .flat_map(|m| [(m, false), (m, true)])
+    {
+        let options = PolicyOptions {
+            mode,
+            namespaces_read,
+            form: Form::Live,
+            ..PolicyOptions::default()
+        };
+        for object in render(&catalog, &EngineConfig::default(), &options).objects {
+            let Some(declared) = object["spec"]["variables"].as_array() else {
+                continue;
+            };
+            let name = &object["metadata"]["name"];
+            let names: Vec<&str> = declared
+                .iter()
+                .map(|v| v["name"].as_str().unwrap())
+                .collect();
+            let mut rest = object["spec"].clone();
+            rest.as_object_mut().unwrap().remove("variables");
+            let rest = rest.to_string();
+            let mut read: Vec<&str> = references(&rest).collect();
+            for (i, v) in declared.iter().enumerate() {
+                for r in references(v["expression"].as_str().unwrap()) {
+                    assert!(names[..i].contains(&r), "{name}: {} reads {r}", names[i]);
+                    read.push(r);
+                }
+            }
+            for r in &read {
+                assert!(names.contains(r), "{name}: {r} read, not declared");
+            }
+            for n in &names {
+                assert!(read.contains(n), "{name}: {n} declared, never read");
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "{checked}");
+}

@@ -10,7 +10,7 @@ use crate::crd::parse_instrumentations;
 use crate::engine::{CrossNamespace, EngineConfig};
 use crate::policy::{Mode, PolicyOptions, render};
 
-const SELECTORS: &str = r#"
+pub(super) const SELECTORS: &str = r#"
 apiVersion: opentelemetry.io/v1alpha1
 kind: Instrumentation
 metadata:
