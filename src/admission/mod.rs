@@ -90,7 +90,21 @@ pub fn mutate_json(snapshot: &Snapshot<'_>, pod: &Pod) -> (Option<Vec<u8>>, Repo
 /// [`mutate_json`] with the patch as typed operations (to apply it to a document): one write
 /// makes the text the engine measures and the operations ([`patch::both`]).
 pub fn mutate(snapshot: &Snapshot<'_>, pod: &Pod) -> (Vec<PatchOperation>, Report) {
-    let bounded = engine::decide_within(snapshot, pod, patch::both);
+    mutate_seeing(snapshot, pod, |_| {})
+}
+
+/// [`mutate`], showing `see` the plan the patch is written from (every time one is: the
+/// policy's templates read the agents' env notes off it, `policy::template`).
+pub fn mutate_seeing(
+    snapshot: &Snapshot<'_>,
+    pod: &Pod,
+    see: impl Fn(&crate::pod::plan::PodPlan<'_>),
+) -> (Vec<PatchOperation>, Report) {
+    let write = |pod: &Pod, plan: Option<&crate::pod::plan::PodPlan<'_>>, status: Option<&_>| {
+        plan.into_iter().for_each(&see);
+        patch::both(pod, plan, status)
+    };
+    let bounded = engine::decide_within(snapshot, pod, write);
     let ops = bounded.patch.map(|p| p.operations).unwrap_or_default();
     (ops, bounded.report)
 }

@@ -99,16 +99,14 @@ pub trait CopyAgent: Sync {
     const LAYOUT: &'static CopyLayout;
     /// Variables the agent extends: a `valueFrom` on any of them skips the container.
     const EXTENDS: &'static [&'static str];
+    /// Variables whose presence in a container (in any form) leaves it alone.
+    const REFUSES: &'static [&'static str] = &[];
     /// The variant for this pod, or the warning that skips the language.
     fn variant(&self, cx: &Injection<'_, '_>) -> Result<Self::Variant, Refusal>;
     /// Whether the agent edits its variables before `spec.env` is merged (so `spec.env`
     /// cannot define them, as with the Operator's PYTHONPATH).
     fn edits_before_common_env(&self) -> bool {
         false
-    }
-    /// Any other reason to leave one container alone (the warning).
-    fn refuse(&self, _container: &str, _env: &EnvPlan<'_>) -> Option<String> {
-        None
     }
     /// Where a target mounts the agent volume.
     fn target_mount(&self, _container: &str) -> String {
@@ -228,8 +226,10 @@ fn inject<A: CopyAgent>(agent: &A, cx: &mut Injection<'_, '_>) -> Effect {
                 continue 'targets;
             }
         }
-        if let Some(warning) = agent.refuse(name, &c.env) {
-            cx.warn(warning);
+        if let Some(var) = A::REFUSES.iter().find(|var| c.env.refuses(var)) {
+            cx.warn(format!(
+                "{lang}: container {name:?} already sets {var}; not instrumented"
+            ));
             continue;
         }
         let mount = agent.target_mount(name);

@@ -13,7 +13,7 @@ use super::image_tag::{Release, operator_release};
 use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::keys::DOTNET_RUNTIME;
-use crate::pod::env::{EnvPlan, EnvValue, literal};
+use crate::pod::env::{EnvPlan, ValueExtension, literal};
 
 pub const OTEL_DOTNET_AUTO_HOME: &str = "OTEL_DOTNET_AUTO_HOME";
 pub const DOTNET_STARTUP_HOOKS: &str = "DOTNET_STARTUP_HOOKS";
@@ -112,6 +112,8 @@ impl CopyAgent for DotNet {
 
     const LAYOUT: &'static CopyLayout = &LAYOUT;
     const EXTENDS: &'static [&'static str] = &LISTS;
+    // The Operator reads a preset OTEL_DOTNET_AUTO_HOME as "configured some other way".
+    const REFUSES: &'static [&'static str] = &[OTEL_DOTNET_AUTO_HOME];
 
     /// An image of the Operator's older layout is named in a warning.
     fn injected(&self, cx: &mut Injection<'_, '_>) {
@@ -139,13 +141,6 @@ impl CopyAgent for DotNet {
             ))
         })
     }
-    fn refuse(&self, container: &str, env: &EnvPlan<'_>) -> Option<String> {
-        env.contains(OTEL_DOTNET_AUTO_HOME).then(|| {
-            format!(
-                "dotnet: container {container:?} already sets {OTEL_DOTNET_AUTO_HOME}; not instrumented"
-            )
-        })
-    }
     fn image_sub_path(&self, _: &&'static str) -> Option<&'static str> {
         Some("autoinstrumentation")
     }
@@ -158,24 +153,13 @@ impl CopyAgent for DotNet {
         _: bool,
     ) {
         for (var, value, merge) in variables(profiler) {
-            let current = match env.get(var) {
-                None => None,
-                Some(EnvValue::Literal(v)) => Some(v.to_owned()),
-                // Only the list variables are checked up front; the user's value wins.
-                Some(EnvValue::ValueFrom) => continue,
-            };
-            match (merge, current) {
-                (_, None) => {
+            match merge {
+                // The user's value wins (a `valueFrom` too).
+                Merge::IfAbsent => {
                     env.append_if_absent(literal(var, value));
                 }
-                (Merge::IfAbsent, Some(_)) => {}
                 // An empty list gets the agent's entry alone, not a leading `:`.
-                (Merge::Join, Some(v)) if v.is_empty() => {
-                    env.set_literal(var, value.to_owned());
-                }
-                (Merge::Join, Some(v)) => {
-                    env.set_literal(var, format!("{v}:{value}"));
-                }
+                Merge::Join => env.extend(var, ValueExtension::path_list(value)),
             }
         }
     }

@@ -7,7 +7,7 @@ use super::copy::{self, AgentImage, CopyAgent, CopyLayout};
 use super::image_tag::operator_release;
 use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
-use crate::pod::env::{EnvPlan, EnvValue};
+use crate::pod::env::{EnvPlan, ValueExtension};
 
 pub const JAVA_TOOL_OPTIONS: &str = "JAVA_TOOL_OPTIONS";
 copy::copy_layout!("java", "50m", "64Mi");
@@ -75,11 +75,7 @@ impl CopyAgent for Java {
         } else if count > 0 {
             arg.push_str(&format!(" -Dotel.javaagent.extensions={mount}/extensions"));
         }
-        let value = match env.get(JAVA_TOOL_OPTIONS) {
-            Some(EnvValue::Literal(v)) => format!("{v}{arg}"),
-            _ => arg,
-        };
-        env.set_literal(JAVA_TOOL_OPTIONS, value);
+        env.extend(JAVA_TOOL_OPTIONS, ValueExtension::after(arg));
     }
     /// The agent's image, and one image per extension mounted beside it (an image volume is
     /// read-only, so nothing can be mounted inside it).

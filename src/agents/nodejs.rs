@@ -4,7 +4,7 @@
 use super::copy::{self, CopyAgent, CopyLayout};
 use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
-use crate::pod::env::{EnvPlan, EnvValue, literal};
+use crate::pod::env::{EnvPlan, ValueExtension, literal};
 
 pub const NODE_OPTIONS: &str = "NODE_OPTIONS";
 pub const OTEL_METRICS_EXPORTER: &str = "OTEL_METRICS_EXPORTER";
@@ -37,11 +37,7 @@ impl CopyAgent for NodeJs {
         _: bool,
     ) {
         let arg = format!(" --require {mount}/autoinstrumentation.js");
-        let value = match env.get(NODE_OPTIONS) {
-            Some(EnvValue::Literal(v)) => format!("{v}{arg}"),
-            _ => arg,
-        };
-        env.set_literal(NODE_OPTIONS, value);
+        env.extend(NODE_OPTIONS, ValueExtension::after(arg));
         // Without an exporter the Node.js SDK starts no metric reader (metrics are lost).
         env.append_if_absent(literal(OTEL_METRICS_EXPORTER, "otlp"));
     }

@@ -6,7 +6,7 @@ use super::copy::{self, CopyAgent, CopyLayout};
 use super::injection::{Injection, Refusal};
 use crate::crd::InstrumentationSpec;
 use crate::keys::PYTHON_PLATFORM;
-use crate::pod::env::{EnvPlan, EnvValue, literal};
+use crate::pod::env::{EnvPlan, ValueExtension, literal};
 
 pub const PYTHONPATH: &str = "PYTHONPATH";
 copy::copy_layout!("python", "50m", "64Mi");
@@ -66,14 +66,13 @@ impl CopyAgent for Python {
         _: &&str,
         _: bool,
     ) {
-        let value = match env.get(PYTHONPATH) {
-            // An empty entry would put the working directory on the path.
-            Some(EnvValue::Literal(v)) if !v.is_empty() => {
-                format!("{PATH_PREFIX}:{v}:{mount}")
-            }
-            _ => format!("{PATH_PREFIX}:{mount}"),
+        // An empty entry would put the working directory on the path.
+        let extension = ValueExtension {
+            prefix: format!("{PATH_PREFIX}:"),
+            suffix: format!(":{mount}"),
+            empty: format!("{PATH_PREFIX}:{mount}"),
         };
-        env.set_literal(PYTHONPATH, value);
+        env.extend(PYTHONPATH, extension);
     }
     fn after_common_env(&self, env: &mut EnvPlan<'_>) {
         for (k, v) in DEFAULTS {

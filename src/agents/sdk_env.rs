@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Container;
 use super::exporter_tls::exporter_tls_env;
 use crate::crd::InstrumentationSpec;
 use crate::keys::RESOURCE_ANNOTATION_PREFIX;
-use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
+use crate::pod::env::{EnvPlan, field_ref, literal};
 use crate::pod::info::PodInfo;
 
 pub const OTEL_SERVICE_NAME: &str = "OTEL_SERVICE_NAME";
@@ -242,37 +242,28 @@ pub fn inject_sdk_config(
     }
     if let Some(sampler) = &spec.sampler
         && let Some(kind) = &sampler.type_
-        && !env.contains(OTEL_TRACES_SAMPLER)
-        && !env.contains(OTEL_TRACES_SAMPLER_ARG)
     {
-        env.append_if_absent(literal(OTEL_TRACES_SAMPLER, kind.as_str()));
-        if let Some(arg) = sampler.argument.as_deref().filter(|a| !a.is_empty()) {
-            env.append_if_absent(literal(OTEL_TRACES_SAMPLER_ARG, arg));
-        }
+        // The user's sampler replaces the whole setting, either variable of it.
+        let arg = sampler.argument.as_deref().filter(|a| !a.is_empty());
+        let vars = std::iter::once(literal(OTEL_TRACES_SAMPLER, kind.as_str()))
+            .chain(arg.map(|arg| literal(OTEL_TRACES_SAMPLER_ARG, arg)));
+        env.append_all_unless_any(vars, &[OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG]);
     }
 
-    match env.get(OTEL_RESOURCE_ATTRIBUTES) {
-        // Set with valueFrom: the webhook cannot merge into it; the user's value wins.
-        Some(EnvValue::ValueFrom) => {}
-        Some(EnvValue::Literal(current)) => {
-            let current = current.to_owned();
-            let attrs = resource_attributes(info, spec, app, &existing_keys(&current));
-            if !attrs.is_empty() {
-                let sep = if current.is_empty() || current.ends_with(',') {
-                    ""
-                } else {
-                    ","
-                };
-                let merged = format!("{current}{sep}{}", join_attributes(&attrs));
-                env.set_literal(OTEL_RESOURCE_ATTRIBUTES, merged);
-            }
+    // Set with valueFrom, the user's value wins as it is (the webhook cannot merge into it);
+    // a literal gets the attributes of keys it does not set.
+    env.merge_last(OTEL_RESOURCE_ATTRIBUTES, |current| match current {
+        None => Some(join_attributes(&resource_attributes(info, spec, app, &[]))),
+        Some(current) => {
+            let attrs = resource_attributes(info, spec, app, &existing_keys(current));
+            let sep = if current.is_empty() || current.ends_with(',') {
+                ""
+            } else {
+                ","
+            };
+            (!attrs.is_empty()).then(|| format!("{current}{sep}{}", join_attributes(&attrs)))
         }
-        None => {
-            let attrs = resource_attributes(info, spec, app, &[]);
-            env.append_if_absent(literal(OTEL_RESOURCE_ATTRIBUTES, join_attributes(&attrs)));
-        }
-    }
-    env.move_to_end(OTEL_RESOURCE_ATTRIBUTES);
+    });
 }
 
 fn join_attributes(attrs: &BTreeMap<&str, Cow<'_, str>>) -> String {

@@ -30,7 +30,7 @@ use super::copy::ResourceDefaults;
 use super::injection::{Effect, Injection, ValueFromOrigin, value_from_origin, value_from_warning};
 use super::sdk_env::{inject_common_env, inject_common_env_except, inject_sdk_config};
 use crate::crd::{CONFIG_PATH_MAX_LENGTH, CONFIG_PATH_PATTERN, InstrumentationSpec};
-use crate::pod::env::{EnvPlan, EnvValue, field_ref, literal};
+use crate::pod::env::{EnvPlan, ValueExtension, field_ref, literal};
 use crate::pod::plan::{InitPosition, Slot};
 
 /// `webserver_layout!("name", AGENT_CONF_ENV, SERVICE_INSTANCE_ID_ENV)`, the Operator's names:
@@ -354,12 +354,8 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Effect {
             c.mount(mount(&ws.agent_volume.name, AGENT_DIR));
             c.mount(mount(&ws.conf_volume.name, &ws.conf_dir));
             if ws.extend_library_path {
-                let value = match c.env.get(LD_LIBRARY_PATH) {
-                    // An empty entry would put the working directory on the path.
-                    Some(EnvValue::Literal(v)) if !v.is_empty() => format!("{v}:{SDK_LIB_DIR}"),
-                    _ => SDK_LIB_DIR.to_owned(),
-                };
-                c.env.set_literal(LD_LIBRARY_PATH, value);
+                c.env
+                    .extend(LD_LIBRARY_PATH, ValueExtension::path_list(SDK_LIB_DIR));
             }
             first_name = Some(name);
         }

@@ -24,6 +24,70 @@ pub struct EnvPlan<'a> {
     appended: Vec<EnvVar>,
     /// An original entry to move after every other entry.
     moved_to_end: Option<usize>,
+    /// What the edits did besides adding a variable unless one of its name is defined, in
+    /// order: how a container's own variables change them ([`EnvNote`]).
+    notes: Vec<EnvNote>,
+}
+
+/// An edit of the plan that is more than "add this variable unless the container defines
+/// one of its name": the agents' typed declaration of how a container's own variables
+/// change what they add, which a policy replays without running them on a probe
+/// (`policy::template`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EnvNote {
+    /// `name` was added with others, all of them unless any of `unless` is defined.
+    KeptOutBy {
+        name: String,
+        unless: &'static [&'static str],
+    },
+    /// `name` is extended in place ([`EnvPlan::extend`]); a container that sets it with
+    /// `valueFrom` is left uninstrumented by the agent.
+    Extended {
+        name: &'static str,
+        extension: ValueExtension,
+    },
+    /// `name` is merged into ([`EnvPlan::merge_last`]).
+    Merged { name: &'static str },
+    /// A container that defines `name` at all is left uninstrumented by the agent.
+    Refuses { name: &'static str },
+}
+
+/// How a variable is extended: a literal value `v` becomes `prefix + v + suffix`, an empty
+/// or missing one `empty` (the agent's part alone, without a separator).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ValueExtension {
+    pub prefix: String,
+    pub suffix: String,
+    pub empty: String,
+}
+
+impl ValueExtension {
+    /// `suffix` after any value, `suffix` alone when empty.
+    pub fn after(suffix: String) -> Self {
+        ValueExtension {
+            prefix: String::new(),
+            empty: suffix.clone(),
+            suffix,
+        }
+    }
+
+    /// `entry` after a `:` in a list of paths, alone when the list is empty (an empty entry
+    /// would put the working directory on the path).
+    pub fn path_list(entry: &str) -> Self {
+        ValueExtension {
+            prefix: String::new(),
+            suffix: format!(":{entry}"),
+            empty: entry.to_owned(),
+        }
+    }
+
+    /// The extended value of `current`.
+    fn of(&self, current: &str) -> String {
+        match current {
+            "" => self.empty.clone(),
+            v => format!("{}{v}{}", self.prefix, self.suffix),
+        }
+    }
 }
 
 /// The value of a variable as it will be once the plan is applied.
@@ -49,6 +113,7 @@ impl<'a> EnvPlan<'a> {
             prepended: Vec::new(),
             appended: Vec::new(),
             moved_to_end: None,
+            notes: Vec::new(),
         }
     }
 
@@ -105,6 +170,70 @@ impl<'a> EnvPlan<'a> {
         self.appended.push(var);
     }
 
+    /// Appends every one of `vars` that is absent, unless any of `unless` is defined (a
+    /// setting made of several variables, which the user's own replaces whole).
+    pub fn append_all_unless_any(
+        &mut self,
+        vars: impl IntoIterator<Item = EnvVar>,
+        unless: &'static [&'static str],
+    ) {
+        if unless.iter().any(|n| self.contains(n)) {
+            return;
+        }
+        for var in vars {
+            let name = var.name.clone();
+            if self.append_if_absent(var) {
+                self.notes.push(EnvNote::KeptOutBy { name, unless });
+            }
+        }
+    }
+
+    /// Extends `name` in place by `extension` (appending its `empty` form when missing). A
+    /// variable set with `valueFrom` is left alone: the agent refuses such a container first.
+    pub fn extend(&mut self, name: &'static str, extension: ValueExtension) {
+        let value = match self.get(name) {
+            Some(EnvValue::ValueFrom) => None,
+            Some(EnvValue::Literal(v)) => Some(extension.of(v)),
+            None => Some(extension.empty.clone()),
+        };
+        if let Some(value) = value {
+            self.set_literal(name, value);
+        }
+        self.notes.push(EnvNote::Extended { name, extension });
+    }
+
+    /// Merges into `name` and moves it after every other variable: `merged` is given the
+    /// current literal value (`None` when missing) and returns the new one (`None`: as it
+    /// is); a `valueFrom` is kept as it is.
+    pub fn merge_last(
+        &mut self,
+        name: &'static str,
+        merged: impl FnOnce(Option<&str>) -> Option<String>,
+    ) {
+        let value = match self.get(name) {
+            Some(EnvValue::ValueFrom) => None,
+            Some(EnvValue::Literal(v)) => merged(Some(v)),
+            None => merged(None),
+        };
+        if let Some(value) = value {
+            self.set_literal(name, value);
+        }
+        self.move_to_end(name);
+        self.notes.push(EnvNote::Merged { name });
+    }
+
+    /// Declares that the agent leaves a container that defines `name` uninstrumented, and
+    /// whether this one does.
+    pub fn refuses(&mut self, name: &'static str) -> bool {
+        self.notes.push(EnvNote::Refuses { name });
+        self.contains(name)
+    }
+
+    /// The notes of the edits made, in order.
+    pub fn notes(&self) -> &[EnvNote] {
+        &self.notes
+    }
+
     /// Puts `var` before all other variables unless one of that name exists, so that
     /// user variables can reference it with `$(NAME)`.
     pub fn prepend_if_absent(&mut self, var: EnvVar) -> bool {
@@ -117,7 +246,7 @@ impl<'a> EnvPlan<'a> {
 
     /// Sets a literal value, replacing the current one in place or appending a new variable.
     /// A variable set with `valueFrom` is left alone and `false` is returned.
-    pub fn set_literal(&mut self, name: &str, value: String) -> bool {
+    fn set_literal(&mut self, name: &str, value: String) -> bool {
         match self.find(name) {
             None => {
                 self.append(literal(name, value));
@@ -137,7 +266,7 @@ impl<'a> EnvPlan<'a> {
 
     /// Moves the variable after every other one (for `OTEL_RESOURCE_ATTRIBUTES`, whose
     /// `$(VAR)` references only resolve to variables defined earlier).
-    pub fn move_to_end(&mut self, name: &str) {
+    fn move_to_end(&mut self, name: &str) {
         match self.find(name) {
             Some(Found::Original(i)) => self.moved_to_end = Some(i),
             Some(Found::Appended(i)) => {
@@ -277,6 +406,63 @@ mod tests {
         );
         assert_eq!(p.get("A"), Some(EnvValue::Literal("1")));
         assert_eq!(p.get("IP"), Some(EnvValue::ValueFrom));
+    }
+
+    #[test]
+    fn typed_edits_do_what_their_notes_say() {
+        let original = vec![
+            literal("JAVA_TOOL_OPTIONS", "-Xmx1g"),
+            literal("PYTHONPATH", ""),
+            field_ref("NODE_OPTIONS", "metadata.name"),
+            literal("OTEL_RESOURCE_ATTRIBUTES", "a=b"),
+            literal("OTEL_TRACES_SAMPLER_ARG", "0.1"),
+            literal("Z", "1"),
+        ];
+        let mut p = EnvPlan::new(&original);
+        p.extend("JAVA_TOOL_OPTIONS", ValueExtension::after(" -x".into()));
+        p.extend("PYTHONPATH", ValueExtension::path_list("/p"));
+        p.extend("NODE_OPTIONS", ValueExtension::after(" -y".into()));
+        p.extend("LD_LIBRARY_PATH", ValueExtension::path_list("/lib"));
+        const SAMPLER: &[&str] = &["OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"];
+        p.append_all_unless_any([literal("OTEL_TRACES_SAMPLER", "always_on")], SAMPLER);
+        p.append_all_unless_any([literal("K", "1"), literal("Z", "2")], &["NOT_SET"]);
+        p.merge_last("OTEL_RESOURCE_ATTRIBUTES", |v| {
+            v.map(|v| format!("{v},k=v"))
+        });
+        assert!(p.refuses("Z") && !p.refuses("NOT_SET"));
+        assert_eq!(
+            names(&p.to_vec()),
+            [
+                "JAVA_TOOL_OPTIONS=-Xmx1g -x",
+                "PYTHONPATH=/p",
+                "NODE_OPTIONS=<from>",
+                "OTEL_TRACES_SAMPLER_ARG=0.1",
+                "Z=1",
+                "LD_LIBRARY_PATH=/lib",
+                "K=1",
+                "OTEL_RESOURCE_ATTRIBUTES=a=b,k=v",
+            ]
+        );
+        let extended = |name, extension| EnvNote::Extended { name, extension };
+        assert_eq!(
+            p.notes(),
+            [
+                extended("JAVA_TOOL_OPTIONS", ValueExtension::after(" -x".into())),
+                extended("PYTHONPATH", ValueExtension::path_list("/p")),
+                extended("NODE_OPTIONS", ValueExtension::after(" -y".into())),
+                extended("LD_LIBRARY_PATH", ValueExtension::path_list("/lib")),
+                // The sampler was kept out whole; of the group, only what was added.
+                EnvNote::KeptOutBy {
+                    name: "K".into(),
+                    unless: &["NOT_SET"]
+                },
+                EnvNote::Merged {
+                    name: "OTEL_RESOURCE_ATTRIBUTES"
+                },
+                EnvNote::Refuses { name: "Z" },
+                EnvNote::Refuses { name: "NOT_SET" },
+            ]
+        );
     }
 
     #[test]

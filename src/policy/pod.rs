@@ -224,13 +224,6 @@ fn uncovered(t: &Template, pod: &Pod, targets: &[String]) -> Option<String> {
             return Some(format!("container {target} sets a variable twice"));
         }
         for e in env {
-            let empty = e.value_from.is_none() && e.value.as_deref().unwrap_or("").is_empty();
-            if empty && t.refuse_empty.contains(&e.name) {
-                return Some(format!(
-                    "container {target} sets {} empty: the agent does not extend it",
-                    e.name
-                ));
-            }
             let refused = match e.value_from {
                 None => &t.refuse_literal,
                 Some(_) => &t.refuse_value_from,

@@ -8,16 +8,19 @@
 //! anything else the engine did that a template cannot replay (a file annotation, a sidecar,
 //! a changed container) makes the pair not covered, with the reason.
 //!
-//! How the container's own variables interact with the injected ones is probed too, one
-//! variable at a time, set as a literal and as `valueFrom`: either the user's wins (the
-//! injected one is left out, with any others it keeps out: the sampler's pair), or the agent
-//! extends it in place (`prefix + value + suffix`: `JAVA_TOOL_OPTIONS`), or anything else
-//! (the container left alone, a merge): then a pod that sets it is not covered.
+//! How the container's own variables interact with the injected ones is not probed: the
+//! agents note it in their typed edits of the env as the same run plans them
+//! ([`crate::pod::env::EnvNote`], read by [`notes`]): either the user's wins (the injected
+//! one is left out, with any others it keeps out: the sampler's pair), or the agent extends
+//! it in place (`prefix + value + suffix`: `JAVA_TOOL_OPTIONS`), or the agent refuses the
+//! container (then a pod that sets it is not covered), or it is merged
+//! (`OTEL_RESOURCE_ATTRIBUTES`).
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{EnvVar, Pod};
 use serde_json::{Value, json};
 
 use super::vars::Variant;
@@ -29,12 +32,17 @@ use crate::engine::{AgentDelivery, EngineConfig, SkipReason, Snapshot};
 use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
+use crate::pod::env::EnvNote;
+use crate::pod::plan::{ContainerPlan, PodPlan, Slot};
 pub use cache::TemplateCache;
 pub use init::InitHoles;
-use user::{VariableEffect, empty_value, mark_kept_out, merged_at_the_end, user_variable};
 
 mod cache;
 mod init;
+mod notes;
+#[cfg(test)]
+pub(super) mod probe;
+#[cfg(test)]
 mod user;
 
 /// The probe container's name: stands for the target's name in what the template holds.
@@ -43,7 +51,8 @@ pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
 pub const SERVICE: &str = "zq-otel-injector-service-zq";
 /// The probe container's image, so that an init container that copies it is found.
 pub const IMAGE: &str = "zq-otel-injector-image-zq";
-/// A user variable's value in the probes.
+/// A user variable's value in the oracle's probes.
+#[cfg(test)]
 const VALUE: &str = "zq-otel-injector-value-zq";
 
 /// One variable the webhook appends, and what keeps it out.
@@ -107,8 +116,6 @@ pub struct Template {
     pub refuse_literal: Vec<String>,
     /// User variables that leave the pod not covered when set with `valueFrom`.
     pub refuse_value_from: Vec<String>,
-    /// Extended variables that leave the pod not covered when set to an empty literal.
-    pub refuse_empty: Vec<String>,
     /// A container's own `OTEL_RESOURCE_ATTRIBUTES` is kept, the attributes of keys it does
     /// not set appended to a literal value, and moved after every injected variable (what the
     /// engine does, checked on the probes).
@@ -192,9 +199,24 @@ fn decide(
     ns: &str,
     pod: &Value,
 ) -> Result<Value, Option<SkipReason>> {
+    decide_seeing(catalog, config, ns, pod, |_| {})
+}
+
+/// [`decide`], showing `see` the plan of the probe's container.
+fn decide_seeing(
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+    ns: &str,
+    pod: &Value,
+    see: impl Fn(&ContainerPlan<'_>),
+) -> Result<Value, Option<SkipReason>> {
     let typed: Pod = serde_json::from_value(pod.clone()).map_err(|_| None)?;
     let snapshot = Snapshot::take(catalog, ns, config);
-    let (patch, report) = crate::admission::mutate(&snapshot, &typed);
+    let see = |plan: &PodPlan<'_>| {
+        let probe = plan.containers().find(|(slot, _)| *slot == Slot::App(0));
+        probe.into_iter().for_each(|(_, c)| see(c));
+    };
+    let (patch, report) = crate::admission::mutate_seeing(&snapshot, &typed, see);
     if report.injected.is_empty() {
         return Err(report.skipped.first().map(|s| s.reason));
     }
@@ -203,6 +225,28 @@ fn decide(
     Ok(out)
 }
 
+/// The probe container's env as the engine planned it.
+struct PlannedEnv {
+    /// Put before the container's own, in order.
+    prepended: Vec<Value>,
+    /// Appended after them, in order.
+    appended: Vec<Value>,
+    /// The agents' notes of what else their edits do ([`EnvNote`]).
+    notes: Vec<EnvNote>,
+}
+
+impl PlannedEnv {
+    fn of(c: &ContainerPlan<'_>) -> Self {
+        let values = |vars: &[EnvVar]| vars.iter().map(|e| json!(e)).collect();
+        PlannedEnv {
+            prepended: values(c.env.prepended()),
+            appended: values(c.env.appended()),
+            notes: c.env.notes().to_vec(),
+        }
+    }
+}
+
+#[cfg(test)]
 fn env_of(pod: &Value) -> Vec<Value> {
     pod["spec"]["containers"][0]["env"]
         .as_array()
@@ -252,16 +296,18 @@ pub fn read_variant(
     // is the only one.
     let catalog = StaticCatalog::new([Instrumentation::clone(inst)]).with_namespace(&ns, &[]);
     let config = probe_config(config);
-    let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, variant, env));
-    let run = |env: Value| decided(env).ok();
     let bare = probe_pod(inst, lang, variant, json!([]));
-    let injected = decide(&catalog, &config, &ns, &bare).map_err(|skip| match skip {
-        Some(reason) => NotCovered {
-            reason,
-            why: format!("the webhook skips it: {}", reason.as_str()),
-        },
-        None => "the webhook injects nothing".into(),
-    })?;
+    // What the engine plans for the probe's env, read as it writes the patch.
+    let planned = RefCell::new(None);
+    let see = |c: &ContainerPlan<'_>| *planned.borrow_mut() = Some(PlannedEnv::of(c));
+    let injected =
+        decide_seeing(&catalog, &config, &ns, &bare, see).map_err(|skip| match skip {
+            Some(reason) => NotCovered {
+                reason,
+                why: format!("the webhook skips it: {}", reason.as_str()),
+            },
+            None => "the webhook injects nothing".into(),
+        })?;
 
     let (annotations, labels) = added_metadata(&bare, &injected)?;
     let container = &injected["spec"]["containers"][0];
@@ -301,32 +347,9 @@ pub fn read_variant(
         None => Vec::new(),
     };
 
-    // A user variable splits the list into what is put before it and after it.
-    let with_user = run(json!([{"name": "ZQ_USER", "value": VALUE}]))
-        .ok_or("a user variable stops the injection")?;
-    let env = env_of(&with_user);
-    let at = env
-        .iter()
-        .position(|e| name_of(e) == "ZQ_USER")
-        .ok_or("the user's variable is gone")?;
-    let prepended = env[..at].to_vec();
-    let mut appended: Vec<Appended> = env[at + 1..]
-        .iter()
-        .map(|e| Appended {
-            kind: match name_of(e) {
-                OTEL_SERVICE_NAME => Kind::ServiceName,
-                OTEL_RESOURCE_ATTRIBUTES => Kind::ResourceAttributes,
-                _ => Kind::Fixed,
-            },
-            entry: e.clone(),
-            kept_out_by: Vec::new(),
-        })
-        .collect();
-    if env_of(&injected) != [prepended.as_slice(), &env[at + 1..]].concat() {
-        return Err("the injected variables depend on the container's".into());
-    }
-    check_appended(&appended)?;
-
+    let env = planned
+        .into_inner()
+        .ok_or("the engine planned no container")?;
     let mut template = Template {
         language: lang,
         variant,
@@ -336,65 +359,35 @@ pub fn read_variant(
         init,
         mounts,
         hidden_below,
-        prepended,
+        prepended: env.prepended,
         appended: Vec::new(),
         extensions: Vec::new(),
         refuse_literal: Vec::new(),
         refuse_value_from: Vec::new(),
-        refuse_empty: Vec::new(),
         merges_resource_attributes: false,
         agent_refuses: Vec::new(),
         annotations,
         labels,
     };
-    let names: Vec<String> = template
-        .prepended
-        .iter()
-        .map(|e| name_of(e).to_owned())
-        .chain(appended.iter().map(|a| name_of(&a.entry).to_owned()))
+    let appended = env.appended.into_iter().map(|entry| Appended {
+        kind: match name_of(&entry) {
+            OTEL_SERVICE_NAME => Kind::ServiceName,
+            OTEL_RESOURCE_ATTRIBUTES => Kind::ResourceAttributes,
+            _ => Kind::Fixed,
+        },
+        kept_out_by: vec![name_of(&entry).to_owned()],
+        entry,
+    });
+    template.appended = appended.collect();
+    check_appended(&template.appended)?;
+    let planned: Vec<&Value> = (template.prepended.iter())
+        .chain(template.appended.iter().map(|a| &a.entry))
         .collect();
-    for name in &names {
-        let literal = json!([{"name": name, "value": VALUE}]);
-        let value_from =
-            json!([{"name": name, "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]);
-        let (literal, value_from) = (decided(literal), decided(value_from));
-        for (result, from) in [(&literal, false), (&value_from, true)] {
-            if *result == Err(Some(SkipReason::NothingInstrumented)) {
-                template.agent_refuses.push((name.clone(), from));
-            }
-        }
-        if name == OTEL_RESOURCE_ATTRIBUTES
-            && merged_at_the_end(&template, &appended, literal.as_ref().ok(), false)
-            && merged_at_the_end(&template, &appended, value_from.as_ref().ok(), true)
-        {
-            template.merges_resource_attributes = true;
-            mark_kept_out(&mut appended, name, std::slice::from_ref(name));
-            continue;
-        }
-        let literal_pod = literal.as_ref().ok().cloned();
-        match user_variable(&template, &appended, name, literal.ok()) {
-            Some(VariableEffect::KeepsOut(names)) => mark_kept_out(&mut appended, name, &names),
-            Some(VariableEffect::Extended(mut ext)) => {
-                mark_kept_out(&mut appended, name, std::slice::from_ref(name));
-                // What an empty value becomes, or such pods are not covered.
-                let empty = decided(json!([{"name": name, "value": ""}])).ok();
-                match literal_pod.zip(empty) {
-                    Some((with, empty)) => match empty_value(name, &with, &empty) {
-                        Some(written) => ext.empty = written,
-                        None => template.refuse_empty.push(name.clone()),
-                    },
-                    None => template.refuse_empty.push(name.clone()),
-                }
-                template.extensions.push(ext);
-            }
-            None => template.refuse_literal.push(name.clone()),
-        }
-        match user_variable(&template, &appended, name, value_from.ok()) {
-            Some(VariableEffect::KeepsOut(_)) => {}
-            _ => template.refuse_value_from.push(name.clone()),
-        }
+    let written = injected["spec"]["containers"][0]["env"].as_array();
+    if written.is_none_or(|w| !w.iter().eq(planned.iter().copied())) {
+        return Err("the patch's variables are not the plan's".into());
     }
-    template.appended = appended;
+    notes::read(&mut template, &env.notes);
     Ok(template)
 }
 

@@ -7,6 +7,7 @@ use crate::keys::SPEC_HASH_ANNOTATION;
 mod delivery;
 mod forms;
 mod keyless;
+mod notes;
 mod selected;
 use crate::cluster::StaticCatalog;
 use crate::crd::parse_instrumentations;

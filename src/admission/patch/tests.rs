@@ -151,12 +151,14 @@ fn env_edits_land_at_the_right_indices() {
     let p = pod(j.clone());
     let mut plan = PodPlan::new(&p);
     let c = plan.container(Slot::App(0)).unwrap();
-    c.env
-        .set_literal("JAVA_TOOL_OPTIONS", "-Xmx1g -javaagent:x".into());
+    c.env.extend(
+        "JAVA_TOOL_OPTIONS",
+        crate::pod::env::ValueExtension::after(" -javaagent:x".into()),
+    );
     c.env.append_if_absent(literal("C", "3"));
-    c.env
-        .set_literal("OTEL_RESOURCE_ATTRIBUTES", "k=v,a=b".into());
-    c.env.move_to_end("OTEL_RESOURCE_ATTRIBUTES");
+    c.env.merge_last("OTEL_RESOURCE_ATTRIBUTES", |v| {
+        v.map(|v| format!("{v},a=b"))
+    });
     c.env.prepend_if_absent(literal("IP", "x"));
     let out = apply(&j, build(&plan));
     assert_eq!(

@@ -143,7 +143,6 @@ pub(super) fn container_covered(t: &Template) -> String {
     let names = "variables.envNames[i]";
     let literal = strings(t.refuse_literal.iter().map(String::as_str));
     let value_from = strings(t.refuse_value_from.iter().map(String::as_str));
-    let empty = strings(t.refuse_empty.iter().map(String::as_str));
     let volumes = strings(t.volumes.iter().filter_map(|v| v["name"].as_str()));
     let paths: Vec<String> = t
         .mounts
@@ -153,7 +152,7 @@ pub(super) fn container_covered(t: &Template) -> String {
         .map(|p| cel::with_name(p, template::CONTAINER, &format!("{C}.name")))
         .collect();
     format!(
-        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom)) || (e.name in {empty} && !has(e.valueFrom) && e.?value.orValue(\"\") == \"\")) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
+        "{names}.distinct().size() == {names}.size() && !{own}.exists(e, (e.name in {literal} && !has(e.valueFrom)) || (e.name in {value_from} && has(e.valueFrom))) && !{C}.?volumeMounts.orValue([]).exists(m, m.name in {volumes} || m.mountPath in [{}])",
         paths.join(", ")
     )
 }
