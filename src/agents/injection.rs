@@ -9,7 +9,7 @@ use super::Language;
 use crate::crd::{Instrumentation, InstrumentationSpec};
 use crate::pod::env::{EnvPlan, EnvValue};
 use crate::pod::info::PodInfo;
-use crate::pod::plan::{ContainerPlan, InitPosition, PodPlan, Slot};
+use crate::pod::plan::{ContainerPlan, InitNote, InitPosition, PodPlan, Slot};
 use crate::pod::select::Annotations;
 use crate::warnings::shorten;
 
@@ -137,19 +137,18 @@ impl Injection<'_, '_> {
     }
 
     /// `spec.initContainerSecurityContext`, else the first instrumented container's, so that
-    /// pods under a restricted policy stay admissible.
-    pub fn init_security_context(&self, instrumented: &[Slot]) -> Option<SecurityContext> {
-        self.inst
-            .spec
-            .init_container_security_context
-            .as_deref()
-            .cloned()
-            .or_else(|| {
-                instrumented
-                    .first()
-                    .and_then(|s| self.plan.original(*s))
-                    .and_then(|c| c.security_context.clone())
-            })
+    /// pods under a restricted policy stay admissible (noted: [`InitNote::SecurityFromTarget`]).
+    pub fn init_security_context(&mut self, instrumented: &[Slot]) -> Option<SecurityContext> {
+        if let Some(own) = self.inst.spec.init_container_security_context.as_deref() {
+            return Some(own.clone());
+        }
+        if !self.plan.init_notes.contains(&InitNote::SecurityFromTarget) {
+            self.plan.init_notes.push(InitNote::SecurityFromTarget);
+        }
+        instrumented
+            .first()
+            .and_then(|s| self.plan.original(*s))
+            .and_then(|c| c.security_context.clone())
     }
 }
 

@@ -408,6 +408,7 @@ pub fn inject(cx: &mut Injection<'_, '_>, ws: &WebServer<'_>) -> Effect {
     };
     cx.plan.add_volume(ws.conf_volume.clone());
     cx.plan.add_volume(ws.agent_volume.clone());
+    cx.plan.note_clone(CLONE_CONTAINER, &ws.conf_dir);
     cx.plan.add_init_container(InitPosition::End, clone);
     cx.plan.add_init_container(InitPosition::End, attach);
     Effect::Injected(done.len())

@@ -104,6 +104,24 @@ pub struct PodPlan<'a> {
     /// gets, and the containers that read it: every language of that Instrumentation shares
     /// one file.
     pub config_file: Option<(String, Vec<Slot>)>,
+    /// What the init containers take of the first target, as the agents say when they add
+    /// them ([`InitNote`]).
+    pub init_notes: Vec<InitNote>,
+}
+
+/// What an init container takes of the pod: the agents' typed declaration, which a policy
+/// replays without running them on probes (`policy::template::init`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InitNote {
+    /// The init containers added run with the first target's `securityContext` (the
+    /// Instrumentation sets none of its own).
+    SecurityFromTarget,
+    /// Init container `name` is a clone of the first target: its image, env (then the added
+    /// entries it does not set), envFrom, mounts (then the added ones) and pull policy.
+    CloneOfTarget { name: String },
+    /// The first target's own mounts at or below `dir` are removed from it and kept by the
+    /// clone.
+    HidesBelow { dir: String },
 }
 
 impl<'a> PodPlan<'a> {
@@ -117,7 +135,21 @@ impl<'a> PodPlan<'a> {
             share_process_namespace: false,
             new_annotations: BTreeMap::new(),
             config_file: None,
+            init_notes: Vec::new(),
         }
+    }
+
+    /// Notes that init container `name` is a clone of the first target, which takes over its
+    /// own mounts at or below `dir` ([`InitNote`]).
+    pub fn note_clone(&mut self, name: &str, dir: &str) {
+        self.init_notes.extend([
+            InitNote::CloneOfTarget {
+                name: name.to_owned(),
+            },
+            InitNote::HidesBelow {
+                dir: dir.trim_end_matches('/').to_owned(),
+            },
+        ]);
     }
 
     /// The original container in a slot.

@@ -33,7 +33,7 @@ use crate::keys::{
     INJECTED_ANNOTATION, INJECTED_LABEL, SERVICE_NAME_ANNOTATION, STATUS_ANNOTATION,
 };
 use crate::pod::env::EnvNote;
-use crate::pod::plan::{ContainerPlan, PodPlan, Slot};
+use crate::pod::plan::{InitNote, PodPlan, Slot};
 pub use cache::TemplateCache;
 pub use init::InitHoles;
 
@@ -42,8 +42,6 @@ mod init;
 mod notes;
 #[cfg(test)]
 pub(super) mod probe;
-#[cfg(test)]
-mod user;
 
 /// The probe container's name: stands for the target's name in what the template holds.
 pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
@@ -193,6 +191,7 @@ fn probe_pod(
 
 /// The engine's result for `pod`, with image volumes: the pod injected, or the reason of the
 /// webhook's first skip when nothing was (`None`: no skip said why).
+#[cfg(test)]
 fn decide(
     catalog: &StaticCatalog,
     config: &EngineConfig,
@@ -202,20 +201,16 @@ fn decide(
     decide_seeing(catalog, config, ns, pod, |_| {})
 }
 
-/// [`decide`], showing `see` the plan of the probe's container.
+/// [`decide`], showing `see` the plan the patch is written from.
 fn decide_seeing(
     catalog: &StaticCatalog,
     config: &EngineConfig,
     ns: &str,
     pod: &Value,
-    see: impl Fn(&ContainerPlan<'_>),
+    see: impl Fn(&PodPlan<'_>),
 ) -> Result<Value, Option<SkipReason>> {
     let typed: Pod = serde_json::from_value(pod.clone()).map_err(|_| None)?;
     let snapshot = Snapshot::take(catalog, ns, config);
-    let see = |plan: &PodPlan<'_>| {
-        let probe = plan.containers().find(|(slot, _)| *slot == Slot::App(0));
-        probe.into_iter().for_each(|(_, c)| see(c));
-    };
     let (patch, report) = crate::admission::mutate_seeing(&snapshot, &typed, see);
     if report.injected.is_empty() {
         return Err(report.skipped.first().map(|s| s.reason));
@@ -225,24 +220,29 @@ fn decide_seeing(
     Ok(out)
 }
 
-/// The probe container's env as the engine planned it.
-struct PlannedEnv {
+/// What the engine planned for the probe, besides the patch: its container's env and the
+/// agents' notes.
+struct Planned {
     /// Put before the container's own, in order.
     prepended: Vec<Value>,
     /// Appended after them, in order.
     appended: Vec<Value>,
-    /// The agents' notes of what else their edits do ([`EnvNote`]).
-    notes: Vec<EnvNote>,
+    /// What else the env edits do ([`EnvNote`]).
+    env_notes: Vec<EnvNote>,
+    /// What the init containers take of the container ([`InitNote`]).
+    init_notes: Vec<InitNote>,
 }
 
-impl PlannedEnv {
-    fn of(c: &ContainerPlan<'_>) -> Self {
+impl Planned {
+    fn of(plan: &PodPlan<'_>) -> Option<Self> {
+        let (_, c) = plan.containers().find(|(slot, _)| *slot == Slot::App(0))?;
         let values = |vars: &[EnvVar]| vars.iter().map(|e| json!(e)).collect();
-        PlannedEnv {
+        Some(Planned {
             prepended: values(c.env.prepended()),
             appended: values(c.env.appended()),
-            notes: c.env.notes().to_vec(),
-        }
+            env_notes: c.env.notes().to_vec(),
+            init_notes: plan.init_notes.clone(),
+        })
     }
 }
 
@@ -299,7 +299,7 @@ pub fn read_variant(
     let bare = probe_pod(inst, lang, variant, json!([]));
     // What the engine plans for the probe's env, read as it writes the patch.
     let planned = RefCell::new(None);
-    let see = |c: &ContainerPlan<'_>| *planned.borrow_mut() = Some(PlannedEnv::of(c));
+    let see = |plan: &PodPlan<'_>| *planned.borrow_mut() = Planned::of(plan);
     let injected =
         decide_seeing(&catalog, &config, &ns, &bare, see).map_err(|skip| match skip {
             Some(reason) => NotCovered {
@@ -324,32 +324,14 @@ pub fn read_variant(
         .cloned()
         .unwrap_or_default();
     only_these_changed(&bare, &injected)?;
-    // The bare probe with the container's `fields` added (and the volumes its mounts name).
-    let with_fields = |fields: &Value| {
-        let mut pod = bare.clone();
-        for (k, v) in fields.as_object().into_iter().flatten() {
-            pod["spec"]["containers"][0][k] = v.clone();
-        }
-        let volumes: Vec<Value> = fields["volumeMounts"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|m| json!({"name": m["name"], "emptyDir": {}}))
-            .collect();
-        if !volumes.is_empty() {
-            pod["spec"]["volumes"] = Value::from(volumes);
-        }
-        decide(&catalog, &config, &ns, &pod).ok()
-    };
-    let init = init::holes(&init_containers, with_fields)?;
-    let hidden_below = match init.clone_of_target {
-        Some(k) => init::hidden_below(&mounts, k, with_fields),
-        None => Vec::new(),
-    };
-
     let env = planned
         .into_inner()
         .ok_or("the engine planned no container")?;
+    let init = init::holes(&init_containers, &env.init_notes)?;
+    let hidden_below = match init.clone_of_target {
+        Some(_) => init::hidden_below(&mounts, &env.init_notes),
+        None => Vec::new(),
+    };
     let mut template = Template {
         language: lang,
         variant,
@@ -387,7 +369,7 @@ pub fn read_variant(
     if written.is_none_or(|w| !w.iter().eq(planned.iter().copied())) {
         return Err("the patch's variables are not the plan's".into());
     }
-    notes::read(&mut template, &env.notes);
+    notes::read(&mut template, &env.env_notes);
     Ok(template)
 }
 

@@ -1,11 +1,15 @@
-//! The test oracle of [`super::notes`]: the env part of a template learnt as it was before the
-//! agents noted their edits, by probing the engine once per variable (set as a literal, with
-//! `valueFrom`, and empty for an extended one) and diffing what it did. The notes must say
-//! the same, which the policy tests compare over Instrumentations and languages.
+//! The test oracle of [`super::notes`] and [`super::init`]: what a template takes of the pod,
+//! learnt as it was before the agents noted their edits, by probing the engine once per
+//! variable (set as a literal, with `valueFrom`, and empty for an extended one), with a
+//! container that has a security context and the fields a clone takes, and with mounts at and
+//! below each template path, and diffing what it did. The notes must say the same, which the
+//! policy tests compare over Instrumentations and languages.
+
+mod init;
+mod user;
 
 use serde_json::{Value, json};
 
-use super::user::{VariableEffect, empty_value, mark_kept_out, merged_at_the_end, user_variable};
 use super::{
     Appended, Kind, NotCovered, Template, VALUE, check_appended, decide, env_of, name_of,
     probe_config, probe_pod,
@@ -14,6 +18,7 @@ use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
 use crate::cluster::StaticCatalog;
 use crate::crd::Instrumentation;
 use crate::engine::{EngineConfig, SkipReason};
+use user::{VariableEffect, empty_value, mark_kept_out, merged_at_the_end, user_variable};
 
 /// `typed` with its env part learnt by probing, and the extended variables an empty value
 /// of which could not be replayed.
@@ -28,7 +33,25 @@ pub fn probed(
     let config = probe_config(config);
     let decided = |env: Value| decide(&catalog, &config, &ns, &probe_pod(inst, lang, variant, env));
     let run = |env: Value| decided(env).ok();
+    let bare = probe_pod(inst, lang, variant, json!([]));
     let injected = run(json!([])).ok_or("the webhook injects nothing")?;
+    // The bare probe with the container's `fields` added (and the volumes its mounts name).
+    let with_fields = |fields: &Value| {
+        let mut pod = bare.clone();
+        for (k, v) in fields.as_object().into_iter().flatten() {
+            pod["spec"]["containers"][0][k] = v.clone();
+        }
+        let volumes: Vec<Value> = fields["volumeMounts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| json!({"name": m["name"], "emptyDir": {}}))
+            .collect();
+        if !volumes.is_empty() {
+            pod["spec"]["volumes"] = Value::from(volumes);
+        }
+        decide(&catalog, &config, &ns, &pod).ok()
+    };
     // A user variable splits the list into what is put before it and after it.
     let with_user = run(json!([{"name": "ZQ_USER", "value": VALUE}]))
         .ok_or("a user variable stops the injection")?;
@@ -63,6 +86,11 @@ pub fn probed(
     template.refuse_value_from.clear();
     template.merges_resource_attributes = false;
     template.agent_refuses.clear();
+    template.init = init::holes(&typed.init_containers, with_fields)?;
+    template.hidden_below = match template.init.clone_of_target {
+        Some(k) => init::hidden_below(&typed.mounts, k, with_fields),
+        None => Vec::new(),
+    };
     let mut refuse_empty = Vec::new();
     let names: Vec<String> = template
         .prepended

@@ -73,6 +73,13 @@ fn instrumentations() -> Vec<String> {
         // v1beta1: no resource attributes at all (nothing to merge), and its own attributes.
         BETA.replace("attributes: {team: payments}, ", ""),
         BETA.to_owned(),
+        // Init containers with a security context of their own; the web servers' own
+        // configuration directories (the clone takes over the mounts below them).
+        java("  java:\n", "  initContainerSecurityContext: {runAsUser: 1000}\n  java:\n"),
+        java(
+            "  java:\n",
+            "  apacheHttpd: {configPath: /srv/httpd/conf/}\n  nginx: {configFile: /srv/nginx/main.conf}\n  java:\n",
+        ),
         // Pod UIDs, as the downward API gives them.
         java(
             "  java:\n",
@@ -104,7 +111,7 @@ fn the_notes_say_what_probing_the_engine_learns() {
         }
         assert!(compared > before, "no template of\n{yaml}");
     }
-    // Every language but Go (a sidecar) and its variants, in both deliveries (432 today).
+    // Every language but Go (a sidecar) and its variants, in both deliveries (472 today).
     assert!(compared > 400, "{compared} templates compared");
 }
 
@@ -131,4 +138,6 @@ fn same_env(typed: &Template, probed: &Template, at: &str) {
         "{at}"
     );
     assert_eq!(typed.agent_refuses, probed.agent_refuses, "{at}");
+    assert_eq!(typed.init, probed.init, "{at}");
+    assert_eq!(typed.hidden_below, probed.hidden_below, "{at}");
 }
