@@ -49,9 +49,6 @@ pub const CONTAINER: &str = "zq-otel-injector-probe-zq";
 pub const SERVICE: &str = "zq-otel-injector-service-zq";
 /// The probe container's image, so that an init container that copies it is found.
 pub const IMAGE: &str = "zq-otel-injector-image-zq";
-/// A user variable's value in the oracle's probes.
-#[cfg(test)]
-const VALUE: &str = "zq-otel-injector-value-zq";
 
 /// One variable the webhook appends, and what keeps it out.
 #[derive(Clone, Debug, PartialEq)]
@@ -190,18 +187,8 @@ fn probe_pod(
 }
 
 /// The engine's result for `pod`, with image volumes: the pod injected, or the reason of the
-/// webhook's first skip when nothing was (`None`: no skip said why).
-#[cfg(test)]
-fn decide(
-    catalog: &StaticCatalog,
-    config: &EngineConfig,
-    ns: &str,
-    pod: &Value,
-) -> Result<Value, Option<SkipReason>> {
-    decide_seeing(catalog, config, ns, pod, |_| {})
-}
-
-/// [`decide`], showing `see` the plan the patch is written from.
+/// webhook's first skip when nothing was (`None`: no skip said why); `see` is shown the plan
+/// the patch is written from.
 fn decide_seeing(
     catalog: &StaticCatalog,
     config: &EngineConfig,
@@ -244,14 +231,6 @@ impl Planned {
             init_notes: plan.init_notes.clone(),
         })
     }
-}
-
-#[cfg(test)]
-fn env_of(pod: &Value) -> Vec<Value> {
-    pod["spec"]["containers"][0]["env"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn name_of(e: &Value) -> &str {

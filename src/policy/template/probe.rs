@@ -11,8 +11,8 @@ mod user;
 use serde_json::{Value, json};
 
 use super::{
-    Appended, Kind, NotCovered, Template, VALUE, check_appended, decide, env_of, name_of,
-    probe_config, probe_pod,
+    Appended, Kind, NotCovered, Template, check_appended, decide_seeing, name_of, probe_config,
+    probe_pod,
 };
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
 use crate::cluster::StaticCatalog;
@@ -141,4 +141,25 @@ pub fn probed(
     }
     template.appended = appended;
     Ok((template, refuse_empty))
+}
+
+/// A user variable's value in the oracle's probes.
+pub(super) const VALUE: &str = "zq-otel-injector-value-zq";
+
+/// The engine's result for `pod`, with image volumes: the pod injected, or the reason of the
+/// webhook's first skip when nothing was (`None`: no skip said why).
+fn decide(
+    catalog: &StaticCatalog,
+    config: &EngineConfig,
+    ns: &str,
+    pod: &Value,
+) -> Result<Value, Option<SkipReason>> {
+    decide_seeing(catalog, config, ns, pod, |_| {})
+}
+
+pub(super) fn env_of(pod: &Value) -> Vec<Value> {
+    pod["spec"]["containers"][0]["env"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }

@@ -141,3 +141,40 @@ fn same_env(typed: &Template, probed: &Template, at: &str) {
     assert_eq!(typed.init, probed.init, "{at}");
     assert_eq!(typed.hidden_below, probed.hidden_below, "{at}");
 }
+
+/// What only the notes can say: with no argument in the Instrumentation, the template adds
+/// `OTEL_TRACES_SAMPLER` alone, and a container's own `OTEL_TRACES_SAMPLER_ARG` still keeps
+/// it out, as the webhook does.
+#[test]
+fn a_users_sampler_argument_keeps_the_sampler_out_without_one_in_the_spec() {
+    let no_argument = JAVA.replace(", argument: \"0.5\"", "");
+    for (yaml, expected) in [
+        (
+            JAVA.to_owned(),
+            ["OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"].as_slice(),
+        ),
+        (no_argument, &["OTEL_TRACES_SAMPLER"]),
+    ] {
+        let t = template::read(&inst(&yaml), Language::Java, &image_volumes()).unwrap();
+        let sampler: Vec<(&str, &[String])> = t
+            .appended
+            .iter()
+            .filter(|a| {
+                a.entry["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("OTEL_TRACES_SAMPLER")
+            })
+            .map(|a| (a.entry["name"].as_str().unwrap(), a.kept_out_by.as_slice()))
+            .collect();
+        let by = ["OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"];
+        assert_eq!(
+            sampler.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            expected,
+            "{yaml}"
+        );
+        for (name, kept_out_by) in sampler {
+            assert_eq!(kept_out_by, by, "{name} of\n{yaml}");
+        }
+    }
+}

@@ -4,8 +4,9 @@
 
 use serde_json::Value;
 
+use super::{VALUE, env_of};
 use crate::agents::sdk_env::{OTEL_RESOURCE_ATTRIBUTES, OTEL_SERVICE_NAME};
-use crate::policy::template::{Appended, ExtendedVariable, Template, VALUE, env_of, name_of};
+use crate::policy::template::{Appended, ExtendedVariable, Template, name_of};
 
 /// Whether a probe that sets `OTEL_RESOURCE_ATTRIBUTES` itself (with `valueFrom` when
 /// `from`) got every other variable of the template, in order, with its own entry last: a
