@@ -15,6 +15,26 @@ use super::{
     legit_review, wait_until,
 };
 
+/// Linux's initial retransmission timeout (`TCP_TIMEOUT_INIT`): what a SYN the kernel
+/// dropped at a full accept queue costs its client.
+const SYN_RETRANSMIT: Duration = Duration::from_secs(1);
+
+/// Connections this network namespace's kernel dropped at a listener
+/// (`TcpExt: ListenDrops` in /proc/net/netstat), or 0 where it cannot be read.
+fn listen_drops() -> u64 {
+    let text = std::fs::read_to_string("/proc/net/netstat").unwrap_or_default();
+    let mut lines = text.lines().filter(|l| l.starts_with("TcpExt:"));
+    let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+        return 0;
+    };
+    names
+        .split_whitespace()
+        .zip(values.split_whitespace())
+        .find(|(name, _)| *name == "ListenDrops")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0)
+}
+
 /// How a flooding client uses each connection before the server closes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Flood {
@@ -117,8 +137,15 @@ async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
     let mut open_seen = Vec::new();
     // At least 3 s of flood and at least 5 samples: a debug server on a busy machine answers
     // near the bound, and then 3 s alone may hold only 4.
+    // Each sample notes whether the kernel dropped a connection at a full accept queue while
+    // it was taken (the 16 churning clients fill the queue faster than a saturated server
+    // drains it): a dropped SYN costs its client one retransmit, 1 s, before the server can
+    // see the connection at all.
+    let mut kernel_dropped = Vec::new();
     while flood_started.elapsed() < Duration::from_secs(3) || latencies.len() < 5 {
+        let drops_before = listen_drops();
         latencies.push(legit_review(&server, &body, &uid).await);
+        kernel_dropped.push(listen_drops() > drops_before);
         open_seen.push(server.metric(OPEN_WEBHOOK).await);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -131,13 +158,31 @@ async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
     let max_open = open_seen.iter().copied().fold(0.0, f64::max);
     eprintln!(
         "reconnecting flood: {flood_conns} flood connections in {during:?} ({:.0}/s), {shed} shed; \
-         {} legitimate reviews, max {max:?}: {latencies:?}; open at most {max_open}",
+         {} legitimate reviews, max {max:?}: {latencies:?} ({} taken while the kernel dropped \
+         connections at the full accept queue); open at most {max_open}",
         flood_conns as f64 / during.as_secs_f64(),
-        latencies.len()
+        latencies.len(),
+        kernel_dropped.iter().filter(|d| **d).count(),
     );
+    // Within the bound, or within the bound and one SYN retransmit when the kernel dropped a
+    // connection meanwhile, and that for one sample in four at most: a server that did not
+    // shed for fresh clients would keep them waiting for the 10 s handshake timeout.
+    let retransmitted: Vec<_> = latencies
+        .iter()
+        .zip(&kernel_dropped)
+        .filter(|(took, _)| **took >= LEGIT_BOUND)
+        .collect();
+    for (took, dropped) in &retransmitted {
+        assert!(
+            **dropped && **took < LEGIT_BOUND + SYN_RETRANSMIT,
+            "a fresh client waited {took:?} during the flood (kernel listen drops meanwhile: {dropped})"
+        );
+    }
     assert!(
-        max < LEGIT_BOUND,
-        "a fresh client waited {max:?} during the flood"
+        retransmitted.len() * 4 <= latencies.len(),
+        "{} of {} fresh clients waited past {LEGIT_BOUND:?}",
+        retransmitted.len(),
+        latencies.len()
     );
     // Shed connections may stay open a moment after they were chosen.
     assert!(
