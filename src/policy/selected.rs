@@ -85,11 +85,7 @@ impl Rules {
     /// selector, per language the selectors that ask for it in order (`picked<i>`), and
     /// `selectedLanguages`. Needs [`vars::injection_keys`] first.
     pub fn add_variables(&self, v: &mut Vars) {
-        let requests: Vec<String> = Language::ALL.iter().map(|l| vars::request(*l)).collect();
-        v.add(
-            "keyed",
-            format!("[{}].exists(r, r != \"\")", requests.join(", ")),
-        );
+        v.add("keyed", vars::any_request());
         for (j, rule) in self.0.iter().enumerate() {
             v.add(&format!("sel{j}"), selects(rule));
         }

@@ -71,9 +71,21 @@ pub(super) fn index(lang: Language) -> usize {
 
 /// `key` on an object whose labels and annotations are the variables `lab` and `ann`.
 fn lookup(lab: &str, ann: &str, key: &str) -> String {
-    let k = string(key);
+    lookup_of(lab, ann, &string(key))
+}
+
+/// [`lookup`] of the key the CEL string expression `k` holds.
+fn lookup_of(lab: &str, ann: &str, k: &str) -> String {
     format!(
         "({k} in variables.{lab} ? variables.{lab}[{k}] : variables.{ann}[?{k}].orValue(\"\")).trim()"
+    )
+}
+
+/// The effective value of a key whose trimmed values on the pod and on its namespace are the
+/// CEL string expressions `p` and `n` (`select::effective`).
+fn effective_of(p: &str, n: &str) -> String {
+    format!(
+        "{n} == \"\" ? {p} : ({p} == \"\" ? {n} : ({p}.lowerAscii() != \"true\" ? {p} : ({n}.lowerAscii() == \"false\" ? {p} : {n})))"
     )
 }
 
@@ -82,33 +94,49 @@ fn effective(v: &mut Vars, var: &str, key: &str) {
     v.add(&format!("{var}Pod"), lookup("lab", "ann", key));
     v.add(&format!("{var}Ns"), lookup("nsLab", "nsAnn", key));
     let (p, n) = (format!("variables.{var}Pod"), format!("variables.{var}Ns"));
-    v.add(
-        var,
-        format!(
-            "{n} == \"\" ? {p} : ({p} == \"\" ? {n} : ({p}.lowerAscii() != \"true\" ? {p} : ({n}.lowerAscii() == \"false\" ? {p} : {n})))"
-        ),
-    );
+    v.add(var, effective_of(&p, &n));
+}
+
+/// The languages' request keys as a CEL list of `[language, key]` pairs, in the registry's
+/// order.
+fn request_keys() -> String {
+    let pairs: Vec<String> = Language::ALL
+        .iter()
+        .map(|l| {
+            format!(
+                "[{}, {}]",
+                string(l.as_str()),
+                string(l.inject_annotation())
+            )
+        })
+        .collect();
+    format!("[{}]", pairs.join(", "))
 }
 
 /// The maps, each language's request, and `want`: the one language asked for (`""` when none
 /// or several are).
+///
+/// `requested` reads every language's key in one comprehension rather than through the
+/// languages' own request variables: a policy then declares the request variables of the
+/// languages it names alone, and the API server builds an entry for each declared variable
+/// on every evaluation (docs/performance.md). It is read only when another language's key
+/// is set ([`wants`]).
 pub fn injection_keys(v: &mut Vars) {
     v.add("ann", "object.metadata.?annotations.orValue({})");
     v.add("lab", "object.metadata.?labels.orValue({})");
     v.add("nsAnn", "namespaceObject.metadata.?annotations.orValue({})");
     v.add("nsLab", "namespaceObject.metadata.?labels.orValue({})");
-    let mut pairs = Vec::new();
     for &lang in Language::ALL {
-        let var = format!("req{}", index(lang));
-        effective(v, &var, lang.inject_annotation());
-        pairs.push(format!("[{}, variables.{var}]", string(lang.as_str())));
+        effective(v, &format!("req{}", index(lang)), lang.inject_annotation());
     }
     v.add(
         "requested",
         format!(
-            "[{}].filter(p, {}).map(p, p[0])",
-            pairs.join(", "),
-            asking("p[1]")
+            "{}.map(p, [p[0], {}, {}]).filter(q, {}).map(q, q[0])",
+            request_keys(),
+            lookup_of("lab", "ann", "p[1]"),
+            lookup_of("nsLab", "nsAnn", "p[1]"),
+            asking(&format!("({})", effective_of("q[1]", "q[2]")))
         ),
     );
     v.add(
@@ -148,6 +176,17 @@ fn asking(req: &str) -> String {
 /// The effective request of `lang` (a variable of [`injection_keys`]).
 pub fn request(lang: Language) -> String {
     format!("variables.req{}", index(lang))
+}
+
+/// Whether the pod or its namespace sets any language's request key to a non-empty value
+/// (an effective request is empty only when both are): one comprehension, as `requested`.
+pub fn any_request() -> String {
+    format!(
+        "{}.exists(p, {} != \"\" || {} != \"\")",
+        request_keys(),
+        lookup_of("lab", "ann", "p[1]"),
+        lookup_of("nsLab", "nsAnn", "p[1]")
+    )
 }
 
 /// A container list variable split as `select::split_names` splits it.
@@ -335,5 +374,46 @@ mod tests {
             ])
         );
         assert_eq!(v.used_by(&json!({"validations": "variables."})), json!([]));
+    }
+
+    /// A policy that asks whether the pod wants one language declares that language's request
+    /// variables alone: the others' keys are read inside `requested`.
+    #[test]
+    fn one_languages_policy_declares_its_own_request_variables_alone() {
+        for &lang in Language::ALL {
+            let mut v = Vars::default();
+            injection_keys(&mut v);
+            let wants = wants(&mut v, lang);
+            let declared = v.used_by(&json!({"matchConditions": [{"expression": wants}]}));
+            let names: Vec<&str> = declared
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d["name"].as_str().unwrap())
+                .collect();
+            let i = index(lang);
+            let (own, pod, ns, wants) = (
+                format!("req{i}"),
+                format!("req{i}Pod"),
+                format!("req{i}Ns"),
+                format!("wants{i}"),
+            );
+            assert_eq!(
+                names,
+                [
+                    "ann",
+                    "lab",
+                    "nsAnn",
+                    "nsLab",
+                    &pod,
+                    &ns,
+                    &own,
+                    "requested",
+                    "want",
+                    &wants
+                ],
+                "{lang:?}"
+            );
+        }
     }
 }
