@@ -97,9 +97,9 @@ fn effective(v: &mut Vars, var: &str, key: &str) {
     v.add(var, effective_of(&p, &n));
 }
 
-/// The languages' request keys as a CEL list of `[language, key]` pairs, in the registry's
-/// order.
-fn request_keys() -> String {
+/// Every language's request key read in one comprehension: a CEL list of `[language, the
+/// pod's trimmed value, the namespace's]`, in the registry's order.
+fn request_values() -> String {
     let pairs: Vec<String> = Language::ALL
         .iter()
         .map(|l| {
@@ -110,7 +110,12 @@ fn request_keys() -> String {
             )
         })
         .collect();
-    format!("[{}]", pairs.join(", "))
+    format!(
+        "[{}].map(p, [p[0], {}, {}])",
+        pairs.join(", "),
+        lookup_of("lab", "ann", "p[1]"),
+        lookup_of("nsLab", "nsAnn", "p[1]")
+    )
 }
 
 /// The maps, each language's request, and `want`: the one language asked for (`""` when none
@@ -132,10 +137,8 @@ pub fn injection_keys(v: &mut Vars) {
     v.add(
         "requested",
         format!(
-            "{}.map(p, [p[0], {}, {}]).filter(q, {}).map(q, q[0])",
-            request_keys(),
-            lookup_of("lab", "ann", "p[1]"),
-            lookup_of("nsLab", "nsAnn", "p[1]"),
+            "{}.filter(q, {}).map(q, q[0])",
+            request_values(),
             asking(&format!("({})", effective_of("q[1]", "q[2]")))
         ),
     );
@@ -182,10 +185,8 @@ pub fn request(lang: Language) -> String {
 /// (an effective request is empty only when both are): one comprehension, as `requested`.
 pub fn any_request() -> String {
     format!(
-        "{}.exists(p, {} != \"\" || {} != \"\")",
-        request_keys(),
-        lookup_of("lab", "ann", "p[1]"),
-        lookup_of("nsLab", "nsAnn", "p[1]")
+        "{}.exists(q, q[1] != \"\" || q[2] != \"\")",
+        request_values()
     )
 }
 

@@ -254,6 +254,29 @@ fn corpus() -> Vec<(&'static str, &'static str, Value)> {
             pod("not-asked", json!({}), json!({}), app(port.clone())),
         ),
         simple("asked-false", &[(INJECT_JAVA, "false")]),
+        // Another language's key that does not ask: the policy reads which languages the pod
+        // asks for off every key (not its own alone), on labels as on annotations, and on
+        // the namespace under the pod's own.
+        (
+            "java-other-language-false",
+            "shop",
+            pod(
+                "java-other-language-false",
+                ann(&[(INJECT_JAVA, "java")]),
+                json!({INJECT_PYTHON: "false"}),
+                app(port.clone()),
+            ),
+        ),
+        (
+            "namespace-language-false-python-label",
+            "asked",
+            pod(
+                "namespace-language-false-python-label",
+                ann(&[(INJECT_JAVA, "false")]),
+                json!({INJECT_PYTHON: "true"}),
+                app(json!([])),
+            ),
+        ),
         // Edges the policies leave to the webhook.
         (
             "edge-two-languages",

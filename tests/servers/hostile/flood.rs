@@ -167,21 +167,21 @@ async fn a_reconnecting_flood_does_not_delay_a_fresh_client() {
     // Within the bound, or within the bound and one SYN retransmit when the kernel dropped a
     // connection meanwhile, and that for one sample in four at most: a server that did not
     // shed for fresh clients would keep them waiting for the 10 s handshake timeout.
-    let retransmitted: Vec<_> = latencies
+    let slow: Vec<_> = latencies
         .iter()
         .zip(&kernel_dropped)
         .filter(|(took, _)| **took >= LEGIT_BOUND)
         .collect();
-    for (took, dropped) in &retransmitted {
+    for (took, dropped) in &slow {
         assert!(
             **dropped && **took < LEGIT_BOUND + SYN_RETRANSMIT,
             "a fresh client waited {took:?} during the flood (kernel listen drops meanwhile: {dropped})"
         );
     }
     assert!(
-        retransmitted.len() * 4 <= latencies.len(),
+        slow.len() * 4 <= latencies.len(),
         "{} of {} fresh clients waited past {LEGIT_BOUND:?}",
-        retransmitted.len(),
+        slow.len(),
         latencies.len()
     );
     // Shed connections may stay open a moment after they were chosen.
