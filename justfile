@@ -110,7 +110,8 @@ auth-cost:
     TEST_SERVER_BIN="${TEST_SERVER_BIN:-$PWD/target/release/otel-injector}" cargo test --locked --test servers -- --ignored --nocapture auth_cost
 
 # Pod-create latency through the real API server: no injection, the webhook, the policy
-# (`otel-injector policy`), E2E_POLICY_PODS each (default 300); docs/performance.md.
+# (`otel-injector policy`), E2E_POLICY_PODS each (default 300); E2E_POLICY_ONLY_JAVA=1 binds
+# the live render's Java policy alone; docs/performance.md.
 policy-latency: controlplane
     cargo build --locked --release --bin otel-injector
     E2E_WEBHOOK_BIN="$PWD/target/release/otel-injector" cargo test --locked -p otel-injector-e2e --test e2e -- --ignored --nocapture policy::budgets::policy_latency

@@ -144,6 +144,17 @@ async fn policy_latency() {
             "--agent-delivery=image-volume",
         ],
     );
+    // `E2E_POLICY_ONLY_JAVA=1`: the live render's Java policy alone is bound, so the runs
+    // with and without it tell what the other languages' policies cost a Java pod and one
+    // that asks for nothing (docs/performance.md).
+    if std::env::var_os("E2E_POLICY_ONLY_JAVA").is_some() {
+        keyed_objects.retain(|o| {
+            let kind = o["kind"].as_str().unwrap_or("");
+            let name = o["metadata"]["name"].as_str().unwrap_or("");
+            !kind.starts_with("MutatingAdmissionPolicy") || name.ends_with(".java")
+        });
+        eprintln!("[e2e] live policies: the Java policy alone");
+    }
     objects.append(&mut keyed_objects);
     create_all(&client, &objects).await;
     let asking = |name: &str| {
