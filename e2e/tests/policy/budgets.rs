@@ -153,6 +153,14 @@ async fn policy_latency() {
             let name = o["metadata"]["name"].as_str().unwrap_or("");
             !kind.starts_with("MutatingAdmissionPolicy") || name.ends_with(".java")
         });
+        let kept = keyed_objects
+            .iter()
+            .filter(|o| o["kind"] == "MutatingAdmissionPolicy")
+            .count();
+        assert_eq!(
+            kept, 1,
+            "the live render's Java policy, by its name's suffix"
+        );
         eprintln!("[e2e] live policies: the Java policy alone");
     }
     objects.append(&mut keyed_objects);
